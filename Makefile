@@ -1,0 +1,64 @@
+# tenzro-train: `make demo` runs the main job, `make test` runs every suite.
+# Both bootstrap first (idempotent: a second run only checks timestamps).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+NODE_BIN := $(CURDIR)/node_modules/.bin
+export PATH := $(NODE_BIN):$(BIN):$(PATH)
+# ape talks to the devnet's anvil (not a throw-away one) for deploy and the demo.
+DEVNET_RPC := http://127.0.0.1:8545
+NETWORK := ethereum:local:foundry
+PYTEST_ARGS ?=
+
+.PHONY: bootstrap demo test test-fast devnet-up devnet-down devnet-status deploy compile clean-devnet bench
+
+bootstrap: $(VENV)/.installed node_modules/.installed .solc/solc
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	# torch first, pinned: a bare requirement would pull the CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev]"
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@test -x node_modules/node/bin/node || { echo "node_modules/node/bin/node missing: Node 22 did not install"; exit 1; }
+	@touch $@
+
+.solc/solc: node_modules/.installed scripts/toolchain/install-solc.sh scripts/toolchain/solc-adapter.cjs
+	scripts/toolchain/install-solc.sh
+
+compile: bootstrap
+	ape compile
+
+devnet-up: bootstrap
+	$(BIN)/python scripts/devnet.py up
+
+devnet-down:
+	$(BIN)/python scripts/devnet.py down
+
+devnet-status:
+	$(BIN)/python scripts/devnet.py status
+
+deploy: devnet-up compile
+	APE_FOUNDRY_HOST=$(DEVNET_RPC) ape run deploy --network $(NETWORK)
+
+demo: deploy
+	$(BIN)/python -m tenzro_operator.demo
+
+test: bootstrap
+	forge test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: bootstrap
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: bootstrap
+	$(BIN)/python trainer/benchmarks/run_all.py
+
+clean-devnet: devnet-down
+	rm -rf .devnet deployments/local.json

@@ -1,0 +1,136 @@
+"""Errors of the operator: one base class, subclasses that say what was wrong and where.
+
+The CLI catches `TenzroError` and prints its message (no traceback); anything
+else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class TenzroError(Exception):
+    """Base of every error the operator reports to a user."""
+
+
+class ServiceUnavailable(TenzroError):
+    """A local service (RPC endpoint, IPFS node) did not answer."""
+
+    def __init__(self, service: str, url: str, hint: str = "start the devnet with `make devnet-up`") -> None:
+        self.service, self.url = service, url
+        super().__init__(f"{service} is not answering at {url}; {hint}")
+
+
+class DevnetError(TenzroError):
+    """The devnet could not be started, stopped or inspected."""
+
+
+# -- operator core: spec, config, keys, chain, events ---------------------------------------
+
+
+class SpecError(TenzroError):
+    """A task spec failed validation. ``path`` is the field path (``architecture.fragment_count``),
+    ``errors`` every ``(path, reason)`` pydantic found."""
+
+    def __init__(self, path: str, reason: str, source: str | None = None,
+                 errors: list[tuple[str, str]] | None = None) -> None:
+        self.path, self.reason, self.source = path, reason, source
+        self.errors = errors or [(path, reason)]
+        where = f"task spec {source}: " if source else "task spec: "
+        more = f" (and {len(self.errors) - 1} more problem(s))" if len(self.errors) > 1 else ""
+        super().__init__(f"{where}{path}: {reason}{more}")
+
+
+class ConfigError(TenzroError):
+    """A YAML config file is missing, unreadable or has a bad field (file and field named)."""
+
+    def __init__(self, source: str, field: str | None, reason: str) -> None:
+        self.source, self.field, self.reason = source, field, reason
+        at = f", field {field}:" if field else ":"
+        super().__init__(f"config {source}{at} {reason}")
+
+
+class KeystoreError(TenzroError):
+    """An encrypted keystore could not be created or unlocked (never carries the password)."""
+
+
+class ChainError(TenzroError):
+    """Something went wrong talking to the chain or with the deployments file."""
+
+
+class DeploymentError(ChainError):
+    """`deployments/<network>.json` is missing, malformed, or does not match the chain."""
+
+
+class RpcUnavailable(ChainError, ServiceUnavailable):
+    """The JSON-RPC endpoint did not answer after the retries."""
+
+    def __init__(self, url: str, attempts: int = 1, cause: str = "") -> None:
+        self.attempts, self.cause = attempts, cause
+        why = f" ({cause})" if cause else ""
+        ServiceUnavailable.__init__(
+            self, "the JSON-RPC endpoint", url,
+            f"gave up after {attempts} attempt(s){why}; is the node running? (`make devnet-up` starts the devnet)")
+
+
+class ChainRevert(ChainError):
+    """A call or transaction reverted; ``error_name`` and ``args`` decoded from the ABI's custom errors
+    (``Error(string)`` and ``Panic(uint256)`` too), ``"<unknown>"`` when the selector is not in the ABI."""
+
+    def __init__(self, error_name: str, args: dict | tuple = (), function: str = "", data: bytes = b"") -> None:
+        self.error_name, self.args_, self.function, self.data = error_name, args, function, data
+        if isinstance(args, dict):
+            shown = ", ".join(f"{k}={_fmt_arg(v)}" for k, v in args.items())
+        else:
+            shown = ", ".join(_fmt_arg(v) for v in args)
+        where = f"{function} reverted: " if function else "reverted: "
+        super().__init__(f"{where}{error_name}({shown})")
+
+
+def _fmt_arg(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        return "0x" + bytes(v).hex()
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+class TxFailed(ChainError):
+    """A transaction was mined with status 0, or no receipt came within the polling bound."""
+
+
+class EventWatcherHalted(TenzroError):
+    """An event handler failed too many times in a row; the watcher stopped on purpose."""
+
+
+# --- IPFS (tenzro_operator.ipfs, tenzro_operator.ipfs_node) -----------------
+
+
+class IpfsError(TenzroError):
+    """Base of the IPFS client's errors: the node answered with an error, or could not be used."""
+
+
+class IpfsUnavailable(IpfsError, ServiceUnavailable):
+    """No IPFS node answers at the API URL (refused, reset or timed out after the retries)."""
+
+    def __init__(self, url: str, reason: str = "") -> None:
+        hint = "start the devnet with `make devnet-up` (or a Kubo daemon)"
+        if reason:
+            hint = f"{hint} [{reason}]"
+        ServiceUnavailable.__init__(self, "the IPFS node", url, hint)
+
+
+class IpfsNotFound(IpfsError):
+    """The node does not have (or could not find in time) the content a CID names."""
+
+    def __init__(self, cid: str, detail: str = "") -> None:
+        self.cid = cid
+        super().__init__(f"IPFS content {cid} was not found" + (f": {detail}" if detail else ""))
+
+
+class IpfsIntegrityError(IpfsError):
+    """Bytes returned for a CID do not hash to that CID."""
+
+    def __init__(self, cid: str, detail: str) -> None:
+        self.cid = cid
+        super().__init__(f"IPFS content for {cid} failed verification: {detail}")
+
+
+class IpfsNodeError(IpfsError):
+    """The local IPFS node process could not be started or stopped."""

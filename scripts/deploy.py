@@ -1,0 +1,101 @@
+"""`ape run deploy`: deploy tenzro-train's contracts and write deployments/<network>.json.
+
+On a devnet (anvil, chain id 31337) the account defaults to anvil's first
+test account, and the ReceiptVerifier's runtime code is also placed at the
+TRAINING_VERIFY precompile address 0x…1008 with `anvil_setCode`, so dApps
+call it where the real precompile will be. On any other network pass
+`--account ALIAS`; the script shows what it will deploy and asks before
+broadcasting (`--yes` skips the question), and RewardEscrow points at the
+normally deployed verifier.
+
+The deployment record holds the chain id, the deploy block, every address
+with its ABI and the ABI's sha256, so the operator needs no ape at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import click
+from ape import accounts, chain, project
+from ape.cli import ConnectedProviderCommand, account_option
+
+PRECOMPILE = "0x0000000000000000000000000000000000001008"
+DEVNET_CHAIN_IDS = {31337, 1337}
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# TNZO atto-units minted to the deployer on a devnet, to fund the demo's
+# sponsor, syncer and trainers (the deployer owns the token and can mint more).
+DEVNET_MINT = 10**9 * 10**18
+
+
+def _abi(container) -> list:
+    return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in container.contract_type.abi]
+
+
+def _record(container, instance) -> dict:
+    abi = _abi(container)
+    canonical = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
+    return {"address": instance.address, "abi": abi, "abi_sha256": hashlib.sha256(canonical).hexdigest()}
+
+
+def _write_atomically(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    tmp.replace(path)
+
+
+@click.command(cls=ConnectedProviderCommand)
+@account_option(prompt=False)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the deployment record (default deployments/<network>.json).")
+@click.option("--min-syncer-stake", default=100, show_default=True, type=int,
+              help="Minimum syncer-candidate stake, in whole TNZO (token units, not atto-units).")
+@click.option("--syncer-timeout", default=60, show_default=True, type=int,
+              help="Seconds after a round deadline before a silent syncer may be replaced.")
+@click.option("--yes", is_flag=True, help="Do not ask before broadcasting on a non-devnet network.")
+def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syncer_timeout: int, yes: bool):
+    """Deploy TenzroToken, TrainingRegistry, ReceiptVerifier and RewardEscrow."""
+    chain_id = provider.chain_id
+    devnet = chain_id in DEVNET_CHAIN_IDS
+    if account is None:
+        if not devnet:
+            raise click.UsageError(f"chain id {chain_id} is not a devnet: pass --account ALIAS")
+        account = accounts.test_accounts[0]
+    out = out or REPO_ROOT / "deployments" / f"{network.name}.json"
+    if not devnet and not yes:
+        click.confirm(f"Deploy 4 contracts to {network.name} (chain id {chain_id}) from {account.address}?", abort=True)
+
+    deploy_block = chain.blocks.head.number + 1
+    token = account.deploy(project.TenzroToken, DEVNET_MINT if devnet else 0)
+    registry = account.deploy(project.TrainingRegistry, token.address, min_syncer_stake * 10**18, syncer_timeout)
+    verifier = account.deploy(project.ReceiptVerifier)
+    verifier_at = verifier.address
+    if devnet:
+        # The precompile mimic: same runtime code at 0x…1008 (no constructor, no storage).
+        provider.set_code(PRECOMPILE, provider.get_code(verifier.address))
+        verifier_at = PRECOMPILE
+    escrow = account.deploy(project.RewardEscrow, verifier_at)
+
+    record = {
+        "network": network.name,
+        "chain_id": chain_id,
+        "rpc_url": getattr(provider, "uri", None),
+        "deploy_block": deploy_block,
+        "deployer": account.address,
+        "verifier_precompile": PRECOMPILE if devnet else None,
+        "contracts": {
+            "TenzroToken": _record(project.TenzroToken, token),
+            "TrainingRegistry": _record(project.TrainingRegistry, registry),
+            "ReceiptVerifier": _record(project.ReceiptVerifier, verifier),
+            "RewardEscrow": _record(project.RewardEscrow, escrow),
+        },
+    }
+    _write_atomically(out, record)
+    click.echo(f"deployed to {network.name} (chain {chain_id}) at block {deploy_block}; record: {out}")
+    for name, c in record["contracts"].items():
+        click.echo(f"  {name:<17} {c['address']}")
+    if devnet:
+        click.echo(f"  {'TRAINING_VERIFY':<17} {PRECOMPILE} (ReceiptVerifier runtime code)")

@@ -1,0 +1,56 @@
+"""The devnet launcher against the real anvil and IPFS node."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tenzro_operator import devnet
+from tenzro_operator.errors import DevnetError
+
+DEV_KEY_0 = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"  # anvil's account 0
+BURN = "0x000000000000000000000000000000000000dEaD"
+
+
+def _balance(url: str, addr: str) -> int:
+    return int(devnet.rpc_call(url, "eth_getBalance", [addr, "latest"]), 16)
+
+
+def test_up_is_idempotent_and_status_reports_both(devnet_cfg):
+    first = devnet.up(devnet_cfg)
+    second = devnet.up(devnet_cfg)
+    assert first["anvil"] == second["anvil"] and first["ipfs"] == second["ipfs"]
+    rows = {s.name: s for s in devnet.status(devnet_cfg)}
+    assert rows["anvil"].up and rows["anvil"].detail["chain_id"] == devnet.ANVIL_CHAIN_ID
+    assert rows["ipfs"].up and rows["ipfs"].detail["version"]
+    assert set(devnet.down(devnet_cfg)) == {"anvil", "ipfs"}
+    assert not any(s.up for s in devnet.status(devnet_cfg))
+
+
+def test_chain_state_survives_restart(devnet_cfg):
+    devnet.up(devnet_cfg)
+    url = devnet_cfg.rpc_url
+    before = _balance(url, BURN)
+    devnet.rpc_call(url, "anvil_setBalance", [BURN, hex(before + 12345)])
+    devnet.rpc_call(url, "evm_mine")
+    devnet.down(devnet_cfg)
+    assert (devnet_cfg.data_dir / "anvil" / "state.json").stat().st_size > 0
+    devnet.up(devnet_cfg)
+    assert _balance(url, BURN) == before + 12345
+
+
+def test_port_held_by_another_chain_is_refused(devnet_cfg, tmp_path):
+    devnet.up(devnet_cfg)
+    other = devnet.DevnetConfig(data_dir=tmp_path / "other", rpc_port=devnet_cfg.rpc_port,
+                                ipfs_port=devnet_cfg.ipfs_port, chain_id=1)
+    with pytest.raises(DevnetError, match="chain id 31337"):
+        devnet.up(other)
+
+
+def test_status_cli_says_down_without_traceback(devnet_cfg):
+    r = subprocess.run([sys.executable, "scripts/devnet.py", "status", "--data-dir", str(devnet_cfg.data_dir),
+                        "--rpc-port", str(devnet_cfg.rpc_port), "--ipfs-port", str(devnet_cfg.ipfs_port)],
+                       capture_output=True, text=True, cwd=devnet.REPO_ROOT)
+    assert r.returncode == 1
+    assert "down" in r.stdout and "Traceback" not in r.stdout + r.stderr
+
