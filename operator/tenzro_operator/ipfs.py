@@ -1,0 +1,439 @@
+"""IPFS client speaking the Kubo RPC API (POST /api/v0/...), for the local Helia node and a real Kubo daemon.
+
+Every CID the client hands out or accepts is checked locally: `add` recomputes
+the CID of the uploaded bytes and `cat` verifies the fetched bytes against the
+CID asked for, so a node (local or remote) can not substitute content.
+
+Import layout (Kubo's `ipfs add --cid-version 1` defaults, see
+https://docs.ipfs.tech/concepts/file-systems/ and the UnixFS spec
+https://github.com/ipfs/specs/blob/main/UNIXFS.md): fixed 262144-byte chunks,
+raw leaves (CIDv1, codec raw 0x55), a balanced DAG of at most 174 links per
+dag-pb node (codec 0x70), multihash sha2-256 (0x12), base32 lower (`b...`).
+
+Usage::
+
+    with IpfsClient("http://127.0.0.1:5001") as ipfs:
+        cid = ipfs.add(b"hello IPFS\\n")      # 'bafkrei...'
+        assert ipfs.cat(cid) == b"hello IPFS\\n"
+        ipfs.unpin(cid)
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from tenzro_operator.errors import IpfsError, IpfsIntegrityError, IpfsNotFound, IpfsUnavailable
+
+__all__ = [
+    "Cid", "IpfsClient", "IpfsError", "IpfsIntegrityError", "IpfsNotFound", "IpfsUnavailable",
+    "parse_cid", "kubo_cid", "verify_content", "CHUNK_SIZE", "MAX_LINKS",
+]
+
+DEFAULT_API_URL = "http://127.0.0.1:5001"
+CHUNK_SIZE = 262144  # bytes; Kubo's default chunker size-262144
+MAX_LINKS = 174  # Kubo's balanced DAG: links per dag-pb node
+RAW = 0x55
+DAG_PB = 0x70
+SHA2_256 = 0x12
+SHA2_512 = 0x13
+IDENTITY = 0x00
+
+# ---------------------------------------------------------------------------
+# CIDs: varints, multibase (base32 lower/upper, base58btc, base16), multihash
+# ---------------------------------------------------------------------------
+
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def _b58decode(s: str) -> bytes:
+    n = 0
+    for ch in s:
+        i = _B58.find(ch)
+        if i < 0:
+            raise ValueError(f"invalid base58 character {ch!r}")
+        n = n * 58 + i
+    raw = n.to_bytes((n.bit_length() + 7) // 8, "big") if n else b""
+    return b"\x00" * (len(s) - len(s.lstrip("1"))) + raw
+
+
+def _b58encode(b: bytes) -> str:
+    n = int.from_bytes(b, "big")
+    out = ""
+    while n:
+        n, r = divmod(n, 58)
+        out = _B58[r] + out
+    return "1" * (len(b) - len(b.lstrip(b"\x00"))) + out
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_varint(b: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if pos >= len(b):
+            raise ValueError("truncated varint")
+        byte = b[pos]
+        pos += 1
+        n |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return n, pos
+        shift += 7
+
+
+@dataclass(frozen=True)
+class Cid:
+    """A parsed CID: version 0/1, multicodec (0x55 raw, 0x70 dag-pb), multihash code and digest."""
+
+    version: int
+    codec: int
+    hash_code: int
+    digest: bytes
+
+    @property
+    def multihash(self) -> bytes:
+        return _varint(self.hash_code) + _varint(len(self.digest)) + self.digest
+
+    def __str__(self) -> str:
+        if self.version == 0:
+            return _b58encode(self.multihash)
+        raw = _varint(1) + _varint(self.codec) + self.multihash
+        return "b" + base64.b32encode(raw).decode().lower().rstrip("=")
+
+
+def parse_cid(text: str) -> Cid:
+    """Parse a CID string (CIDv0 `Qm...`, or CIDv1 in base32 `b`/`B`, base58btc `z`, base16 `f`/`F`).
+
+    Accepts an `/ipfs/` prefix. Raises IpfsError when the text is not a CID.
+    """
+    s = text.strip()
+    if s.startswith("/ipfs/"):
+        s = s[len("/ipfs/"):]
+    try:
+        if len(s) == 46 and s.startswith("Qm"):
+            mh = _b58decode(s)
+            return _cid_from(0, DAG_PB, mh)
+        prefix, body = s[:1], s[1:]
+        if prefix in ("b", "B"):
+            body = body.upper()
+            raw = base64.b32decode(body + "=" * (-len(body) % 8))
+        elif prefix == "z":
+            raw = _b58decode(body)
+        elif prefix in ("f", "F"):
+            raw = bytes.fromhex(body)
+        else:
+            raise ValueError(f"unsupported multibase prefix {prefix!r}")
+        version, pos = _read_varint(raw, 0)
+        if version != 1:
+            raise ValueError(f"CID version {version}")
+        codec, pos = _read_varint(raw, pos)
+        return _cid_from(1, codec, raw[pos:])
+    except (ValueError, TypeError, base64.binascii.Error) as exc:
+        raise IpfsError(f"{text!r} is not a valid CID: {exc}") from None
+
+
+def _cid_from(version: int, codec: int, mh: bytes) -> Cid:
+    code, pos = _read_varint(mh, 0)
+    length, pos = _read_varint(mh, pos)
+    digest = mh[pos:]
+    if len(digest) != length:
+        raise ValueError(f"multihash digest has {len(digest)} bytes, header says {length}")
+    return Cid(version, codec, code, digest)
+
+
+def _digest(hash_code: int, data: bytes) -> bytes:
+    if hash_code == SHA2_256:
+        return hashlib.sha256(data).digest()
+    if hash_code == SHA2_512:
+        return hashlib.sha512(data).digest()
+    if hash_code == IDENTITY:
+        return data
+    raise IpfsError(f"multihash function 0x{hash_code:x} is not supported by this client (sha2-256, sha2-512, identity)")
+
+
+# ---------------------------------------------------------------------------
+# Kubo's import layout, recomputed locally (UnixFS v1 + dag-pb)
+# ---------------------------------------------------------------------------
+
+
+def _pb_bytes(field: int, value: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(value)) + value
+
+
+def _pb_uint(field: int, value: int) -> bytes:
+    return _varint(field << 3) + _varint(value)
+
+
+def _unixfs_file(filesize: int, blocksizes: list[int], data: bytes | None = None) -> bytes:
+    """UnixFS Data message of Type File (2): Type, Data?, filesize, blocksizes (proto2, not packed)."""
+    out = _pb_uint(1, 2)
+    if data:
+        out += _pb_bytes(2, data)
+    out += _pb_uint(3, filesize)
+    for size in blocksizes:
+        out += _pb_uint(4, size)
+    return out
+
+
+def _dag_pb(links: list[tuple[bytes, int]], data: bytes) -> bytes:
+    """Canonical dag-pb PBNode: Links (field 2: Hash=1, Name=2 empty, Tsize=3) before Data (field 1)."""
+    out = b""
+    for cid_bytes, tsize in links:
+        out += _pb_bytes(2, _pb_bytes(1, cid_bytes) + _pb_bytes(2, b"") + _pb_uint(3, tsize))
+    return out + _pb_bytes(1, data)
+
+
+@dataclass(frozen=True)
+class _Node:
+    cid: Cid
+    file_size: int  # bytes of file content under this node
+    tsize: int  # cumulative DAG size: block length + children's tsize
+
+
+def _cid_bytes(cid: Cid) -> bytes:
+    return cid.multihash if cid.version == 0 else _varint(1) + _varint(cid.codec) + cid.multihash
+
+
+def kubo_cid(data: bytes, cid_version: int = 1, raw_leaves: bool | None = None,
+             chunk_size: int = CHUNK_SIZE, max_links: int = MAX_LINKS) -> str:
+    """CID that `ipfs add` (Kubo) gives `data` with fixed-size chunking and a balanced layout.
+
+    Args:
+        data: the file's bytes.
+        cid_version: 1 (default, `--cid-version 1`) or 0 (Kubo's historic default).
+        raw_leaves: leaves as raw blocks; defaults to True for CIDv1, False for CIDv0 (as Kubo).
+        chunk_size: bytes per leaf (Kubo `size-262144`).
+        max_links: children per dag-pb node (Kubo 174).
+
+    Returns the root CID string (base32 CIDv1 or base58 CIDv0). A single-chunk
+    file's root is its leaf. The v0 / dag-pb-leaf path follows go-unixfs
+    (leaves are UnixFS File nodes) and was not checked against a Kubo binary.
+    """
+    if raw_leaves is None:
+        raw_leaves = cid_version == 1
+
+    def make_cid(codec: int, block: bytes) -> Cid:
+        version = 0 if cid_version == 0 and codec == DAG_PB else 1
+        return Cid(version, codec, SHA2_256, hashlib.sha256(block).digest())
+
+    chunks = [data[i:i + chunk_size] for i in range(0, len(data), chunk_size)] or [b""]
+    level: list[_Node] = []
+    for chunk in chunks:
+        if raw_leaves:
+            level.append(_Node(make_cid(RAW, chunk), len(chunk), len(chunk)))
+        else:
+            block = _dag_pb([], _unixfs_file(len(chunk), [], chunk))
+            level.append(_Node(make_cid(DAG_PB, block), len(chunk), len(block)))
+    if len(level) == 1:
+        return str(level[0].cid)
+    while True:
+        parents = []
+        for i in range(0, len(level), max_links):
+            group = level[i:i + max_links]
+            size = sum(n.file_size for n in group)
+            block = _dag_pb([(_cid_bytes(n.cid), n.tsize) for n in group],
+                            _unixfs_file(size, [n.file_size for n in group]))
+            parents.append(_Node(make_cid(DAG_PB, block), size, len(block) + sum(n.tsize for n in group)))
+        if len(parents) == 1:
+            return str(parents[0].cid)
+        level = parents
+
+
+def verify_content(cid: str, data: bytes) -> None:
+    """Check that `data` is the content `cid` names; raises IpfsIntegrityError if not.
+
+    Raw CIDs (0x55): the multihash of the bytes. dag-pb roots (0x70): the CID
+    recomputed with Kubo's import layout (kubo_cid); content imported with
+    other chunking can not be verified this way (`cat(..., verify=False)`).
+    """
+    parsed = parse_cid(cid)
+    if parsed.codec == RAW:
+        if _digest(parsed.hash_code, data) != parsed.digest:
+            raise IpfsIntegrityError(cid, f"the multihash of the {len(data)} bytes received differs")
+        return
+    if parsed.codec != DAG_PB:
+        raise IpfsIntegrityError(cid, f"codec 0x{parsed.codec:x} can not be verified (raw and dag-pb only)")
+    if parsed.hash_code != SHA2_256:
+        raise IpfsIntegrityError(cid, "dag-pb roots are verified for sha2-256 only")
+    for raw_leaves in ((True, False) if parsed.version == 1 else (False,)):
+        if kubo_cid(data, cid_version=parsed.version, raw_leaves=raw_leaves) == str(parsed):
+            return
+    raise IpfsIntegrityError(
+        cid, f"the {len(data)} bytes received do not rebuild this DAG with Kubo's layout "
+             f"({CHUNK_SIZE}-byte chunks, {MAX_LINKS} links per node)")
+
+
+# ---------------------------------------------------------------------------
+# The client
+# ---------------------------------------------------------------------------
+
+_RETRY_STATUS = {502, 503, 504}
+_NOT_FOUND_MARKERS = ("not found", "could not find", "no link named", "not exist")
+_CONNECTION_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
+                      httpx.ReadError, httpx.WriteError, httpx.WriteTimeout, httpx.PoolTimeout)
+
+
+class IpfsClient:
+    """Kubo RPC client: add / cat / pin / unpin / pins / block_size / version / id.
+
+    Args:
+        api_url: base URL of the RPC API, e.g. "http://127.0.0.1:5001".
+        timeout_s: seconds to wait for each answer (read timeout); connecting waits at most 5 s.
+            A `cat`, `pin` or `block_size` that times out raises IpfsNotFound
+            (a Kubo daemon online searches the network for unknown CIDs).
+        retries: extra attempts after a connection error or a 502/503/504,
+            with exponential backoff (backoff_s, 2*backoff_s, ... capped at 2 s).
+        backoff_s: first backoff in seconds.
+        offline: ask a Kubo daemon not to search the network (`offline=true`);
+            the local Helia node is always offline.
+
+    Errors: IpfsUnavailable (no node answers), IpfsNotFound (unknown CID),
+    IpfsIntegrityError (bytes do not match the CID), IpfsError (anything else the node refused).
+    """
+
+    def __init__(self, api_url: str = DEFAULT_API_URL, timeout_s: float = 30.0, retries: int = 3,
+                 backoff_s: float = 0.2, offline: bool = False) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.offline = offline
+        self._http = httpx.Client(base_url=self.api_url + "/api/v0",
+                                  timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> IpfsClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ----------------------------------------------------------
+
+    def _post(self, command: str, params: dict | None = None, *, files: dict | None = None,
+              cid: str | None = None, timeout_s: float | None = None) -> httpx.Response:
+        """POST /api/v0/<command>; retries connection errors and 502/503/504; maps Kubo errors."""
+        params = dict(params or {})
+        if self.offline:
+            params["offline"] = "true"
+        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)) if timeout_s else httpx.USE_CLIENT_DEFAULT
+        reason = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 2.0))
+            try:
+                resp = self._http.post(command, params=params, files=files, timeout=timeout)
+            except httpx.ReadTimeout:
+                waited = timeout_s or self.timeout_s
+                if cid is not None:
+                    raise IpfsNotFound(cid, f"the node at {self.api_url} did not return it within {waited:g} s") from None
+                raise IpfsError(f"the IPFS node at {self.api_url} did not answer {command} within {waited:g} s") from None
+            except _CONNECTION_ERRORS as exc:
+                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                continue
+            except httpx.HTTPError as exc:  # e.g. a malformed API URL: retrying will not help
+                raise IpfsError(f"cannot call IPFS {command} at {self.api_url}: {type(exc).__name__}: {exc}") from None
+            if resp.status_code in _RETRY_STATUS:
+                reason = f"HTTP {resp.status_code}"
+                continue
+            if resp.status_code >= 400:
+                raise self._error(command, resp, cid)
+            return resp
+        raise IpfsUnavailable(self.api_url, f"{self.retries + 1} attempts, last: {reason}")
+
+    def _error(self, command: str, resp: httpx.Response, cid: str | None) -> IpfsError:
+        try:
+            message = resp.json().get("Message", "")
+        except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
+            message = resp.text.strip()[:300]
+        if resp.status_code == 404 and not message:
+            return IpfsError(f"the node at {self.api_url} does not serve /api/v0/{command} (HTTP 404)")
+        if cid is not None and any(m in message.lower() for m in _NOT_FOUND_MARKERS):
+            return IpfsNotFound(cid, message)
+        return IpfsError(f"IPFS {command} failed at {self.api_url} (HTTP {resp.status_code}): {message}")
+
+    # -- commands -----------------------------------------------------------
+
+    def add(self, data: bytes, pin: bool = True, *, name: str = "data", timeout_s: float | None = None) -> str:
+        """Add `data` (bytes) as a UnixFS file: CIDv1, raw leaves, 256 KiB chunks; returns the CID string.
+
+        The CID the node returns is checked against the one computed locally;
+        a node that imports differently raises IpfsIntegrityError.
+        """
+        params = {"cid-version": "1", "raw-leaves": "true", "chunker": f"size-{CHUNK_SIZE}",
+                  "pin": "true" if pin else "false"}
+        resp = self._post("add", params, files={"file": (name, data, "application/octet-stream")},
+                          timeout_s=timeout_s)
+        lines = [ln for ln in resp.text.splitlines() if ln.strip()]
+        try:
+            entry = json.loads(lines[-1])
+            cid = entry["Hash"]
+        except (IndexError, json.JSONDecodeError, KeyError, TypeError):
+            raise IpfsError(f"IPFS add at {self.api_url} gave an unexpected answer: {resp.text[:300]!r}") from None
+        expected = kubo_cid(data)
+        if cid != expected:
+            raise IpfsIntegrityError(cid, f"the node returned {cid} for {len(data)} bytes, expected {expected}")
+        return cid
+
+    def cat(self, cid: str, *, verify: bool = True, timeout_s: float | None = None) -> bytes:
+        """Fetch the bytes of the file `cid` names; verified against the CID unless verify=False.
+
+        Raises IpfsNotFound (unknown CID / not found in time), IpfsIntegrityError, IpfsUnavailable.
+        """
+        cid = cid.strip()
+        parse_cid(cid)
+        data = self._post("cat", {"arg": cid}, cid=cid, timeout_s=timeout_s).content
+        if verify:
+            verify_content(cid, data)
+        return data
+
+    def pin(self, cid: str, *, timeout_s: float | None = None) -> None:
+        """Pin `cid` recursively (idempotent). Raises IpfsNotFound when the node lacks a block of the DAG."""
+        parse_cid(cid)
+        self._post("pin/add", {"arg": cid, "recursive": "true"}, cid=cid, timeout_s=timeout_s)
+
+    def unpin(self, cid: str) -> bool:
+        """Remove the recursive pin of `cid`; True if one was removed, False if it was not pinned (idempotent)."""
+        parse_cid(cid)
+        try:
+            self._post("pin/rm", {"arg": cid})
+        except IpfsError as exc:
+            if "not pinned" in str(exc):
+                return False
+            raise
+        return True
+
+    def pins(self) -> set[str]:
+        """CIDs of the recursive pins (strings as the node returns them)."""
+        keys = self._post("pin/ls", {"type": "recursive"}).json().get("Keys") or {}
+        return set(keys)
+
+    def block_size(self, cid: str) -> int:
+        """Size in bytes of the single block `cid` (block/stat), not of the whole file."""
+        parse_cid(cid)
+        return int(self._post("block/stat", {"arg": cid}, cid=cid).json()["Size"])
+
+    def version(self) -> dict:
+        """The node's /api/v0/version answer: {"Version", "Commit", "Repo", "System", "Golang", ...}."""
+        return self._post("version").json()
+
+    def id(self) -> dict:
+        """The node's /api/v0/id answer: {"ID", "PublicKey", "Addresses", "AgentVersion", "ProtocolVersion", ...}."""
+        return self._post("id").json()

@@ -1,0 +1,101 @@
+"""Start and stop the local IPFS node (scripts/ipfs/node.mjs, Helia on Node 22) from Python.
+
+The devnet launcher and the tests use these; the node itself is documented in
+scripts/ipfs/node.mjs.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from tenzro_operator.errors import IpfsNodeError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NODE_BINARY = REPO_ROOT / "node_modules" / "node" / "bin" / "node"
+NODE_SCRIPT = REPO_ROOT / "scripts" / "ipfs" / "node.mjs"
+READY_PREFIX = "ipfs node ready "
+
+
+def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path: Path | None = None,
+                    host: str = "127.0.0.1") -> subprocess.Popen:
+    """Start the node on `host:port` with its data in `repo`; return once it answers.
+
+    Args:
+        repo: the node's data dir (created if missing).
+        port: TCP port of the RPC API.
+        timeout_s: seconds to wait for the `ipfs node ready` line.
+        log_path: file for the node's stderr (default `<repo>.log` beside the repo dir).
+
+    Returns the running process; its `api_url` and `peer_id` attributes are set
+    from the ready line. Stop it with stop_ipfs_node().
+    Raises IpfsNodeError (with the node's own message) if the binary is
+    missing, the node exits (port taken, repo unusable) or is not ready in time.
+    """
+    if not NODE_BINARY.exists():
+        raise IpfsNodeError(f"Node 22 is not installed at {NODE_BINARY}; run `npm ci` (or `make demo`) first")
+    repo = Path(repo)
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    log_path = Path(log_path) if log_path else repo.with_name(repo.name + ".log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "ab")
+    proc = subprocess.Popen(
+        [str(NODE_BINARY), str(NODE_SCRIPT), "--repo", str(repo), "--api", f"{host}:{port}"],
+        stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, text=True)
+    log.close()
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True, name=f"ipfs-node-{port}-stdout").start()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            stop_ipfs_node(proc)
+            raise IpfsNodeError(f"the IPFS node on {host}:{port} was not ready within {timeout_s:g} s; "
+                                f"see {log_path}: {_tail(log_path)}")
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if line is None:
+            code = proc.wait()
+            raise IpfsNodeError(f"the IPFS node exited with code {code} before it was ready: {_tail(log_path)}")
+        if line.startswith(READY_PREFIX):
+            fields = dict(f.split("=", 1) for f in line[len(READY_PREFIX):].split() if "=" in f)
+            proc.api_url = fields.get("api", f"http://{host}:{port}")  # type: ignore[attr-defined]
+            proc.peer_id = fields.get("peer", "")  # type: ignore[attr-defined]
+            return proc
+
+
+def stop_ipfs_node(proc: subprocess.Popen, timeout_s: float = 15.0) -> int:
+    """SIGTERM the node, wait up to `timeout_s` for it to close its stores, SIGKILL if it hangs.
+
+    Returns the exit code (0 after a clean shutdown). Raises nothing for a node already gone.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return proc.returncode
+
+
+def _tail(path: Path, n: int = 800) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return "(no log)"
+    return text[-n:] or "(empty log)"

@@ -1,0 +1,359 @@
+/**
+ * The Kubo RPC subset served by the local node (https://docs.ipfs.tech/reference/kubo/rpc/):
+ * add, cat, pin/add, pin/rm, pin/ls, block/stat, version, id — POST only,
+ * with Kubo's JSON shapes and its error body {"Message","Code","Type":"error"}.
+ *
+ * CIDs match `ipfs add` of Kubo for the same options: fixed-size chunks of
+ * 262144 bytes, balanced DAG of at most 174 links per node, raw leaves by
+ * default with cid-version=1 (dag-pb leaves with cid-version=0).
+ */
+import { importer } from 'ipfs-unixfs-importer'
+import { fixedSize } from 'ipfs-unixfs-importer/chunker'
+import { balanced } from 'ipfs-unixfs-importer/layout'
+import { unixfs } from '@helia/unixfs'
+import * as dagPb from '@ipld/dag-pb'
+import { CID } from 'multiformats/cid'
+import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
+import { boundaryOf, parseMultipart, MultipartError } from './multipart.mjs'
+
+export const KUBO_CHUNK_SIZE = 262144
+export const KUBO_MAX_LINKS = 174
+const RAW = 0x55
+const DAG_PB = 0x70
+
+/** An error answered as Kubo does: HTTP status + {"Message","Code","Type"}. */
+export class ApiError extends Error {
+  constructor (status, message, code = 0) {
+    super(message)
+    this.status = status
+    this.code = code
+  }
+}
+
+const notFound = (cid) => new ApiError(500, `block was not found locally (offline): ipld: could not find ${cid}`)
+
+function isMissingBlock (err) {
+  return ['NotFoundError', 'BlockNotFoundWhileOfflineError', 'LoadBlockFailedError'].includes(err?.name) ||
+    /No block brokers|cannot be fetched from the network|not found/i.test(err?.message ?? '')
+}
+
+function boolParam (params, name, dflt) {
+  const v = params.get(name)
+  if (v == null) return dflt
+  if (v === '' || v === 'true' || v === '1') return true
+  if (v === 'false' || v === '0') return false
+  throw new ApiError(400, `invalid value for option "${name}": ${JSON.stringify(v)} (expected true or false)`, 1)
+}
+
+/** Parse `arg` as a CID or /ipfs/<cid>. */
+function parseCidArg (arg) {
+  let s = arg.trim()
+  if (s.startsWith('/ipfs/')) s = s.slice(6)
+  if (s.endsWith('/')) s = s.slice(0, -1)
+  if (s.includes('/')) throw new ApiError(500, `invalid path ${JSON.stringify(arg)}: paths inside a DAG are not supported by this node`)
+  try {
+    return CID.parse(s)
+  } catch (err) {
+    throw new ApiError(500, `invalid path ${JSON.stringify(arg)}: invalid cid: ${err.message}`)
+  }
+}
+
+function requiredArgs (params, argName) {
+  const args = params.getAll('arg')
+  if (args.length === 0) throw new ApiError(400, `argument "${argName}" is required`, 1)
+  return args
+}
+
+function sendJson (res, status, body) {
+  const text = JSON.stringify(body)
+  res.writeHead(status, {
+    'Content-Type': 'application/json',
+    'Content-Length': Buffer.byteLength(text) + 1,
+    'Cache-Control': 'no-cache'
+  })
+  res.end(text + '\n')
+}
+
+export function sendError (res, err) {
+  if (res.headersSent) { res.destroy(err); return }
+  const status = err instanceof ApiError ? err.status : 500
+  const code = err instanceof ApiError ? err.code : 0
+  sendJson(res, status, { Message: err.message, Code: code, Type: 'error' })
+}
+
+export class KuboApi {
+  /**
+   * @param {{helia: object, privateKey: object, peerId: object}} node - from openRepo()
+   * @param {{agentVersion: string, version: string}} info
+   */
+  constructor (node, info) {
+    this.helia = node.helia
+    this.fs = unixfs(node.helia)
+    this.privateKey = node.privateKey
+    this.peerId = node.peerId
+    this.info = info
+    this.pinQueue = Promise.resolve() // pin changes run one at a time
+    this.routes = {
+      '/api/v0/add': (req, res, p) => this.add(req, res, p),
+      '/api/v0/cat': (req, res, p) => this.cat(req, res, p),
+      '/api/v0/pin/add': (req, res, p) => this.pinAdd(req, res, p),
+      '/api/v0/pin/rm': (req, res, p) => this.pinRm(req, res, p),
+      '/api/v0/pin/ls': (req, res, p) => this.pinLs(req, res, p),
+      '/api/v0/block/stat': (req, res, p) => this.blockStat(req, res, p),
+      '/api/v0/version': (req, res, p) => this.version(req, res, p),
+      '/api/v0/id': (req, res, p) => this.id(req, res, p)
+    }
+  }
+
+  /** Dispatch one HTTP request. Never throws. */
+  async handle (req, res) {
+    try {
+      const url = new URL(req.url, 'http://127.0.0.1')
+      const route = this.routes[url.pathname.replace(/\/+$/, '')]
+      if (route == null) throw new ApiError(404, `unknown command ${JSON.stringify(url.pathname)}: this node serves ${Object.keys(this.routes).join(', ')}`)
+      if (req.method !== 'POST') throw new ApiError(405, `method ${req.method} not allowed: the RPC API takes POST only`)
+      const origin = req.headers.origin
+      if (origin != null && origin !== `http://${req.headers.host}`) throw new ApiError(403, `origin ${origin} is not allowed`)
+      await route(req, res, url.searchParams)
+    } catch (err) {
+      if (err?.code === 'ECONNRESET' || err?.message === 'aborted') {
+        console.error(`ipfs node: ${req.method} ${req.url}: the client went away mid-request`)
+      } else if (!(err instanceof ApiError)) {
+        console.error(`ipfs node: ${req.method} ${req.url}: ${err.stack ?? err}`)
+      }
+      sendError(res, err)
+    }
+  }
+
+  async readBlock (cid) {
+    const chunks = []
+    try {
+      for await (const c of this.helia.blockstore.get(cid, { offline: true })) chunks.push(c)
+    } catch (err) {
+      if (isMissingBlock(err)) throw notFound(cid)
+      throw err
+    }
+    return Buffer.concat(chunks)
+  }
+
+  /** Every CID of the DAG under `cid` (raw and dag-pb only), root first; throws notFound if a block is missing. */
+  async dagCids (cid) {
+    const out = []
+    const stack = [cid]
+    while (stack.length > 0) {
+      const c = stack.pop()
+      out.push(c)
+      if (c.code === RAW) { if (!(await this.helia.blockstore.has(c))) throw notFound(c); continue }
+      if (c.code !== DAG_PB) throw new ApiError(500, `cannot walk ${c}: codec 0x${c.code.toString(16)} is not supported by this node (raw and dag-pb only)`)
+      const node = dagPb.decode(await this.readBlock(c))
+      for (let i = node.Links.length - 1; i >= 0; i--) stack.push(node.Links[i].Hash)
+    }
+    return out
+  }
+
+  importOptions (params) {
+    const cidVersion = parseInt(params.get('cid-version') ?? '0', 10)
+    if (cidVersion !== 0 && cidVersion !== 1) throw new ApiError(400, `unknown CID version ${params.get('cid-version')}`, 1)
+    const hash = params.get('hash') ?? 'sha2-256'
+    if (hash !== 'sha2-256') throw new ApiError(400, `hash function ${hash} is not supported by this node (sha2-256 only)`, 1)
+    const chunkerSpec = params.get('chunker') ?? `size-${KUBO_CHUNK_SIZE}`
+    const m = /^size-(\d+)$/.exec(chunkerSpec)
+    if (m == null) throw new ApiError(400, `chunker ${chunkerSpec} is not supported by this node (size-<bytes> only)`, 1)
+    for (const opt of ['trickle', 'wrap-with-directory', 'inline', 'nocopy', 'fscache', 'to-files']) {
+      if (params.get(opt) != null && params.get(opt) !== 'false') throw new ApiError(400, `option ${opt} is not supported by this node`, 1)
+    }
+    return {
+      cidVersion,
+      rawLeaves: boolParam(params, 'raw-leaves', cidVersion === 1),
+      reduceSingleLeafToSelf: true,
+      chunker: fixedSize({ chunkSize: parseInt(m[1], 10) }),
+      layout: balanced({ maxChildrenPerNode: KUBO_MAX_LINKS }),
+      leafType: 'file'
+    }
+  }
+
+  async add (req, res, params) {
+    const options = this.importOptions(params)
+    const pin = boolParam(params, 'pin', true)
+    const onlyHash = boolParam(params, 'only-hash', false)
+    const discard = { put: async (cid) => cid }
+    const store = onlyHash ? discard : this.helia.blockstore
+    let parts
+    try {
+      parts = parseMultipart(req, boundaryOf(req.headers['content-type']))
+    } catch (err) {
+      throw err instanceof MultipartError ? new ApiError(400, err.message, 1) : err
+    }
+    const results = []
+    try {
+      for await (const part of parts) {
+        const ctype = part.headers['content-type'] ?? ''
+        if (ctype.startsWith('application/x-directory')) throw new ApiError(400, 'directories are not supported by this node: add files one by one', 1)
+        let entry
+        for await (const e of importer([{ content: part.body }], store, options)) entry = e
+        if (entry == null) throw new ApiError(400, 'empty upload', 1)
+        const cid = entry.cid.toString()
+        if (pin && !onlyHash) await this.pinRecursive(entry.cid)
+        results.push({ Name: part.filename || cid, Hash: cid, Size: String(entry.size) })
+      }
+    } catch (err) {
+      throw err instanceof MultipartError ? new ApiError(400, err.message, 1) : err
+    }
+    if (results.length === 0) throw new ApiError(400, 'file argument \'path\' is required', 1)
+    const text = results.map(r => JSON.stringify(r) + '\n').join('')
+    res.writeHead(200, { 'Content-Type': 'application/json', 'X-Chunked-Output': '1', 'Content-Length': Buffer.byteLength(text) })
+    res.end(text)
+  }
+
+  async cat (req, res, params) {
+    const [arg] = requiredArgs(params, 'ipfs-path')
+    const cid = parseCidArg(arg)
+    const offset = params.get('offset') != null ? parseInt(params.get('offset'), 10) : undefined
+    const length = params.get('length') != null ? parseInt(params.get('length'), 10) : undefined
+    let iterator
+    let first
+    try {
+      iterator = this.fs.cat(cid, { offline: true, offset, length })[Symbol.asyncIterator]()
+      first = await iterator.next() // resolve the root before the status line goes out
+    } catch (err) {
+      if (isMissingBlock(err)) throw notFound(cid)
+      if (err?.name === 'NotAFileError') throw new ApiError(500, 'this dag node is a directory')
+      throw new ApiError(500, `cannot read ${cid}: ${err.message}`)
+    }
+    res.writeHead(200, { 'Content-Type': 'text/plain', 'X-Stream-Output': '1', 'Trailer': 'X-Stream-Error' })
+    try {
+      if (!first.done) {
+        res.write(first.value)
+        while (true) {
+          const { value, done } = await iterator.next()
+          if (done) break
+          if (!res.write(value)) await new Promise(resolve => res.once('drain', resolve))
+        }
+      }
+      res.end()
+    } catch (err) {
+      // Kubo reports a failure mid-stream in a trailer; also cut the
+      // connection so that a client that ignores trailers sees a short body.
+      res.addTrailers({ 'X-Stream-Error': String(err.message).replace(/[\r\n]/g, ' ') })
+      res.destroy(err)
+    }
+  }
+
+  /** Pin `cid` recursively (idempotent); upgrades a direct pin. */
+  async pinRecursive (cid, depth = Infinity) {
+    const run = async () => {
+      // all blocks must be here before any pin record changes
+      if (depth === 0) await this.readBlock(cid)
+      else await this.dagCids(cid)
+      let existing = null
+      try { existing = await this.helia.pins.get(cid) } catch { existing = null }
+      if (existing != null) {
+        if (existing.depth === depth) return
+        // As Kubo: a recursive pin is not downgraded to a direct one.
+        if (depth === 0) throw new ApiError(500, `pin: ${cid} already pinned recursively`)
+        for await (const _ of this.helia.pins.rm(cid, { offline: true })) { /* walk */ }
+      }
+      for await (const _ of this.helia.pins.add(cid, { depth, offline: true, metadata: { cid: cid.toString() } })) { /* walk */ }
+    }
+    const next = this.pinQueue.then(run, run)
+    this.pinQueue = next.catch(() => {})
+    return next
+  }
+
+  async pinAdd (req, res, params) {
+    const cids = requiredArgs(params, 'ipfs-path').map(parseCidArg)
+    const depth = boolParam(params, 'recursive', true) ? Infinity : 0
+    for (const cid of cids) await this.pinRecursive(cid, depth)
+    sendJson(res, 200, { Pins: cids.map(c => c.toString()) })
+  }
+
+  async pinRm (req, res, params) {
+    const cids = requiredArgs(params, 'ipfs-path').map(parseCidArg)
+    const run = async () => {
+      for (const cid of cids) {
+        let pinned = true
+        try { await this.helia.pins.get(cid) } catch { pinned = false }
+        if (!pinned) throw new ApiError(500, `${cid} is not pinned`)
+        for await (const _ of this.helia.pins.rm(cid, { offline: true })) { /* walk */ }
+      }
+    }
+    const next = this.pinQueue.then(run, run)
+    this.pinQueue = next.catch(() => {})
+    await next
+    sendJson(res, 200, { Pins: cids.map(c => c.toString()) })
+  }
+
+  async pinLs (req, res, params) {
+    const type = params.get('type') ?? 'all'
+    if (!['all', 'direct', 'recursive', 'indirect'].includes(type)) throw new ApiError(400, `invalid type '${type}', must be one of {direct, indirect, recursive, all}`, 1)
+    const pins = new Map() // v1 cid string -> {shown, type}
+    for await (const pin of this.helia.pins.ls()) {
+      const shown = typeof pin.metadata?.cid === 'string' ? pin.metadata.cid : pin.cid.toString()
+      pins.set(pin.cid.toV1().toString(), { shown, cid: pin.cid, type: pin.depth === 0 ? 'direct' : 'recursive' })
+    }
+    const indirect = new Map() // v1 cid string -> {shown, through}
+    const wantIndirect = type === 'all' || type === 'indirect' || params.getAll('arg').length > 0
+    if (wantIndirect) {
+      for (const pin of pins.values()) {
+        if (pin.type !== 'recursive') continue
+        let cids
+        try { cids = await this.dagCids(pin.cid) } catch { continue }
+        for (const c of cids.slice(1)) {
+          const key = c.toV1().toString()
+          if (!pins.has(key) && !indirect.has(key)) indirect.set(key, { shown: c.toString(), through: pin.shown })
+        }
+      }
+    }
+    const keys = {}
+    const args = params.getAll('arg')
+    if (args.length > 0) {
+      for (const arg of args) {
+        const cid = parseCidArg(arg)
+        const key = cid.toV1().toString()
+        const pin = pins.get(key)
+        if (pin != null && (type === 'all' || type === pin.type)) keys[cid.toString()] = { Type: pin.type }
+        else if (indirect.has(key) && (type === 'all' || type === 'indirect')) keys[cid.toString()] = { Type: `indirect through ${indirect.get(key).through}` }
+        else throw new ApiError(500, `path '${arg}' is not pinned`)
+      }
+    } else {
+      for (const pin of pins.values()) if (type === 'all' || type === pin.type) keys[pin.shown] = { Type: pin.type }
+      if (type === 'all' || type === 'indirect') for (const ind of indirect.values()) keys[ind.shown] = { Type: 'indirect' }
+    }
+    if (boolParam(params, 'stream', false)) {
+      const text = Object.entries(keys).map(([c, v]) => JSON.stringify({ Cid: c, Type: v.Type }) + '\n').join('')
+      res.writeHead(200, { 'Content-Type': 'application/json', 'X-Chunked-Output': '1', 'Content-Length': Buffer.byteLength(text) })
+      res.end(text)
+      return
+    }
+    sendJson(res, 200, { Keys: keys })
+  }
+
+  async blockStat (req, res, params) {
+    const [arg] = requiredArgs(params, 'cid')
+    const cid = parseCidArg(arg)
+    const block = await this.readBlock(cid)
+    sendJson(res, 200, { Key: cid.toString(), Size: block.length })
+  }
+
+  async version (req, res) {
+    sendJson(res, 200, {
+      Version: this.info.version,
+      Commit: '',
+      Repo: '1',
+      System: `${process.arch === 'x64' ? 'amd64' : process.arch}/${process.platform}`,
+      Golang: `none: Helia ${this.info.heliaVersion} on Node ${process.version}`,
+      Implementation: this.info.agentVersion
+    })
+  }
+
+  async id (req, res) {
+    sendJson(res, 200, {
+      ID: this.peerId.toString(),
+      PublicKey: Buffer.from(publicKeyToProtobuf(this.privateKey.publicKey)).toString('base64'),
+      Addresses: [],
+      AgentVersion: this.info.agentVersion,
+      ProtocolVersion: 'ipfs/0.1.0',
+      Protocols: []
+    })
+  }
+}
