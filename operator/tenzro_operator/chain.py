@@ -1,0 +1,1113 @@
+"""Chain client: web3.py 7 over JSON-RPC, ABIs and addresses from ``deployments/<network>.json``.
+
+One `ChainClient` per (process, signing account). It
+
+* checks at start-up that the RPC answers, that its chain id is the deployment's, and that
+  code exists at every recorded address (fail fast, `DeploymentError`);
+* estimates every transaction first and refuses what would revert, decoding custom errors
+  by name from the ABIs of all deployed contracts into `ChainRevert(error_name, args)`;
+* owns the account's nonce (a lock and a local counter, resynced from the node on a nonce
+  error or a lost transaction) so several transactions can be in flight (`send` / `wait`);
+* polls receipts for a bounded time (`TxFailed` past it);
+* retries connection errors with exponential backoff, then raises `RpcUnavailable(url)`.
+
+Amounts are ``int`` token atto-units everywhere; ``bytes32`` values are ``bytes`` (32 long);
+addresses are checksummed strings. Times on-chain are unix seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import requests
+from eth_abi import decode as abi_decode
+from eth_account.messages import encode_typed_data
+from eth_account.signers.local import LocalAccount
+from eth_utils import keccak, to_checksum_address
+from eth_utils.abi import abi_to_signature, get_abi_input_types
+from web3 import HTTPProvider, Web3
+from web3.exceptions import (
+    ContractLogicError,
+    TimeExhausted,
+    TransactionNotFound,
+    Web3RPCError,
+)
+
+from tenzro_operator.errors import ChainError, ChainRevert, DeploymentError, RpcUnavailable, TxFailed
+
+__all__ = [
+    "ChainClient",
+    "ContractRecord",
+    "Deployment",
+    "EIP712_DOMAIN_NAME",
+    "EIP712_DOMAIN_VERSION",
+    "RoundCommit",
+    "RoundRecord",
+    "RunStatus",
+    "RunView",
+    "SlashReason",
+    "TrainerStats",
+    "TrainingReceipt",
+    "TxResult",
+    "load_deployment",
+    "outer_gradient_typed_data",
+    "sign_outer_gradient",
+]
+
+log = logging.getLogger("tenzro.chain")
+
+REGISTRY = "TrainingRegistry"
+TOKEN = "TenzroToken"
+VERIFIER = "ReceiptVerifier"
+ESCROW = "RewardEscrow"
+EIP712_DOMAIN_NAME = "TenzroTrainingRegistry"
+EIP712_DOMAIN_VERSION = "1"
+ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
+CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)
+_NONCE_ERROR = re.compile(r"nonce too (low|high)|already known|replacement transaction underpriced|"
+                          r"invalid nonce|known transaction", re.I)
+
+
+# ----------------------------------------------------------------------------- enums / records
+
+
+class RunStatus(enum.IntEnum):
+    """``ITrainingRegistry.RunStatus``."""
+
+    NONE = 0
+    ENROLLING = 1
+    TRAINING = 2
+    COMPLETED = 3
+    SEALED = 4
+    CANCELLED = 5
+
+
+class SlashReason(enum.IntEnum):
+    """``ITrainingRegistry.SlashReason`` (the syncer reports 1..4)."""
+
+    MISSED_ROUNDS = 0
+    HASH_MISMATCH = 1
+    MALFORMED = 2
+    NON_FINITE = 3
+    NORM_OUTLIER = 4
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def _from_abi_dict(cls, d: dict[str, Any]):
+    names = {f.name for f in dataclasses.fields(cls)}
+    kw = {}
+    for k, v in d.items():
+        s = _snake(k)
+        if s in names:
+            kw[s] = v
+    return cls(**kw)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """``getRun``: a run as the registry sees it. Amounts atto-units, times unix seconds."""
+
+    task_id: bytes = b""
+    status: RunStatus = RunStatus.NONE
+    sponsor: str = ZERO_ADDRESS
+    syncer: str = ZERO_ADDRESS
+    spec_hash: bytes = b""
+    spec_cid: str = ""
+    initial_weights_root: bytes = b""
+    weights_root: bytes = b""
+    trainer_count: int = 0
+    quorum: int = 0
+    fragment_count: int = 0
+    enrolled_count: int = 0
+    active_count: int = 0
+    inner_steps: int = 0
+    max_rounds: int = 0
+    grace_window_seconds: int = 0
+    aggregation: int = 0
+    tier: int = 0
+    max_misses: int = 0
+    current_round: int = 0
+    round_opened_at: int = 0
+    round_deadline: int = 0
+    syncer_replaceable_at: int = 0
+    posted_at: int = 0
+    min_stake: int = 0
+    reward_pool: int = 0
+    reward_pool_left: int = 0
+    stake_held: int = 0
+    total_credits: int = 0
+    fragment_sizes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(int(self.status)))
+        object.__setattr__(self, "fragment_sizes", tuple(self.fragment_sizes))
+
+    @property
+    def exists(self) -> bool:
+        return self.status != RunStatus.NONE
+
+    @property
+    def aggregation_name(self) -> str:
+        from tenzro_operator.spec import AGGREGATION_RULES
+
+        return AGGREGATION_RULES[self.aggregation] if self.aggregation < len(AGGREGATION_RULES) else "?"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict: bytes as 0x-hex, the status by name, amounts as decimal strings."""
+        out = _jsonable(dataclasses.asdict(self))
+        out["status"] = self.status.name
+        out["aggregation"] = self.aggregation_name
+        for k in ("min_stake", "reward_pool", "reward_pool_left", "stake_held", "total_credits"):
+            out[k] = str(getattr(self, k))
+        return out
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """``getRound``: a finalized round."""
+
+    weights_root: bytes = b""
+    transcript_hash: bytes = b""
+    round_digest: bytes = b""
+    accepted_count: int = 0
+    finalized_at: int = 0
+
+
+@dataclass(frozen=True)
+class TrainerStats:
+    """``trainerMetrics``: one trainer in one run (amounts atto-units)."""
+
+    trainer: str = ZERO_ADDRESS
+    index: int = 0
+    enrolled: bool = False
+    evicted: bool = False
+    submitted: int = 0
+    accepted: int = 0
+    missed_rounds: int = 0
+    total_missed: int = 0
+    stake: int = 0
+    slashed: int = 0
+    credits: int = 0
+    current_reward: int = 0
+    did: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out = _jsonable(dataclasses.asdict(self))
+        for k in ("stake", "slashed", "credits", "current_reward"):
+            out[k] = str(getattr(self, k))
+        return out
+
+
+@dataclass(frozen=True)
+class TrainingReceipt:
+    """``getReceipt``: the sealed receipt; ``serialized`` is the verifier input minus the root."""
+
+    task_id: bytes = b""
+    spec_hash: bytes = b""
+    final_model_hash: bytes = b""
+    run_root: bytes = b""
+    transcript_root: bytes = b""
+    rounds: int = 0
+    trainer_count: int = 0
+    chain_id: int = 0
+    registry: str = ZERO_ADDRESS
+    sealed_at: int = 0
+    serialized: bytes = b""
+
+    def to_json(self) -> dict[str, Any]:
+        return _jsonable(dataclasses.asdict(self))
+
+
+@dataclass
+class RoundCommit:
+    """Input of ``finalizeRound``.
+
+    Attributes:
+        task_id: bytes32.
+        round: the open round.
+        fragment_hashes: F sha256 digests (32 bytes) of the new global safetensors per fragment.
+        fragment_cids: F IPFS CIDs of those bytes.
+        accepted_bitmaps: one int per enrolled trainer index; bit f set = fragment f accepted.
+        transcript_hash: sha256 of the round's canonical transcript JSON bytes.
+        transcript_cid: IPFS CID of the transcript.
+    """
+
+    task_id: bytes
+    round: int
+    fragment_hashes: list[bytes]
+    fragment_cids: list[str]
+    accepted_bitmaps: list[int]
+    transcript_hash: bytes
+    transcript_cid: str
+
+    def to_abi(self) -> dict[str, Any]:
+        return {"taskId": self.task_id, "round": self.round, "fragmentHashes": list(self.fragment_hashes),
+                "fragmentCids": list(self.fragment_cids), "acceptedBitmaps": list(self.accepted_bitmaps),
+                "transcriptHash": self.transcript_hash, "transcriptCid": self.transcript_cid}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RoundCommit":
+        """From a JSON object (hex strings for bytes32; snake_case or camelCase keys)."""
+        g = lambda *ks: next((d[k] for k in ks if k in d), None)  # noqa: E731
+        try:
+            return cls(task_id=_b32(g("task_id", "taskId")), round=int(g("round")),
+                       fragment_hashes=[_b32(h) for h in g("fragment_hashes", "fragmentHashes")],
+                       fragment_cids=list(g("fragment_cids", "fragmentCids")),
+                       accepted_bitmaps=[int(x, 0) if isinstance(x, str) else int(x)
+                                         for x in g("accepted_bitmaps", "acceptedBitmaps")],
+                       transcript_hash=_b32(g("transcript_hash", "transcriptHash")),
+                       transcript_cid=str(g("transcript_cid", "transcriptCid")))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ChainError(f"round commit JSON is malformed: {exc}") from None
+
+
+@dataclass
+class TxResult:
+    """A mined transaction: hash (0x-hex), block, gas used, and the decoded events it emitted
+    (``(event_name, args)`` from any deployed contract, in log order)."""
+
+    tx_hash: str
+    block_number: int
+    gas_used: int
+    status: int
+    method: str
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def event(self, name: str) -> dict[str, Any]:
+        """Args of the first ``name`` event; `ChainError` if the transaction emitted none."""
+        for n, args in self.events:
+            if n == name:
+                return args
+        raise ChainError(f"transaction {self.tx_hash} ({self.method}) emitted no {name} event")
+
+    def events_named(self, name: str) -> list[dict[str, Any]]:
+        return [a for n, a in self.events if n == name]
+
+
+@dataclass
+class PendingTx:
+    """A sent, not yet mined transaction (`ChainClient.send`)."""
+
+    tx_hash: str
+    nonce: int
+    method: str
+    sent_at: float
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (bytes, bytearray)):
+        return "0x" + bytes(v).hex()
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, enum.Enum):
+        return v.name
+    return v
+
+
+def _fmt_args(args: Any) -> str:
+    if isinstance(args, dict):
+        return "(" + ", ".join(f"{k}={_jsonable(v)}" for k, v in args.items()) + ")"
+    return "(" + ", ".join(str(_jsonable(v)) for v in args) + ")"
+
+
+def _b32(v: Any) -> bytes:
+    if isinstance(v, (bytes, bytearray)) and len(v) == 32:
+        return bytes(v)
+    if isinstance(v, str) and re.fullmatch(r"0x[0-9a-fA-F]{64}", v):
+        return bytes.fromhex(v[2:])
+    raise ValueError(f"expected 32 bytes (0x + 64 hex digits), got {v!r}")
+
+
+# ----------------------------------------------------------------------------- deployments
+
+
+@dataclass(frozen=True)
+class ContractRecord:
+    name: str
+    address: str
+    abi: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """``deployments/<network>.json``."""
+
+    path: Path
+    network: str
+    chain_id: int
+    deploy_block: int
+    contracts: dict[str, ContractRecord]
+    rpc_url: str | None = None
+    deployer: str | None = None
+    verifier_precompile: str | None = None
+
+    def contract(self, name: str) -> ContractRecord:
+        try:
+            return self.contracts[name]
+        except KeyError:
+            raise DeploymentError(f"{self.path} has no contract {name!r} (has: {', '.join(self.contracts)})") from None
+
+    @property
+    def verifier_address(self) -> str | None:
+        """Where to call the receipt verifier: the precompile address on devnets, else the deployed one."""
+        if self.verifier_precompile:
+            return to_checksum_address(self.verifier_precompile)
+        rec = self.contracts.get(VERIFIER)
+        return rec.address if rec else None
+
+
+def load_deployment(path: str | Path) -> Deployment:
+    """Read a deployment record.
+
+    Raises:
+        DeploymentError: missing file, bad JSON, or missing fields (names the file and field).
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise DeploymentError(f"deployment record {p} not found; deploy first "
+                              "(`make deploy`, or `ape run deploy --network ethereum:local:foundry`)") from None
+    except json.JSONDecodeError as exc:
+        raise DeploymentError(f"deployment record {p} is not valid JSON: {exc}") from None
+    try:
+        contracts = {}
+        for name, c in doc["contracts"].items():
+            if not isinstance(c.get("abi"), list):
+                raise DeploymentError(f"deployment record {p}: contracts.{name}.abi is missing or not a list")
+            contracts[name] = ContractRecord(name, to_checksum_address(c["address"]), c["abi"])
+        return Deployment(path=p, network=str(doc.get("network", "?")), chain_id=int(doc["chain_id"]),
+                          deploy_block=int(doc.get("deploy_block", 0)), contracts=contracts,
+                          rpc_url=doc.get("rpc_url"), deployer=doc.get("deployer"),
+                          verifier_precompile=doc.get("verifier_precompile"))
+    except KeyError as exc:
+        raise DeploymentError(f"deployment record {p} lacks field {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise DeploymentError(f"deployment record {p} is malformed: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- EIP-712
+
+
+def outer_gradient_typed_data(chain_id: int, registry: str, task_id: bytes, round: int, fragment: int,
+                              cid: str, payload_hash: bytes) -> dict[str, Any]:
+    """EIP-712 message a trainer signs for ``submitOuterGradient``:
+    ``OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,string cid,bytes32 payloadHash)``,
+    domain ``{name: "TenzroTrainingRegistry", version: "1", chainId, verifyingContract}``."""
+    return {
+        "types": {
+            "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
+                             {"name": "chainId", "type": "uint256"},
+                             {"name": "verifyingContract", "type": "address"}],
+            "OuterGradient": [{"name": "taskId", "type": "bytes32"}, {"name": "round", "type": "uint32"},
+                              {"name": "fragment", "type": "uint16"}, {"name": "cid", "type": "string"},
+                              {"name": "payloadHash", "type": "bytes32"}],
+        },
+        "primaryType": "OuterGradient",
+        "domain": {"name": EIP712_DOMAIN_NAME, "version": EIP712_DOMAIN_VERSION, "chainId": chain_id,
+                   "verifyingContract": to_checksum_address(registry)},
+        "message": {"taskId": _b32(task_id), "round": int(round), "fragment": int(fragment), "cid": cid,
+                    "payloadHash": _b32(payload_hash)},
+    }
+
+
+def sign_outer_gradient(account: LocalAccount, chain_id: int, registry: str, task_id: bytes, round: int,
+                        fragment: int, cid: str, payload_hash: bytes) -> bytes:
+    """65-byte (r, s, v) signature of the trainer over `outer_gradient_typed_data`."""
+    msg = encode_typed_data(full_message=outer_gradient_typed_data(chain_id, registry, task_id, round, fragment,
+                                                                     cid, payload_hash))
+    return bytes(account.sign_message(msg).signature)
+
+
+def outer_gradient_digest(chain_id: int, registry: str, task_id: bytes, round: int, fragment: int, cid: str,
+                          payload_hash: bytes) -> bytes:
+    """The 32-byte EIP-712 digest (``keccak(0x1901 || domainSeparator || structHash)``)."""
+    m = encode_typed_data(full_message=outer_gradient_typed_data(chain_id, registry, task_id, round, fragment,
+                                                                   cid, payload_hash))
+    return keccak(b"\x19" + m.version + m.header + m.body)
+
+
+# ----------------------------------------------------------------------------- errors from ABIs
+
+
+class ErrorDecoder:
+    """Maps 4-byte selectors of every custom error in a set of ABIs to (name, input names, types)."""
+
+    BUILTIN = {
+        bytes.fromhex("08c379a0"): ("Error", ["message"], ["string"]),
+        bytes.fromhex("4e487b71"): ("Panic", ["code"], ["uint256"]),
+    }
+
+    def __init__(self, abis: Iterable[list[dict[str, Any]]]) -> None:
+        self.errors: dict[bytes, tuple[str, list[str], list[str]]] = dict(self.BUILTIN)
+        for abi in abis:
+            for item in abi:
+                if item.get("type") != "error":
+                    continue
+                types = list(get_abi_input_types(item))
+                sel = keccak(text=abi_to_signature(item))[:4]
+                self.errors[sel] = (item["name"], [i.get("name") or f"arg{n}" for n, i in
+                                                   enumerate(item.get("inputs", []))], types)
+
+    def decode(self, data: bytes | str | None, function: str = "") -> ChainRevert:
+        if isinstance(data, str):
+            s = data[2:] if data.startswith("0x") else data
+            try:
+                data = bytes.fromhex(s)
+            except ValueError:
+                return ChainRevert("<unknown>", (data,), function)
+        data = data or b""
+        if len(data) < 4:
+            return ChainRevert("<no reason>" if not data else "<unknown>", (), function, data)
+        entry = self.errors.get(data[:4])
+        if entry is None:
+            return ChainRevert("<unknown>", ("0x" + data.hex(),), function, data)
+        name, names, types = entry
+        try:
+            values = abi_decode(types, data[4:])
+        except Exception:  # noqa: BLE001 - malformed revert data: report raw
+            return ChainRevert(name, ("0x" + data[4:].hex(),), function, data)
+        values = [to_checksum_address(v) if t == "address" else v for t, v in zip(types, values)]
+        return ChainRevert(name, dict(zip(names, values)), function, data)
+
+
+def _revert_data(exc: Exception) -> bytes | str | None:
+    data = getattr(exc, "data", None)
+    if isinstance(data, dict):  # some nodes nest it
+        data = data.get("data")
+    if data is None and isinstance(exc, Web3RPCError):
+        rpc = getattr(exc, "rpc_response", None) or {}
+        data = (rpc.get("error") or {}).get("data")
+        if isinstance(data, dict):
+            data = data.get("data")
+    return data
+
+
+def _to_named(abi_params: list[dict[str, Any]], values: Sequence[Any]) -> dict[str, Any]:
+    """Tuple values of ABI outputs/components -> dict by name, recursively (web3 returns tuples)."""
+    out = {}
+    for i, (p, v) in enumerate(zip(abi_params, values)):
+        out[p.get("name") or f"out{i}"] = _named_value(p, v)
+    return out
+
+
+def _named_value(p: dict[str, Any], v: Any) -> Any:
+    t = p.get("type", "")
+    if t == "tuple" and isinstance(v, (tuple, list)):
+        return _to_named(p["components"], v)
+    if t.startswith("tuple[") and isinstance(v, (tuple, list)):
+        return [_to_named(p["components"], x) if isinstance(x, (tuple, list)) else x for x in v]
+    if isinstance(v, (tuple, list)):
+        return list(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    return v
+
+
+def _normalize_event_args(args: Any) -> Any:
+    if hasattr(args, "items"):
+        return {k: _normalize_event_args(v) for k, v in args.items()}
+    if isinstance(args, (list, tuple)):
+        return [_normalize_event_args(x) for x in args]
+    if isinstance(args, (bytes, bytearray)):
+        return bytes(args)
+    return args
+
+
+# ----------------------------------------------------------------------------- client
+
+
+class ChainClient:
+    """The operator's view of the chain: registry, token, verifier (see module docstring).
+
+    Args:
+        rpc_url: JSON-RPC endpoint (``http://127.0.0.1:8545``).
+        deployments_path: ``deployments/<network>.json``.
+        account: signing account (`tenzro_operator.keys.unlock`); None = read-only.
+        timeout_s: HTTP timeout per RPC request (seconds).
+        retries: attempts per RPC request on connection errors (>= 1).
+        backoff_s: first retry delay; doubles up to ``max_backoff_s`` (seconds).
+        receipt_timeout_s: how long to poll for a receipt (seconds).
+        check: run the start-up checks (chain id, code at every address).
+        metrics: a `tenzro_operator.metrics.RoleMetrics` (tx counters), optional.
+    Raises:
+        RpcUnavailable: the endpoint does not answer after the retries.
+        DeploymentError: bad record, wrong chain id, or no code at a recorded address.
+    """
+
+    def __init__(self, rpc_url: str, deployments_path: str | Path, account: LocalAccount | None = None, *,
+                 timeout_s: float = 10.0, retries: int = 5, backoff_s: float = 0.25, max_backoff_s: float = 4.0,
+                 receipt_timeout_s: float = 60.0, poll_s: float = 0.05, check: bool = True,
+                 metrics: Any = None, _shared: "ChainClient | None" = None) -> None:
+        self.rpc_url = rpc_url.rstrip("/")
+        self.account = account
+        self.retries = max(1, retries)
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.receipt_timeout_s, self.poll_s = receipt_timeout_s, poll_s
+        self.metrics = metrics
+        self._nonce_lock = threading.Lock()
+        self._next_nonce: int | None = None
+        if _shared is not None:
+            self.w3, self.deployment, self.chain_id = _shared.w3, _shared.deployment, _shared.chain_id
+            self._contracts, self._errors, self._events = _shared._contracts, _shared._errors, _shared._events
+            return
+        self.deployment = load_deployment(deployments_path)
+        self.w3 = Web3(HTTPProvider(self.rpc_url, request_kwargs={"timeout": timeout_s},
+                                    exception_retry_configuration=None))
+        self.chain_id = self._rpc("eth_chainId", lambda: self.w3.eth.chain_id)
+        if self.chain_id != self.deployment.chain_id:
+            raise DeploymentError(f"{self.rpc_url} is chain {self.chain_id} but {self.deployment.path} was "
+                                  f"deployed on chain {self.deployment.chain_id}")
+        self._contracts = {name: self.w3.eth.contract(address=rec.address, abi=rec.abi)
+                           for name, rec in self.deployment.contracts.items()}
+        self._errors = ErrorDecoder(rec.abi for rec in self.deployment.contracts.values())
+        self._events = self._index_events()
+        if check:
+            self.check_deployment()
+
+    # -- construction helpers -------------------------------------------------------------
+
+    def with_account(self, account: LocalAccount | None) -> "ChainClient":
+        """Another client on the same connection and deployment, signing as ``account``
+        (its own nonce counter: use one client per account)."""
+        return ChainClient(self.rpc_url, self.deployment.path, account, retries=self.retries,
+                           backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s,
+                           receipt_timeout_s=self.receipt_timeout_s, poll_s=self.poll_s,
+                           metrics=self.metrics, _shared=self)
+
+    def check_deployment(self) -> None:
+        """Fail fast: code must exist at every recorded address (and at the verifier precompile)."""
+        targets = {name: rec.address for name, rec in self.deployment.contracts.items()}
+        if self.deployment.verifier_precompile:
+            targets["verifier precompile"] = to_checksum_address(self.deployment.verifier_precompile)
+        for name, addr in targets.items():
+            code = self._rpc("eth_getCode", lambda a=addr: self.w3.eth.get_code(a))
+            if not code:
+                raise DeploymentError(f"no contract code at {addr} ({name}) on {self.rpc_url}; the chain was "
+                                      f"reset or {self.deployment.path} is stale: deploy again")
+
+    @property
+    def address(self) -> str:
+        """The signing account's checksummed address."""
+        if self.account is None:
+            raise ChainError("this chain client has no account (read-only): pass --keystore")
+        return self.account.address
+
+    @property
+    def registry(self):
+        return self.contract(REGISTRY)
+
+    @property
+    def token(self):
+        return self.contract(TOKEN)
+
+    def contract(self, name: str):
+        """The web3 contract object of a deployed contract by name."""
+        try:
+            return self._contracts[name]
+        except KeyError:
+            raise DeploymentError(f"{self.deployment.path} has no contract {name!r}") from None
+
+    # -- RPC with retries -----------------------------------------------------------------
+
+    def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run one RPC operation; retry connection errors, timeouts and HTTP 5xx with exponential backoff."""
+        delay = self.backoff_s
+        last: Exception | None = None
+        for attempt in range(1, self.retries + 1):
+            try:
+                return fn()
+            except (*CONNECTION_ERRORS, requests.exceptions.HTTPError) as exc:
+                status = getattr(getattr(exc, "response", None), "status_code", None)
+                if isinstance(exc, requests.exceptions.HTTPError) and (status is None or status < 500):
+                    raise ChainError(f"RPC {what} to {self.rpc_url} failed: HTTP {status}") from None
+                last = exc
+                if attempt == self.retries:
+                    break
+                log.warning("RPC %s to %s failed (%s); retry %d/%d in %.2f s", what, self.rpc_url,
+                            type(exc).__name__, attempt, self.retries - 1, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, self.max_backoff_s)
+        raise RpcUnavailable(self.rpc_url, self.retries, f"{what}: {type(last).__name__}")
+
+    def block_number(self) -> int:
+        return self._rpc("eth_blockNumber", lambda: self.w3.eth.block_number)
+
+    def block_timestamp(self, block: int | str = "latest") -> int:
+        """Timestamp (unix seconds) of a block."""
+        return int(self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))["timestamp"])
+
+    def balance_eth(self, address: str | None = None) -> int:
+        """Native balance in wei."""
+        return self._rpc("eth_getBalance", lambda: self.w3.eth.get_balance(address or self.address))
+
+    # -- calls ----------------------------------------------------------------------------
+
+    def _fn(self, contract: str, method: str, *args: Any):
+        c = self.contract(contract)
+        try:
+            return getattr(c.functions, method)(*args)
+        except AttributeError:
+            raise DeploymentError(f"{contract} in {self.deployment.path} has no function {method}") from None
+
+    def call(self, method: str, *args: Any, contract: str = REGISTRY, block: int | str = "latest") -> Any:
+        """A view call; raises `ChainRevert` with the decoded error if it reverts."""
+        fn = self._fn(contract, method, *args)
+        try:
+            return self._rpc(f"{contract}.{method}", lambda: fn.call(block_identifier=block))
+        except (ContractLogicError, Web3RPCError) as exc:
+            data = _revert_data(exc)
+            if data is None and not isinstance(exc, ContractLogicError):
+                raise ChainError(f"{contract}.{method} failed: {exc}") from None
+            raise self._errors.decode(data, f"{contract}.{method}") from None
+
+    def call_named(self, method: str, *args: Any, contract: str = REGISTRY) -> dict[str, Any]:
+        """A view call whose outputs come back as a dict by ABI name (structs as dicts)."""
+        value = self.call(method, *args, contract=contract)
+        outputs = self._fn(contract, method, *args).abi["outputs"]
+        values = (value,) if len(outputs) == 1 else tuple(value)
+        return _to_named(outputs, values)
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def resync_nonce(self) -> None:
+        """Forget the local nonce counter; the next transaction reads it from the node."""
+        with self._nonce_lock:
+            self._next_nonce = None
+
+    def estimate(self, method: str, *args: Any, contract: str = REGISTRY, value: int = 0) -> int:
+        """Gas estimate; raises `ChainRevert` (decoded) if the transaction would revert."""
+        fn = self._fn(contract, method, *args)
+        try:
+            return self._rpc(f"estimate {method}", lambda: fn.estimate_gas({"from": self.address, "value": value}))
+        except (ContractLogicError, Web3RPCError) as exc:
+            data = _revert_data(exc)
+            if data is None and not isinstance(exc, ContractLogicError):
+                raise ChainError(f"estimating {contract}.{method} failed: {exc}") from None
+            err = self._errors.decode(data, f"{contract}.{method}")
+            if self.metrics is not None:
+                self.metrics.tx_failed(method, err.error_name)
+            raise err from None
+
+    def send(self, method: str, *args: Any, contract: str = REGISTRY, value: int = 0,
+             gas: int | None = None) -> PendingTx:
+        """Estimate (refusing reverts), sign with the next local nonce and broadcast; do not wait.
+
+        Raises:
+            ChainRevert: the estimate reverted (nothing is sent, no nonce is used).
+            RpcUnavailable: the endpoint is down.
+        """
+        if self.account is None:
+            raise ChainError(f"cannot send {method}: this chain client has no account")
+        gas_limit = gas or int(self.estimate(method, *args, contract=contract, value=value) * 1.25) + 20_000
+        fn = self._fn(contract, method, *args)
+        # Fees and calldata outside the lock; nonce, signature and broadcast inside it, so that
+        # transactions reach the node in nonce order (a gap would stall an automining devnet).
+        tx = self._rpc(f"build {method}", lambda: fn.build_transaction(
+            {"from": self.address, "nonce": 0, "gas": gas_limit, "chainId": self.chain_id, "value": value}))
+        with self._nonce_lock:
+            for attempt in range(2):
+                if self._next_nonce is None:
+                    self._next_nonce = self._rpc("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(
+                        self.address, "pending"))
+                nonce = self._next_nonce
+                signed = self.account.sign_transaction(dict(tx, nonce=nonce))
+                tx_hash = "0x" + bytes(signed.hash).hex()
+                try:
+                    self._rpc(f"send {method}", lambda: self.w3.eth.send_raw_transaction(signed.raw_transaction))
+                except Web3RPCError as exc:
+                    text = str(exc)
+                    if "already known" in text.lower():  # our own retried send got through earlier
+                        self._next_nonce = nonce + 1
+                        return PendingTx(tx_hash, nonce, method, time.monotonic())
+                    self._next_nonce = None
+                    if _NONCE_ERROR.search(text) and attempt == 0:
+                        log.warning("nonce %d for %s rejected (%s); resyncing from the node", nonce, method, text)
+                        continue
+                    if self.metrics is not None:
+                        self.metrics.tx_failed(method, "send")
+                    raise ChainError(f"sending {contract}.{method} failed: {text}") from None
+                except RpcUnavailable:
+                    self._next_nonce = None
+                    raise
+                self._next_nonce = nonce + 1
+                if self.metrics is not None:
+                    self.metrics.tx_sent(method)
+                log.debug("sent %s nonce=%d tx=%s", method, nonce, tx_hash)
+                return PendingTx(tx_hash, nonce, method, time.monotonic())
+        raise ChainError(f"sending {contract}.{method} failed: nonce kept being rejected")  # pragma: no cover
+
+    def wait(self, pending: PendingTx, timeout_s: float | None = None) -> TxResult:
+        """Poll for the receipt (bounded) and decode its events.
+
+        Raises:
+            TxFailed: no receipt within the timeout (the nonce counter is resynced), or status 0.
+            ChainRevert: status 0 and the revert reason could be recovered by replaying the call.
+        """
+        timeout = self.receipt_timeout_s if timeout_s is None else timeout_s
+        try:
+            rcpt = self._rpc("eth_getTransactionReceipt", lambda: self.w3.eth.wait_for_transaction_receipt(
+                pending.tx_hash, timeout=timeout, poll_latency=self.poll_s))
+        except (TimeExhausted, TransactionNotFound):
+            self.resync_nonce()
+            if self.metrics is not None:
+                self.metrics.tx_failed(pending.method, "timeout")
+            raise TxFailed(f"{pending.method} tx {pending.tx_hash} (nonce {pending.nonce}) was not mined within "
+                           f"{timeout:.0f} s") from None
+        result = TxResult(tx_hash=pending.tx_hash, block_number=rcpt["blockNumber"], gas_used=rcpt["gasUsed"],
+                          status=rcpt["status"], method=pending.method, events=self.decode_logs(rcpt["logs"]))
+        if rcpt["status"] != 1:
+            if self.metrics is not None:
+                self.metrics.tx_failed(pending.method, "reverted")
+            reason = self._replay_revert(pending, result.block_number)
+            raise TxFailed(f"{pending.method} tx {pending.tx_hash} reverted on-chain (block {result.block_number})"
+                           + (f": {reason.error_name}{_fmt_args(reason.args_)}" if reason else ""))
+        return result
+
+    def _replay_revert(self, pending: PendingTx, block: int) -> ChainRevert | None:
+        """Re-run a reverted transaction as a call on the state before its block to recover the reason
+        (exact when it was alone in its block, as on an automining devnet)."""
+        try:
+            tx = self.w3.eth.get_transaction(pending.tx_hash)
+            self.w3.eth.call({"from": tx["from"], "to": tx["to"], "data": tx["input"], "value": tx["value"],
+                              "gas": tx["gas"]}, block_identifier=max(0, block - 1))
+        except (ContractLogicError, Web3RPCError) as exc:
+            data = _revert_data(exc)
+            return self._errors.decode(data, pending.method) if data is not None else None
+        except Exception:  # noqa: BLE001 - diagnostics only
+            return None
+        return None
+
+    def transact(self, method: str, *args: Any, contract: str = REGISTRY, value: int = 0,
+                 gas: int | None = None) -> TxResult:
+        """`send` then `wait`."""
+        return self.wait(self.send(method, *args, contract=contract, value=value, gas=gas))
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _index_events(self) -> dict[bytes, tuple[str, str]]:
+        idx: dict[bytes, tuple[str, str]] = {}
+        for cname, rec in self.deployment.contracts.items():
+            for item in rec.abi:
+                if item.get("type") == "event" and not item.get("anonymous"):
+                    idx[keccak(text=abi_to_signature(item))] = (cname, item["name"])
+        return idx
+
+    def event_topic(self, name: str, contract: str = REGISTRY) -> bytes:
+        """topic0 of an event of a deployed contract."""
+        for topic, (c, n) in self._events.items():
+            if c == contract and n == name:
+                return topic
+        raise DeploymentError(f"{contract} in {self.deployment.path} has no event {name}")
+
+    def decode_log(self, raw_log: Any) -> tuple[str, dict[str, Any]] | None:
+        """(event name, args) of a raw log from a deployed contract, or None if unknown."""
+        topics = raw_log["topics"]
+        if not topics:
+            return None
+        entry = self._events.get(bytes(topics[0]))
+        if entry is None:
+            return None
+        cname, ename = entry
+        if to_checksum_address(raw_log["address"]) != self.deployment.contracts[cname].address:
+            return None
+        ev = getattr(self.contract(cname).events, ename)()
+        data = ev.process_log(raw_log)
+        return ename, _normalize_event_args(data["args"])
+
+    def decode_logs(self, raw_logs: Iterable[Any]) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for lg in raw_logs:
+            d = self.decode_log(lg)
+            if d is not None:
+                out.append(d)
+        return out
+
+    def get_logs(self, from_block: int, to_block: int, event_names: Sequence[str] | None = None,
+                 contract: str = REGISTRY, task_id: bytes | None = None,
+                 max_range: int = 5000) -> list[dict[str, Any]]:
+        """``eth_getLogs`` over ``[from_block, to_block]`` (inclusive) for the contract, optionally
+        only some events and one task (events whose first indexed topic is the task id: every
+        registry event about a run; ``Withdrawn`` / ``Syncer*`` are keyed by address and never match).
+        Long spans are split into requests of at most ``max_range`` blocks.
+
+        Returns dicts ``{"event", "args", "block_number", "tx_hash", "log_index"}`` in chain order.
+        """
+        topic0 = [("0x" + self.event_topic(n, contract).hex()) for n in event_names] if event_names else None
+        topics: list[Any] = [topic0] if topic0 else [None]
+        if task_id is not None:
+            topics.append("0x" + _b32(task_id).hex())
+        out = []
+        start = max(0, from_block)
+        while start <= to_block:
+            end = min(to_block, start + max(1, max_range) - 1)
+            flt = {"address": self.deployment.contracts[contract].address, "fromBlock": start, "toBlock": end,
+                   "topics": topics if (topic0 or task_id is not None) else []}
+            raw = self._rpc("eth_getLogs", lambda f=flt: self.w3.eth.get_logs(f))
+            for lg in raw:
+                d = self.decode_log(lg)
+                if d is None:
+                    continue
+                out.append({"event": d[0], "args": d[1], "block_number": lg["blockNumber"],
+                            "tx_hash": "0x" + bytes(lg["transactionHash"]).hex(), "log_index": lg["logIndex"]})
+            start = end + 1
+        return out
+
+    # -- token ----------------------------------------------------------------------------
+
+    def token_balance(self, address: str | None = None) -> int:
+        """Token balance in atto-units."""
+        return self.call("balanceOf", address or self.address, contract=TOKEN)
+
+    def allowance(self, owner: str | None = None, spender: str | None = None) -> int:
+        return self.call("allowance", owner or self.address, spender or self.registry.address, contract=TOKEN)
+
+    def approve(self, amount: int, spender: str | None = None) -> TxResult:
+        """Approve ``spender`` (default the registry) for ``amount`` atto-units."""
+        return self.transact("approve", spender or self.registry.address, amount, contract=TOKEN)
+
+    def ensure_allowance(self, amount: int, spender: str | None = None) -> TxResult | None:
+        """Approve ``amount`` if the allowance is lower; None if nothing was needed."""
+        if self.allowance(self.address, spender or self.registry.address) >= amount:
+            return None
+        return self.approve(amount, spender)
+
+    def transfer_tokens(self, to: str, amount: int) -> TxResult:
+        return self.transact("transfer", to_checksum_address(to), amount, contract=TOKEN)
+
+    def mint(self, to: str, amount: int) -> TxResult:
+        """Devnet faucet: mint ``amount`` atto-units to ``to`` (the token owner only)."""
+        return self.transact("mint", to_checksum_address(to), amount, contract=TOKEN)
+
+    # -- registry: syncer pool ------------------------------------------------------------
+
+    def register_syncer(self, amount: int, approve: bool = True) -> TxResult:
+        """Join the syncer pool with ``amount`` atto-units of stake (approves first)."""
+        if approve:
+            self.ensure_allowance(amount)
+        return self.transact("registerSyncer", amount)
+
+    def unregister_syncer(self) -> TxResult:
+        return self.transact("unregisterSyncer")
+
+    def elect_syncer(self, task_id: bytes) -> str:
+        """Elect (or replace) the task's syncer; returns the elected address."""
+        res = self.transact("electSyncer", _b32(task_id))
+        return to_checksum_address(res.event("SyncerElected")["syncer"])
+
+    # -- registry: lifecycle --------------------------------------------------------------
+
+    def task_params(self, spec, spec_cid: str, initial_weights_root: bytes | None = None) -> dict[str, Any]:
+        """``TaskParams`` of ``postTask`` from a validated `tenzro_operator.spec.TaskSpec`.
+
+        ``initial_weights_root`` defaults to the weights root (receipt encoding v1) of
+        ``metadata.protocol.initial_weights``.
+        """
+        from tenzro_operator.spec import spec_hash
+
+        p = spec.require_protocol()
+        if initial_weights_root is None:
+            from tenzro_operator.receipt import weights_root
+
+            initial_weights_root = weights_root([w.sha256_bytes for w in p.initial_weights])
+        return {
+            "taskId": spec.task_id_bytes, "specHash": spec_hash(spec), "specCid": spec_cid,
+            "initialWeightsRoot": _b32(initial_weights_root), "trainerCount": spec.trainer_count,
+            "quorum": spec.quorum, "fragmentCount": spec.architecture.fragment_count,
+            "innerSteps": spec.inner_steps, "maxRounds": spec.max_rounds, "graceWindowMs": spec.grace_window_ms,
+            "aggregation": spec.aggregation_rule_id, "tier": 0, "maxMisses": p.max_missed_rounds,
+            "minStake": p.min_stake_atto, "rewardPool": spec.reward_pool_atto,
+            "fragmentSizes": list(p.fragment_sizes),
+        }
+
+    def _struct(self, method: str, index: int, values: dict[str, Any]) -> tuple:
+        """Order a dict by the ABI components of input ``index`` of ``method``."""
+        fn_abi = next(i for i in self.registry.abi if i.get("type") == "function" and i["name"] == method)
+        comps = fn_abi["inputs"][index]["components"]
+        missing = [c["name"] for c in comps if c["name"] not in values]
+        if missing:
+            raise ChainError(f"{method}: missing struct fields {missing}")
+        return tuple(values[c["name"]] for c in comps)
+
+    def post_task_params(self, params: dict[str, Any], approve: bool = True) -> TxResult:
+        """``postTask`` with explicit ``TaskParams`` (approves the reward pool first)."""
+        if approve and params["rewardPool"] > 0:
+            self.ensure_allowance(params["rewardPool"])
+        return self.transact("postTask", self._struct("postTask", 0, params))
+
+    def post_task(self, spec, spec_cid: str, approve: bool = True,
+                  initial_weights_root: bytes | None = None) -> TxResult:
+        """Approve the reward pool and post the task (the caller becomes the sponsor).
+
+        Raises:
+            SpecError: the spec has no ``metadata.protocol``.
+            ChainRevert: e.g. ``Registry__TaskExists``, ``Registry__QuorumExceedsTrainers``.
+        """
+        return self.post_task_params(self.task_params(spec, spec_cid, initial_weights_root), approve)
+
+    def enroll_trainer(self, task_id: bytes, stake: int, did: str, approve: bool = True) -> TxResult:
+        """Stake ``stake`` atto-units and enroll; ``TrainerEnrolled`` carries index and shard."""
+        if approve:
+            self.ensure_allowance(stake)
+        return self.transact("enrollTrainer", _b32(task_id), stake, did)
+
+    def close_enrollment(self, task_id: bytes) -> TxResult:
+        return self.transact("closeEnrollment", _b32(task_id))
+
+    def cancel_task(self, task_id: bytes) -> TxResult:
+        return self.transact("cancelTask", _b32(task_id))
+
+    def sign_outer_gradient(self, task_id: bytes, round: int, fragment: int, cid: str,
+                            payload_hash: bytes) -> bytes:
+        """EIP-712 signature of this client's account (the trainer) for a submission."""
+        if self.account is None:
+            raise ChainError("signing needs an account")
+        return sign_outer_gradient(self.account, self.chain_id, self.registry.address, task_id, round, fragment,
+                                   cid, payload_hash)
+
+    def submit_outer_gradient(self, task_id: bytes, round: int, fragment: int, cid: str, payload_hash: bytes,
+                              signature: bytes | None = None, *, wait: bool = True) -> TxResult | PendingTx:
+        """Submit (signing with this account unless ``signature`` is given, e.g. when relaying).
+
+        With ``wait=False`` returns a `PendingTx` (several fragments can be in flight).
+        """
+        sig = signature if signature is not None else self.sign_outer_gradient(task_id, round, fragment, cid,
+                                                                                payload_hash)
+        pending = self.send("submitOuterGradient", _b32(task_id), int(round), int(fragment), cid,
+                            _b32(payload_hash), sig)
+        return self.wait(pending) if wait else pending
+
+    def report_invalid(self, task_id: bytes, round: int, fragment: int, trainer: str,
+                       reason: SlashReason | int) -> TxResult:
+        """The syncer reports an invalid submission (slashes the trainer)."""
+        return self.transact("reportInvalid", _b32(task_id), int(round), int(fragment),
+                             to_checksum_address(trainer), int(reason))
+
+    def finalize_round(self, commit: RoundCommit) -> TxResult:
+        """The syncer commits the open round."""
+        return self.transact("finalizeRound", self._struct("finalizeRound", 0, commit.to_abi()))
+
+    def seal(self, task_id: bytes) -> TxResult:
+        return self.transact("seal", _b32(task_id))
+
+    def withdraw(self) -> TxResult:
+        """Pull everything credited to this account; the amount is in the ``Withdrawn`` event."""
+        return self.transact("withdraw")
+
+    # -- registry: views ------------------------------------------------------------------
+
+    def get_run(self, task_id: bytes) -> RunView:
+        """``getRun``.
+
+        Raises:
+            ChainRevert: ``Registry__UnknownTask`` when no such run was posted.
+        """
+        d = self.call_named("getRun", _b32(task_id))
+        return _from_abi_dict(RunView, next(iter(d.values())))
+
+    def run_exists(self, task_id: bytes) -> bool:
+        """True iff a run with this task id was posted."""
+        try:
+            self.get_run(task_id)
+        except ChainRevert as exc:
+            if exc.error_name == "Registry__UnknownTask":
+                return False
+            raise
+        return True
+
+    def list_runs(self, offset: int = 0, limit: int = 100) -> tuple[list[bytes], int]:
+        """One page of task ids in posting order, and the total number of runs."""
+        ids, total = self.call("listRuns", offset, limit)
+        return [bytes(i) for i in ids], int(total)
+
+    def all_runs(self, page: int = 100) -> list[bytes]:
+        """Every task id, paging through ``listRuns``."""
+        out: list[bytes] = []
+        while True:
+            ids, total = self.list_runs(len(out), page)
+            out.extend(ids)
+            if not ids or len(out) >= total:
+                return out
+
+    def get_receipt(self, task_id: bytes) -> TrainingReceipt:
+        """The sealed receipt with its serialized bytes (reverts unless the run is Sealed)."""
+        d = self.call_named("getReceipt", _b32(task_id))
+        values = list(d.values())
+        rec = dict(values[0])
+        rec["serialized"] = bytes(values[1])
+        return _from_abi_dict(TrainingReceipt, rec)
+
+    def get_round(self, task_id: bytes, round: int) -> RoundRecord:
+        d = self.call_named("getRound", _b32(task_id), int(round))
+        return _from_abi_dict(RoundRecord, next(iter(d.values())))
+
+    def trainer_stats(self, task_id: bytes, trainer: str | None = None) -> TrainerStats:
+        """``trainerMetrics`` of ``trainer`` (default this account)."""
+        d = self.call_named("trainerMetrics", _b32(task_id), to_checksum_address(trainer or self.address))
+        return _from_abi_dict(TrainerStats, next(iter(d.values())))
+
+    def trainers_of(self, task_id: bytes) -> list[str]:
+        """Trainers in enrollment order (index i trains shard i)."""
+        return [to_checksum_address(a) for a in self.call("trainersOf", _b32(task_id))]
+
+    def submissions_of(self, task_id: bytes, round: int, trainer: str) -> tuple[int, int, int]:
+        """Fragment bitmaps ``(submitted, rejected, accepted)`` of a trainer in a round."""
+        s, r, a = self.call("submissionsOf", _b32(task_id), int(round), to_checksum_address(trainer))
+        return int(s), int(r), int(a)
+
+    def withdrawable(self, address: str | None = None) -> int:
+        return int(self.call("withdrawable", to_checksum_address(address or self.address)))
+
+    def syncer_info(self, address: str | None = None) -> tuple[int, int, bool]:
+        """``(stake atto-units, active tasks, registered)``."""
+        s, n, r = self.call("syncerInfo", to_checksum_address(address or self.address))
+        return int(s), int(n), bool(r)
+
+    def syncer_candidates(self) -> list[str]:
+        return [to_checksum_address(a) for a in self.call("syncerCandidates")]
+
+    def min_syncer_stake(self) -> int:
+        return int(self.call("minSyncerStake"))
+
+    def syncer_timeout(self) -> int:
+        """Seconds after a round deadline before a silent syncer may be replaced."""
+        return int(self.call("syncerTimeout"))
+
+    def outer_gradient_digest(self, task_id: bytes, round: int, fragment: int, cid: str,
+                              payload_hash: bytes) -> bytes:
+        """The registry's own EIP-712 digest (to check `sign_outer_gradient` against)."""
+        return bytes(self.call("outerGradientDigest", _b32(task_id), int(round), int(fragment), cid,
+                               _b32(payload_hash)))
+
+    # -- verifier -------------------------------------------------------------------------
+
+    def verify_receipt(self, serialized: bytes, run_root: bytes, address: str | None = None) -> bool:
+        """Call the receipt verifier (default the precompile address on devnets) with raw calldata
+        ``serialized || run_root``; True iff it returns exactly ``0x01``."""
+        to = to_checksum_address(address or self.deployment.verifier_address or "")
+        out = self._rpc("eth_call verifier", lambda: self.w3.eth.call(
+            {"to": to, "data": "0x" + (bytes(serialized) + _b32(run_root)).hex()}))
+        return bytes(out) == b"\x01"
+
+    # -- devnet helpers -------------------------------------------------------------------
+
+    def mine(self, seconds: int = 0, blocks: int = 1) -> None:
+        """Devnet only (anvil): advance time by ``seconds`` and mine ``blocks`` blocks."""
+        if seconds:
+            self._rpc("evm_increaseTime", lambda: self.w3.provider.make_request("evm_increaseTime", [seconds]))
+        for _ in range(blocks):
+            self._rpc("evm_mine", lambda: self.w3.provider.make_request("evm_mine", []))

@@ -1,0 +1,445 @@
+"""``tenzro``: the operator's command line (click).
+
+``tenzro train`` carries the verbs of the Tenzro Train docs: ``post-task``, ``list-runs``,
+``get-run``, ``get-receipt``, ``enroll-trainer``, ``submit-gradient``, ``finalize-round``,
+``withdraw``, ``verify-receipt`` (replay: ``tenzro_operator.replay``), plus ``register-syncer``,
+``elect-syncer`` and ``trainer-stats``. ``tenzro keys`` makes keystores.
+
+Every verb takes the common options ``--rpc``, ``--deployments``, ``--keystore``,
+``--password-env`` and ``--ipfs`` (also from ``TENZRO_NODE_RPC``, ``TENZRO_DEPLOYMENTS``,
+``TENZRO_KEYSTORE``, ``TENZRO_PASSWORD_ENV``, ``TENZRO_IPFS_API``). Output is rich tables for
+people, ``--format json`` for scripts. Every `TenzroError` is printed as one line
+(``Error: ...``) with exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tenzro_operator.errors import TenzroError
+from tenzro_operator.units import format_tokens, parse_tokens
+
+__all__ = ["cli", "main"]
+
+DEFAULT_RPC = "http://127.0.0.1:8545"
+DEFAULT_IPFS = "http://127.0.0.1:5001"
+DEFAULT_DEPLOYMENTS = "deployments/local.json"
+
+
+class _Group(click.Group):
+    """A click group that turns every `TenzroError` into a one-line ``Error: ...`` (exit 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TenzroError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=_Group)
+@click.option("--log-level", default="ERROR", envvar="TENZRO_LOG_LEVEL", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def cli(log_level: str) -> None:
+    """tenzro: operate Tenzro Train runs (chain + IPFS)."""
+    from tenzro_operator.logs import configure_logging
+
+    configure_logging(log_level, role="cli")
+
+
+@cli.group(cls=_Group)
+def train() -> None:
+    """Tenzro Train verbs: post, enroll, submit, finalize, inspect, withdraw, verify."""
+
+
+@cli.group(cls=_Group)
+def keys() -> None:
+    """Encrypted keystores (eth-account, Web3 Secret Storage v3)."""
+
+
+# ------------------------------------------------------------------------------ common options
+
+
+class Ctx:
+    """What the common options give a verb: lazily built chain and IPFS clients."""
+
+    def __init__(self, rpc: str, deployments: Path, keystore: Path | None, password_env: str, ipfs: str) -> None:
+        self.rpc, self.deployments, self.keystore = rpc, deployments, keystore
+        self.password_env, self.ipfs_url = password_env, ipfs
+        self._chain = None
+
+    def chain(self, signer: bool = False):
+        """A `ChainClient`; with ``signer`` the keystore is unlocked (password from the env var or a prompt)."""
+        from tenzro_operator.chain import ChainClient
+
+        account = None
+        if signer:
+            if self.keystore is None:
+                raise click.UsageError("this verb sends a transaction: pass --keystore FILE (or set TENZRO_KEYSTORE)")
+            from tenzro_operator.keys import unlock
+
+            account = unlock(self.keystore, self.password_env)
+        return ChainClient(self.rpc, self.deployments, account, retries=3, backoff_s=0.25)
+
+    def ipfs(self):
+        from tenzro_operator.ipfs import IpfsClient
+
+        return IpfsClient(self.ipfs_url)
+
+
+def common_options(fn: Callable) -> Callable:
+    """``--rpc --deployments --keystore --password-env --ipfs`` on a verb; passes ``ctx: Ctx``."""
+
+    @click.option("--rpc", envvar="TENZRO_NODE_RPC", default=DEFAULT_RPC, show_default=True,
+                  help="JSON-RPC endpoint of the chain.")
+    @click.option("--deployments", envvar="TENZRO_DEPLOYMENTS", default=DEFAULT_DEPLOYMENTS, show_default=True,
+                  type=click.Path(dir_okay=False, path_type=Path), help="deployments/<network>.json")
+    @click.option("--keystore", envvar="TENZRO_KEYSTORE", default=None,
+                  type=click.Path(dir_okay=False, path_type=Path), help="encrypted keystore of the sender")
+    @click.option("--password-env", envvar="TENZRO_PASSWORD_ENV", default="TENZRO_KEYSTORE_PASSWORD",
+                  show_default=True, help="environment variable holding the keystore password (else a prompt)")
+    @click.option("--ipfs", envvar="TENZRO_IPFS_API", default=DEFAULT_IPFS, show_default=True,
+                  help="Kubo RPC API of the IPFS node.")
+    @functools.wraps(fn)
+    def wrapper(rpc, deployments, keystore, password_env, ipfs, **kw):
+        return fn(Ctx(rpc, deployments, keystore, password_env, ipfs), **kw)
+
+    return wrapper
+
+
+format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                             show_default=True, help="table for people, json for scripts")
+
+
+def _task_id(value: str) -> bytes:
+    from tenzro_operator.spec import task_id_bytes32
+
+    return task_id_bytes32(value)
+
+
+def _hex(b: bytes) -> str:
+    return "0x" + bytes(b).hex()
+
+
+def _echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True))
+
+
+def _console() -> Console:
+    return Console(file=sys.stdout, soft_wrap=True)
+
+
+def _kv_table(title: str, rows: list[tuple[str, Any]]) -> None:
+    t = Table(title=title, show_header=False)
+    t.add_column("field", style="bold")
+    t.add_column("value", overflow="fold")
+    for k, v in rows:
+        t.add_row(k, str(v))
+    _console().print(t)
+
+
+def _tx_out(fmt: str, title: str, fields: dict[str, Any]) -> None:
+    if fmt == "json":
+        _echo_json(fields)
+    else:
+        _kv_table(title, list(fields.items()))
+
+
+# ------------------------------------------------------------------------------ train verbs
+
+
+@train.command("post-task")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="task spec JSON (the Tenzro Train docs' shape, with metadata.protocol)")
+@click.option("--no-approve", is_flag=True, help="do not send the ERC-20 approve first")
+@format_option
+@common_options
+def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
+    """Validate the spec, pin its canonical JSON to IPFS, approve + escrow the reward pool, post it."""
+    from tenzro_operator.spec import canonical_json, load_spec, spec_hash
+
+    spec = load_spec(spec_path)
+    spec.require_protocol()
+    chain = ctx.chain(signer=True)
+    if spec.sponsor_address.lower() != chain.address.lower():
+        raise TenzroError(f"spec sponsor_address {spec.sponsor_address} is not the keystore's account "
+                          f"{chain.address}: the poster becomes the sponsor")
+    data = canonical_json(spec)
+    cid = ctx.ipfs().add(data, pin=True)
+    res = chain.post_task(spec, cid, approve=not no_approve)
+    _tx_out(fmt, "task posted", {"task_id": spec.task_id, "task_id_bytes32": _hex(spec.task_id_bytes),
+                                 "spec_cid": cid, "spec_hash": _hex(spec_hash(spec)),
+                                 "reward_pool": spec.reward_pool, "tx": res.tx_hash, "block": res.block_number})
+
+
+@train.command("list-runs")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1, max=1000))
+@format_option
+@common_options
+def list_runs(ctx: Ctx, offset: int, limit: int, fmt: str) -> None:
+    """Runs in posting order, with status, round and enrollment."""
+    chain = ctx.chain()
+    ids, total = chain.list_runs(offset, limit)
+    runs = [chain.get_run(i) for i in ids]
+    if fmt == "json":
+        _echo_json({"total": total, "offset": offset, "runs": [r.to_json() for r in runs]})
+        return
+    t = Table(title=f"runs {offset + 1 if ids else 0}-{offset + len(ids)} of {total}")
+    for col in ("task id", "status", "round", "trainers", "K", "F", "rule", "pool", "syncer"):
+        t.add_column(col, overflow="fold")
+    for r in runs:
+        t.add_row(_hex(r.task_id)[:18] + "…", r.status.name, f"{r.current_round}/{r.max_rounds}",
+                  f"{r.enrolled_count}/{r.trainer_count}", str(r.quorum), str(r.fragment_count),
+                  r.aggregation_name, format_tokens(r.reward_pool), r.syncer)
+    _console().print(t)
+
+
+@train.command("get-run")
+@click.option("--task-id", required=True, help="the spec's task_id string, or 0x + 64 hex digits")
+@click.option("--trainers/--no-trainers", default=True, help="include per-trainer metrics")
+@format_option
+@common_options
+def get_run(ctx: Ctx, task_id: str, trainers: bool, fmt: str) -> None:
+    """One run: status, parameters, round, deadline, pool; per-trainer metrics."""
+    chain = ctx.chain()
+    tid = _task_id(task_id)
+    run = chain.get_run(tid)
+    stats = [chain.trainer_stats(tid, a) for a in chain.trainers_of(tid)] if trainers else []
+    if fmt == "json":
+        out = run.to_json()
+        out["trainers"] = [s.to_json() for s in stats]
+        _echo_json(out)
+        return
+    rows = [("task id", _hex(run.task_id)), ("status", run.status.name), ("sponsor", run.sponsor),
+            ("syncer", run.syncer), ("spec cid", run.spec_cid), ("spec hash", _hex(run.spec_hash)),
+            ("round", f"{run.current_round} of {run.max_rounds}"), ("deadline (unix s)", run.round_deadline),
+            ("trainers (enrolled/active/M)", f"{run.enrolled_count}/{run.active_count}/{run.trainer_count}"),
+            ("quorum K", run.quorum), ("fragments F", run.fragment_count), ("inner steps H", run.inner_steps),
+            ("aggregation", run.aggregation_name), ("grace window", f"{run.grace_window_seconds} s"),
+            ("min stake", format_tokens(run.min_stake)), ("reward pool", format_tokens(run.reward_pool)),
+            ("pool left", format_tokens(run.reward_pool_left)), ("stakes held", format_tokens(run.stake_held)),
+            ("weights root", _hex(run.weights_root))]
+    _kv_table("run", rows)
+    if stats:
+        t = Table(title="trainers")
+        for col in ("#", "trainer", "submitted", "accepted", "missed", "evicted", "stake", "slashed", "reward"):
+            t.add_column(col)
+        for s in stats:
+            t.add_row(str(s.index), s.trainer, str(s.submitted), str(s.accepted), str(s.total_missed),
+                      "yes" if s.evicted else "", format_tokens(s.stake), format_tokens(s.slashed),
+                      format_tokens(s.current_reward))
+        _console().print(t)
+
+
+@train.command("get-receipt")
+@click.option("--task-id", required=True)
+@format_option
+@common_options
+def get_receipt(ctx: Ctx, task_id: str, fmt: str) -> None:
+    """The sealed receipt, and whether the verifier (0x…1008 on devnets) accepts it."""
+    chain = ctx.chain()
+    rec = chain.get_receipt(_task_id(task_id))
+    ok = chain.verify_receipt(rec.serialized, rec.run_root)
+    out = rec.to_json()
+    out["verifier_accepts"] = ok
+    if fmt == "json":
+        _echo_json(out)
+    else:
+        _kv_table("training receipt", [(k, v) for k, v in out.items() if k != "serialized"]
+                  + [("serialized", f"{len(rec.serialized)} bytes")])
+
+
+@train.command("enroll-trainer")
+@click.option("--task-id", required=True)
+@click.option("--stake", required=True, help="tokens ('100', '1.5') or atto-units ('1000atto')")
+@click.option("--did", required=True, help="the trainer's DID, e.g. did:tenzro:machine:…")
+@format_option
+@common_options
+def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> None:
+    """Approve and stake, then enroll in a run; prints the shard assigned."""
+    try:
+        amount = parse_tokens(stake)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--stake") from None
+    chain = ctx.chain(signer=True)
+    res = chain.enroll_trainer(_task_id(task_id), amount, did)
+    ev = res.event("TrainerEnrolled")
+    _tx_out(fmt, "enrolled", {"trainer": chain.address, "index": ev["index"], "shard": ev["shard"],
+                              "shard_count": ev["shardCount"], "stake": str(ev["stake"]), "tx": res.tx_hash})
+
+
+@train.command("submit-gradient")
+@click.option("--task-id", required=True)
+@click.option("--round", "round_", required=True, type=click.IntRange(min=0))
+@click.option("--fragment", required=True, type=click.IntRange(min=0, max=65535))
+@click.option("--payload", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="the encoded outer gradient (safetensors bytes)")
+@format_option
+@common_options
+def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload: Path, fmt: str) -> None:
+    """Pin the payload to IPFS, sign (EIP-712) and submit its CID and sha256."""
+    data = payload.read_bytes()
+    digest = hashlib.sha256(data).digest()
+    chain = ctx.chain(signer=True)
+    cid = ctx.ipfs().add(data, pin=True)
+    res = chain.submit_outer_gradient(_task_id(task_id), round_, fragment, cid, digest)
+    _tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": _hex(digest), "bytes": len(data),
+                               "round": round_, "fragment": fragment, "tx": res.tx_hash, "gas": res.gas_used})
+
+
+@train.command("finalize-round")
+@click.option("--commit", "commit_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSON: task_id, round, fragment_hashes, fragment_cids, accepted_bitmaps, "
+                   "transcript_hash, transcript_cid")
+@format_option
+@common_options
+def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
+    """(Syncer, by hand) commit a round's result from a JSON file."""
+    from tenzro_operator.chain import RoundCommit
+
+    try:
+        doc = json.loads(commit_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise TenzroError(f"{commit_path} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise TenzroError(f"{commit_path}: expected a JSON object")
+    if isinstance(doc.get("task_id"), str):
+        doc["task_id"] = _hex(_task_id(doc["task_id"]))
+    commit = RoundCommit.from_json(doc)
+    chain = ctx.chain(signer=True)
+    res = chain.finalize_round(commit)
+    ev = res.event("RoundFinalized")
+    _tx_out(fmt, "round finalized", {"round": ev["round"], "weights_root": _hex(ev["weightsRoot"]),
+                                     "accepted": ev["acceptedCount"], "quorum_met": ev["quorumMet"],
+                                     "tx": res.tx_hash, "gas": res.gas_used})
+
+
+@train.command("withdraw")
+@format_option
+@common_options
+def withdraw(ctx: Ctx, fmt: str) -> None:
+    """Pull rewards, refunds and released stake credited to the keystore's account."""
+    chain = ctx.chain(signer=True)
+    res = chain.withdraw()
+    amount = res.event("Withdrawn")["amount"]
+    _tx_out(fmt, "withdrawn", {"account": chain.address, "amount": str(amount),
+                               "amount_tokens": format_tokens(amount), "tx": res.tx_hash})
+
+
+@train.command("register-syncer")
+@click.option("--stake", required=True, help="tokens or '<n>atto'")
+@format_option
+@common_options
+def register_syncer(ctx: Ctx, stake: str, fmt: str) -> None:
+    """Join the syncer candidate pool (approve + stake)."""
+    try:
+        amount = parse_tokens(stake)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--stake") from None
+    chain = ctx.chain(signer=True)
+    res = chain.register_syncer(amount)
+    _tx_out(fmt, "syncer registered", {"syncer": chain.address, "stake": str(amount), "tx": res.tx_hash})
+
+
+@train.command("elect-syncer")
+@click.option("--task-id", required=True)
+@format_option
+@common_options
+def elect_syncer(ctx: Ctx, task_id: str, fmt: str) -> None:
+    """Elect (or replace a silent) syncer for a run."""
+    chain = ctx.chain(signer=True)
+    _tx_out(fmt, "syncer elected", {"syncer": chain.elect_syncer(_task_id(task_id))})
+
+
+@train.command("trainer-stats")
+@click.option("--task-id", required=True)
+@click.option("--trainer", default=None, help="address (default: the keystore's)")
+@format_option
+@common_options
+def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
+    """Submitted / accepted / missed / stake / slashed / reward of one trainer."""
+    chain = ctx.chain(signer=trainer is None)
+    s = chain.trainer_stats(_task_id(task_id), trainer)
+    _tx_out(fmt, "trainer", s.to_json())
+
+
+@train.command("verify-receipt")
+@click.option("--task-id", required=True)
+@click.option("--commitments-only", is_flag=True,
+              help="check transcripts, bitmaps, digests and roots without fetching every payload")
+@format_option
+@common_options
+def verify_receipt(ctx: Ctx, task_id: str, commitments_only: bool, fmt: str) -> None:
+    """Replay the run off-chain (transcripts and payloads from IPFS) and check the receipt, the run
+    root and the final model hash against the chain and the verifier. Exit 1 on any mismatch."""
+    try:
+        from tenzro_operator.replay import verify_receipt as replay_verify
+    except ImportError as exc:
+        raise TenzroError(f"verify-receipt needs tenzro_operator.replay, which is not available ({exc})") from None
+    report = replay_verify(ctx.chain(), ctx.ipfs(), _task_id(task_id), check_payloads=not commitments_only)
+    if fmt == "json":
+        _echo_json(report.to_json() if hasattr(report, "to_json") else str(report))
+    elif hasattr(report, "render"):
+        report.render(_console())
+    else:
+        click.echo(str(report))
+    if getattr(report, "ok", True) is False:
+        raise click.exceptions.Exit(1)
+
+
+# ------------------------------------------------------------------------------ keys
+
+
+@keys.command("new")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--password-env", default="TENZRO_KEYSTORE_PASSWORD", show_default=True)
+@click.option("--import-key-env", default=None, help="env var holding a private key to import (else a new key)")
+def keys_new(out: Path, password_env: str, import_key_env: str | None) -> None:
+    """Create an encrypted keystore (password from --password-env or a prompt); prints the address."""
+    import os
+
+    from tenzro_operator.keys import create_keystore, resolve_password
+
+    key = None
+    if import_key_env:
+        key = os.environ.get(import_key_env)
+        if not key:
+            raise TenzroError(f"${import_key_env} is not set")
+    click.echo(create_keystore(out, resolve_password(password_env, what=str(out)), key))
+
+
+@keys.command("devnet")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--role", "roles", multiple=True, required=True, help="ROLE=INDEX of anvil's accounts, repeatable")
+@click.option("--password-env", default="TENZRO_KEYSTORE_PASSWORD", show_default=True)
+def keys_devnet(directory: Path, roles: tuple[str, ...], password_env: str) -> None:
+    """Keystores from anvil's well-known test accounts (devnets only)."""
+    from tenzro_operator.keys import anvil_account, create_devnet_keystores, resolve_password
+
+    mapping = {}
+    for r in roles:
+        name, _, idx = r.partition("=")
+        if not name or not idx.isdigit():
+            raise click.BadParameter(f"{r!r}: expected ROLE=INDEX", param_hint="--role")
+        mapping[name] = int(idx)
+    paths = create_devnet_keystores(directory, mapping, resolve_password(password_env, what="devnet keystores"))
+    for role, p in paths.items():
+        click.echo(f"{role}\t{anvil_account(mapping[role]).address}\t{p}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console script entry point (``tenzro``)."""
+    cli.main(args=argv, prog_name="tenzro")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

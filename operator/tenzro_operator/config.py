@@ -1,0 +1,252 @@
+"""Role configs: YAML files plus ``TENZRO_*`` environment variables (pydantic-settings).
+
+Precedence, highest first: keyword arguments, environment variables
+(``TENZRO_NODE_RPC``, nested with ``__``: ``TENZRO_INNER__LR``), the YAML file, defaults.
+
+``trainer.yaml`` (see ``operator/examples/trainer.yaml``)::
+
+    node_rpc: http://127.0.0.1:8545
+    ipfs_api: http://127.0.0.1:5001
+    deployments: deployments/local.json
+    keystore: keys/trainer-0.json
+    password_env: TENZRO_KEYSTORE_PASSWORD
+    task_id: train-demo            # optional: discover open runs
+    did: did:tenzro:machine:t0
+    stake: "100"                   # tokens ("100"), or atto-units ("100000000000000000000atto")
+    inner: {lr: 3.0e-4, weight_decay: 0.01, betas: [0.9, 0.95], batch_size: 64}
+    device: cpu
+    dtype: fp32
+    gradient_checkpointing: false
+    metrics_port: 9101
+    data_dir: .tenzro/trainer-0
+    log_level: INFO
+
+Inner hyperparameters left out keep the defaults of ``tenzro_trainer.config.InnerConfig``
+(they are not repeated here); ``TrainerConfig.inner_config(steps, seed)`` builds it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from tenzro_operator.errors import ConfigError
+from tenzro_operator.units import parse_tokens
+
+__all__ = [
+    "CommonConfig",
+    "InnerSettings",
+    "SponsorConfig",
+    "SyncerConfig",
+    "TrainerConfig",
+    "load_config",
+]
+
+DEFAULT_METRICS_PORT = 9101
+_yaml_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_data", default=None)
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Settings source: the YAML mapping `load_config` read (lowest priority before defaults)."""
+
+    def get_field_value(self, field, field_name):  # pragma: no cover - unused (we return all at once)
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_yaml_data.get() or {})
+
+
+class CommonConfig(BaseSettings):
+    """Settings every role has: where the chain, IPFS, deployments and key are, logs, metrics."""
+
+    model_config = SettingsConfigDict(env_prefix="TENZRO_", env_nested_delimiter="__", extra="forbid",
+                                      validate_default=True)
+
+    node_rpc: str = "http://127.0.0.1:8545"
+    ipfs_api: str = "http://127.0.0.1:5001"
+    deployments: Path = Path("deployments/local.json")
+    keystore: Path | None = None
+    password_env: str = "TENZRO_KEYSTORE_PASSWORD"
+    metrics_port: int | None = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535,
+                                     description="Prometheus port; 0 = any free port; null = no server")
+    data_dir: Path = Path(".tenzro")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "kv"] = "text"
+    poll_interval_s: float = Field(default=1.0, gt=0, description="seconds between chain polls")
+
+    @field_validator("node_rpc", "ipfs_api")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s) URL, got {v!r}")
+        return v.rstrip("/")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        return init_settings, env_settings, _YamlSource(settings_cls)
+
+    @property
+    def state_dir(self) -> Path:
+        """Per-role state (event checkpoints, outer optimizer state...): ``data_dir``, created."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return self.data_dir
+
+
+class InnerSettings(BaseModel):
+    """Inner AdamW hyperparameters; None keeps ``tenzro_trainer.config.InnerConfig``'s default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float | None = Field(default=None, gt=0)
+    weight_decay: float | None = Field(default=None, ge=0)
+    betas: tuple[float, float] | None = None
+    batch_size: int | None = Field(default=None, gt=0)
+    grad_clip: float | None = None
+
+    @field_validator("betas")
+    @classmethod
+    def _betas(cls, v):
+        if v is not None and not all(0.0 <= b < 1.0 for b in v):
+            raise ValueError(f"betas must be in [0, 1), got {v}")
+        return v
+
+
+class TrainerConfig(CommonConfig):
+    """``trainer.yaml``: one trainer daemon."""
+
+    task_id: str | None = Field(default=None, description="run to join; None = discover Enrolling runs")
+    did: str = "did:tenzro:machine:trainer"
+    stake: str | None = Field(default=None, description="stake in tokens or '<n>atto'; None = the run's minimum")
+    inner: InnerSettings = Field(default_factory=InnerSettings)
+    device: str = "cpu"
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    gradient_checkpointing: bool = False
+    dataset_path: Path | None = Field(default=None, description="local copy of the dataset (else fetched from IPFS)")
+    max_runs: int | None = Field(default=1, description="runs to join before exiting; None = forever")
+
+    @field_validator("stake")
+    @classmethod
+    def _stake(cls, v):
+        if v is not None:
+            parse_tokens(v)
+        return v
+
+    @property
+    def stake_atto(self) -> int | None:
+        """Stake in token atto-units, or None (use the run's minimum)."""
+        return None if self.stake is None else parse_tokens(self.stake)
+
+    def inner_config(self, steps: int, seed: int = 0, **overrides: Any):
+        """``tenzro_trainer.config.InnerConfig`` for a run with H = ``steps``: fields set in this
+        config override the trainer's defaults; unset ones keep them."""
+        from tenzro_trainer.config import InnerConfig
+
+        kw: dict[str, Any] = {k: v for k, v in self.inner.model_dump().items() if v is not None}
+        kw.update(steps=steps, seed=seed, device=self.device, dtype=self.dtype,
+                  gradient_checkpointing=self.gradient_checkpointing)
+        kw.update(overrides)
+        return InnerConfig(**kw)
+
+
+class SyncerConfig(CommonConfig):
+    """``syncer.yaml``: the syncer daemon."""
+
+    task_id: str | None = Field(default=None, description="run to serve; None = every run it is elected for")
+    register_stake: str | None = Field(default=None, description="stake to register as syncer candidate "
+                                       "(tokens or '<n>atto') if not registered yet")
+    outer_lr: float | None = Field(default=None, gt=0, description="None = OuterConfig default (0.7)")
+    outer_momentum: float | None = Field(default=None, ge=0, lt=1, description="None = OuterConfig default (0.9)")
+    finalize_early: bool = Field(default=True, description="finalize as soon as every fragment has K valid")
+    close_enrollment_after_s: float | None = Field(default=None, description="close enrollment with >= K "
+                                                   "trainers after this many seconds; None = wait for M")
+    device: str = "cpu"
+    metrics_port: int | None = Field(default=9102, ge=0, le=65535)
+
+    @property
+    def register_stake_atto(self) -> int | None:
+        return None if self.register_stake is None else parse_tokens(self.register_stake)
+
+    def outer_config(self):
+        """``tenzro_trainer.config.OuterConfig`` with this config's overrides."""
+        from tenzro_trainer.config import OuterConfig
+
+        kw = {}
+        if self.outer_lr is not None:
+            kw["lr"] = self.outer_lr
+        if self.outer_momentum is not None:
+            kw["momentum"] = self.outer_momentum
+        return OuterConfig(**kw)
+
+
+class SponsorConfig(CommonConfig):
+    """``sponsor.yaml``: posting a task and watching it."""
+
+    spec: Path | None = Field(default=None, description="task spec JSON")
+    dataset_path: Path | None = Field(default=None, description="dataset file to pin (long format)")
+    approve_extra: str = Field(default="0", description="extra allowance beyond the reward pool (tokens)")
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+
+
+C = TypeVar("C", bound=CommonConfig)
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
+
+
+def load_config(path: str | Path | None, cls: type[C], **overrides: Any) -> C:
+    """Load a role config from a YAML file (or only env + defaults when ``path`` is None).
+
+    Relative paths inside the file (deployments, keystore, data_dir, spec, dataset_path)
+    are resolved against the file's folder.
+
+    Raises:
+        ConfigError: missing file, YAML syntax error, a top level that is not a mapping,
+            unknown or invalid fields (the message names the file and the field).
+    """
+    data: dict[str, Any] = {}
+    source = str(path) if path is not None else "<env>"
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except FileNotFoundError:
+            raise ConfigError(source, None, "file not found") from None
+        except OSError as exc:
+            raise ConfigError(source, None, f"cannot read: {exc.strerror}") from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(source, None, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(source, None, f"top level must be a mapping, got {type(loaded).__name__}")
+        base = p.resolve().parent
+        for key in ("deployments", "keystore", "data_dir", "spec", "dataset_path"):
+            v = loaded.get(key)
+            if isinstance(v, str) and v and not Path(v).expanduser().is_absolute():
+                loaded[key] = str(base / v)
+            elif isinstance(v, str):
+                loaded[key] = str(Path(v).expanduser())
+        data = loaded
+    token = _yaml_data.set(data)
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = f"unknown field (known: {', '.join(sorted(cls.model_fields))})"
+        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
+        raise ConfigError(source, _field_path(tuple(e["loc"])), msg + more) from None
+    finally:
+        _yaml_data.reset(token)

@@ -1,0 +1,503 @@
+"""The task spec: pydantic models of the Tenzro Train task JSON, validation, canonical bytes and hash.
+
+The shape is the one of the Tenzro Train docs::
+
+    {"task_id": "...", "sponsor_did": "did:...", "sponsor_address": "0x...",
+     "architecture": {"family": "timesfm", "param_count": 200000000, "modality": "Timeseries",
+                      "fragment_count": 12, "dtype": "bf16", "metadata": {...}},
+     "tier": "Open", "aggregation": "Mean", "trainer_count": 8, "quorum": 6, "inner_steps": 24,
+     "max_rounds": 1024, "grace_window_ms": 30000, "reward_pool": "1000...000",
+     "dataset_ref": "ipfs://...", "dataset_hash": "0x...", "min_throughput": null,
+     "created_at": 1761350400, "metadata": {...}}
+
+``aggregation`` uses serde's external tagging: ``"Mean"``, ``"CoordinateMedian"``,
+``{"TrimmedMean": {"alpha_bps": 1250}}`` or ``{"Krum": {"f": 1}}``.
+
+Protocol fields the contract enforces but the docs' spec has no slot for live in
+``metadata.protocol`` (all optional in the docs' example, required by ``post-task``):
+
+=====================  ==========================================================
+``min_stake``          minimum trainer stake, decimal string of token atto-units
+``max_missed_rounds``  consecutive missed rounds before eviction (int >= 1)
+``fragment_sizes``     parameters per fragment, F ints (sum = architecture.param_count)
+``initial_weights``    F objects ``{"cid": "...", "sha256": "0x<64 hex>"}``: round 0's
+                       global weights, sha256 of the exact safetensors bytes
+``norm_multiple``      the syncer rejects a payload whose L2 norm exceeds this multiple
+                       of the median norm (float > 0)
+``shards``             number of data shards of the dataset (int >= 1)
+``seed``               seed of the run (data sampling, initial weights), int >= 0
+=====================  ==========================================================
+
+Canonical bytes: ``json.dumps(sorted keys, separators (",", ":"), UTF-8, no NaN)`` of the
+validated spec; ``spec_hash = sha256(canonical bytes)`` is the ``bytes32`` stored on-chain
+and the spec is pinned to IPFS as exactly those bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tenzro_operator.errors import SpecError
+
+__all__ = [
+    "AGGREGATION_RULES",
+    "Architecture",
+    "InitialWeight",
+    "KrumRule",
+    "ProtocolParams",
+    "TaskSpec",
+    "TrimmedMeanRule",
+    "canonical_json",
+    "load_spec",
+    "parse_spec",
+    "spec_from_bytes",
+    "spec_hash",
+    "task_id_bytes32",
+]
+
+HEX32_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
+ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
+UINT_RE = re.compile(r"^[0-9]+$")
+UINT256_MAX = 2**256 - 1
+
+AGGREGATION_RULES = ("Mean", "TrimmedMean", "CoordinateMedian", "Krum")
+"""Names of the aggregation rules, in the order of the contract's enum (0..3)."""
+
+
+def _known_families() -> tuple[str, ...]:
+    """Model families the reference trainer knows (``tenzro_trainer.config.FAMILIES``)."""
+    try:
+        from tenzro_trainer.config import FAMILIES
+    except ImportError:  # the trainer package is optional for pure spec handling
+        return ("timesfm", "ttm")
+    return tuple(FAMILIES)
+
+
+def _check_hex32(value: str, what: str) -> str:
+    if not isinstance(value, str) or not HEX32_RE.match(value):
+        raise ValueError(f"{what} must be 0x followed by 64 hex digits (32 bytes), got {value!r}")
+    return value
+
+
+def _check_atto(value: Any, what: str) -> str:
+    """A decimal string of atto-units (18 decimals) that fits a uint256."""
+    if not isinstance(value, str) or not UINT_RE.match(value):
+        hint = " (write it as a JSON string: numbers lose precision past 2**53)" if isinstance(value, int) else ""
+        raise ValueError(f"{what} must be a decimal integer string of atto-units (18 decimals), "
+                         f"got {value!r}{hint}")
+    if int(value) > UINT256_MAX:
+        raise ValueError(f"{what} does not fit a uint256")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class TrimmedMeanParams(_Strict):
+    alpha_bps: int = Field(ge=0, lt=5000, description="fraction trimmed at each end, basis points (< 5000)")
+
+
+class TrimmedMeanRule(_Strict):
+    """``{"TrimmedMean": {"alpha_bps": N}}``."""
+
+    TrimmedMean: TrimmedMeanParams
+
+
+class KrumParams(_Strict):
+    f: int = Field(ge=0, description="number of Byzantine submissions tolerated")
+
+
+class KrumRule(_Strict):
+    """``{"Krum": {"f": N}}``."""
+
+    Krum: KrumParams
+
+
+Aggregation = Union[Literal["Mean", "CoordinateMedian"], TrimmedMeanRule, KrumRule]
+
+
+class Architecture(_Strict):
+    """``architecture``: the model family and its size; ``metadata`` shapes the model
+    (see ``tenzro_trainer.config.ModelConfig.from_metadata``)."""
+
+    family: str
+    param_count: int = Field(gt=0, description="total parameters of the model")
+    modality: str
+    fragment_count: int = Field(ge=1, le=65535, description="F, number of fragments")
+    dtype: Literal["bf16", "fp16", "fp32"]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("family")
+    @classmethod
+    def _family_known(cls, v: str) -> str:
+        known = _known_families()
+        if v not in known:
+            raise ValueError(f"unknown architecture family {v!r}; known: {', '.join(known)}")
+        return v
+
+    @field_validator("modality")
+    @classmethod
+    def _modality(cls, v: str) -> str:
+        if v != "Timeseries":
+            raise ValueError(f"modality {v!r} is not supported; only 'Timeseries' is")
+        return v
+
+
+class InitialWeight(_Strict):
+    """Round 0's global weights of one fragment: IPFS CID and sha256 of the safetensors bytes."""
+
+    cid: str = Field(min_length=1)
+    sha256: str
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, v: str) -> str:
+        return _check_hex32(v, "sha256")
+
+    @property
+    def sha256_bytes(self) -> bytes:
+        return bytes.fromhex(self.sha256[2:])
+
+
+class ProtocolParams(_Strict):
+    """``metadata.protocol``: the fields the registry enforces beyond the docs' spec."""
+
+    min_stake: str
+    max_missed_rounds: int = Field(ge=1, le=255, description="the registry stores it as uint8")
+    fragment_sizes: list[Annotated[int, Field(gt=0)]]
+    initial_weights: list[InitialWeight]
+    norm_multiple: float = Field(gt=0)
+    shards: int = Field(ge=1)
+    seed: int = Field(ge=0)
+
+    @field_validator("min_stake", mode="before")
+    @classmethod
+    def _stake(cls, v: Any) -> str:
+        return _check_atto(v, "min_stake")
+
+    @field_validator("norm_multiple")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("norm_multiple must be finite")
+        return v
+
+    @property
+    def min_stake_atto(self) -> int:
+        """Minimum stake in token atto-units."""
+        return int(self.min_stake)
+
+
+class TaskSpec(_Strict):
+    """The task spec of the Tenzro Train docs, validated.
+
+    Amounts are decimal strings of token atto-units in the JSON; the ``*_atto``
+    properties give them as ``int``. ``grace_window_ms`` is milliseconds.
+    """
+
+    task_id: str = Field(min_length=1, max_length=256)
+    sponsor_did: str
+    sponsor_address: str
+    architecture: Architecture
+    tier: Literal["Open", "Verified", "Confidential"]
+    aggregation: Aggregation
+    trainer_count: int = Field(ge=1, le=65535, description="M")
+    quorum: int = Field(ge=1, le=65535, description="K, accepted submissions per fragment")
+    inner_steps: int = Field(ge=1, le=2**32 - 1, description="H")
+    max_rounds: int = Field(ge=1, le=2**32 - 1)
+    grace_window_ms: int = Field(gt=0, le=2**64 - 1, description="tau, milliseconds")
+    reward_pool: str
+    dataset_ref: str
+    dataset_hash: str
+    min_throughput: int | float | None = None
+    created_at: int = Field(ge=0, description="unix seconds")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("sponsor_did")
+    @classmethod
+    def _did(cls, v: str) -> str:
+        if not v.startswith("did:") or len(v) < 5:
+            raise ValueError(f"sponsor_did must be a DID ('did:<method>:<id>'), got {v!r}")
+        return v
+
+    @field_validator("sponsor_address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        if not isinstance(v, str) or not ADDRESS_RE.match(v):
+            raise ValueError(f"sponsor_address must be 0x followed by 40 hex digits, got {v!r}")
+        return v
+
+    @field_validator("tier")
+    @classmethod
+    def _tier(cls, v: str) -> str:
+        if v != "Open":
+            raise ValueError(f"tier {v!r} is not accepted by the registry yet; only 'Open' is")
+        return v
+
+    @field_validator("aggregation", mode="before")
+    @classmethod
+    def _rule_name(cls, v: Any) -> Any:
+        forms = "'Mean', 'CoordinateMedian', {'TrimmedMean': {'alpha_bps': N}} or {'Krum': {'f': N}}"
+        if isinstance(v, str) and v not in ("Mean", "CoordinateMedian"):
+            raise ValueError(f"unknown aggregation rule {v!r}; expected {forms}")
+        if isinstance(v, dict) and (len(v) != 1 or next(iter(v)) not in ("TrimmedMean", "Krum")):
+            raise ValueError(f"unknown aggregation rule {v!r}; expected {forms}")
+        if not isinstance(v, (str, dict)):
+            raise ValueError(f"aggregation must be a string or an object, got {v!r}; expected {forms}")
+        return v
+
+    @field_validator("reward_pool", mode="before")
+    @classmethod
+    def _pool(cls, v: Any) -> str:
+        _check_atto(v, "reward_pool")
+        if int(v) == 0:
+            raise ValueError("reward_pool must be positive")
+        return v
+
+    @field_validator("dataset_ref")
+    @classmethod
+    def _ref(cls, v: str) -> str:
+        if not v.startswith("ipfs://") or len(v) <= len("ipfs://"):
+            raise ValueError(f"dataset_ref must be an ipfs:// URI, got {v!r}")
+        return v
+
+    @field_validator("dataset_hash")
+    @classmethod
+    def _dhash(cls, v: str) -> str:
+        return _check_hex32(v, "dataset_hash")
+
+    @field_validator("metadata")
+    @classmethod
+    def _protocol_shape(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "protocol" in v:
+            ProtocolParams.model_validate(v["protocol"])  # errors carry the path via parse_spec
+        return v
+
+    @model_validator(mode="after")
+    def _consistency(self) -> "TaskSpec":
+        if self.quorum > self.trainer_count:
+            raise ValueError(f"@quorum: quorum K ({self.quorum}) exceeds trainer_count M ({self.trainer_count})")
+        if isinstance(self.aggregation, KrumRule):
+            f = self.aggregation.Krum.f
+            if self.quorum < 2 * f + 3:
+                raise ValueError(f"@aggregation.Krum.f: Krum with f={f} needs quorum >= 2f+3 = {2 * f + 3}, got {self.quorum}")
+        p = self.protocol
+        if p is not None:
+            fc = self.architecture.fragment_count
+            if len(p.fragment_sizes) != fc:
+                raise ValueError(f"@metadata.protocol.fragment_sizes: metadata.protocol.fragment_sizes has {len(p.fragment_sizes)} entries, "
+                                 f"architecture.fragment_count is {fc}")
+            if len(p.initial_weights) != fc:
+                raise ValueError(f"@metadata.protocol.initial_weights: metadata.protocol.initial_weights has {len(p.initial_weights)} entries, "
+                                 f"architecture.fragment_count is {fc}")
+            if sum(p.fragment_sizes) != self.architecture.param_count:
+                raise ValueError(f"@metadata.protocol.fragment_sizes: metadata.protocol.fragment_sizes sum to {sum(p.fragment_sizes)}, "
+                                 f"architecture.param_count is {self.architecture.param_count}")
+        return self
+
+    # -- derived values ------------------------------------------------------------------
+
+    @property
+    def protocol(self) -> ProtocolParams | None:
+        """``metadata.protocol`` parsed, or None when the spec has none."""
+        raw = self.metadata.get("protocol")
+        return None if raw is None else ProtocolParams.model_validate(raw)
+
+    def require_protocol(self) -> ProtocolParams:
+        """``metadata.protocol``; raises `SpecError` when absent (posting needs it)."""
+        p = self.protocol
+        if p is None:
+            raise SpecError("metadata.protocol", "missing; posting a task needs min_stake, max_missed_rounds, "
+                            "fragment_sizes, initial_weights, norm_multiple, shards and seed")
+        return p
+
+    @property
+    def reward_pool_atto(self) -> int:
+        """Reward pool in token atto-units."""
+        return int(self.reward_pool)
+
+    @property
+    def task_id_bytes(self) -> bytes:
+        """The on-chain ``bytes32`` task id (see `task_id_bytes32`)."""
+        return task_id_bytes32(self.task_id)
+
+    @property
+    def dataset_hash_bytes(self) -> bytes:
+        return bytes.fromhex(self.dataset_hash[2:])
+
+    @property
+    def aggregation_name(self) -> str:
+        """``"Mean" | "TrimmedMean" | "CoordinateMedian" | "Krum"``."""
+        a = self.aggregation
+        if isinstance(a, str):
+            return a
+        return "TrimmedMean" if isinstance(a, TrimmedMeanRule) else "Krum"
+
+    @property
+    def aggregation_params(self) -> dict[str, int]:
+        """The rule's parameters (``{"alpha_bps": ..}``, ``{"f": ..}`` or ``{}``)."""
+        a = self.aggregation
+        if isinstance(a, TrimmedMeanRule):
+            return {"alpha_bps": a.TrimmedMean.alpha_bps}
+        if isinstance(a, KrumRule):
+            return {"f": a.Krum.f}
+        return {}
+
+    @property
+    def aggregation_rule_id(self) -> int:
+        """Index of the rule in `AGGREGATION_RULES` (the contract's enum value)."""
+        return AGGREGATION_RULES.index(self.aggregation_name)
+
+    @property
+    def aggregation_param(self) -> int:
+        """The rule's single integer parameter as the contract stores it (alpha_bps, f, or 0)."""
+        return next(iter(self.aggregation_params.values()), 0)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """The spec as plain JSON values (the shape of the docs)."""
+        return self.model_dump(mode="json")
+
+
+def _loc(loc: tuple) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in ("TrimmedMeanRule", "KrumRule") or str(item).startswith(("literal[", "function-")):
+            continue  # union branch names pydantic inserts: not a field
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "<root>"
+
+
+def _spec_error(exc: ValidationError, source: str | None) -> SpecError:
+    errors = []
+    for e in exc.errors():
+        msg = e["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        path = _loc(tuple(e["loc"]))
+        if msg.startswith("@") and ": " in msg:  # a model-level check naming its field
+            at, msg = msg[1:].split(": ", 1)
+            path = at
+        errors.append((path, msg))
+    # For a union, report the most specific branch first (the longest path).
+    errors.sort(key=lambda pm: -len(pm[0]))
+    path, msg = errors[0]
+    return SpecError(path, msg, source=source, errors=errors)
+
+
+def parse_spec(data: dict[str, Any] | str | bytes, source: str | None = None) -> TaskSpec:
+    """Validate a spec given as a dict or JSON text.
+
+    Raises:
+        SpecError: the first problem with its field path (all of them in ``.errors``).
+    """
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data, parse_constant=_reject_constant)
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise SpecError("<root>", f"not valid JSON: {exc}", source=source) from exc
+    if not isinstance(data, dict):
+        raise SpecError("<root>", f"a task spec is a JSON object, got {type(data).__name__}", source=source)
+    proto = data.get("metadata", {}).get("protocol") if isinstance(data.get("metadata"), dict) else None
+    try:
+        if proto is not None:
+            try:
+                ProtocolParams.model_validate(proto)
+            except ValidationError as exc:
+                err = _spec_error(exc, source)
+                raise SpecError(f"metadata.protocol.{err.path}", err.reason, source=source,
+                                errors=[(f"metadata.protocol.{p}", m) for p, m in err.errors]) from exc
+        return TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _spec_error(exc, source) from exc
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not allowed in a task spec")
+
+
+def load_spec(path: str | Path) -> TaskSpec:
+    """Read and validate a task spec JSON file.
+
+    Raises:
+        SpecError: missing/unreadable file, bad JSON, or a field that fails validation
+            (the message names the file and the field path).
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except OSError as exc:
+        raise SpecError("<file>", f"cannot read: {exc.strerror or exc}", source=str(p)) from exc
+    return parse_spec(text, source=str(p))
+
+
+def spec_from_bytes(data: bytes, expected_hash: bytes | None = None, source: str | None = None) -> TaskSpec:
+    """Parse a spec fetched from IPFS (its canonical bytes) and check it against the on-chain
+    ``specHash`` (32 bytes) when given.
+
+    Raises:
+        SpecError: invalid spec, bytes that are not canonical, or a hash mismatch.
+    """
+    spec = parse_spec(data, source=source)
+    if expected_hash is not None:
+        got = hashlib.sha256(data).digest()
+        if got != expected_hash:
+            raise SpecError("<root>", f"sha256 of the fetched spec is 0x{got.hex()}, the chain says "
+                            f"0x{bytes(expected_hash).hex()}", source=source)
+        if canonical_json(spec) != data:
+            raise SpecError("<root>", "the fetched spec bytes are not in canonical form", source=source)
+    return spec
+
+
+def canonical_json(spec: TaskSpec | dict[str, Any]) -> bytes:
+    """Canonical bytes of a spec: sorted keys, separators ``(",", ":")``, UTF-8, no NaN/Infinity.
+
+    These are the bytes pinned to IPFS and hashed into ``spec_hash``. A dict is
+    validated first (`parse_spec`).
+    """
+    if not isinstance(spec, TaskSpec):
+        spec = parse_spec(spec)
+    try:
+        text = json.dumps(spec.to_json_obj(), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    except ValueError as exc:
+        raise SpecError("metadata", f"contains a non-finite number: {exc}") from exc
+    return text.encode("utf-8")
+
+
+def spec_hash(spec: TaskSpec | dict[str, Any]) -> bytes:
+    """``sha256(canonical_json(spec))``: 32 bytes, the ``specHash`` stored on-chain."""
+    return hashlib.sha256(canonical_json(spec)).digest()
+
+
+def task_id_bytes32(task_id: str | bytes) -> bytes:
+    """The on-chain ``bytes32`` of a task id.
+
+    ``0x`` + 64 hex digits is taken as is; any other string is hashed:
+    keccak256 of its UTF-8 bytes (the rule of ``contracts/RECEIPT.md``). 32 raw bytes
+    pass through.
+
+    Raises:
+        SpecError: empty id, or raw bytes that are not 32 long.
+    """
+    if isinstance(task_id, (bytes, bytearray)):
+        if len(task_id) != 32:
+            raise SpecError("task_id", f"raw task id must be 32 bytes, got {len(task_id)}")
+        return bytes(task_id)
+    if not task_id:
+        raise SpecError("task_id", "empty task id")
+    if HEX32_RE.match(task_id):
+        return bytes.fromhex(task_id[2:])
+    from eth_utils import keccak
+
+    return keccak(text=task_id)

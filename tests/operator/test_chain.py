@@ -1,0 +1,290 @@
+"""Chain client against the real contracts on a real anvil: start-up checks, the run lifecycle,
+EIP-712, reverts decoded by name, nonces with several transactions in flight, RPC outages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+
+import pytest
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+
+from op_stack import TOKEN, free_port, make_spec
+from tenzro_operator.chain import (
+    ChainClient,
+    RoundCommit,
+    RunStatus,
+    SlashReason,
+    outer_gradient_typed_data,
+)
+from tenzro_operator.errors import ChainRevert, DeploymentError, RpcUnavailable
+from tenzro_operator.keys import anvil_account
+from tenzro_operator.spec import spec_hash
+
+
+def sha(b: bytes) -> bytes:
+    return hashlib.sha256(b).digest()
+
+
+# -- start-up checks ------------------------------------------------------------------------
+
+
+def test_startup_checks_fail_fast(stack, tmp_path):
+    rec = json.loads(stack.deployments.read_text())
+    wrong_chain = dict(rec, chain_id=1)
+    p = tmp_path / "wrong-chain.json"
+    p.write_text(json.dumps(wrong_chain))
+    with pytest.raises(DeploymentError, match="is chain 31337 but .* deployed on chain 1"):
+        ChainClient(stack.rpc_url, p)
+    no_code = json.loads(json.dumps(rec))
+    no_code["contracts"]["TrainingRegistry"]["address"] = "0x000000000000000000000000000000000000dEaD"
+    p2 = tmp_path / "no-code.json"
+    p2.write_text(json.dumps(no_code))
+    with pytest.raises(DeploymentError, match="no contract code at 0x000000000000000000000000000000000000dEaD"):
+        ChainClient(stack.rpc_url, p2)
+    with pytest.raises(DeploymentError, match="not found; deploy first"):
+        ChainClient(stack.rpc_url, tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"chain_id": 31337}))
+    with pytest.raises(DeploymentError, match="lacks field 'contracts'"):
+        ChainClient(stack.rpc_url, bad)
+
+
+def test_rpc_down_gives_rpc_unavailable_quickly(stack):
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    t0 = time.monotonic()
+    with pytest.raises(RpcUnavailable) as ei:
+        ChainClient(url, stack.deployments, retries=3, backoff_s=0.05)
+    assert time.monotonic() - t0 < 5
+    msg = str(ei.value)
+    assert url in msg and "3 attempt" in msg and "make devnet-up" in msg
+    assert "\n" not in msg
+
+
+# -- the lifecycle ----------------------------------------------------------------------------
+
+
+def test_full_lifecycle_and_conservation(roles, running_task):
+    spec, tid = running_task
+    base, sponsor, syncer = roles["base"], roles["sponsor"], roles["syncer"]
+    t1, t2 = roles["trainers"][:2]
+    run = base.get_run(tid)
+    assert run.status == RunStatus.TRAINING and run.current_round == 0
+    assert run.spec_hash == spec_hash(spec) and run.spec_cid == "bafyspec"
+    assert (run.trainer_count, run.quorum, run.fragment_count, run.max_rounds) == (2, 1, 2, 2)
+    assert run.fragment_sizes == (600, 400) and run.grace_window_seconds == 30
+    assert run.reward_pool == spec.reward_pool_atto and run.aggregation_name == "TrimmedMean"
+    assert base.trainers_of(tid) == [t1.address, t2.address]
+    assert tid in base.all_runs()
+    escrowed = spec.reward_pool_atto + 2 * 100 * TOKEN
+
+    for rnd in range(2):
+        # t1 submits both fragments with both transactions in flight; t2 submits fragment 0 only.
+        pend = [t1.submit_outer_gradient(tid, rnd, f, f"bafk-{rnd}-{f}", sha(b"%d%d" % (rnd, f)), wait=False)
+                for f in range(2)]
+        res = [t1.wait(p) for p in pend]
+        ev = res[1].event("GradientSubmitted")
+        assert (ev["round"], ev["fragment"], ev["trainer"], ev["cid"]) == (rnd, 1, t1.address, f"bafk-{rnd}-1")
+        assert ev["payloadHash"] == sha(b"%d1" % rnd)
+        t2.submit_outer_gradient(tid, rnd, 0, "bafk-t2", sha(b"t2"))
+        assert base.submissions_of(tid, rnd, t1.address) == (0b11, 0, 0)
+        commit = RoundCommit(tid, rnd, [sha(b"w%d0" % rnd), sha(b"w%d1" % rnd)], ["c0", "c1"], [0b11, 0b01],
+                             sha(b"transcript%d" % rnd), "tcid")
+        fin = syncer.finalize_round(commit).event("RoundFinalized")
+        assert fin["acceptedCount"] == 3 and fin["quorumMet"] is True
+        assert fin["commit"]["fragmentCids"] == ["c0", "c1"]  # a trainer gets the next weights from the event
+        assert base.submissions_of(tid, rnd, t2.address) == (0b01, 0, 0b01)
+        rec = base.get_round(tid, rnd)
+        from tenzro_operator import receipt as R
+
+        assert rec.weights_root == R.weights_root(commit.fragment_hashes) == fin["weightsRoot"]
+        assert rec.round_digest == R.round_digest(rnd, rec.weights_root, commit.transcript_hash, 3)
+
+    assert base.get_run(tid).status == RunStatus.COMPLETED
+    sealed = sponsor.seal(tid)
+    assert sealed.event("RunSealed")["rounds"] == 2
+    receipt = base.get_receipt(tid)
+    from tenzro_operator import receipt as R
+
+    assert R.run_root(receipt.serialized) == receipt.run_root
+    assert receipt.task_id == tid and receipt.spec_hash == spec_hash(spec) and receipt.chain_id == 31337
+    assert base.verify_receipt(receipt.serialized, receipt.run_root) is True
+    assert base.verify_receipt(receipt.serialized, b"\x00" * 32) is False
+
+    # Payouts: t1 earned credits 2*(600+400), t2 2*600; rewards + refunds + dust == escrowed.
+    s1, s2 = base.trainer_stats(tid, t1.address), base.trainer_stats(tid, t2.address)
+    assert (s1.accepted, s2.accepted, s1.credits, s2.credits) == (4, 2, 2000, 1200)
+    assert s1.current_reward == spec.reward_pool_atto * 2000 // 3200
+    credited = {ev["account"]: ev["reward"] + ev["stakeRefund"] for ev in sealed.events_named("PayoutCredited")}
+    assert sum(credited.values()) == escrowed
+    before = [base.token_balance(a) for a in (t1.address, t2.address)]
+    got1 = t1.withdraw().event("Withdrawn")["amount"]
+    got2 = t2.withdraw().event("Withdrawn")["amount"]
+    assert got1 == credited[t1.address] and got2 == credited[t2.address]
+    assert [base.token_balance(a) for a in (t1.address, t2.address)] == [before[0] + got1, before[1] + got2]
+
+
+def test_eip712_digest_and_signature_match_the_contract(roles, running_task):
+    _, tid = running_task
+    t1 = roles["trainers"][0]
+    reg = t1.registry.address
+    digest = t1.outer_gradient_digest(tid, 0, 1, "bafk-x", sha(b"x"))
+    msg = encode_typed_data(full_message=outer_gradient_typed_data(31337, reg, tid, 0, 1, "bafk-x", sha(b"x")))
+    sig = t1.sign_outer_gradient(tid, 0, 1, "bafk-x", sha(b"x"))
+    assert len(sig) == 65
+    assert Account.recover_message(msg, signature=sig) == t1.address
+    from eth_utils import keccak
+
+    assert keccak(b"\x19\x01" + msg.header + msg.body) == digest
+    # A relayer (the syncer) can submit the trainer's signed gradient.
+    res = roles["syncer"].submit_outer_gradient(tid, 0, 1, "bafk-x", sha(b"x"), signature=sig)
+    assert res.event("GradientSubmitted")["trainer"] == t1.address
+
+
+# -- reverts decoded by name -----------------------------------------------------------------
+
+
+def test_reverts_are_decoded_by_name_and_nothing_is_sent(roles, running_task):
+    from tenzro_operator.metrics import SyncerMetrics
+
+    spec, tid = running_task
+    sponsor, t3 = roles["sponsor"], roles["trainers"][2]
+    sponsor.metrics = metrics = SyncerMetrics()
+    nonce_before = sponsor.w3.eth.get_transaction_count(sponsor.address)
+    with pytest.raises(ChainRevert) as ei:
+        sponsor.post_task(spec, "bafyspec", approve=False)
+    assert ei.value.error_name == "Registry__TaskExists"
+    assert ei.value.args_["taskId"] == tid
+    assert "postTask reverted: Registry__TaskExists(taskId=0x" in str(ei.value)
+    assert sponsor.w3.eth.get_transaction_count(sponsor.address) == nonce_before  # refused before sending
+    assert metrics.chain_tx_failures.labels(method="postTask", reason="Registry__TaskExists")._value.get() == 1
+    assert metrics.chain_tx.labels(method="postTask")._value.get() == 0
+
+    with pytest.raises(ChainRevert) as ei:
+        t3.enroll_trainer(tid, 100 * TOKEN, "did:x")  # M already enrolled: run is Training
+    # which check fires first is the registry's choice; both carry diagnostic args
+    assert ei.value.error_name in ("Registry__WrongStatus", "Registry__EnrollmentFull")
+    if ei.value.error_name == "Registry__WrongStatus":
+        assert ei.value.args_["have"] == RunStatus.TRAINING
+    else:
+        assert ei.value.args_ == {"taskId": tid, "m": 2}
+
+    other = make_spec(quorum=2)
+    sponsor.post_task(other, "bafyspec2")
+    with pytest.raises(ChainRevert) as ei:
+        t3.enroll_trainer(other.task_id_bytes, 5, "did:x")
+    assert ei.value.error_name == "Registry__StakeTooLow"
+    assert ei.value.args_ == {"stake": 5, "minStake": 100 * TOKEN}
+
+    with pytest.raises(ChainRevert) as ei:
+        roles["trainers"][0].report_invalid(tid, 0, 0, t3.address, SlashReason.NON_FINITE)
+    assert ei.value.error_name == "Registry__NotSyncer"
+    # ERC-20 errors of the token (another contract) decode too.
+    with pytest.raises(ChainRevert) as ei:
+        t3.transfer_tokens(sponsor.address, 10**40)
+    assert ei.value.error_name == "ERC20InsufficientBalance"
+    # the nonce counter is intact after refused transactions
+    assert sponsor.approve(1).status == 1
+
+
+def test_unknown_task_view_reverts_by_name(roles):
+    with pytest.raises(ChainRevert, match="Registry__UnknownTask"):
+        roles["base"].get_run(b"\x42" * 32)
+    assert roles["base"].run_exists(b"\x42" * 32) is False
+
+
+# -- nonces -----------------------------------------------------------------------------------
+
+
+def test_many_transactions_in_flight_from_threads(roles):
+    sponsor = roles["sponsor"]
+    to = roles["trainers"][2].address
+    start_balance = sponsor.token_balance(to)
+    pending = []
+    lock = threading.Lock()
+
+    def worker():
+        for _ in range(5):
+            p = sponsor.send("transfer", to, 1, contract="TenzroToken")
+            with lock:
+                pending.append(p)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    nonces = sorted(p.nonce for p in pending)
+    assert nonces == list(range(nonces[0], nonces[0] + 20))  # no gaps, no duplicates
+    results = [sponsor.wait(p) for p in pending]
+    assert all(r.status == 1 for r in results)
+    assert sponsor.token_balance(to) == start_balance + 20
+
+
+def test_nonce_resyncs_after_an_outside_transaction(roles, stack, caplog):
+    a = roles["sponsor"]
+    a.approve(5)  # the counter is now primed
+    # Another client with the same key sends behind our back: our local nonce is stale.
+    other = ChainClient(stack.rpc_url, stack.deployments, anvil_account(1))
+    other.approve(6)
+    res = a.approve(7)  # "nonce too low" -> resync -> resend
+    assert res.status == 1
+    assert "resyncing from the node" in caplog.text
+    assert a.allowance() == 7
+
+
+# -- RPC outages --------------------------------------------------------------------------------
+
+
+def test_client_rides_out_an_anvil_restart(fresh_stack):
+    client = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments, anvil_account(1), retries=40,
+                         backoff_s=0.1, max_backoff_s=0.5)
+    client.approve(11)
+    head = client.block_number()
+    restarter = threading.Thread(target=fresh_stack.anvil.restart)
+    restarter.start()
+    time.sleep(0.2)
+    # Calls during the outage retry with backoff and succeed once anvil (same state) is back.
+    assert client.block_number() >= head
+    restarter.join()
+    assert client.allowance() == 11  # the state survived
+    client.resync_nonce()
+    assert client.approve(12).status == 1
+
+
+def test_outage_longer_than_the_retries_is_a_clear_error(fresh_stack):
+    client = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments, anvil_account(1), retries=3, backoff_s=0.05)
+    fresh_stack.anvil.stop()
+    with pytest.raises(RpcUnavailable, match="gave up after 3 attempt"):
+        client.approve(1)
+
+
+def test_report_invalid_slashes_as_the_contract_says(roles, running_task):
+    _, tid = running_task
+    base, syncer, t1 = roles["base"], roles["syncer"], roles["trainers"][0]
+    t1.submit_outer_gradient(tid, 0, 0, "bafk-bad", sha(b"bad"))
+    bps = base.call("INVALID_SLASH_BPS")
+    held_before = base.get_run(tid).stake_held
+    res = syncer.report_invalid(tid, 0, 0, t1.address, SlashReason.HASH_MISMATCH)
+    ev = res.event("TrainerSlashed")
+    assert ev["trainer"] == t1.address and ev["reason"] == SlashReason.HASH_MISMATCH
+    assert ev["amount"] == 100 * TOKEN * bps // 10_000 and ev["stakeLeft"] == 100 * TOKEN - ev["amount"]
+    assert base.submissions_of(tid, 0, t1.address) == (1, 1, 0)
+    run = base.get_run(tid)
+    assert run.stake_held == held_before - ev["amount"]
+    assert base.trainer_stats(tid, t1.address).slashed == ev["amount"]
+
+
+def test_cancel_during_enrollment_refunds(roles):
+    spec = make_spec()
+    sponsor = roles["sponsor"]
+    sponsor.post_task(spec, "bafyspec")
+    roles["trainers"][2].enroll_trainer(spec.task_id_bytes, 100 * TOKEN, "did:x")
+    before = sponsor.withdrawable()
+    ev = sponsor.cancel_task(spec.task_id_bytes).event("TaskCancelled")
+    assert ev["poolRefunded"] == spec.reward_pool_atto and ev["trainersRefunded"] == 1
+    assert sponsor.withdrawable() == before + spec.reward_pool_atto
+    assert roles["base"].get_run(spec.task_id_bytes).status == RunStatus.CANCELLED

@@ -1,0 +1,207 @@
+"""The `tenzro` CLI through click's CliRunner, against the real chain and IPFS node: JSON for
+scripts, tables for people, and one clear line (exit 1) for every operator error."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from op_stack import TOKEN, free_port, make_spec
+from tenzro_operator.cli import cli
+from tenzro_operator.keys import anvil_account, create_keystore
+from tenzro_operator.spec import canonical_json, spec_hash
+
+PW_ENV = "TEST_TENZRO_PW"
+
+
+@pytest.fixture
+def keystores(tmp_path):
+    out = {}
+    for role, idx in {"sponsor": 1, "syncer": 2, "t0": 3, "t1": 4}.items():
+        p = tmp_path / f"{role}.json"
+        create_keystore(p, "pw", anvil_account(idx).key, scrypt_n=2**12)
+        out[role] = p
+    return out
+
+
+@pytest.fixture
+def run_cli(stack, ipfs_url):
+    runner = CliRunner()
+
+    def run(*args, keystore=None, rpc=None, ipfs=None, env=None):
+        argv = list(args) + ["--rpc", rpc or stack.rpc_url, "--deployments", str(stack.deployments),
+                             "--ipfs", ipfs or ipfs_url, "--password-env", PW_ENV]
+        if keystore is not None:
+            argv += ["--keystore", str(keystore)]
+        return runner.invoke(cli, argv, env={PW_ENV: "pw", **(env or {})}, catch_exceptions=False)
+
+    return run
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("Error: ")
+    return lines[0]
+
+
+def test_get_run_json_and_table(run_cli, roles, running_task):
+    spec, tid = running_task
+    res = run_cli("train", "get-run", "--task-id", spec.task_id, "--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    run = roles["base"].get_run(tid)
+    assert doc["task_id"] == "0x" + tid.hex()
+    assert doc["status"] == "TRAINING" and doc["current_round"] == run.current_round
+    assert doc["reward_pool"] == spec.reward_pool and doc["aggregation"] == "TrimmedMean"
+    assert [t["trainer"] for t in doc["trainers"]] == roles["base"].trainers_of(tid)
+    # the 0x-hex32 form of the id works too
+    res2 = run_cli("train", "get-run", "--task-id", "0x" + tid.hex(), "--format", "json")
+    assert json.loads(res2.output)["spec_hash"] == doc["spec_hash"]
+    table = run_cli("train", "get-run", "--task-id", spec.task_id)
+    assert table.exit_code == 0 and "TRAINING" in table.output and "1,000 TNZO" in table.output
+
+
+def test_rpc_down_is_one_clear_line(run_cli):
+    url = f"http://127.0.0.1:{free_port()}"
+    line = one_line_error(run_cli("train", "get-run", "--task-id", "x", "--format", "json", rpc=url))
+    assert url in line and "not answering" in line and "make devnet-up" in line
+
+
+def test_unknown_task_and_receipt_before_seal(run_cli, running_task):
+    spec, _ = running_task
+    assert "Registry__UnknownTask" in one_line_error(run_cli("train", "get-run", "--task-id", "no-such-task"))
+    line = one_line_error(run_cli("train", "get-receipt", "--task-id", spec.task_id))
+    assert "getReceipt reverted" in line
+
+
+def test_post_task_pins_canonical_spec_and_escrows(run_cli, roles, keystores, tmp_path, ipfs_url):
+    from tenzro_operator.ipfs import IpfsClient
+
+    spec = make_spec()
+    f = tmp_path / "spec.json"
+    f.write_text(json.dumps(spec.to_json_obj(), indent=2))
+    sponsor = roles["sponsor"]
+    pool_before = sponsor.token_balance()
+    res = run_cli("train", "post-task", "--spec", str(f), "--format", "json", keystore=keystores["sponsor"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    run = roles["base"].get_run(spec.task_id_bytes)
+    assert run.spec_cid == out["spec_cid"]
+    pinned = IpfsClient(ipfs_url).cat(out["spec_cid"])
+    assert pinned == canonical_json(spec)
+    assert hashlib.sha256(pinned).digest() == run.spec_hash == spec_hash(spec)
+    assert sponsor.token_balance() == pool_before - spec.reward_pool_atto
+    # posting it again is refused by name, in one line
+    line = one_line_error(run_cli("train", "post-task", "--spec", str(f), keystore=keystores["sponsor"]))
+    assert "Registry__TaskExists" in line
+
+
+def test_post_task_errors(run_cli, keystores, tmp_path, ipfs_url):
+    spec = make_spec()
+    raw = spec.to_json_obj()
+    raw["quorum"] = 5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(raw))
+    line = one_line_error(run_cli("train", "post-task", "--spec", str(bad), keystore=keystores["sponsor"]))
+    assert str(bad) in line and "quorum" in line
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(spec.to_json_obj()))
+    # the keystore of someone other than the spec's sponsor
+    line = one_line_error(run_cli("train", "post-task", "--spec", str(good), keystore=keystores["t0"]))
+    assert "is not the keystore's account" in line
+    # wrong password
+    line = one_line_error(run_cli("train", "post-task", "--spec", str(good), keystore=keystores["sponsor"],
+                                  env={PW_ENV: "nope"}))
+    assert "wrong password" in line and "nope" not in line
+    # IPFS down
+    dead = f"http://127.0.0.1:{free_port()}"
+    line = one_line_error(run_cli("train", "post-task", "--spec", str(good), keystore=keystores["sponsor"],
+                                  ipfs=dead))
+    assert dead in line
+
+
+def test_enroll_submit_finalize_list_by_hand(run_cli, roles, keystores, tmp_path, ipfs_url):
+    from tenzro_operator.ipfs import IpfsClient
+
+    spec = make_spec()
+    roles["sponsor"].post_task(spec, "bafyspec")
+    tid = spec.task_id
+    syncer = roles["syncer"]
+    if not syncer.syncer_info()[2]:
+        syncer.register_syncer(10 * TOKEN)
+    res = run_cli("train", "elect-syncer", "--task-id", tid, "--format", "json", keystore=keystores["syncer"])
+    assert json.loads(res.output)["syncer"] == syncer.address
+    for i, ks in enumerate((keystores["t0"], keystores["t1"])):
+        res = run_cli("train", "enroll-trainer", "--task-id", tid, "--stake", "100", "--did", f"did:tenzro:machine:{i}",
+                      "--format", "json", keystore=ks)
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.output)["shard"] == i
+    payload = tmp_path / "delta.safetensors"
+    payload.write_bytes(b"not really safetensors, but bytes are bytes" * 10)
+    res = run_cli("train", "submit-gradient", "--task-id", tid, "--round", "0", "--fragment", "1", "--payload",
+                  str(payload), "--format", "json", keystore=keystores["t0"])
+    assert res.exit_code == 0, res.output
+    sub = json.loads(res.output)
+    assert IpfsClient(ipfs_url).cat(sub["cid"]) == payload.read_bytes()
+    assert sub["payload_sha256"] == "0x" + hashlib.sha256(payload.read_bytes()).hexdigest()
+    assert roles["base"].submissions_of(spec.task_id_bytes, 0, anvil_account(3).address)[0] == 0b10
+    # a duplicate submission is refused by name
+    line = one_line_error(run_cli("train", "submit-gradient", "--task-id", tid, "--round", "0", "--fragment", "1",
+                                  "--payload", str(payload), keystore=keystores["t0"]))
+    assert "Registry__DuplicateSubmission" in line
+    commit = {"task_id": tid, "round": 0, "fragment_hashes": ["0x" + "11" * 32, "0x" + "22" * 32],
+              "fragment_cids": ["c0", "c1"], "accepted_bitmaps": [2, 0], "transcript_hash": "0x" + "33" * 32,
+              "transcript_cid": "tc"}
+    cf = tmp_path / "commit.json"
+    cf.write_text(json.dumps(commit))
+    # quorum K=1 per fragment before the deadline: fragment 0 has none -> refused by name
+    line = one_line_error(run_cli("train", "finalize-round", "--commit", str(cf), keystore=keystores["syncer"]))
+    assert "Registry__QuorumNotMet" in line
+    roles["base"].mine(seconds=31)  # past the grace window any accepted set is allowed
+    res = run_cli("train", "finalize-round", "--commit", str(cf), "--format", "json", keystore=keystores["syncer"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["accepted"] == 1
+    res = run_cli("train", "list-runs", "--format", "json", "--limit", "1000")
+    runs = {r["task_id"]: r for r in json.loads(res.output)["runs"]}
+    assert runs["0x" + spec.task_id_bytes.hex()]["current_round"] == 1
+    assert run_cli("train", "list-runs").exit_code == 0
+    stats = json.loads(run_cli("train", "trainer-stats", "--task-id", tid, "--trainer", anvil_account(3).address,
+                               "--format", "json").output)
+    assert stats["accepted"] == 1 and stats["submitted"] == 1
+
+
+def test_withdraw_with_nothing_and_missing_keystore(run_cli, keystores):
+    acct9 = keystores["t1"].with_name("a9.json")
+    create_keystore(acct9, "pw", anvil_account(9).key, scrypt_n=2**12)
+    assert "Registry__NothingToWithdraw" in one_line_error(run_cli("train", "withdraw", keystore=acct9))
+    res = run_cli("train", "withdraw")
+    assert res.exit_code == 2 and "--keystore" in res.output
+
+
+def test_verify_receipt_without_replay_says_so(run_cli, running_task):
+    spec, _ = running_task
+    try:
+        import tenzro_operator.replay  # noqa: F401
+    except ImportError:
+        line = one_line_error(run_cli("train", "verify-receipt", "--task-id", spec.task_id))
+        assert "tenzro_operator.replay" in line
+    else:
+        # wired through: a run that is not sealed yet is one clear line (replay's own tests cover the rest)
+        line = one_line_error(run_cli("train", "verify-receipt", "--task-id", spec.task_id))
+        assert "seal" in line.lower()
+
+
+def test_keys_devnet(tmp_path):
+    res = CliRunner().invoke(cli, ["keys", "devnet", "--dir", str(tmp_path), "--role", "sponsor=1",
+                                   "--password-env", PW_ENV], env={PW_ENV: "pw"})
+    assert res.exit_code == 0, res.output
+    assert anvil_account(1).address in res.output
+    from tenzro_operator.keys import load_keystore
+
+    assert load_keystore(tmp_path / "sponsor.json", "pw").address == anvil_account(1).address
