@@ -1,0 +1,250 @@
+"""Lifecycle shared by the long-running roles (trainer, syncer): start-up checks, stop on
+SIGTERM/SIGINT, handler isolation with a bounded run of consecutive failures, atomic files.
+
+The pattern is the chain-keeper one (pymaker / auction-keeper): check everything the daemon needs
+before doing any work and fail fast with a message that names the service; then run a loop of
+small idempotent steps, each isolated: an exception is logged with its context and counted, and
+``max_consecutive_failures`` failures in a row halt the daemon on purpose (`DaemonHalted`).
+
+Usage::
+
+    class MyDaemon(Daemon):
+        role = "trainer"
+        def step(self) -> bool:  # one idempotent unit of work; False = done
+            ...
+    d = MyDaemon(cfg, account, chain, ipfs)
+    d.install_signal_handlers()           # main thread only
+    exit_code = d.run()
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from tenzro_operator.errors import IpfsError, ServiceUnavailable, TenzroError
+
+__all__ = ["Daemon", "DaemonHalted", "StopRequested", "append_jsonl", "atomic_write_bytes", "atomic_torch_save"]
+
+log = logging.getLogger("tenzro.daemon")
+
+
+class DaemonHalted(TenzroError):
+    """A daemon stopped on purpose after too many consecutive failures (the last one is named)."""
+
+
+class StopRequested(Exception):
+    """Raised inside a step when a stop was requested (SIGTERM/SIGINT or `Daemon.request_stop`)."""
+
+
+# ----------------------------------------------------------------------------- atomic files
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file + ``os.replace`` (never half-written)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f"{p.name}.tmp{os.getpid()}.{threading.get_ident()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, p)
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> None:
+    """``torch.save`` to ``path`` atomically (serialized in memory, then `atomic_write_bytes`)."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one JSON line (a single ``write`` of a complete line, flushed)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
+        fh.flush()
+
+
+# ----------------------------------------------------------------------------- the base
+
+
+class Daemon:
+    """Base of `TrainerDaemon` and `SyncerDaemon`.
+
+    Args:
+        config: the role's config (`tenzro_operator.config.CommonConfig` subclass).
+        account: the signing account (already unlocked).
+        chain: a `ChainClient` signing as ``account``.
+        ipfs: an `IpfsClient`.
+        metrics: the role's metrics object (optional).
+        stop: an event that stops the daemon when set (default: a new one).
+        max_consecutive_failures: failed steps in a row before `DaemonHalted`.
+    """
+
+    role = "operator"
+
+    def __init__(self, config, account, chain, ipfs, *, metrics: Any = None, stop: threading.Event | None = None,
+                 max_consecutive_failures: int = 5) -> None:
+        self.config, self.account, self.chain, self.ipfs = config, account, chain, ipfs
+        self.metrics = metrics
+        self.stop = stop or threading.Event()
+        self.max_consecutive_failures = max(1, max_consecutive_failures)
+        self.consecutive_failures = 0
+        self.failures = 0
+        self.metrics_port: int | None = None
+        self.data_dir = Path(config.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def startup_checks(self) -> None:
+        """Fail fast: the RPC answers and the deployment has code at every address
+        (`ChainClient.check_deployment`), the signer is this account, the IPFS node answers.
+        Starts the metrics server when the config has a port (0 = any free port; None = off).
+
+        Raises:
+            RpcUnavailable / DeploymentError / IpfsUnavailable / TenzroError: with the service named.
+        """
+        self.chain.check_deployment()
+        if self.chain.account is None or self.chain.address != self.account.address:
+            raise TenzroError(f"{self.role}: the chain client must sign as {self.account.address}")
+        try:
+            self.ipfs.version()
+        except ServiceUnavailable:
+            raise
+        except IpfsError as exc:
+            raise TenzroError(f"{self.role}: the IPFS node at {self.ipfs.api_url} does not work: {exc}") from None
+        port = getattr(self.config, "metrics_port", None)
+        if port is not None and self.metrics is not None:
+            from tenzro_operator.metrics import start_metrics_server
+
+            self.metrics_port = start_metrics_server(port, self.metrics)
+            log.info("%s metrics on http://127.0.0.1:%d/metrics", self.role, self.metrics_port)
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def request_stop(self, *_: Any) -> None:
+        """Ask the daemon to stop after the current step (safe from a signal handler)."""
+        self.stop.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT request a clean stop (call from the main thread only)."""
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop.is_set()
+
+    def check_stop(self) -> None:
+        """Raise `StopRequested` if a stop was requested."""
+        if self.stop.is_set():
+            raise StopRequested()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep up to ``seconds``; raise `StopRequested` if a stop is requested meanwhile."""
+        if self.stop.wait(max(0.0, seconds)):
+            raise StopRequested()
+
+    # -- isolation ------------------------------------------------------------------------
+
+    def guarded(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn``; on an exception log it with ``what``, count it, and return None, or raise
+        `DaemonHalted` once ``max_consecutive_failures`` steps in a row have failed. A success
+        resets the count. `StopRequested` and `DaemonHalted` pass through."""
+        try:
+            out = fn()
+        except (StopRequested, DaemonHalted):
+            raise
+        except Exception as exc:  # noqa: BLE001 - isolation: log, count, maybe halt
+            self.failures += 1
+            self.consecutive_failures += 1
+            if self.metrics is not None:
+                self.metrics.handler_errors.labels(event=what).inc()
+            log.error("%s failed: %s: %s [failure %d/%d in a row]", what, type(exc).__name__, exc,
+                      self.consecutive_failures, self.max_consecutive_failures,
+                      exc_info=log.isEnabledFor(logging.DEBUG) or not isinstance(exc, TenzroError))
+            if self.consecutive_failures >= self.max_consecutive_failures:
+                log.critical("%s halting: %d consecutive failures, last in %s: %s", self.role,
+                             self.consecutive_failures, what, exc)
+                raise DaemonHalted(f"{self.role} halted after {self.consecutive_failures} consecutive failures; "
+                                   f"last in {what}: {type(exc).__name__}: {exc}") from exc
+            return None
+        self.consecutive_failures = 0
+        return out
+
+    def backoff_s(self, base_s: float = 0.5, cap_s: float = 8.0) -> float:
+        """Delay before retrying after the n-th consecutive failure: ``base_s * 2**(n-1)``,
+        at most ``cap_s`` seconds (so a brief RPC or IPFS outage is ridden out)."""
+        n = max(1, self.consecutive_failures)
+        return min(cap_s, base_s * 2 ** (n - 1))
+
+    # -- time -----------------------------------------------------------------------------
+
+    def chain_now(self) -> int:
+        """Chain time (unix seconds): the later of the head block's timestamp and the wall clock
+        shifted by the chain's offset (anvil stamps blocks with wall time plus any increaseTime)."""
+        head = self.chain.block_timestamp("latest")
+        now = time.time()
+        off = getattr(self, "_chain_offset", None)
+        if off is None or head > now + off:
+            off = max(0.0, head - now) if off is None else head - now
+            self._chain_offset = off
+        return max(head, int(now + off))
+
+
+# ----------------------------------------------------------------------------- wiring
+
+
+def open_services(config, metrics: Any = None, *, prompt: bool = True):
+    """Unlock the config's keystore and connect to the chain and IPFS (the start-up checks that
+    need no daemon). Returns ``(account, chain, ipfs)``.
+
+    Raises:
+        ConfigError: no keystore configured.
+        KeystoreError: no password / wrong password (the password is never shown).
+        RpcUnavailable / DeploymentError: the chain does not answer or does not match the record.
+    """
+    from tenzro_operator.chain import ChainClient
+    from tenzro_operator.errors import ConfigError
+    from tenzro_operator.ipfs import IpfsClient
+    from tenzro_operator.keys import unlock
+
+    if config.keystore is None:
+        raise ConfigError("<config>", "keystore", "a keystore is required to run a daemon")
+    account = unlock(config.keystore, config.password_env, prompt=prompt)
+    chain = ChainClient(config.node_rpc, config.deployments, account, metrics=metrics)
+    ipfs = IpfsClient(config.ipfs_api)
+    return account, chain, ipfs
+
+
+def run_daemon_cli(daemon_cls, config_cls, config_path, role: str, **overrides: Any) -> int:
+    """Load the config, configure logging, open the services, run the daemon in the foreground
+    with SIGTERM/SIGINT handlers. Every `TenzroError` becomes one line on stderr and exit code 1."""
+    import sys
+
+    from tenzro_operator.config import load_config
+    from tenzro_operator.logs import configure_logging
+
+    try:
+        config = load_config(config_path, config_cls, **{k: v for k, v in overrides.items() if v is not None})
+        configure_logging(config.log_level, config.log_format, role=role)
+        account, chain, ipfs = open_services(config)
+        daemon = daemon_cls(config, account, chain, ipfs)
+        daemon.install_signal_handlers()
+        return daemon.run()
+    except TenzroError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1

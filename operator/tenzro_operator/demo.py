@@ -1,0 +1,365 @@
+"""The main job (`make demo`): a full training run on the devnet, end to end, on real data.
+
+Steps, each printed as it happens:
+
+1. check the devnet (anvil, IPFS node) and the deployment record (`make deploy`);
+2. make keystores for a sponsor, a syncer and M trainers from anvil's
+   well-known accounts, and fund them with TNZO from the deployer (the token owner);
+3. the sponsor pins the dataset (the default collection of real series), the
+   initial weights and the spec, escrows the reward pool and posts the task;
+4. one syncer and M trainer daemons start as separate processes, each with its
+   own key and config file, and run the rounds until the run is sealed;
+5. the receipt is checked by the verifier at 0x…1008 and by an off-chain
+   replay from IPFS; a RewardEscrow deposit is released against it;
+6. everyone withdraws; a summary (per trainer: accepted, missed, reward,
+   slashed; held-out loss per round) is printed and written, with a loss-curve PNG.
+
+Everything lands under `--workdir` (default `.devnet/demo/<task id>`), the
+summary and plot under `--out` (default `out/demo`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from tenzro_operator.chain import ChainClient, RunStatus
+from tenzro_operator.errors import TenzroError
+from tenzro_operator.heldout import HeldoutEvaluator
+from tenzro_operator.ipfs import IpfsClient
+from tenzro_operator.keys import anvil_account, create_devnet_keystores
+from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
+from tenzro_operator.task_assets import fetch_weights, initial_weights
+from tenzro_operator.task_runtime import TaskRuntime
+from tenzro_trainer.data.collection import default_collection
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PASSWORD_ENV = "TENZRO_KEYSTORE_PASSWORD"
+DEMO_PASSWORD = "tenzro-devnet-demo"  # devnet keystores of anvil's public test keys only
+console = Console()
+
+
+class DemoError(TenzroError):
+    """The demo could not complete; the message says which step and why."""
+
+
+@dataclass
+class DemoSettings:
+    """Scale of the demo run (the Phase-1 defaults stay the defaults of the spec; see DESIGN.md)."""
+
+    rpc: str = "http://127.0.0.1:8545"
+    ipfs: str = "http://127.0.0.1:5001"
+    deployments: Path = REPO_ROOT / "deployments" / "local.json"
+    workdir: Path | None = None
+    out: Path = REPO_ROOT / "out" / "demo"
+    trainers: int = 4
+    quorum: int = 3
+    fragments: int = 12
+    rounds: int = 5
+    inner_steps: int = 24
+    batch_size: int = 64
+    grace_window_ms: int = 120_000
+    aggregation: str | dict = "Mean"
+    reward_pool: int = 1_000 * TOKEN
+    stake: int = 100 * TOKEN
+    escrow_bonus: int = 50 * TOKEN
+    timeout_s: float = 900.0
+    task_id: str | None = None
+    max_missed_rounds: int = 2
+    trainer_extra: dict = field(default_factory=dict)  # per-index extra trainer config (fault injection)
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+    killed: bool = False  # stopped on purpose (fault injection): its exit is not a failure
+
+    def kill(self) -> None:
+        self.killed = True
+        self.popen.kill()
+
+
+def _client(s: DemoSettings, account=None) -> ChainClient:
+    return ChainClient(s.rpc, s.deployments, account)
+
+
+def _preflight(s: DemoSettings) -> tuple[ChainClient, IpfsClient]:
+    if not Path(s.deployments).exists():
+        raise DemoError(f"no deployment record at {s.deployments}; run `make deploy` first")
+    deployer = _client(s, anvil_account(0))
+    deployer.check_deployment()
+    ipfs = IpfsClient(s.ipfs)
+    ipfs.version()
+    return deployer, ipfs
+
+
+def _fund(deployer: ChainClient, accounts: dict[str, str], s: DemoSettings) -> None:
+    need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": deployer.min_syncer_stake()}
+    pending = []
+    for role, addr in accounts.items():
+        amount = need.get(role, s.stake)
+        if deployer.token_balance(addr) < amount:
+            pending.append(deployer.send("mint", addr, amount, contract="TenzroToken"))
+    for p in pending:
+        deployer.wait(p)
+
+
+def _write_yaml(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _common(s: DemoSettings, keystore: Path, data_dir: Path) -> dict:
+    return {"node_rpc": s.rpc, "ipfs_api": s.ipfs, "deployments": str(s.deployments), "keystore": str(keystore),
+            "password_env": PASSWORD_ENV, "metrics_port": 0, "data_dir": str(data_dir), "poll_interval_s": 0.5}
+
+
+def _spawn(name: str, argv: list[str], log: Path) -> Proc:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, PASSWORD_ENV: DEMO_PASSWORD, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as fh:
+        p = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=REPO_ROOT)
+    return Proc(name, p, log)
+
+
+def _tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return "(no log)"
+
+
+def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path) -> list[Proc]:
+    """Start the syncer and the trainers as separate processes; returns them (syncer first)."""
+    syncer_cfg = _write_yaml(work / "config" / "syncer.yaml", {
+        **_common(s, keys["syncer"], work / "syncer"), "task_id": task, "close_enrollment_after_s": None})
+    procs = [_spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
+                    work / "logs" / "syncer.log")]
+    for i in range(s.trainers):
+        cfg = _write_yaml(work / "config" / f"trainer-{i}.yaml", {
+            **_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,
+            "did": f"did:tenzro:machine:demo-trainer-{i}", "inner": {"batch_size": s.batch_size},
+            "device": "cpu", "dtype": "fp32", **s.trainer_extra.get(i, {})})
+        procs.append(_spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config",
+                                             str(cfg)], work / "logs" / f"trainer-{i}.log"))
+    return procs
+
+
+RoundHook = Callable[[int, list[Proc]], None]
+
+
+def wait_sealed(chain: ChainClient, task_id: bytes, procs: list[Proc], s: DemoSettings,
+                on_round: RoundHook | None = None) -> float:
+    """Poll the run until Sealed; fail early with the log tail of a daemon that died.
+
+    `on_round(round, procs)` is called once when each round opens (tests use it to kill a
+    daemon mid-run; a process stopped that way is no longer watched). Returns seconds.
+    """
+    t0 = time.monotonic()
+    last = None
+    with console.status("waiting for the run to start") as status:
+        while True:
+            run = chain.get_run(task_id)
+            if run.status == RunStatus.SEALED:
+                return time.monotonic() - t0
+            shown = (run.status, run.current_round)
+            if shown != last:
+                last = shown
+                if on_round is not None and run.status == RunStatus.TRAINING:
+                    on_round(run.current_round, procs)
+                status.update(f"run {RunStatus(run.status).name}: round {min(run.current_round + 1, run.max_rounds)}"
+                              f"/{run.max_rounds}, {run.enrolled_count}/{run.trainer_count} trainers enrolled")
+            for p in procs:
+                code = p.popen.poll()
+                if code not in (None, 0) and not p.killed:
+                    raise DemoError(f"{p.name} exited with code {code}; its log ({p.log}) ends with:\n{_tail(p.log)}")
+            if time.monotonic() - t0 > s.timeout_s:
+                raise DemoError(f"the run was not sealed within {s.timeout_s:.0f} s (status "
+                                f"{RunStatus(run.status).name}, round {run.current_round}); logs in {procs[0].log.parent}")
+            time.sleep(1.0)
+
+
+def stop(procs: list[Proc], timeout_s: float = 30.0) -> None:
+    for p in procs:
+        if p.popen.poll() is None:
+            p.popen.terminate()
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        try:
+            p.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.popen.kill()
+
+
+def round_weights(chain: ChainClient, ipfs: IpfsClient, runtime: TaskRuntime, task_id: bytes, spec, from_block: int):
+    """Global weights after every round (index 0 = initial), fetched from IPFS and hash-checked."""
+    run = chain.get_run(task_id)
+    states = [initial_weights(ipfs, spec, runtime, run.initial_weights_root)[0]]
+    events = chain.get_logs(from_block, chain.block_number(), ["RoundFinalized"], task_id=task_id)
+    for ev in sorted(events, key=lambda e: e["args"]["round"]):
+        c = ev["args"]["commit"]
+        states.append(fetch_weights(ipfs, runtime, list(c["fragmentCids"]), [bytes(h) for h in c["fragmentHashes"]],
+                                    bytes(ev["args"]["weightsRoot"]))[0])
+    return states
+
+
+def plot_loss(rows: list[dict], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot([r["round"] for r in rows], [r["heldout_loss"] for r in rows], marker="o", label="held-out loss (normalized MSE)")
+    ax.set_xlabel("rounds finalized")
+    ax.set_ylabel("held-out loss")
+    ax2 = ax.twinx()
+    ax2.plot([r["round"] for r in rows], [r["mase"] for r in rows], marker="s", color="tab:orange", label="MASE (geo. mean)")
+    ax2.set_ylabel("MASE")
+    ax.set_title(title, fontsize=9)
+    fig.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
+    """Run the whole job; returns the summary dict (also written to `<out>/summary.json`)."""
+    t_start = time.monotonic()
+    deployer, ipfs = _preflight(s)
+    task = s.task_id or f"demo-{int(time.time())}"
+    work = s.workdir or REPO_ROOT / ".devnet" / "demo" / task
+    console.rule(f"[bold]tenzro-train demo[/]: task {task}")
+    roles = {"sponsor": 1, "syncer": 2, **{f"trainer-{i}": 3 + i for i in range(s.trainers)}}
+    keys = create_devnet_keystores(work / "keys", roles, DEMO_PASSWORD)
+    addresses = {r: anvil_account(i).address for r, i in roles.items()}
+    _fund(deployer, addresses, s)
+    console.print(f"funded sponsor, syncer and {s.trainers} trainers with TNZO from the deployer")
+
+    df = default_collection()
+    sponsor = _client(s, anvil_account(roles["sponsor"]))
+    spec = build_spec(ipfs, SpecDraft(
+        task_id=task, sponsor_address=sponsor.address, fragment_count=s.fragments, trainer_count=s.trainers,
+        quorum=s.quorum, inner_steps=s.inner_steps, max_rounds=s.rounds, grace_window_ms=s.grace_window_ms,
+        aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
+        max_missed_rounds=s.max_missed_rounds), df)
+    posted_block = sponsor.block_number()
+    task_id, spec_cid = post_task(sponsor, ipfs, spec)
+    console.print(f"posted {task} (0x{task_id.hex()[:16]}…): {df.unique_id.nunique()} series, dataset "
+                  f"{spec.dataset_ref}, spec {spec_cid}, pool {s.reward_pool / TOKEN:g} TNZO escrowed")
+
+    procs = launch_daemons(s, task, keys, work)
+    console.print(f"started 1 syncer and {s.trainers} trainer processes (logs in {work / 'logs'})")
+    try:
+        train_s = wait_sealed(sponsor, task_id, procs, s, on_round)
+    finally:
+        stop(procs)
+    console.print(f"run sealed after {train_s:.0f} s")
+    return summarize(s, sponsor, ipfs, spec, task, task_id, posted_block, addresses, t_start)
+
+
+def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task: str, task_id: bytes,
+              from_block: int, addresses: dict[str, str], t_start: float) -> dict:
+    from tenzro_operator import escrow, replay
+
+    receipt = chain.get_receipt(task_id)
+    on_chain_ok = chain.verify_receipt(receipt.serialized, receipt.run_root)
+    report = replay.verify_receipt(chain, ipfs, task_id)
+    console.print(f"receipt: run root 0x{receipt.run_root.hex()[:16]}…, verifier at 0x…1008 says "
+                  f"{'[green]valid[/]' if on_chain_ok else '[red]INVALID[/]'}; replay from IPFS: "
+                  f"{'[green]matches[/]' if report.ok else '[red]MISMATCH[/]'}")
+
+    trainer0 = addresses["trainer-0"]
+    before = chain.token_balance(trainer0)
+    eid = escrow.deposit(chain, trainer0, s.escrow_bonus, task_id, expiry_s=3600)
+    escrow.release(chain, eid, task_id)
+    paid = chain.token_balance(trainer0) - before
+    console.print(f"RewardEscrow #{eid} released {paid / TOKEN:g} TNZO to trainer-0 against the receipt")
+
+    runtime = TaskRuntime.from_spec(spec)
+    from tenzro_operator.task_assets import fetch_dataset
+
+    ev = HeldoutEvaluator(runtime, fetch_dataset(ipfs, spec))
+    curve = []
+    for r, state in enumerate(round_weights(chain, ipfs, runtime, task_id, spec, from_block)):
+        res = ev(state)
+        curve.append({"round": r, "heldout_loss": res.loss, "mase": res.mase, "smape": res.smape})
+
+    run = chain.get_run(task_id)
+    trainers = []
+    for i, addr in enumerate(chain.trainers_of(task_id)):
+        st = chain.trainer_stats(task_id, addr)
+        trainers.append({"trainer": f"trainer-{i}", "address": addr, "accepted": st.accepted,
+                         "missed_rounds": st.total_missed, "evicted": st.evicted, "reward_tnzo": st.current_reward / TOKEN,
+                         "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
+    summary = {"task": task, "task_id": "0x" + task_id.hex(), "posted_block": from_block, "rounds": run.max_rounds,
+               "trainers": trainers,
+               "heldout": curve, "receipt": {"run_root": "0x" + receipt.run_root.hex(), "verifier_ok": on_chain_ok,
+                                             "replay_ok": report.ok},
+               "escrow_released_tnzo": paid / TOKEN, "wall_s": time.monotonic() - t_start, "settings": {
+                   k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(s).items()}}
+    _print_summary(summary)
+    s.out.mkdir(parents=True, exist_ok=True)
+    (s.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    png = plot_loss(curve, s.out / "loss-curve.png", f"{task}: {s.trainers} trainers, K={s.quorum}, F={s.fragments}, "
+                                                      f"H={s.inner_steps}")
+    console.print(f"summary: {s.out / 'summary.json'}; loss curve: {png}; total {summary['wall_s']:.0f} s")
+    if not (on_chain_ok and report.ok):
+        raise DemoError("the receipt did not verify (see above)")
+    return summary
+
+
+def _print_summary(summary: dict) -> None:
+    t = Table(title="trainers")
+    for col in ("trainer", "accepted", "missed", "reward (TNZO)", "slashed (TNZO)", "withdrawable (TNZO)"):
+        t.add_column(col, justify="right" if col != "trainer" else "left")
+    for row in summary["trainers"]:
+        t.add_row(row["trainer"] + (" (evicted)" if row["evicted"] else ""), str(row["accepted"]),
+                  str(row["missed_rounds"]), f"{row['reward_tnzo']:.4f}", f"{row['slashed_tnzo']:.4f}",
+                  f"{row['withdrawable_tnzo']:.4f}")
+    console.print(t)
+    h = Table(title="held-out metrics of the global weights")
+    for col in ("round", "loss", "MASE", "sMAPE"):
+        h.add_column(col, justify="right")
+    for row in summary["heldout"]:
+        h.add_row(str(row["round"]), f"{row['heldout_loss']:.4f}", f"{row['mase']:.3f}", f"{row['smape']:.3f}")
+    console.print(h)
+
+
+@click.command()
+@click.option("--rpc", default=DemoSettings.rpc, show_default=True)
+@click.option("--ipfs", default=DemoSettings.ipfs, show_default=True)
+@click.option("--deployments", type=click.Path(path_type=Path), default=DemoSettings.deployments, show_default=True)
+@click.option("--trainers", default=DemoSettings.trainers, show_default=True, help="M")
+@click.option("--quorum", default=DemoSettings.quorum, show_default=True, help="K")
+@click.option("--fragments", default=DemoSettings.fragments, show_default=True, help="F")
+@click.option("--rounds", default=DemoSettings.rounds, show_default=True)
+@click.option("--inner-steps", default=DemoSettings.inner_steps, show_default=True, help="H")
+@click.option("--out", type=click.Path(path_type=Path), default=DemoSettings.out, show_default=True)
+def main(**kw) -> None:
+    """Run the demo on the devnet (start it with `make devnet-up` and deploy with `make deploy`)."""
+    try:
+        run_demo(DemoSettings(**kw))
+    except TenzroError as exc:
+        console.print(f"[red]demo failed:[/] {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Sponsor: build a task spec from a dataset and a model, pin its assets, escrow and post it.
+
+Usage::
+
+    spec = build_spec(ipfs, SpecDraft(task_id="demo-1", sponsor_address=addr, ...), df)
+    task_id, spec_cid = post_task(client, ipfs, spec)      # approves the pool, calls postTask
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from tenzro_operator.chain import ChainClient
+from tenzro_operator.ipfs import IpfsClient
+from tenzro_operator.spec import TaskSpec, canonical_json, parse_spec
+from tenzro_operator.task_assets import pin_dataset
+from tenzro_operator.task_runtime import INITIAL_ROUND, TaskRuntime
+from tenzro_trainer.config import ModelConfig
+
+TOKEN = 10**18  # atto-units per TNZO
+
+
+@dataclass
+class SpecDraft:
+    """What a sponsor chooses; `build_spec` fills in the dataset, fragment sizes and initial weights.
+
+    Amounts are token atto-units; `grace_window_ms` milliseconds. Defaults are the
+    Phase-1 reference hyperparameters of DESIGN.md except the model (the `demo` preset).
+    """
+
+    task_id: str
+    sponsor_address: str
+    sponsor_did: str = "did:tenzro:human:sponsor"
+    family: str = "timesfm"
+    model_metadata: dict = field(default_factory=lambda: {"preset": "demo"})
+    fragment_count: int = 12
+    trainer_count: int = 8
+    quorum: int = 6
+    inner_steps: int = 24
+    max_rounds: int = 5
+    grace_window_ms: int = 30_000
+    aggregation: str | dict = "Mean"
+    reward_pool: int = 1_000 * TOKEN
+    min_stake: int = 100 * TOKEN
+    max_missed_rounds: int = 2
+    norm_multiple: float = 10.0
+    shards: int | None = None  # default: one shard per trainer
+    seed: int = 0
+    metadata: dict = field(default_factory=dict)
+
+
+def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
+    """Pin the dataset and the initial weights, and return the validated spec.
+
+    Raises:
+        SpecError: an inconsistent draft (K > M, unknown family, ...), with the field named.
+        IpfsError: the IPFS node is unavailable.
+    """
+    dataset_ref, dhash = pin_dataset(ipfs, df)
+    cfg = ModelConfig.from_metadata(d.family, d.model_metadata)
+    runtime = TaskRuntime.from_model_config("0x" + _task_id_hex(d.task_id), cfg, d.fragment_count)
+    blobs = runtime.encode_weights(runtime.initial_state(d.seed), INITIAL_ROUND)
+    initial = [{"cid": ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()} for b in blobs]
+    params = sum(runtime.sizes)
+    return parse_spec({
+        "task_id": d.task_id,
+        "sponsor_did": d.sponsor_did,
+        "sponsor_address": d.sponsor_address,
+        "architecture": {"family": d.family, "param_count": params, "modality": "Timeseries",
+                         "fragment_count": d.fragment_count, "dtype": "fp32", "metadata": dict(d.model_metadata)},
+        "tier": "Open",
+        "aggregation": d.aggregation,
+        "trainer_count": d.trainer_count,
+        "quorum": d.quorum,
+        "inner_steps": d.inner_steps,
+        "max_rounds": d.max_rounds,
+        "grace_window_ms": d.grace_window_ms,
+        "reward_pool": str(d.reward_pool),
+        "dataset_ref": dataset_ref,
+        "dataset_hash": dhash,
+        "min_throughput": None,
+        "created_at": int(time.time()),
+        "metadata": {**d.metadata, "protocol": {
+            "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
+            "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
+            "shards": d.shards or d.trainer_count, "seed": d.seed}},
+    }, source=f"draft {d.task_id}")
+
+
+def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:
+    """Pin the canonical spec JSON, approve the reward pool and call postTask.
+
+    Returns (task id bytes32, spec CID). Raises `ChainRevert` (e.g. Registry__TaskExists) with the
+    error's name, or `RpcUnavailable` / `IpfsError` when a service is down.
+    """
+    spec_cid = ipfs.add(canonical_json(spec))
+    client.post_task(spec, spec_cid)
+    return spec.task_id_bytes, spec_cid
+
+
+def _task_id_hex(task_id: str) -> str:
+    from tenzro_operator.spec import task_id_bytes32
+
+    return task_id_bytes32(task_id).hex()

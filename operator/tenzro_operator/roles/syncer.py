@@ -1,0 +1,695 @@
+"""The syncer daemon: collect the round's outer gradients, validate, aggregate with the task's
+rule, apply the outer Nesterov step, pin the new weights and the transcript, finalize; seal.
+
+One round r (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 10-12; DESIGN.md "Data flow"):
+
+1. collect the ``GradientSubmitted`` events of (task, r) from the chain (they are on-chain, so a
+   restarted syncer loses nothing) and validate each as it arrives: fetch the CID from IPFS
+   (bounded retries; unavailable -> rejected ``Unavailable``, not slashed), sha256 of the bytes ==
+   payloadHash (else ``HashMismatch``), decodes as a ``pseudo_gradient`` payload of this task,
+   round and fragment (else ``Malformed``), names / shapes / dtype (``Malformed``), finite
+   (``NonFinite``); every invalid submission is reported on-chain with ``reportInvalid`` (the
+   trainer is slashed) and logged with trainer, fragment and reason;
+2. finalize when every fragment has >= K valid submissions and either every active trainer has
+   submitted every fragment or ``straggler_wait_s`` more seconds passed; or, whatever arrived,
+   once the round deadline (chain time) has passed. Before finalizing, the norm test of
+   `tenzro_trainer.aggregation.screen_payloads` (L2 norm > ``norm_multiple`` x the fragment's
+   median norm -> ``NormOutlier``) runs over the structurally valid submissions;
+3. aggregate each fragment's accepted submissions with ``build_rule(spec.aggregation_name,
+   spec.aggregation_params)``, keyed by lower-case trainer address (the rules order by key, so a
+   replay is bit-identical), apply `OuterOptimizer` (lr / momentum / nesterov from the spec's
+   ``metadata.outer``, else 0.7 / 0.9 / Nesterov); a fragment without accepted submissions keeps
+   its weights and its momentum;
+4. encode the new weights (`TaskRuntime.encode_weights`), pin them, pin the `RoundTranscript`,
+   call ``finalizeRound`` with one accepted bitmap per trainer index (``trainersOf`` order);
+5. persist ``<data_dir>/syncer-<task>.pt`` (round, outer optimizer state dicts, weights root)
+   atomically, append the timing split to ``<data_dir>/syncer-rounds.jsonl``.
+
+Restarts: the saved state continues when the chain's open round is the one after the saved
+round. When the state file is missing or one finalized round behind (a crash after the
+``finalizeRound`` transaction), the missing rounds are rebuilt by replaying their transcripts
+from IPFS (accepted payloads, same rule, same outer step) and every rebuilt fragment's sha256 is
+checked against the committed one; a mismatch stops the daemon with a clear error.
+
+After the last round the syncer calls ``seal`` (anyone may) and returns.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from tenzro_operator.chain import ZERO_ADDRESS, RoundCommit, RunStatus, RunView, SlashReason
+from tenzro_operator.config import SyncerConfig
+from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save
+from tenzro_operator.errors import ChainRevert, IpfsIntegrityError, IpfsNotFound, TenzroError
+from tenzro_operator.logs import log_context, set_log_context
+from tenzro_operator.metrics import SyncerMetrics
+from tenzro_operator.spec import TaskSpec, task_id_bytes32
+from tenzro_operator.task_assets import fetch_dataset, fetch_spec, initial_weights
+from tenzro_operator.task_runtime import TaskRuntime
+from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
+from tenzro_trainer.aggregation import build_rule, validate_payload
+from tenzro_trainer.codec import decode_fragment
+from tenzro_trainer.config import OuterConfig
+from tenzro_trainer.errors import PayloadError, PayloadRejected
+from tenzro_trainer.fragments import fragment_state
+from tenzro_trainer.outer import OuterOptimizer
+
+__all__ = ["SyncerDaemon", "SyncerDaemonConfig", "outer_config_of"]
+
+log = logging.getLogger("tenzro.syncer")
+
+_REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malformed", "non_finite": "NonFinite",
+                     "norm": "NormOutlier"}
+_SLASH = {"HashMismatch": SlashReason.HASH_MISMATCH, "Malformed": SlashReason.MALFORMED,
+          "NonFinite": SlashReason.NON_FINITE, "NormOutlier": SlashReason.NORM_OUTLIER}
+
+
+class SyncerDaemonConfig(SyncerConfig):
+    """``syncer.yaml`` as the daemon reads it: `SyncerConfig` plus daemon-only keys.
+
+    Extra keys: ``straggler_wait_s`` (seconds to wait for the remaining trainers once every
+    fragment has K valid submissions, default 2), ``fetch_retries`` (attempts per payload CID
+    before it is rejected ``Unavailable``, default 3), ``fetch_timeout_s`` (per attempt, default
+    10), ``evaluate`` (held-out loss of the new weights after each round, default true),
+    ``dataset_path`` (local copy of the dataset for the evaluation), ``max_consecutive_failures``
+    (default 5), ``discover_timeout_s`` (default 600), ``exit_after_rounds`` (testing: return
+    after finalizing this many rounds in this process, as if stopped).
+    """
+
+    straggler_wait_s: float = Field(default=2.0, ge=0)
+    fetch_retries: int = Field(default=3, ge=1)
+    fetch_timeout_s: float = Field(default=10.0, gt=0)
+    evaluate: bool = True
+    dataset_path: str | None = None
+    max_consecutive_failures: int = Field(default=5, ge=1)
+    discover_timeout_s: float = Field(default=600.0, gt=0)
+    exit_after_rounds: int | None = Field(default=None, ge=1)
+
+
+def outer_config_of(spec: TaskSpec) -> OuterConfig:
+    """The task's outer optimizer: `OuterConfig` defaults (Nesterov, lr 0.7, momentum 0.9; DiLoCo
+    Sec. 2) unless the spec's ``metadata.outer`` (``lr``, ``momentum``, ``nesterov``) says otherwise.
+    Same rule as `tenzro_operator.replay.outer_config`, so a replay reproduces the syncer."""
+    extra = (spec.metadata or {}).get("outer") or {}
+    return OuterConfig(**{k: v for k, v in extra.items() if k in ("lr", "momentum", "nesterov")})
+
+
+@dataclass
+class _Sub:
+    """One on-chain submission of the open round and what the syncer made of it."""
+
+    fragment: int
+    trainer: str  # checksummed
+    cid: str
+    payload_hash: bytes
+    reason: str | None = None  # None = structurally valid
+    detail: str = ""
+    tensors: dict[str, torch.Tensor] | None = None
+    norm: float = 0.0
+    reported: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.trainer.lower()
+
+    def submission(self) -> Submission:
+        return Submission(trainer=self.key, cid=self.cid, sha256="0x" + self.payload_hash.hex())
+
+
+@dataclass
+class _RoundState:
+    round: int
+    subs: dict[tuple[int, str], _Sub] = field(default_factory=dict)
+    quorum_since: float | None = None
+    t_start: float = field(default_factory=time.perf_counter)
+    split: dict[str, float] = field(default_factory=lambda: {"fetch_s": 0.0, "validate_s": 0.0})
+
+
+class SyncerDaemon(Daemon):
+    """The syncer of one run (see the module docstring).
+
+    Args:
+        config: `SyncerDaemonConfig` (a plain `SyncerConfig` works with the defaults).
+        account: the syncer's unlocked account.
+        chain: a `ChainClient` signing as ``account``.
+        ipfs: an `IpfsClient`.
+        metrics: `SyncerMetrics` (default: a fresh one).
+        stop: event that stops the daemon between steps.
+    """
+
+    role = "syncer"
+
+    def __init__(self, config: SyncerConfig, account, chain, ipfs, *, metrics: SyncerMetrics | None = None,
+                 stop=None) -> None:
+        super().__init__(config, account, chain, ipfs, metrics=metrics or SyncerMetrics(), stop=stop,
+                         max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
+        self.opt = lambda name, default: getattr(config, name, default)
+        self.poll_s = min(float(config.poll_interval_s), 1.0)
+        self.rounds_path = self.data_dir / "syncer-rounds.jsonl"
+        self.task_id: bytes | None = None
+        self.spec: TaskSpec | None = None
+        self.runtime: TaskRuntime | None = None
+        self.outers: list[OuterOptimizer] = []
+        self.last_finalized = -1
+        self._scan_from = chain.deployment.deploy_block
+        self._round: _RoundState | None = None
+        self._eval = None
+        self.finalized_here = 0
+        self.history: list[dict[str, Any]] = []
+
+    @property
+    def state_path(self):
+        return self.data_dir / f"syncer-{self.task_id.hex()[:16]}.pt"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> int:
+        """Start-up checks, register, find (and get elected for) the run, serve it to the seal.
+        Returns the exit code (0 on a seal, a clean stop, or ``exit_after_rounds``).
+
+        Raises:
+            TenzroError: a failed start-up check (service named), `DaemonHalted`, or a state
+                that cannot be rebuilt.
+        """
+        with log_context(role="syncer"):
+            self.startup_checks()
+            try:
+                self.ensure_registered()
+                tid = self.find_task()
+                self.serve(tid)
+            except StopRequested:
+                log.info("stop requested: state saved after round %d, exiting", self.last_finalized)
+        return 0
+
+    def ensure_registered(self) -> None:
+        """Join the syncer pool (approve + registerSyncer) unless registered with enough stake."""
+        stake, _, registered = self.chain.syncer_info()
+        need = self.chain.min_syncer_stake()
+        if registered and stake >= need:
+            return
+        amount = self.config.register_stake_atto or (need - stake)
+        self.chain.register_syncer(max(amount, need - stake))
+        log.info("registered as syncer candidate with %d atto stake", max(amount, need - stake))
+
+    def find_task(self) -> bytes:
+        """The config's ``task_id`` (waits until posted), else the first Enrolling/Training run whose
+        syncer is this account or unset."""
+        deadline = time.monotonic() + float(self.opt("discover_timeout_s", 600.0))
+        want = task_id_bytes32(self.config.task_id) if self.config.task_id else None
+        while True:
+            if want is not None:
+                if self.chain.run_exists(want):
+                    return want
+            else:
+                for tid in self.chain.all_runs():
+                    run = self.chain.get_run(tid)
+                    if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED) and \
+                            run.syncer in (ZERO_ADDRESS, self.account.address):
+                        return tid
+            if time.monotonic() > deadline:
+                raise TenzroError("syncer: no run to serve after "
+                                  f"{self.opt('discover_timeout_s', 600.0):.0f} s")
+            self.sleep(self.poll_s)
+
+    def ensure_elected(self, run: RunView) -> bool:
+        """Elect a syncer when none is set, or replace a silent one; True iff it is this account."""
+        me = self.account.address
+        if run.syncer == me:
+            return True
+        if run.status not in (RunStatus.ENROLLING, RunStatus.TRAINING):
+            return False
+        replaceable = run.syncer != ZERO_ADDRESS and run.status == RunStatus.TRAINING and \
+            run.syncer_replaceable_at and self.chain_now() > run.syncer_replaceable_at
+        if run.syncer == ZERO_ADDRESS or replaceable:
+            try:
+                elected = self.chain.elect_syncer(self.task_id)
+            except ChainRevert as exc:
+                log.info("electSyncer refused: %s", exc)
+                return False
+            log.info("electSyncer chose %s%s", elected, " (this account)" if elected == me else "")
+            return elected == me
+        return False
+
+    # ------------------------------------------------------------------ one run
+
+    def serve(self, task_id: bytes) -> None:
+        """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``)."""
+        self.task_id = task_id
+        set_log_context(task=task_id)
+        run = self.chain.get_run(task_id)
+        self.prepare(run)
+        opened_wait = time.monotonic()
+        while True:
+            self.check_stop()
+            run = self.chain.get_run(task_id)
+            if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
+                log.info("run is %s: nothing to do", run.status.name)
+                return
+            if not self.ensure_elected(run):
+                self.sleep(self.poll_s)
+                continue
+            if run.status == RunStatus.ENROLLING:
+                self.maybe_close_enrollment(run, opened_wait)
+                self.sleep(self.poll_s)
+                continue
+            break
+        self.restore()
+        while True:
+            out = self.guarded("syncer round", self.step)
+            if out == "done":
+                return
+            if out is None:  # a failed step: back off (bounded) before the next try
+                self.sleep(self.backoff_s())
+
+    def prepare(self, run: RunView) -> None:
+        """Spec (checked against ``specHash``), model layout, rule, outer config; the dataset when
+        evaluating."""
+        self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
+        self.runtime = TaskRuntime.from_spec(self.spec)
+        self.rule = build_rule(self.spec.aggregation_name, self.spec.aggregation_params)
+        self.outer_cfg = outer_config_of(self.spec)
+        cfg_lr, cfg_mom = self.config.outer_lr, self.config.outer_momentum
+        if (cfg_lr is not None and cfg_lr != self.outer_cfg.lr) or \
+                (cfg_mom is not None and cfg_mom != self.outer_cfg.momentum):
+            log.warning("outer_lr/outer_momentum of the config (%s, %s) differ from the task's (%s, %s); the "
+                        "task's are used so that a replay reproduces the run", cfg_lr, cfg_mom, self.outer_cfg.lr,
+                        self.outer_cfg.momentum)
+        proto = self.spec.require_protocol()
+        self.norm_multiple = proto.norm_multiple
+        if self.opt("evaluate", True):
+            self._eval = _HeldOut(self.runtime, self._dataset())
+        log.info("task %s: rule %r, outer %s, K=%d of M=%d, F=%d, %d rounds", self.spec.task_id, self.rule,
+                 self.outer_cfg, self.spec.quorum, self.spec.trainer_count, len(self.runtime.fragments),
+                 self.spec.max_rounds)
+
+    def _dataset(self):
+        path = self.opt("dataset_path", None)
+        if path:
+            from tenzro_trainer.data.hashing import verify_dataset_hash
+            from tenzro_trainer.data.loader import load_long_format
+
+            df = load_long_format(path)
+            verify_dataset_hash(df, self.spec.dataset_hash.removeprefix("0x"))
+            return df
+        return fetch_dataset(self.ipfs, self.spec)
+
+    def maybe_close_enrollment(self, run: RunView, since: float) -> None:
+        after = self.config.close_enrollment_after_s
+        if after is None or run.enrolled_count < run.quorum:
+            return
+        if time.monotonic() - since >= after:
+            self.chain.close_enrollment(self.task_id)
+            log.info("closed enrollment with %d of %d trainers", run.enrolled_count, run.trainer_count)
+
+    # ------------------------------------------------------------------ state
+
+    def persist(self) -> None:
+        """Save the round finalized last and the outer optimizers (atomic tmp + rename)."""
+        atomic_torch_save({"task": "0x" + self.task_id.hex(), "round": self.last_finalized,
+                           "outers": [copy.deepcopy(o.state_dict()) for o in self.outers]}, self.state_path)
+
+    def restore(self) -> None:
+        """Bring the outer optimizers to the chain's open round (see the module docstring).
+
+        Raises:
+            TenzroError: the saved state is ahead of the chain, or a rebuilt round does not match
+                its committed weights.
+        """
+        run = self.chain.get_run(self.task_id)
+        done = run.current_round - 1 if run.status == RunStatus.TRAINING else run.max_rounds - 1
+        saved = None
+        if self.state_path.exists():
+            saved = torch.load(self.state_path, weights_only=False)
+            if saved.get("task") != "0x" + self.task_id.hex():
+                saved = None
+        if saved is not None and saved["round"] > done:
+            raise TenzroError(f"syncer state {self.state_path} is at round {saved['round']} but the chain has "
+                              f"finalized only up to round {done}: the chain was reset? move the file away")
+        if saved is not None:
+            self.outers = [OuterOptimizer.from_state_dict(s) for s in saved["outers"]]
+            self.last_finalized = int(saved["round"])
+            log.info("restored outer state after round %d from %s", self.last_finalized, self.state_path)
+        else:
+            state, _ = initial_weights(self.ipfs, self.spec, self.runtime, run.initial_weights_root)
+            self.outers = [OuterOptimizer(fragment_state(state, names), self.outer_cfg)
+                           for names in self.runtime.fragments]
+            self.last_finalized = -1
+            if done >= 0:
+                log.warning("no state file %s: rebuilding rounds 0..%d from their transcripts", self.state_path, done)
+        for r in range(self.last_finalized + 1, done + 1):
+            self.rebuild_round(r)
+            self.last_finalized = r
+            self.persist()
+
+    def rebuild_round(self, r: int) -> None:
+        """Re-run round r's aggregation and outer step from its pinned transcript and payloads;
+        checks the result against the committed fragment hashes."""
+        commit = self._finalized_commit(r)
+        tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"]), bytes(commit["transcriptHash"]))
+        for fr in sorted(tr.fragments, key=lambda x: x.fragment):
+            if not fr.accepted:
+                continue
+            updates = {}
+            for s in fr.accepted:
+                raw = self.ipfs.cat(s.cid)
+                if "0x" + hashlib.sha256(raw).hexdigest() != s.sha256.lower():
+                    raise TenzroError(f"rebuilding round {r}: payload {s.cid} does not hash to {s.sha256}")
+                updates[s.trainer.lower()] = decode_fragment(raw)[0]
+            self.outers[fr.fragment].step(self.rule(updates))
+        blobs = self.runtime.encode_weights(self._state(), r)
+        got = [hashlib.sha256(b).digest() for b in blobs]
+        want = [bytes(h) for h in commit["fragmentHashes"]]
+        if got != want:
+            bad = [f for f in range(len(got)) if got[f] != want[f]]
+            raise TenzroError(f"rebuilding round {r} from its transcript gives other weights (fragments {bad}) "
+                              "than the committed ones; cannot continue this run safely")
+        log.info("rebuilt round %d from its transcript (weights match the chain)", r)
+
+    def _state(self) -> dict[str, torch.Tensor]:
+        state: dict[str, torch.Tensor] = {}
+        for o in self.outers:
+            state.update(o.weights())
+        return state
+
+    def _finalized_commit(self, r: int) -> dict:
+        head = self.chain.block_number()
+        for ev in self.chain.get_logs(self.chain.deployment.deploy_block, head, ["RoundFinalized"],
+                                      task_id=self.task_id):
+            if int(ev["args"]["round"]) == r:
+                return ev["args"]["commit"]
+        raise TenzroError(f"no RoundFinalized event for round {r} of task 0x{self.task_id.hex()}")
+
+    # ------------------------------------------------------------------ a round
+
+    def step(self) -> str:
+        """One poll: seal when Completed; else collect and validate new submissions of the open
+        round and finalize it when it is time. Returns ``"done"`` after the seal."""
+        self.check_stop()
+        run = self.chain.get_run(self.task_id)
+        if run.status == RunStatus.COMPLETED:
+            self.seal()
+            return "done"
+        if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
+            return "done"
+        if run.syncer != self.account.address:
+            log.warning("no longer the syncer of this run (now %s): stopping", run.syncer)
+            return "done"
+        r = run.current_round
+        set_log_context(round=r)
+        if r - 1 != self.last_finalized:  # finalized elsewhere or by a previous life: catch up
+            self.restore()
+        if self._round is None or self._round.round != r:
+            self._round = _RoundState(r)
+            self.metrics.round.set(r)
+        self.collect(run)
+        if self.ready(run):
+            if self.finalize(run):
+                if self.opt("exit_after_rounds", None) and self.finalized_here >= self.opt("exit_after_rounds", None):
+                    log.info("exit_after_rounds=%d reached: exiting", self.finalized_here)
+                    return "done"
+                return "next"
+        self.sleep(self.poll_s)
+        return "next"
+
+    def collect(self, run: RunView) -> None:
+        """Read new ``GradientSubmitted`` events of the open round, validate each new one, and
+        report the invalid ones (retried on the next poll if a report failed)."""
+        rs = self._round
+        head = self.chain.block_number()
+        if head >= self._scan_from:
+            events = self.chain.get_logs(self._scan_from, head, ["GradientSubmitted"], task_id=self.task_id)
+            for ev in events:
+                a = ev["args"]
+                if int(a["round"]) != rs.round:
+                    continue
+                sub = _Sub(int(a["fragment"]), a["trainer"], a["cid"], bytes(a["payloadHash"]))
+                if (sub.fragment, sub.key) in rs.subs:
+                    continue
+                self.validate(sub)  # an IPFS outage raises here: the event is read again next poll
+                rs.subs[(sub.fragment, sub.key)] = sub
+                self.metrics.submissions.inc()
+            self._scan_from = head + 1
+        rejected_onchain: dict[str, int] = {}
+        for sub in rs.subs.values():
+            if sub.reason in _SLASH and not sub.reported:
+                if sub.key not in rejected_onchain:
+                    rejected_onchain[sub.key] = self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1]
+                self.report(sub, already=bool(rejected_onchain[sub.key] >> sub.fragment & 1))
+
+    def validate(self, sub: _Sub) -> None:
+        """Fetch (bounded retries) and check one submission; sets ``sub.reason`` when invalid."""
+        rs = self._round
+        t0 = time.perf_counter()
+        raw, why = None, ""
+        for attempt in range(int(self.opt("fetch_retries", 3))):
+            try:
+                raw = self.ipfs.cat(sub.cid, timeout_s=float(self.opt("fetch_timeout_s", 10.0)))
+                break
+            except (IpfsNotFound, IpfsIntegrityError) as exc:
+                why = str(exc)
+                if attempt + 1 < int(self.opt("fetch_retries", 3)):
+                    time.sleep(min(0.2 * 2 ** attempt, 2.0))
+        rs.split["fetch_s"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        try:
+            if raw is None:
+                self._reject(sub, "Unavailable", f"payload not retrievable from IPFS: {why}")
+                return
+            self.metrics.ipfs_in(len(raw))
+            got = hashlib.sha256(raw).digest()
+            if got != sub.payload_hash:
+                self._reject(sub, "HashMismatch", f"sha256 of the bytes at the CID is 0x{got.hex()}, "
+                                                  f"payloadHash posted 0x{sub.payload_hash.hex()}")
+                return
+            try:
+                tensors, meta = decode_fragment(raw)
+            except PayloadError as exc:
+                self._reject(sub, "Malformed", str(exc))
+                return
+            want = {"kind": "pseudo_gradient", "round": str(rs.round), "fragment": str(sub.fragment)}
+            bad = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
+            if bad:
+                self._reject(sub, "Malformed", f"payload metadata {bad} does not match {want}")
+                return
+            try:
+                sub.norm = validate_payload(tensors, self.runtime.layouts[sub.fragment])
+            except PayloadRejected as exc:
+                self._reject(sub, _REASON_OF_REJECT.get(exc.reason, "Malformed"), str(exc))
+                return
+            sub.tensors = tensors
+            log.info("valid submission trainer=%s fragment=%d norm=%.4g", sub.trainer, sub.fragment, sub.norm)
+        finally:
+            rs.split["validate_s"] += time.perf_counter() - t1
+
+    def _reject(self, sub: _Sub, reason: str, detail: str) -> None:
+        sub.reason, sub.detail, sub.tensors = reason, detail, None
+        self.metrics.rejections.labels(reason=reason).inc()
+        log.warning("REJECTED submission trainer=%s fragment=%d cid=%s reason=%s: %s", sub.trainer, sub.fragment,
+                    sub.cid, reason, detail)
+
+    def report(self, sub: _Sub, already: bool = False) -> None:
+        """``reportInvalid`` (the trainer is slashed) unless the chain already shows it rejected."""
+        if sub.reported:
+            return
+        if already:
+            sub.reported = True
+            return
+        t0 = time.perf_counter()
+        try:
+            res = self.chain.report_invalid(self.task_id, self._round.round, sub.fragment, sub.trainer,
+                                            _SLASH[sub.reason])
+            ev = res.event("TrainerSlashed")
+            log.warning("slashed trainer=%s fragment=%d reason=%s amount=%d atto", sub.trainer, sub.fragment,
+                        sub.reason, ev["amount"])
+        except ChainRevert as exc:
+            if exc.error_name != "Registry__NoSuchSubmission":
+                raise
+        sub.reported = True
+        self._round.split["chain_s"] = self._round.split.get("chain_s", 0.0) + time.perf_counter() - t0
+
+    def _norm_screen(self) -> dict[int, list[_Sub]]:
+        """Accepted submissions per fragment after the norm test over the structurally valid ones
+        (same test as `screen_payloads`: norm > norm_multiple x median norm of the fragment)."""
+        out: dict[int, list[_Sub]] = {f: [] for f in range(len(self.runtime.fragments))}
+        for f in out:
+            valid = sorted((s for s in self._round.subs.values() if s.fragment == f and s.reason is None),
+                           key=lambda s: s.key)
+            if valid and self.norm_multiple is not None:
+                med = float(torch.tensor(sorted(s.norm for s in valid), dtype=torch.float64).median())
+                keep = [s for s in valid if not s.norm > self.norm_multiple * med]
+            else:
+                keep = valid
+            out[f] = keep
+        return out
+
+    def ready(self, run: RunView) -> bool:
+        """Time to finalize? (quorum + all in or straggler wait passed; or the deadline passed)."""
+        rs = self._round
+        if self.chain_now() > run.round_deadline:
+            self._nudge_devnet(run.round_deadline)
+            return True
+        if not self.config.finalize_early:
+            return False
+        acc = self._norm_screen()
+        if not all(len(v) >= run.quorum for v in acc.values()):
+            rs.quorum_since = None
+            return False
+        if rs.quorum_since is None:
+            rs.quorum_since = time.monotonic()
+        per_fragment = [sum(1 for s in rs.subs.values() if s.fragment == f) for f in acc]
+        if all(n >= run.active_count for n in per_fragment):
+            return True
+        return time.monotonic() - rs.quorum_since >= float(self.opt("straggler_wait_s", 2.0))
+
+    def _nudge_devnet(self, deadline: int) -> None:
+        """On a devnet (chain id 31337 / 1337) blocks are mined only for transactions, so the head's
+        timestamp can stay at or before the deadline long after it passed, and a finalize with a
+        quorum shortfall would be refused at estimation; mine one empty block (anvil stamps it with
+        the current time). On other chains new blocks come by themselves."""
+        if self.chain.chain_id in (31337, 1337) and self.chain.block_timestamp("latest") <= deadline:
+            self.chain.mine()
+
+    def finalize(self, run: RunView) -> bool:
+        """Norm screen, slash outliers, aggregate + outer step, pin, ``finalizeRound``, persist.
+        Returns False (state untouched) when the chain refuses for a quorum reason."""
+        rs, r, F = self._round, self._round.round, len(self.runtime.fragments)
+        accepted = self._norm_screen()
+        for s in rs.subs.values():
+            if s.reason is None and s not in accepted[s.fragment]:
+                self._reject(s, "NormOutlier", f"L2 norm {s.norm:.6g} exceeds {self.norm_multiple:g} x the "
+                                               f"fragment's median norm")
+                self.report(s, already=bool(self.chain.submissions_of(self.task_id, r, s.trainer)[1] >> s.fragment & 1))
+        snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
+        t0 = time.perf_counter()
+        for f in range(F):
+            if accepted[f]:
+                self.outers[f].step(self.rule({s.key: s.tensors for s in accepted[f]}))
+        blobs = self.runtime.encode_weights(self._state(), r)
+        t_agg = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        try:
+            cids = [self.ipfs.add(b) for b in blobs]
+            hashes = [hashlib.sha256(b).digest() for b in blobs]
+            wroot = TaskRuntime.weights_root(blobs)
+            transcript = RoundTranscript(
+                task_id="0x" + self.task_id.hex(), round=r,
+                rule={"name": self.spec.aggregation_name, "params": dict(self.spec.aggregation_params)},
+                outer={"lr": self.outer_cfg.lr, "momentum": self.outer_cfg.momentum,
+                       "nesterov": self.outer_cfg.nesterov},
+                input_weights_root="0x" + run.weights_root.hex(), weights_root="0x" + wroot.hex(),
+                accepted_count=sum(len(v) for v in accepted.values()),
+                fragments=[FragmentRecord(
+                    fragment=f, accepted=[s.submission() for s in accepted[f]],
+                    rejected=[Rejection(**s.submission().model_dump(), reason=s.reason, detail=s.detail[:500])
+                              for s in sorted(rs.subs.values(), key=lambda x: x.key)
+                              if s.fragment == f and s.reason is not None],
+                    weights=BlobRef(cid=cids[f], sha256="0x" + hashes[f].hex()), aggregated=bool(accepted[f]))
+                    for f in range(F)])
+            tbytes = transcript.canonical_bytes()
+            tcid = self.ipfs.add(tbytes)
+            for b in blobs:
+                self.metrics.ipfs_out(len(b))
+            t_pin = time.perf_counter() - t1
+            trainers = self.chain.trainers_of(self.task_id)
+            bitmaps = [0] * len(trainers)
+            index = {a.lower(): i for i, a in enumerate(trainers)}
+            for f, subs in accepted.items():
+                for s in subs:
+                    bitmaps[index[s.key]] |= 1 << f
+            commit = RoundCommit(task_id=self.task_id, round=r, fragment_hashes=hashes, fragment_cids=cids,
+                                 accepted_bitmaps=bitmaps, transcript_hash=transcript.hash(), transcript_cid=tcid)
+            t2 = time.perf_counter()
+            res = self.chain.finalize_round(commit)
+            t_chain = time.perf_counter() - t2 + rs.split.get("chain_s", 0.0)
+        except ChainRevert as exc:
+            self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
+            if exc.error_name == "Registry__QuorumNotMet":
+                log.info("round %d: the chain wants more accepted submissions before the deadline (%s)", r, exc)
+                rs.quorum_since = None
+                return False
+            if exc.error_name in ("Registry__WrongRound", "Registry__WrongStatus"):
+                log.warning("round %d was already finalized on-chain (%s): catching up", r, exc)
+                self.restore()
+                return True
+            raise
+        except BaseException:
+            self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
+            raise
+        fin = res.event("RoundFinalized")
+        self.last_finalized = r
+        self.finalized_here += 1
+        self.persist()
+        wall = max(0.0, time.time() - run.round_opened_at)
+        self.metrics.round_latency.observe(wall)
+        n_acc = sum(len(v) for v in accepted.values())
+        n_rej = sum(1 for s in rs.subs.values() if s.reason is not None)
+        rec: dict[str, Any] = {
+            "task": "0x" + self.task_id.hex(), "round": r, "wall_s": round(wall, 6),
+            "process_s": round(time.perf_counter() - rs.t_start, 6), "fetch_s": round(rs.split["fetch_s"], 6),
+            "validate_s": round(rs.split["validate_s"], 6), "aggregate_s": round(t_agg, 6),
+            "pin_s": round(t_pin, 6), "chain_s": round(t_chain, 6), "submissions": len(rs.subs),
+            "accepted": n_acc, "rejected": n_rej, "quorum_met": bool(fin["quorumMet"]),
+            "weights_root": "0x" + wroot.hex(), "tx": res.tx_hash}
+        if self._eval is not None:
+            t3 = time.perf_counter()
+            if r == 0 or self._eval.last is None:
+                snap_state = {}
+                for s in snapshot:
+                    snap_state.update(s["weights"])
+                rec["heldout_loss_before"] = self._eval(snap_state)
+            else:
+                rec["heldout_loss_before"] = self._eval.last
+            rec["heldout_loss"] = self._eval(self._state())
+            rec["eval_s"] = round(time.perf_counter() - t3, 6)
+            self.metrics.heldout_loss.set(rec["heldout_loss"])
+        append_jsonl(self.rounds_path, rec)
+        self.history.append(rec)
+        log.info("finalized round %d: %d accepted, %d rejected, quorum %s, wall %.2f s (fetch %.2f, validate %.2f, "
+                 "aggregate %.2f, pin %.2f, chain %.2f)%s", r, n_acc, n_rej, fin["quorumMet"], wall,
+                 rec["fetch_s"], rec["validate_s"], t_agg, t_pin, t_chain,
+                 f", held-out loss {rec['heldout_loss']:.4f}" if "heldout_loss" in rec else "")
+        self._round = None
+        return True
+
+    def seal(self) -> None:
+        """``seal`` the Completed run (tolerates someone else sealing first)."""
+        try:
+            res = self.chain.seal(self.task_id)
+            ev = res.event("RunSealed")
+            log.info("sealed: run root 0x%s, %d rounds, rewards credited %d atto", bytes(ev["runRoot"]).hex(),
+                     ev["rounds"], ev["rewardsCredited"])
+        except ChainRevert as exc:
+            if exc.error_name != "Registry__WrongStatus":
+                raise
+            log.info("already sealed")
+
+
+class _HeldOut:
+    """Held-out loss of global weights (`tenzro_trainer.evaluate.evaluate`, rolling-origin windows)."""
+
+    def __init__(self, runtime: TaskRuntime, df) -> None:
+        from tenzro_trainer.data.collection import seasonality
+        from tenzro_trainer.data.windows import heldout_windows
+        from tenzro_trainer.models import build_model
+
+        self.split = runtime.split(df)
+        self.windows = heldout_windows(self.split, 12)
+        self.seasons = seasonality(self.split.unique_ids)
+        self.model = build_model(runtime.model_cfg)
+        self.last: float | None = None
+
+    def __call__(self, state: dict[str, torch.Tensor]) -> float:
+        from tenzro_trainer.evaluate import evaluate
+
+        self.model.load_state_dict(state)
+        self.last = float(evaluate(self.model, self.split, self.windows, self.seasons).loss)
+        return self.last

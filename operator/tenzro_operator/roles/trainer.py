@@ -1,0 +1,419 @@
+"""The trainer daemon: discover a run, enroll, and for every round train H inner steps on the
+assigned shard and submit one outer gradient per fragment, until the run is sealed or this
+trainer is evicted.
+
+One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9):
+
+1. read the open round r from ``getRun``; skip it when ``submissionsOf`` shows every fragment
+   already submitted (a restart) or its deadline has passed;
+2. fetch round r's input weights: r == 0 the spec's initial weights (checked against the
+   on-chain ``initialWeightsRoot``), r > 0 the CIDs and hashes of the ``RoundFinalized`` event
+   of round r-1 (checked against ``getRun.weightsRoot``);
+3. run H AdamW steps (`tenzro_trainer.inner.InnerTrainer`; its AdamW state and sampler are kept
+   across rounds and saved to ``<data_dir>/trainer-state.pt`` after each round);
+4. per fragment f: ``delta_f = global_f - local_f`` (`pseudo_gradient`), safetensors bytes
+   (`encode_fragment`, kind ``pseudo_gradient``), pinned to IPFS, signed (EIP-712) and sent with
+   ``submitOuterGradient``: all F transactions are sent, then awaited (the chain client owns the
+   nonces);
+5. wait for the syncer's ``finalizeRound`` of round r and count the accepted fragments.
+
+Fault injection (tests and the demo only, off by default): ``fault: {kind, rounds}`` in the
+config; ``nan`` sends non-finite values, ``scale100`` / ``sign_flip`` scale the delta,
+``wrong_hash`` posts a payloadHash that is not the sha256 of the pinned bytes.
+
+Timings per round go to ``<data_dir>/trainer-rounds.jsonl`` (seconds): ``fetch_s`` (weights
+from IPFS), ``inner_s`` (H inner steps), ``submit_s`` (encode + pin + sign + send + mined),
+``loss`` (mean inner training loss).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from typing import Literal
+
+import pandas as pd
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from tenzro_operator.chain import RunStatus, RunView
+from tenzro_operator.config import TrainerConfig
+from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save
+from tenzro_operator.errors import ChainError, ChainRevert, TenzroError
+from tenzro_operator.logs import log_context, set_log_context
+from tenzro_operator.metrics import TrainerMetrics
+from tenzro_operator.spec import TaskSpec, task_id_bytes32
+from tenzro_operator.task_assets import fetch_dataset, fetch_spec, fetch_weights, initial_weights
+from tenzro_operator.task_runtime import TaskRuntime
+from tenzro_trainer.codec import encode_fragment
+from tenzro_trainer.data.hashing import verify_dataset_hash
+from tenzro_trainer.data.loader import load_long_format
+from tenzro_trainer.data.windows import WindowDataset
+from tenzro_trainer.fragments import fragment_state
+from tenzro_trainer.inner import InnerTrainer
+from tenzro_trainer.outer import pseudo_gradient
+
+__all__ = ["FaultSettings", "TrainerDaemon", "TrainerDaemonConfig", "apply_fault"]
+
+log = logging.getLogger("tenzro.trainer")
+
+FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip"]
+
+
+class FaultSettings(BaseModel):
+    """Deliberate misbehaviour for tests and the demo (off unless configured).
+
+    Attributes:
+        kind: ``nan`` (every value NaN), ``wrong_hash`` (payloadHash of other bytes),
+            ``scale100`` (delta x 100), ``sign_flip`` (-delta).
+        rounds: rounds to misbehave in (None = every round).
+        fragments: fragments to misbehave on (None = every fragment).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: FaultKind
+    rounds: list[int] | None = None
+    fragments: list[int] | None = None
+
+    def applies(self, round_: int, fragment: int) -> bool:
+        return (self.rounds is None or round_ in self.rounds) and (self.fragments is None or fragment in self.fragments)
+
+
+class TrainerDaemonConfig(TrainerConfig):
+    """``trainer.yaml`` as the daemon reads it: `TrainerConfig` plus daemon-only keys.
+
+    Extra keys: ``fault`` (`FaultSettings`, default off), ``family`` (only join discovered runs of
+    this architecture family), ``max_consecutive_failures`` (failed steps in a row before the
+    daemon halts, default 5), ``discover_timeout_s`` (how long to wait for the run to be posted
+    or for an open run to appear, seconds, default 600).
+    """
+
+    fault: FaultSettings | None = None
+    family: str | None = None
+    max_consecutive_failures: int = Field(default=5, ge=1)
+    discover_timeout_s: float = Field(default=600.0, gt=0)
+
+
+def apply_fault(kind: str, delta: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensor side of a fault (``wrong_hash`` leaves the tensors alone)."""
+    if kind == "nan":
+        return {k: torch.full_like(v, float("nan")) for k, v in delta.items()}
+    if kind == "scale100":
+        return {k: 100.0 * v for k, v in delta.items()}
+    if kind == "sign_flip":
+        return {k: -v for k, v in delta.items()}
+    return delta
+
+
+def _popcount(x: int) -> int:
+    return bin(int(x)).count("1")
+
+
+class TrainerDaemon(Daemon):
+    """One trainer (see the module docstring).
+
+    Args:
+        config: `TrainerDaemonConfig` (a plain `TrainerConfig` works: no faults).
+        account: the trainer's unlocked account.
+        chain: a `ChainClient` signing as ``account``.
+        ipfs: an `IpfsClient`.
+        metrics: `TrainerMetrics` (default: a fresh one).
+        stop: event that stops the daemon after the current inner pass.
+    """
+
+    role = "trainer"
+
+    def __init__(self, config: TrainerConfig, account, chain, ipfs, *, metrics: TrainerMetrics | None = None,
+                 stop=None) -> None:
+        super().__init__(config, account, chain, ipfs, metrics=metrics or TrainerMetrics(), stop=stop,
+                         max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
+        self.fault: FaultSettings | None = getattr(config, "fault", None)
+        self.poll_s = min(float(config.poll_interval_s), 1.0)
+        self.state_path = self.data_dir / "trainer-state.pt"
+        self.rounds_path = self.data_dir / "trainer-rounds.jsonl"
+        self.task_id: bytes | None = None
+        self.spec: TaskSpec | None = None
+        self.runtime: TaskRuntime | None = None
+        self.worker: InnerTrainer | None = None
+        self.index: int | None = None
+        self._global: dict[str, torch.Tensor] | None = None
+        self._global_root: bytes | None = None
+        self._log_from = chain.deployment.deploy_block
+        self._skipped: set[int] = set()
+        self.summary: dict[str, int] = {"rounds_trained": 0, "submitted": 0, "accepted": 0, "missed": 0}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> int:
+        """Start-up checks, then serve runs until ``max_runs`` are done or a stop is requested.
+        Returns the exit code (0 on a clean finish or stop).
+
+        Raises:
+            TenzroError: a failed start-up check (service named), `DaemonHalted`.
+        """
+        with log_context(role="trainer"):
+            self.startup_checks()
+            log.info("trainer %s started (data_dir %s)", self.account.address, self.data_dir)
+            served = 0
+            try:
+                while self.config.max_runs is None or served < self.config.max_runs:
+                    tid = self.find_task()
+                    self.serve(tid)
+                    served += 1
+            except StopRequested:
+                log.info("stop requested: state saved, exiting")
+                return 0
+        log.info("trainer done: %s", self.summary)
+        return 0
+
+    # ------------------------------------------------------------------ discovery
+
+    def find_task(self) -> bytes:
+        """The run to join: the config's ``task_id`` (waits until it is posted), else a run this
+        account is already enrolled in and not finished, else the first Enrolling run with a free
+        slot (and, with ``family`` set, that architecture family).
+
+        Raises:
+            TenzroError: nothing found within ``discover_timeout_s`` seconds.
+        """
+        deadline = time.monotonic() + float(getattr(self.config, "discover_timeout_s", 600.0))
+        want = task_id_bytes32(self.config.task_id) if self.config.task_id else None
+        while True:
+            if want is not None:
+                if self.chain.run_exists(want):
+                    return want
+            else:
+                found = self._discover()
+                if found is not None:
+                    return found
+            if time.monotonic() > deadline:
+                what = f"task {self.config.task_id!r}" if want else "an Enrolling run with a free slot"
+                raise TenzroError(f"trainer: no {what} on the registry after "
+                                  f"{getattr(self.config, 'discover_timeout_s', 600.0):.0f} s")
+            self.sleep(self.poll_s)
+
+    def _discover(self) -> bytes | None:
+        runs = self.chain.all_runs()
+        for tid in runs:  # a restart: a run we are in and that is not over
+            run = self.chain.get_run(tid)
+            if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING) and self.chain.trainer_stats(tid).enrolled:
+                return tid
+        family = getattr(self.config, "family", None)
+        for tid in runs:
+            run = self.chain.get_run(tid)
+            if run.status != RunStatus.ENROLLING or run.enrolled_count >= run.trainer_count:
+                continue
+            if family is not None:
+                spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
+                if spec.architecture.family != family:
+                    continue
+            return tid
+        return None
+
+    # ------------------------------------------------------------------ one run
+
+    def serve(self, task_id: bytes) -> None:
+        """Join run ``task_id`` and train every round until it is over or this trainer is evicted."""
+        self.task_id = task_id
+        set_log_context(task=task_id)
+        run = self.chain.get_run(task_id)
+        self.prepare(run)
+        self.enroll(run)
+        self.build_worker()
+        while True:
+            out = self.guarded("trainer round", self.step)
+            if out == "done":
+                return
+            if out is None:  # a failed step: back off (bounded) before the next try
+                self.sleep(self.backoff_s())
+
+    def prepare(self, run: RunView) -> None:
+        """Fetch the spec (checked against ``specHash``) and the dataset (checked against the spec's
+        ``dataset_hash``), and build the model layout."""
+        self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
+        self.runtime = TaskRuntime.from_spec(self.spec)
+        if self.config.dataset_path is not None:
+            df = load_long_format(self.config.dataset_path)
+            try:
+                verify_dataset_hash(df, self.spec.dataset_hash.removeprefix("0x"))
+            except ValueError as exc:
+                raise TenzroError(f"dataset_path {self.config.dataset_path}: {exc}") from None
+        else:
+            df = fetch_dataset(self.ipfs, self.spec)
+        self.df: pd.DataFrame = df
+        log.info("task %s: %s, F=%d, H=%d, %d rounds, %d series", self.spec.task_id, self.spec.architecture.family,
+                 len(self.runtime.fragments), self.spec.inner_steps, self.spec.max_rounds, df["unique_id"].nunique())
+
+    def enroll(self, run: RunView) -> None:
+        """Approve + ``enrollTrainer`` unless already enrolled (idempotent across restarts)."""
+        stats = self.chain.trainer_stats(self.task_id)
+        if not stats.enrolled:
+            stake = self.config.stake_atto or run.min_stake
+            did = self.config.did
+            if did == TrainerConfig.model_fields["did"].default:
+                did = f"did:tenzro:machine:{self.account.address}"
+            res = self.chain.enroll_trainer(self.task_id, stake, did)
+            ev = res.event("TrainerEnrolled")
+            log.info("enrolled as trainer %d (shard %d of %d), stake %d atto", ev["index"], ev["shard"],
+                     ev["shardCount"], stake)
+            stats = self.chain.trainer_stats(self.task_id)
+        else:
+            log.info("already enrolled as trainer %d", stats.index)
+        self.index = stats.index
+
+    def build_worker(self) -> None:
+        """The inner trainer on shard ``index`` (restored from ``trainer-state.pt`` when it is this run's)."""
+        spec, rt = self.spec, self.runtime
+        proto = spec.require_protocol()
+        split = rt.split(self.df)
+        ids = TaskRuntime.shard_ids(split, proto, self.index)
+        data = WindowDataset(split, ids, seed=proto.seed * 1000 + self.index)
+        cfg = self.config.inner_config(spec.inner_steps, seed=proto.seed)
+        self.worker = InnerTrainer(rt.model_cfg, cfg, data, init_seed=proto.seed)
+        if self.state_path.exists():
+            saved = torch.load(self.state_path, weights_only=False)
+            if saved.get("task") == "0x" + self.task_id.hex() and saved.get("index") == self.index:
+                self.worker.load_state_dict(saved["inner"])
+                log.info("restored inner state after round %d from %s", saved["round"], self.state_path)
+        log.info("shard %d: %d series", self.index, len(ids))
+
+    def save_state(self, round_: int) -> None:
+        atomic_torch_save({"task": "0x" + self.task_id.hex(), "index": self.index, "round": round_,
+                           "inner": self.worker.state_dict()}, self.state_path)
+
+    # ------------------------------------------------------------------ a round
+
+    def step(self) -> str:
+        """One unit of work: train + submit the open round (if not done yet) and wait for it to be
+        finalized. Returns ``"done"`` when the run is over for this trainer, else ``"next"``."""
+        self.check_stop()
+        run = self.chain.get_run(self.task_id)
+        if run.status in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
+            log.info("run is %s: done", run.status.name)
+            return "done"
+        if run.status != RunStatus.TRAINING:
+            self.sleep(self.poll_s)
+            return "next"
+        stats = self.chain.trainer_stats(self.task_id)
+        if stats.evicted:
+            log.warning("this trainer was evicted (%d missed rounds): leaving the run", stats.total_missed)
+            return "done"
+        r = run.current_round
+        set_log_context(round=r)
+        full = (1 << run.fragment_count) - 1
+        submitted, _, _ = self.chain.submissions_of(self.task_id, r, self.account.address)
+        if (submitted & full) != full and r not in self._skipped:
+            if self.chain_now() > run.round_deadline:
+                log.warning("round %d: deadline %d passed before submission; skipping the round", r,
+                            run.round_deadline)
+                self._skipped.add(r)
+            else:
+                self.train_and_submit(run, r, submitted)
+        self.wait_finalized(r)
+        return "next"
+
+    def round_weights(self, run: RunView, r: int) -> tuple[dict[str, torch.Tensor], float]:
+        """Round r's input weights, hash-checked; returns (state, seconds spent fetching)."""
+        if self._global is not None and self._global_root == run.weights_root:
+            return self._global, 0.0
+        t0 = time.perf_counter()
+        if r == 0:
+            state, blobs = initial_weights(self.ipfs, self.spec, self.runtime, run.initial_weights_root)
+        else:
+            commit = self._finalized_commit(r - 1)
+            state, blobs = fetch_weights(self.ipfs, self.runtime, list(commit["fragmentCids"]),
+                                         [bytes(h) for h in commit["fragmentHashes"]], run.weights_root)
+        self.metrics.ipfs_in(sum(len(b) for b in blobs))
+        self._global, self._global_root = state, run.weights_root
+        return state, time.perf_counter() - t0
+
+    def _finalized_commit(self, r: int) -> dict:
+        """The ``commit`` of the ``RoundFinalized`` event of round r (CIDs and hashes of its weights)."""
+        head = self.chain.block_number()
+        for ev in self.chain.get_logs(self._log_from, head, ["RoundFinalized"], task_id=self.task_id):
+            if int(ev["args"]["round"]) == r:
+                self._log_from = ev["block_number"]
+                return ev["args"]["commit"]
+        raise TenzroError(f"no RoundFinalized event for round {r} between blocks {self._log_from} and {head}")
+
+    def train_and_submit(self, run: RunView, r: int, already: int) -> None:
+        """H inner steps from round r's weights, then one submission per fragment not yet submitted."""
+        t_round = time.perf_counter()
+        global_state, fetch_s = self.round_weights(run, r)
+        self.check_stop()
+        self.metrics.round.set(r)
+        t0 = time.perf_counter()
+        res = self.worker.run(global_state)
+        inner_s = time.perf_counter() - t0
+        for st in res.step_times:
+            self.metrics.inner_step_seconds.observe(st)
+        self.metrics.loss.set(res.mean_loss)
+        self.save_state(r)
+        log.info("round %d: %d inner steps in %.2f s, loss %.4f", r, len(res.step_times), inner_s, res.mean_loss)
+
+        t1 = time.perf_counter()
+        sent = []
+        for f, names in enumerate(self.runtime.fragments):
+            if already >> f & 1:
+                continue
+            delta = pseudo_gradient(fragment_state(global_state, names), fragment_state(res.state, names))
+            fault = self.fault.kind if self.fault is not None and self.fault.applies(r, f) else None
+            if fault:
+                delta = apply_fault(fault, delta)
+            blob = encode_fragment(delta, dict(task=self.runtime.task, round=r, fragment=f,
+                                               trainer=self.account.address.lower(), dtype="float32",
+                                               kind="pseudo_gradient"))
+            cid = self.ipfs.add(blob)
+            self.metrics.ipfs_out(len(blob))
+            digest = hashlib.sha256(blob).digest()
+            if fault == "wrong_hash":
+                digest = hashlib.sha256(blob + b"\x00").digest()
+            if fault:
+                log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
+            try:
+                sent.append((f, cid, self.chain.submit_outer_gradient(self.task_id, r, f, cid, digest, wait=False)))
+            except ChainRevert as exc:
+                if exc.error_name == "Registry__DeadlinePassed":
+                    log.warning("round %d: deadline passed while submitting fragment %d; the rest is skipped", r, f)
+                    self._skipped.add(r)
+                    break
+                if exc.error_name == "Registry__DuplicateSubmission":
+                    continue
+                raise
+        n_ok = 0
+        for f, cid, pending in sent:
+            try:
+                self.chain.wait(pending)
+            except ChainError as exc:  # e.g. mined after the deadline: the fragment is simply missing
+                log.warning("round %d: submission of fragment %d failed on-chain: %s", r, f, exc)
+                continue
+            n_ok += 1
+            self.metrics.submitted.inc()
+            self.summary["submitted"] += 1
+            log.info("submitted fragment %d cid=%s", f, cid)
+        submit_s = time.perf_counter() - t1
+        self.summary["rounds_trained"] += 1
+        append_jsonl(self.rounds_path, {"task": "0x" + self.task_id.hex(), "trainer": self.account.address,
+                                        "round": r, "fetch_s": round(fetch_s, 6), "inner_s": round(inner_s, 6),
+                                        "submit_s": round(submit_s, 6), "loss": res.mean_loss,
+                                        "steps": len(res.step_times), "fragments_submitted": n_ok,
+                                        "wall_s": round(time.perf_counter() - t_round, 6)})
+
+    def wait_finalized(self, r: int) -> None:
+        """Poll until round r is finalized (or the run ends); count accepted / missed."""
+        while True:
+            run = self.chain.get_run(self.task_id)
+            if run.status != RunStatus.TRAINING or run.current_round > r:
+                break
+            self.sleep(self.poll_s)
+        _, rejected, accepted = self.chain.submissions_of(self.task_id, r, self.account.address)
+        n = _popcount(accepted)
+        self.metrics.accepted.inc(n)
+        self.summary["accepted"] += n
+        if n == 0:
+            self.metrics.missed_rounds.inc()
+            self.summary["missed"] += 1
+        log.info("round %d finalized: %d fragment(s) accepted, %d rejected", r, n, _popcount(rejected))
+

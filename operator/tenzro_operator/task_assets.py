@@ -1,0 +1,79 @@
+"""The off-chain assets of a task, as every role fetches and checks them.
+
+The chain stores the spec's sha256 and CID, and the weights root of the
+round-0 weights; the spec names the dataset (`dataset_ref` = ipfs://CID) and
+its `dataset_hash`, and lists the initial weights' CIDs and hashes. Every
+fetch here checks what it got against what was committed and says which
+commitment failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+
+import pandas as pd
+
+from tenzro_operator.errors import TenzroError
+from tenzro_operator.ipfs import IpfsClient
+from tenzro_operator.spec import TaskSpec, parse_spec
+from tenzro_operator.task_runtime import TaskRuntime, WeightsError
+from tenzro_trainer.data.hashing import dataset_hash, verify_dataset_hash
+from tenzro_trainer.data.loader import validate_long_format
+
+IPFS_SCHEME = "ipfs://"
+
+
+class AssetError(TenzroError):
+    """A task asset fetched from IPFS does not match its on-chain or in-spec commitment."""
+
+
+def dataset_bytes(df: pd.DataFrame) -> bytes:
+    """Long-format CSV bytes of `df` (what the sponsor pins as the task's dataset)."""
+    buf = io.StringIO()
+    validate_long_format(df).to_csv(buf, index=False)
+    return buf.getvalue().encode()
+
+
+def pin_dataset(ipfs: IpfsClient, df: pd.DataFrame) -> tuple[str, str]:
+    """Pin `df` as CSV; returns (`ipfs://CID`, dataset_hash as 0x-hex)."""
+    cid = ipfs.add(dataset_bytes(df))
+    return IPFS_SCHEME + cid, "0x" + dataset_hash(df).removeprefix("0x")
+
+
+def fetch_spec(ipfs: IpfsClient, spec_cid: str, spec_hash: bytes) -> TaskSpec:
+    """The spec at `spec_cid`, checked against the on-chain `spec_hash` (sha256 of the bytes)."""
+    data = ipfs.cat(spec_cid)
+    got = hashlib.sha256(data).digest()
+    if got != spec_hash:
+        raise AssetError(f"spec at {spec_cid} hashes to 0x{got.hex()}, the chain committed 0x{spec_hash.hex()}")
+    return parse_spec(data, source=f"ipfs://{spec_cid}")
+
+
+def fetch_dataset(ipfs: IpfsClient, spec: TaskSpec) -> pd.DataFrame:
+    """The task's dataset, checked against `spec.dataset_hash`."""
+    if not spec.dataset_ref.startswith(IPFS_SCHEME):
+        raise AssetError(f"dataset_ref {spec.dataset_ref!r} is not an ipfs:// reference")
+    raw = ipfs.cat(spec.dataset_ref[len(IPFS_SCHEME):])
+    try:
+        df = validate_long_format(pd.read_csv(io.BytesIO(raw), float_precision="round_trip"), source=spec.dataset_ref)
+        verify_dataset_hash(df, spec.dataset_hash.removeprefix("0x"))
+    except ValueError as exc:  # DataError, DatasetHashMismatch
+        raise AssetError(f"dataset {spec.dataset_ref}: {exc}") from exc
+    return df
+
+
+def fetch_weights(ipfs: IpfsClient, runtime: TaskRuntime, cids: list[str], hashes: list[bytes],
+                  weights_root: bytes | None = None):
+    """Global weights from F fragment blobs, each checked against its hash, and the set
+    against the committed `weights_root` when given. Returns (state, blobs)."""
+    blobs = [ipfs.cat(c) for c in cids]
+    if weights_root is not None and TaskRuntime.weights_root(blobs) != weights_root:
+        raise WeightsError(f"weights root of {cids} differs from the committed 0x{weights_root.hex()}")
+    return runtime.decode_weights(blobs, hashes), blobs
+
+
+def initial_weights(ipfs: IpfsClient, spec: TaskSpec, runtime: TaskRuntime, weights_root: bytes):
+    """Round 0's input weights named by the spec, checked against the on-chain initial weights root."""
+    ws = spec.require_protocol().initial_weights
+    return fetch_weights(ipfs, runtime, [w.cid for w in ws], [w.sha256_bytes for w in ws], weights_root)

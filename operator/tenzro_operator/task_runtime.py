@@ -1,0 +1,139 @@
+"""What every role derives from a task spec: model, fragments, data shards, weight blobs.
+
+The sponsor, each trainer, the syncer and an off-chain replay must agree on
+the same model layout, the same fragment partition and the same bytes for the
+same weights, or hashes on-chain stop matching. This module is that one place.
+
+Weights of round r are F safetensors blobs, one per fragment, encoded by
+`encode_weights` with fixed metadata (kind "weights", trainer "syncer", the
+round that produced them; round -1 for the initial weights), so the syncer and
+a replay produce identical bytes and sha256s for identical tensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from tenzro_operator.errors import TenzroError
+from tenzro_operator.receipt import weights_root
+from tenzro_operator.spec import ProtocolParams, TaskSpec
+from tenzro_trainer.codec import decode_fragment, encode_fragment
+from tenzro_trainer.config import InnerConfig, ModelConfig
+from tenzro_trainer.data.windows import Split, shard_series, train_heldout_split
+from tenzro_trainer.errors import PayloadError, PayloadRejected
+from tenzro_trainer.aggregation import validate_payload
+from tenzro_trainer.fragments import fragment_sizes, fragment_state, partition
+from tenzro_trainer.models import build_model
+
+INITIAL_ROUND = -1
+HELDOUT_FRAC = 0.1
+
+Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]
+
+
+class WeightsError(TenzroError):
+    """Global weights fetched for a round are not what the chain committed, or malformed."""
+
+
+@dataclass
+class TaskRuntime:
+    """The model and fragment layout of one task.
+
+    Attributes:
+        task: the task id as 0x-hex32 (what payload metadata carries).
+        model_cfg: model hyperparameters from `architecture.family` / `.metadata`.
+        fragments: F lists of parameter names (the partition of `tenzro_trainer.fragments`).
+        layouts: per fragment, name -> (shape, dtype) of the fp32 tensors.
+        sizes: parameters per fragment (the registry's reward weights).
+    """
+
+    task: str
+    model_cfg: ModelConfig
+    fragments: list[list[str]]
+    layouts: list[Layout]
+    sizes: list[int]
+
+    @classmethod
+    def from_spec(cls, spec: TaskSpec) -> "TaskRuntime":
+        """Layout of `spec`'s model. Raises `SpecError`-like `TenzroError` on a bad architecture."""
+        cfg = ModelConfig.from_metadata(spec.architecture.family, spec.architecture.metadata)
+        return cls.from_model_config("0x" + spec.task_id_bytes.hex(), cfg, spec.architecture.fragment_count)
+
+    @classmethod
+    def from_model_config(cls, task: str, cfg: ModelConfig, fragment_count: int) -> "TaskRuntime":
+        template = build_model(cfg).state_dict()
+        frags = partition(template, fragment_count)
+        layouts = [{n: (tuple(template[n].shape), torch.float32) for n in names} for names in frags]
+        return cls(task, cfg, frags, layouts, fragment_sizes(template, frags))
+
+    # ---------------------------------------------------------------- weights
+
+    def initial_state(self, seed: int) -> dict[str, Tensor]:
+        """Round-0 input weights: the model's initialization under `torch.manual_seed(seed)`, fp32."""
+        torch.manual_seed(seed)
+        return {k: v.detach().to(torch.float32).clone() for k, v in build_model(self.model_cfg).state_dict().items()}
+
+    def encode_weights(self, state: Mapping[str, Tensor], round_index: int) -> list[bytes]:
+        """F safetensors blobs of `state` (fp32), deterministic for the same tensors and round."""
+        return [
+            encode_fragment(
+                {n: state[n].detach().to("cpu", torch.float32) for n in names},
+                dict(task=self.task, round=round_index, fragment=f, trainer="syncer", dtype="float32", kind="weights"),
+            )
+            for f, names in enumerate(self.fragments)
+        ]
+
+    def decode_weights(self, blobs: list[bytes], hashes: list[bytes] | None = None) -> dict[str, Tensor]:
+        """Full state from F fragment blobs; checks each blob's sha256 against `hashes` when given,
+        and names / shapes / dtype / finiteness against the layout.
+
+        Raises:
+            WeightsError: wrong count, hash mismatch, malformed bytes or layout (says which fragment).
+        """
+        if len(blobs) != len(self.fragments):
+            raise WeightsError(f"expected {len(self.fragments)} fragment blobs, got {len(blobs)}")
+        state: dict[str, Tensor] = {}
+        for f, blob in enumerate(blobs):
+            if hashes is not None and hashlib.sha256(blob).digest() != hashes[f]:
+                raise WeightsError(f"fragment {f}: sha256 {hashlib.sha256(blob).hexdigest()} != committed "
+                                   f"{hashes[f].hex()}")
+            try:
+                tensors, meta = decode_fragment(blob)
+                if meta.get("kind") != "weights":
+                    raise WeightsError(f"fragment {f}: payload kind {meta.get('kind')!r}, expected 'weights'")
+                validate_payload(tensors, self.layouts[f])
+            except (PayloadError, PayloadRejected) as exc:
+                raise WeightsError(f"fragment {f}: {exc}") from exc
+            state.update(tensors)
+        return state
+
+    def split_state(self, state: Mapping[str, Tensor]) -> list[dict[str, Tensor]]:
+        """`state` cut into its F fragments."""
+        return [fragment_state(state, names) for names in self.fragments]
+
+    @staticmethod
+    def weights_root(blobs: list[bytes]) -> bytes:
+        """RunRoot weights root (contracts/RECEIPT.md) of F fragment blobs."""
+        return weights_root([hashlib.sha256(b).digest() for b in blobs])
+
+    # ------------------------------------------------------------------- data
+
+    def split(self, df: pd.DataFrame) -> Split:
+        """Train / held-out split by time of the task's dataset (last windows held out)."""
+        return train_heldout_split(df, self.model_cfg.context_len, self.model_cfg.horizon, HELDOUT_FRAC)
+
+    @staticmethod
+    def shard_ids(split: Split, protocol: ProtocolParams, shard: int) -> list[str]:
+        """Series ids of data shard `shard` (trainer index i trains shard i mod `protocol.shards`)."""
+        return shard_series(split.unique_ids, protocol.shards)[shard % protocol.shards]
+
+
+def inner_config(spec: TaskSpec, base: InnerConfig | None = None, **overrides) -> InnerConfig:
+    """The inner-loop settings of a task: H from the spec, the rest from the operator's config."""
+    return replace(base or InnerConfig(), steps=spec.inner_steps, **overrides)

@@ -1,0 +1,87 @@
+"""The main job end to end on a devnet: separate daemon processes, real contracts, real IPFS, real data.
+
+Each test runs `tenzro_operator.demo.run_demo` at test scale (3 trainers, 3 rounds) and checks
+the run's outcome against the chain and IPFS, not against the demo's own summary alone.
+"""
+
+import hashlib
+
+import pytest
+
+from tenzro_operator.chain import ChainClient
+from tenzro_operator.demo import DemoSettings, run_demo
+from tenzro_operator.ipfs import IpfsClient
+
+pytestmark = pytest.mark.slow
+
+
+def _settings(cfg, deployments, tmp_path, **kw) -> DemoSettings:
+    base = dict(rpc=cfg.rpc_url, ipfs=cfg.ipfs_url, deployments=deployments, workdir=tmp_path / "work",
+                out=tmp_path / "out", trainers=3, quorum=2, fragments=4, rounds=3, inner_steps=16, batch_size=32,
+                grace_window_ms=90_000, timeout_s=600)
+    return DemoSettings(**{**base, **kw})
+
+
+def _events(chain: ChainClient, summary: dict, name: str) -> list[dict]:
+    return chain.get_logs(summary["posted_block"], chain.block_number(), [name],
+                          task_id=bytes.fromhex(summary["task_id"][2:]))
+
+
+def test_full_run_seals_verifies_and_conserves_tokens(deployed, tmp_path):
+    cfg, deployments = deployed
+    summary = run_demo(_settings(cfg, deployments, tmp_path))
+    chain, ipfs = ChainClient(cfg.rpc_url, deployments), IpfsClient(cfg.ipfs_url)
+    task_id = bytes.fromhex(summary["task_id"][2:])
+
+    # Held-out loss of the global weights goes down over the run.
+    curve = [r["heldout_loss"] for r in summary["heldout"]]
+    assert len(curve) == 4 and curve[-1] < curve[0], curve
+
+    # The bytes behind every accepted CID hash to what is on-chain.
+    submitted = {(e["args"]["round"], e["args"]["fragment"], e["args"]["trainer"].lower()): e["args"]
+                 for e in _events(chain, summary, "GradientSubmitted")}
+    trainers = [a.lower() for a in chain.trainers_of(task_id)]
+    checked = 0
+    for fin in _events(chain, summary, "RoundFinalized"):
+        commit = fin["args"]["commit"]
+        for idx, bitmap in enumerate(commit["acceptedBitmaps"]):
+            for f in range(len(commit["fragmentHashes"])):
+                if bitmap >> f & 1:
+                    sub = submitted[(fin["args"]["round"], f, trainers[idx])]
+                    data = ipfs.cat(sub["cid"])
+                    assert hashlib.sha256(data).digest() == bytes(sub["payloadHash"])
+                    checked += 1
+    assert checked >= 3 * 2 * 4  # 3 rounds x K=2 x 4 fragments at least
+
+    # Rewards + refunds (+ dust to the sponsor) add up exactly to the pool and the stakes escrowed.
+    run = chain.get_run(task_id)
+    stakes = sum(chain.trainer_stats(task_id, t).stake for t in chain.trainers_of(task_id))
+    slashed = sum(chain.trainer_stats(task_id, t).slashed for t in chain.trainers_of(task_id))
+    payouts = _events(chain, summary, "PayoutCredited")
+    rewards = sum(p["args"]["reward"] for p in payouts)
+    refunds = sum(p["args"]["stakeRefund"] for p in payouts)
+    assert rewards + refunds == run.reward_pool + stakes
+    assert refunds == stakes - slashed
+
+    # The receipt verifies on-chain (0x...1008) and by replay from IPFS.
+    assert summary["receipt"]["verifier_ok"] and summary["receipt"]["replay_ok"]
+    receipt = chain.get_receipt(task_id)
+    assert chain.verify_receipt(receipt.serialized, receipt.run_root)
+    assert not chain.verify_receipt(receipt.serialized, bytes(32))
+    assert summary["escrow_released_tnzo"] == 50
+
+
+def test_trainer_killed_mid_run_is_counted_missed_and_run_seals(deployed, tmp_path):
+    cfg, deployments = deployed
+
+    def kill_trainer_2(round_index, procs):
+        if round_index == 1:
+            next(p for p in procs if p.name == "trainer-2").kill()
+
+    summary = run_demo(_settings(cfg, deployments, tmp_path, grace_window_ms=20_000, max_missed_rounds=1),
+                       on_round=kill_trainer_2)
+    rows = {r["trainer"]: r for r in summary["trainers"]}
+    assert rows["trainer-2"]["missed_rounds"] >= 1
+    assert rows["trainer-0"]["missed_rounds"] == 0 and rows["trainer-1"]["missed_rounds"] == 0
+    assert rows["trainer-2"]["accepted"] < rows["trainer-0"]["accepted"]
+    assert summary["receipt"]["verifier_ok"] and summary["receipt"]["replay_ok"]

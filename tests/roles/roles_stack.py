@@ -1,0 +1,245 @@
+"""Fixtures of the daemon tests: a real devnet (anvil + the Helia IPFS node, free ports, temp
+dir, `tenzro_operator.devnet.up`), the real compiled contracts deployed on it, funded role
+accounts, a small real timeseries task posted by the sponsor helpers, and a runner that starts
+the trainer and syncer daemons in threads.
+
+Deployment: the contracts are deployed from ape's build artifacts (``.build/__local__.json``,
+compiled with ``ape compile`` when missing) through web3, in the record shape that
+``ape run deploy`` writes. ``ape run deploy`` itself costs a Python start-up of ape plus a
+recompile whenever a contract changed (over four minutes seen on this machine), too slow for a
+per-session fixture.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from web3 import HTTPProvider, Web3
+
+from tenzro_operator import devnet
+from tenzro_operator.chain import ChainClient
+from tenzro_operator.ipfs import IpfsClient
+from tenzro_operator.keys import anvil_account
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / ".build/__local__.json"
+PRECOMPILE = "0x0000000000000000000000000000000000001008"
+TOKEN = 10**18
+MIN_SYNCER_STAKE = 10 * TOKEN
+SYNCER_TIMEOUT_S = 60
+SPONSOR, SYNCER = 1, 2
+TRAINERS = (3, 4, 5, 6, 7)
+
+torch.set_num_threads(1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _artifacts() -> dict:
+    if not BUILD.exists():
+        env = dict(os.environ, PATH=f"{REPO / 'node_modules/.bin'}:{os.environ['PATH']}")
+        subprocess.run([str(REPO / ".venv/bin/ape"), "compile"], cwd=REPO, env=env, check=True, capture_output=True)
+    return json.loads(BUILD.read_text())["contractTypes"]
+
+
+def deploy_stack(rpc_url: str, out: Path) -> dict:
+    """Deploy TenzroToken, TrainingRegistry, ReceiptVerifier (+ its runtime code at 0x…1008) and
+    RewardEscrow from anvil account 0; write the deployment record to ``out``."""
+    types = _artifacts()
+    w3 = Web3(HTTPProvider(rpc_url))
+    deployer = anvil_account(0)
+    nonce = w3.eth.get_transaction_count(deployer.address)
+
+    def deploy(name: str, *args):
+        nonlocal nonce
+        ct = types[name]
+        c = w3.eth.contract(abi=ct["abi"], bytecode=ct["deploymentBytecode"]["bytecode"])
+        tx = c.constructor(*args).build_transaction({"from": deployer.address, "nonce": nonce, "gas": 25_000_000})
+        nonce += 1
+        h = w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction)
+        rcpt = w3.eth.wait_for_transaction_receipt(h, timeout=30)
+        assert rcpt["status"] == 1, f"deploying {name} failed"
+        return rcpt["contractAddress"], ct["abi"]
+
+    block = w3.eth.block_number + 1
+    token, token_abi = deploy("TenzroToken", 10**9 * TOKEN)
+    registry, reg_abi = deploy("TrainingRegistry", token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT_S)
+    verifier, ver_abi = deploy("ReceiptVerifier")
+    w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier)).hex()])
+    escrow, esc_abi = deploy("RewardEscrow", PRECOMPILE)
+
+    def rec(addr, abi):
+        canon = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
+        return {"address": addr, "abi": abi, "abi_sha256": hashlib.sha256(canon).hexdigest()}
+
+    record = {"network": "local", "chain_id": w3.eth.chain_id, "rpc_url": rpc_url, "deploy_block": block,
+              "deployer": deployer.address, "verifier_precompile": PRECOMPILE,
+              "contracts": {"TenzroToken": rec(token, token_abi), "TrainingRegistry": rec(registry, reg_abi),
+                            "ReceiptVerifier": rec(verifier, ver_abi), "RewardEscrow": rec(escrow, esc_abi)}}
+    out.write_text(json.dumps(record, indent=2))
+    return record
+
+
+@dataclass
+class Devnet:
+    cfg: devnet.DevnetConfig
+    deployments: Path
+
+    @property
+    def rpc_url(self) -> str:
+        return self.cfg.rpc_url
+
+    @property
+    def ipfs_url(self) -> str:
+        return self.cfg.ipfs_url
+
+    def client(self, index: int | None = None) -> ChainClient:
+        return ChainClient(self.rpc_url, self.deployments, anvil_account(index) if index is not None else None)
+
+    def ipfs(self) -> IpfsClient:
+        return IpfsClient(self.ipfs_url)
+
+
+@pytest.fixture(scope="session")
+def dev(tmp_path_factory) -> Devnet:
+    """One devnet for the session: anvil + IPFS on free ports, contracts deployed, accounts 1..8
+    funded with 1,000,000 TNZO each."""
+    tmp = tmp_path_factory.mktemp("devnet")
+    cfg = devnet.DevnetConfig(data_dir=tmp, rpc_port=free_port(), ipfs_port=free_port())
+    devnet.up(cfg)
+    try:
+        dep = tmp / "deployments.json"
+        deploy_stack(cfg.rpc_url, dep)
+        owner = ChainClient(cfg.rpc_url, dep, anvil_account(0))
+        pend = [owner.send("mint", anvil_account(i).address, 1_000_000 * TOKEN, contract="TenzroToken")
+                for i in range(1, 9)]
+        for p in pend:
+            owner.wait(p)
+        yield Devnet(cfg, dep)
+    finally:
+        devnet.down(cfg)
+
+
+_DATA: dict[str, Any] = {}
+
+
+def small_dataset(n_series: int = 6):
+    """A few real series of the default collection (long enough for the demo model's windows)."""
+    if "df" not in _DATA:
+        from tenzro_trainer.data.collection import default_collection
+
+        df = default_collection()
+        lengths = df.groupby("unique_id").size()
+        ids = sorted(u for u, n in lengths.items() if 200 <= n <= 800)[:n_series]
+        _DATA["df"] = df[df["unique_id"].isin(ids)].reset_index(drop=True)
+    return _DATA["df"].copy()
+
+
+_n = {"i": 0}
+
+
+def post_small_task(dev: Devnet, *, trainers: int = 3, quorum: int = 2, fragments: int = 2, rounds: int = 2,
+                    inner_steps: int = 3, grace_window_ms: int = 30_000, **extra) -> bytes:
+    """The sponsor (anvil 1) pins a real dataset and a tiny model's initial weights and posts the
+    task (`roles.sponsor.build_spec` + `post_task`). Returns the task id (bytes32)."""
+    from tenzro_operator.roles.sponsor import SpecDraft, build_spec, post_task
+
+    _n["i"] += 1
+    sponsor = dev.client(SPONSOR)
+    draft = SpecDraft(task_id=f"roles-{os.getpid()}-{_n['i']}-{time.time_ns()}", sponsor_address=sponsor.address,
+                      model_metadata={"preset": "demo", "d_model": 32, "n_layers": 1, "d_ff": 64},
+                      fragment_count=fragments, trainer_count=trainers, quorum=quorum, inner_steps=inner_steps,
+                      max_rounds=rounds, grace_window_ms=grace_window_ms, reward_pool=1_000 * TOKEN,
+                      min_stake=100 * TOKEN, **extra)
+    ipfs = dev.ipfs()
+    spec = build_spec(ipfs, draft, small_dataset())
+    tid, _ = post_task(sponsor, ipfs, spec)
+    return tid
+
+
+@dataclass
+class Runner:
+    """Daemons in threads; each thread records its return value or exception."""
+
+    threads: list[threading.Thread] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    daemons: dict[str, Any] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, name: str, daemon) -> None:
+        self.daemons[name] = daemon
+
+        def target():
+            try:
+                self.results[name] = daemon.run()
+            except BaseException as exc:  # noqa: BLE001 - reported by join()
+                self.results[name] = exc
+
+        t = threading.Thread(target=target, name=name, daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def join(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self.threads if t.is_alive()]
+        if alive:
+            for d in self.daemons.values():
+                d.request_stop()
+            for t in self.threads:
+                t.join(10)
+            raise AssertionError(f"daemons still running after {timeout_s:.0f} s: {alive}; results {self.results}")
+        return self.results
+
+    def stop_all(self) -> None:
+        for d in self.daemons.values():
+            d.request_stop()
+        for t in self.threads:
+            t.join(15)
+
+
+@pytest.fixture
+def runner():
+    r = Runner()
+    yield r
+    r.stop_all()
+
+
+def trainer_daemon(dev: Devnet, index: int, task_id: bytes, data_dir: Path, **cfg):
+    from tenzro_operator.roles.trainer import TrainerDaemon, TrainerDaemonConfig
+
+    config = TrainerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
+                                 task_id="0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
+                                 poll_interval_s=0.3, inner={"batch_size": 16}, **cfg)
+    acct = anvil_account(index)
+    return TrainerDaemon(config, acct, dev.client(index), dev.ipfs())
+
+
+def syncer_daemon(dev: Devnet, task_id: bytes, data_dir: Path, **cfg):
+    from tenzro_operator.roles.syncer import SyncerDaemon, SyncerDaemonConfig
+
+    cfg.setdefault("straggler_wait_s", 1.0)
+    config = SyncerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
+                                task_id="0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
+                                poll_interval_s=0.3, register_stake="10", **cfg)
+    return SyncerDaemon(config, anvil_account(SYNCER), dev.client(SYNCER), dev.ipfs())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,215 @@
+"""The trainer and syncer daemons on a real devnet (anvil + IPFS node + the compiled contracts):
+a full run seals with every trainer credited; invalid payloads are rejected, logged and slashed
+with the contract's reason; a syncer stopped mid-run resumes (from its state file, or by
+replaying the transcripts) and loses no submission."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+
+import pytest
+
+from roles_stack import (
+    TRAINERS,
+    post_small_task,
+    read_jsonl,
+    syncer_daemon,
+    trainer_daemon,
+)
+from tenzro_operator.chain import RunStatus
+from tenzro_operator.receipt import weights_root
+from tenzro_operator.transcript import RoundTranscript
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _events(client, tid, name):
+    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
+
+
+def _check_committed_weights(dev, client, tid):
+    """The bytes behind every committed weights CID hash to the on-chain fragment hash, and the
+    fragment hashes give the round's on-chain weights root."""
+    ipfs = dev.ipfs()
+    for ev in _events(client, tid, "RoundFinalized"):
+        c = ev["args"]["commit"]
+        for cid, h in zip(c["fragmentCids"], c["fragmentHashes"]):
+            assert hashlib.sha256(ipfs.cat(cid)).digest() == bytes(h)
+        assert weights_root([bytes(h) for h in c["fragmentHashes"]]) == \
+            client.get_round(tid, ev["args"]["round"]).weights_root
+
+
+@pytest.mark.slow
+def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
+    tid = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=2)
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer"))
+    for i, idx in enumerate(TRAINERS[:3]):
+        runner.start(f"trainer{i}", trainer_daemon(dev, idx, tid, tmp_path / f"t{i}"))
+    results = runner.join(240)
+    assert results == {"syncer": 0, "trainer0": 0, "trainer1": 0, "trainer2": 0}
+
+    client = dev.client()
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED
+    # every trainer: both fragments accepted in both rounds, nothing missed or slashed
+    for idx in TRAINERS[:3]:
+        st = client.trainer_stats(tid, dev.client(idx).address)
+        assert (st.accepted, st.total_missed, st.slashed) == (4, 0, 0)
+    # conservation: rewards + refunds credited == reward pool + stakes (nothing slashed)
+    payouts = _events(client, tid, "PayoutCredited")
+    credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
+    assert credited == run.reward_pool + 3 * 100 * 10**18
+    # the sealed receipt verifies at the TRAINING_VERIFY address
+    receipt = client.get_receipt(tid)
+    assert client.verify_receipt(receipt.serialized, receipt.run_root)
+    _check_committed_weights(dev, client, tid)
+    # the syncer's round log (benchmark input) and the trainers' logs
+    rounds = read_jsonl(tmp_path / "syncer" / "syncer-rounds.jsonl")
+    assert [r["round"] for r in rounds] == [0, 1]
+    for r in rounds:
+        assert r["accepted"] == 6 and r["rejected"] == 0 and r["quorum_met"]
+        for k in ("wall_s", "fetch_s", "validate_s", "aggregate_s", "pin_s", "chain_s", "heldout_loss"):
+            assert r[k] >= 0
+    assert rounds[-1]["heldout_loss"] < rounds[0]["heldout_loss_before"]
+    for i in range(3):
+        tr = read_jsonl(tmp_path / f"t{i}" / "trainer-rounds.jsonl")
+        assert [r["round"] for r in tr] == [0, 1] and all(r["inner_s"] > 0 for r in tr)
+        assert (tmp_path / f"t{i}" / "trainer-state.pt").exists()
+        m = runner.daemons[f"trainer{i}"].metrics
+        assert m.submitted._value.get() == 4 and m.accepted._value.get() == 4
+        assert m.missed_rounds._value.get() == 0
+    # an off-chain replay (verify-receipt) reproduces every aggregate, root and the run root
+    from tenzro_operator.replay import verify_receipt
+
+    report = verify_receipt(client, dev.ipfs(), tid)
+    assert report.ok, report.first_mismatch
+    # a restarted trainer is idempotent: no second enrollment, no submission, exits 0
+    enrolled_before = len(_events(client, tid, "TrainerEnrolled"))
+    again = trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0")
+    assert again.run() == 0
+    assert len(_events(client, tid, "TrainerEnrolled")) == enrolled_before
+    assert again.summary["submitted"] == 0
+
+
+@pytest.mark.slow
+def test_invalid_payloads_are_rejected_logged_and_slashed(dev, runner, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="tenzro.syncer")
+    tid = post_small_task(dev, trainers=5, quorum=2, fragments=2, rounds=2)
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer"))
+    runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
+    runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    runner.start("nan", trainer_daemon(dev, TRAINERS[2], tid, tmp_path / "t2", fault={"kind": "nan", "rounds": [1]}))
+    runner.start("wrong", trainer_daemon(dev, TRAINERS[3], tid, tmp_path / "t3",
+                                         fault={"kind": "wrong_hash", "rounds": [0], "fragments": [1]}))
+    runner.start("big", trainer_daemon(dev, TRAINERS[4], tid, tmp_path / "t4",
+                                       fault={"kind": "scale100", "rounds": [1], "fragments": [0]}))
+    results = runner.join(240)
+    assert all(v == 0 for v in results.values()), results
+
+    client = dev.client()
+    assert client.get_run(tid).status == RunStatus.SEALED
+    nan_addr, wrong_addr = dev.client(TRAINERS[2]).address, dev.client(TRAINERS[3]).address
+    big_addr = dev.client(TRAINERS[4]).address
+    slashes = [(e["args"]["trainer"], e["args"]["reason"], e["args"]["round"], e["args"]["fragment"])
+               for e in _events(client, tid, "TrainerSlashed")]
+    # SlashReason: 1 HashMismatch, 3 NonFinite, 4 NormOutlier (ITrainingRegistry)
+    assert sorted(slashes) == sorted([(nan_addr, 3, 1, 0), (nan_addr, 3, 1, 1), (wrong_addr, 1, 0, 1),
+                                      (big_addr, 4, 1, 0)])
+    st_nan, st_wrong = client.trainer_stats(tid, nan_addr), client.trainer_stats(tid, wrong_addr)
+    assert st_nan.slashed > 0 and st_wrong.slashed > 0
+    assert st_nan.accepted == 2  # round 0 only
+    assert st_wrong.accepted == 3  # everything but (round 0, fragment 1)
+    assert client.trainer_stats(tid, big_addr).accepted == 3  # everything but (round 1, fragment 0)
+    # the rejections are in the transcripts with their reasons...
+    ipfs = dev.ipfs()
+    reasons = {}
+    for ev in _events(client, tid, "RoundFinalized"):
+        c = ev["args"]["commit"]
+        tr = RoundTranscript.parse(ipfs.cat(c["transcriptCid"]), bytes(c["transcriptHash"]))
+        for fr in tr.fragments:
+            for rej in fr.rejected:
+                reasons[(tr.round, fr.fragment, rej.trainer)] = rej.reason
+            assert all(s.trainer != nan_addr.lower() for s in fr.accepted) or tr.round == 0
+    assert reasons == {(1, 0, nan_addr.lower()): "NonFinite", (1, 1, nan_addr.lower()): "NonFinite",
+                       (0, 1, wrong_addr.lower()): "HashMismatch", (1, 0, big_addr.lower()): "NormOutlier"}
+    # ...and in the log, with trainer, fragment and reason
+    text = caplog.text
+    assert f"trainer={wrong_addr} fragment=1" in text and "reason=HashMismatch" in text
+    assert f"trainer={nan_addr} fragment=0" in text and "reason=NonFinite" in text
+    assert f"trainer={big_addr} fragment=0" in text and "reason=NormOutlier" in text
+    # conservation: payouts + what stays slashed in nobody's hands == pool + stakes
+    run = client.get_run(tid)
+    payouts = _events(client, tid, "PayoutCredited")
+    credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
+    assert credited == run.reward_pool + 5 * 100 * 10**18
+    _check_committed_weights(dev, client, tid)
+
+
+@pytest.mark.slow
+def test_syncer_restarts_resume_without_losing_submissions(dev, runner, tmp_path, caplog):
+    """Syncer A finalizes round 0 and exits; the trainers submit round 1 while no syncer runs;
+    syncer B (same state file) picks the submissions up from the chain, finalizes round 1 and
+    exits; the state file is deleted and syncer C rebuilds rounds 0-1 from the transcripts,
+    finalizes round 2 and seals."""
+    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=3)
+    sdir = tmp_path / "syncer"
+    for i, idx in enumerate(TRAINERS[:2]):
+        runner.start(f"trainer{i}", trainer_daemon(dev, idx, tid, tmp_path / f"t{i}"))
+    client = dev.client()
+    a = syncer_daemon(dev, tid, sdir, exit_after_rounds=1)
+    assert a.run() == 0
+    assert client.get_run(tid).current_round == 1
+    # round 1 submissions arrive while no syncer runs
+    me = [dev.client(i).address for i in TRAINERS[:2]]
+    deadline = time.monotonic() + 60
+    while not all(client.submissions_of(tid, 1, t)[0] == 0b11 for t in me):
+        assert time.monotonic() < deadline, "trainers did not submit round 1"
+        time.sleep(0.3)
+    b = syncer_daemon(dev, tid, sdir, exit_after_rounds=1)
+    assert b.run() == 0
+    assert b.history[0]["round"] == 1 and b.history[0]["accepted"] == 4  # nothing lost
+    state_files = list(sdir.glob("syncer-*.pt"))
+    assert len(state_files) == 1
+    state_files[0].unlink()
+    caplog.set_level(logging.INFO, logger="tenzro.syncer")
+    c = syncer_daemon(dev, tid, sdir)
+    assert c.run() == 0
+    assert "rebuilt round 0 from its transcript" in caplog.text
+    assert "rebuilt round 1 from its transcript" in caplog.text
+    assert [h["round"] for h in c.history] == [2]
+    results = runner.join(120)
+    assert results == {"trainer0": 0, "trainer1": 0}
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED
+    for t in me:
+        assert client.trainer_stats(tid, t).accepted == 6
+    receipt = client.get_receipt(tid)
+    assert client.verify_receipt(receipt.serialized, receipt.run_root)
+    _check_committed_weights(dev, client, tid)
+
+
+@pytest.mark.slow
+def test_absent_trainer_is_missed_and_round_closes_at_the_deadline(dev, runner, tmp_path):
+    """K = M = 3 but one enrolled trainer never submits: the quorum cannot be met, so the syncer
+    finalizes after the round deadline with what arrived; the absent trainer is counted missed
+    and the run still seals."""
+    tid = post_small_task(dev, trainers=3, quorum=3, fragments=2, rounds=1, grace_window_ms=15_000)
+    absent = dev.client(TRAINERS[2])
+    absent.enroll_trainer(tid, 100 * 10**18, "did:tenzro:machine:absent")
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer"))
+    for i, idx in enumerate(TRAINERS[:2]):
+        runner.start(f"trainer{i}", trainer_daemon(dev, idx, tid, tmp_path / f"t{i}"))
+    results = runner.join(120)
+    assert all(v == 0 for v in results.values()), results
+    client = dev.client()
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED
+    fin = _events(client, tid, "RoundFinalized")[0]["args"]
+    assert fin["quorumMet"] is False and fin["acceptedCount"] == 4
+    assert client.get_round(tid, 0).finalized_at > _events(client, tid, "RoundOpened")[0]["args"]["deadline"]
+    st = client.trainer_stats(tid, absent.address)
+    assert (st.accepted, st.total_missed) == (0, 1)
+    for idx in TRAINERS[:2]:
+        assert client.trainer_stats(tid, dev.client(idx).address).accepted == 2
