@@ -381,18 +381,26 @@ def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None
 def verify_receipt(ctx: Ctx, task_id: str, commitments_only: bool, fmt: str) -> None:
     """Replay the run off-chain (transcripts and payloads from IPFS) and check the receipt, the run
     root and the final model hash against the chain and the verifier. Exit 1 on any mismatch."""
-    try:
-        from tenzro_operator.replay import verify_receipt as replay_verify
-    except ImportError as exc:
-        raise TenzroError(f"verify-receipt needs tenzro_operator.replay, which is not available ({exc})") from None
-    report = replay_verify(ctx.chain(), ctx.ipfs(), _task_id(task_id), check_payloads=not commitments_only)
+    from rich.progress import Progress
+
+    from tenzro_operator.replay import verify_receipt as replay_verify
+
     if fmt == "json":
-        _echo_json(report.to_json() if hasattr(report, "to_json") else str(report))
-    elif hasattr(report, "render"):
-        report.render(_console())
+        report = replay_verify(ctx.chain(), ctx.ipfs(), _task_id(task_id), check_payloads=not commitments_only)
+        _echo_json(report.to_json())
     else:
-        click.echo(str(report))
-    if getattr(report, "ok", True) is False:
+        with Progress(console=_console(), transient=True) as bar:
+            tasks: dict[str, Any] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(f"replay: {stage}s", total=total)
+                bar.update(tasks[stage], completed=done, total=total)
+
+            report = replay_verify(ctx.chain(), ctx.ipfs(), _task_id(task_id), check_payloads=not commitments_only,
+                                   progress=progress)
+        report.render(_console())
+    if not report.ok:
         raise click.exceptions.Exit(1)
 
 
@@ -434,6 +442,18 @@ def keys_devnet(directory: Path, roles: tuple[str, ...], password_env: str) -> N
     paths = create_devnet_keystores(directory, mapping, resolve_password(password_env, what="devnet keystores"))
     for role, p in paths.items():
         click.echo(f"{role}\t{anvil_account(mapping[role]).address}\t{p}")
+
+
+def _attach_daemons() -> None:
+    """``tenzro syncer run --config syncer.yaml`` and ``tenzro trainer run --config trainer.yaml``:
+    the same commands as ``python -m tenzro_operator.syncer_cli`` and ``tenzro-trainer``."""
+    from tenzro_operator import syncer_cli, trainer_cli
+
+    cli.add_command(syncer_cli.cli, "syncer")
+    cli.add_command(trainer_cli.cli, "trainer")
+
+
+_attach_daemons()
 
 
 def main(argv: list[str] | None = None) -> None:

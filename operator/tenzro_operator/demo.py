@@ -303,9 +303,10 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task:
 
     run = chain.get_run(task_id)
     trainers = []
-    for i, addr in enumerate(chain.trainers_of(task_id)):
+    role_of = {a.lower(): r for r, a in addresses.items()}
+    for addr in chain.trainers_of(task_id):
         st = chain.trainer_stats(task_id, addr)
-        trainers.append({"trainer": f"trainer-{i}", "address": addr, "accepted": st.accepted,
+        trainers.append({"trainer": role_of.get(addr.lower(), addr), "address": addr, "accepted": st.accepted,
                          "missed_rounds": st.total_missed, "evicted": st.evicted, "reward_tnzo": st.current_reward / TOKEN,
                          "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
     summary = {"task": task, "task_id": "0x" + task_id.hex(), "posted_block": from_block, "rounds": run.max_rounds,
@@ -329,7 +330,7 @@ def _print_summary(summary: dict) -> None:
     t = Table(title="trainers")
     for col in ("trainer", "accepted", "missed", "reward (TNZO)", "slashed (TNZO)", "withdrawable (TNZO)"):
         t.add_column(col, justify="right" if col != "trainer" else "left")
-    for row in summary["trainers"]:
+    for row in sorted(summary["trainers"], key=lambda r: r["trainer"]):
         t.add_row(row["trainer"] + (" (evicted)" if row["evicted"] else ""), str(row["accepted"]),
                   str(row["missed_rounds"]), f"{row['reward_tnzo']:.4f}", f"{row['slashed_tnzo']:.4f}",
                   f"{row['withdrawable_tnzo']:.4f}")
