@@ -1,0 +1,912 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {ITrainingRegistry} from "./interfaces/ITrainingRegistry.sol";
+import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
+
+/// @title TrainingRegistry
+/// @notice The trust anchor of tenzro-train: a sponsor escrows a reward pool, trainers
+/// stake, an elected syncer commits each round, and a sealed receipt proves the run.
+/// See ITrainingRegistry for the API, `contracts/RECEIPT.md` for the receipt encoding.
+/// @dev Lifecycle rules (all amounts token atto-units, all times unix seconds):
+/// - postTask escrows the reward pool; the grace window is given in ms and stored
+///   rounded UP to whole seconds. Round r's deadline = its opening time + grace window.
+/// - Syncer election: stake-weighted pseudo-random draw among the registered candidates
+///   whose stake >= minSyncerStake. Randomness = keccak256(prevrandao, blockhash(n-1),
+///   taskId, round, nonce). A block proposer (or anyone who can choose the calling block)
+///   can bias or predict it; production should use a VRF or commit-reveal beacon.
+///   A syncer that has not finalized the open round by deadline + syncerTimeout may be
+///   replaced by anyone calling electSyncer: it loses SYNCER_SLASH_BPS of its pool stake,
+///   which goes to the run's reward pool, and is excluded from that draw.
+///   The syncer earns no fee.
+/// - Enrollment: stake >= minStake, at most M; trainer index i trains data shard i of M.
+///   Round 0 opens when the M-th trainer enrolls, or when the syncer closes enrollment
+///   with >= K enrolled.
+/// - Rounds: trainers submit until the deadline (inclusive). Before the deadline the
+///   syncer may finalize only with >= K accepted submissions for every fragment; after
+///   it, with any accepted set (also empty): the syncer applies the task's rule and outer
+///   optimizer to what it has (a fragment with no accepted submission gets only the
+///   optimizer's momentum step, or keeps its weights; the contract records whatever
+///   weights the syncer commits, checkable by replaying the transcript).
+/// - Credits: each accepted (trainer, fragment) earns fragmentSizes[fragment] credits.
+/// - Misses: a non-evicted trainer with no accepted submission in a finalized round
+///   misses it; more than maxMisses consecutive misses evict it and slash
+///   EVICTION_SLASH_BPS of its remaining stake. An evicted trainer cannot submit; it
+///   keeps the credits it earned and gets its remaining stake back at the seal.
+/// - Invalid payloads: the syncer's report slashes INVALID_SLASH_BPS of the remaining
+///   stake per invalid submission (trust: the syncer's word, checkable by replay).
+/// - Slashed stake (trainers' and replaced syncers') goes to the run's reward pool.
+/// - Seal: rewards = pool * credits / totalCredits per trainer, stake refunds minus
+///   slashing, dust (or the whole pool when totalCredits = 0) to the sponsor. All payouts
+///   are credited to withdrawable balances and pulled with withdraw(). Conservation:
+///   token balance = sum over live runs (poolLeft + stakeHeld) + syncer stakes + withdrawable.
+contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
+    using SafeERC20 for IERC20;
+
+    // ------------------------------------------------------------ constants
+
+    /// @notice Largest trainer count M (bounds the seal's payout loop).
+    uint16 public constant MAX_TRAINERS = 256;
+    /// @notice Largest fragment count F (two state bits per fragment in one storage word).
+    uint16 public constant MAX_FRAGMENTS = 128;
+    /// @notice Largest max_rounds (bounds the seal's receipt build).
+    uint32 public constant MAX_ROUNDS = 1024;
+    /// @notice Largest grace window, milliseconds (30 days).
+    uint64 public constant MAX_GRACE_WINDOW_MS = 30 days * 1000;
+    /// @notice Largest syncer candidate pool (bounds the election loop).
+    uint256 public constant MAX_SYNCER_CANDIDATES = 64;
+    /// @notice Basis-point denominator.
+    uint256 public constant BPS = 10_000;
+    /// @notice Fraction of the remaining stake slashed at eviction (10 %).
+    uint256 public constant EVICTION_SLASH_BPS = 1_000;
+    /// @notice Fraction of the remaining stake slashed per invalid submission (5 %).
+    uint256 public constant INVALID_SLASH_BPS = 500;
+    /// @notice Fraction of a replaced syncer's pool stake slashed (10 %).
+    uint256 public constant SYNCER_SLASH_BPS = 1_000;
+    /// @notice Tier 0 (Open) is the only one supported.
+    uint8 public constant TIER_OPEN = 0;
+    /// @notice EIP-712 type hash of a trainer's submission.
+    bytes32 public constant OUTER_GRADIENT_TYPEHASH =
+        keccak256("OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,string cid,bytes32 payloadHash)");
+
+    /// @dev Submission states, two bits per fragment.
+    uint256 private constant ST_SUBMITTED = 1;
+    uint256 private constant ST_REJECTED = 2;
+    uint256 private constant ST_ACCEPTED = 3;
+
+    // ------------------------------------------------------------ storage
+
+    /// @dev One run. Slot 0 holds everything submitOuterGradient reads.
+    struct Run {
+        RunStatus status;
+        uint32 currentRound;
+        uint64 roundDeadline;
+        uint16 fragmentCount;
+        uint16 trainerCount;
+        uint16 quorum;
+        uint16 enrolledCount;
+        uint16 activeCount;
+        uint8 maxMisses;
+        uint8 aggregation;
+        uint8 tier;
+        // slot 1
+        address syncer;
+        uint64 roundOpenedAt;
+        uint32 graceWindowSeconds;
+        // slot 2
+        address sponsor;
+        uint32 maxRounds;
+        uint32 innerSteps;
+        // slot 3
+        uint64 postedAt;
+        bytes32 specHash;
+        bytes32 initialWeightsRoot;
+        bytes32 weightsRoot;
+        uint256 minStake;
+        uint256 rewardPool;
+        uint256 poolLeft;
+        uint256 stakeHeld;
+        uint256 totalCredits;
+        uint256 distributedPool;
+        string specCid;
+        uint64[] fragmentSizes;
+    }
+
+    /// @dev One trainer of one run. Slot 0 holds everything submitOuterGradient reads.
+    struct Trainer {
+        uint16 index;
+        bool enrolled;
+        bool evicted;
+        uint32 submitted;
+        uint32 accepted;
+        uint32 missedRounds;
+        uint32 totalMissed;
+        uint128 stake;
+        uint128 slashed;
+        uint256 credits;
+    }
+
+    /// @dev One syncer candidate.
+    struct SyncerEntry {
+        uint128 stake;
+        uint32 activeTasks;
+        uint32 listIndex;
+        bool registered;
+    }
+
+    IERC20 private immutable _token;
+    uint256 private immutable _minSyncerStake;
+    uint32 private immutable _syncerTimeout;
+    /// @dev Stateless receipt encoder deployed by the constructor (keeps this contract < 24 KiB).
+    ReceiptBuilder private immutable _builder;
+
+    mapping(bytes32 taskId => Run) private _runs;
+    bytes32[] private _runIds;
+    mapping(bytes32 taskId => mapping(address trainer => Trainer)) private _trainers;
+    mapping(bytes32 taskId => mapping(address trainer => string)) private _dids;
+    mapping(bytes32 taskId => address[]) private _trainerList;
+    /// @dev Two bits per fragment: 0 none, 1 submitted, 2 rejected, 3 accepted.
+    mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 trainerIndex => uint256 states))) private _subs;
+    mapping(bytes32 taskId => mapping(uint32 round => RoundRecord)) private _rounds;
+    mapping(bytes32 taskId => TrainingReceipt) private _receipts;
+    mapping(address account => uint256 amount) private _withdrawable;
+    mapping(address syncer => SyncerEntry) private _syncers;
+    address[] private _syncerList;
+    uint256 private _electionNonce;
+
+    // ------------------------------------------------------------ constructor
+
+    /// @param token_ the ERC-20 of stakes and rewards (any ERC-20 without transfer fees)
+    /// @param minSyncerStake_ minimum syncer pool stake for election, token atto-units
+    /// @param syncerTimeout_ seconds after a round deadline before a silent syncer can be replaced
+    constructor(IERC20 token_, uint256 minSyncerStake_, uint32 syncerTimeout_) EIP712("TenzroTrainingRegistry", "1") {
+        if (address(token_) == address(0)) revert Registry__ZeroAddress();
+        _token = token_;
+        _minSyncerStake = minSyncerStake_;
+        _syncerTimeout = syncerTimeout_;
+        _builder = new ReceiptBuilder();
+    }
+
+    // ------------------------------------------------------------ syncer pool
+
+    /// @inheritdoc ITrainingRegistry
+    function registerSyncer(uint256 amount) external nonReentrant {
+        if (amount == 0) revert Registry__ZeroAmount();
+        SyncerEntry storage s = _syncers[msg.sender];
+        if (!s.registered) {
+            if (_syncerList.length >= MAX_SYNCER_CANDIDATES) revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
+            s.registered = true;
+            s.listIndex = uint32(_syncerList.length);
+            _syncerList.push(msg.sender);
+        }
+        uint256 total = uint256(s.stake) + amount;
+        s.stake = SafeCast.toUint128(total);
+        emit SyncerRegistered(msg.sender, amount, total);
+        _pullExact(msg.sender, amount);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function unregisterSyncer() external {
+        SyncerEntry storage s = _syncers[msg.sender];
+        if (!s.registered) revert Registry__NotSyncerCandidate(msg.sender);
+        if (s.activeTasks != 0) revert Registry__SyncerBusy(msg.sender, s.activeTasks);
+        uint256 stake = s.stake;
+        uint256 idx = s.listIndex;
+        uint256 last = _syncerList.length - 1;
+        if (idx != last) {
+            address moved = _syncerList[last];
+            _syncerList[idx] = moved;
+            // forge-lint: disable-next-line(unsafe-typecast) -- idx < MAX_SYNCER_CANDIDATES = 64 fits uint32
+            _syncers[moved].listIndex = uint32(idx);
+        }
+        _syncerList.pop();
+        delete _syncers[msg.sender];
+        _withdrawable[msg.sender] += stake;
+        emit SyncerUnregistered(msg.sender, stake);
+    }
+
+    // ------------------------------------------------------------ lifecycle
+
+    /// @inheritdoc ITrainingRegistry
+    function postTask(TaskParams calldata p) external nonReentrant {
+        uint32 graceSeconds = _validate(p);
+        Run storage run = _runs[p.taskId];
+        run.status = RunStatus.Enrolling;
+        run.fragmentCount = p.fragmentCount;
+        run.trainerCount = p.trainerCount;
+        run.quorum = p.quorum;
+        run.maxMisses = p.maxMisses;
+        run.aggregation = p.aggregation;
+        run.tier = p.tier;
+        run.graceWindowSeconds = graceSeconds;
+        run.sponsor = msg.sender;
+        run.maxRounds = p.maxRounds;
+        run.innerSteps = p.innerSteps;
+        run.postedAt = uint64(block.timestamp);
+        run.specHash = p.specHash;
+        run.initialWeightsRoot = p.initialWeightsRoot;
+        run.weightsRoot = p.initialWeightsRoot;
+        run.minStake = p.minStake;
+        run.rewardPool = p.rewardPool;
+        run.poolLeft = p.rewardPool;
+        run.specCid = p.specCid;
+        run.fragmentSizes = p.fragmentSizes;
+        _runIds.push(p.taskId);
+        emit TaskPosted(p.taskId, msg.sender, p, graceSeconds);
+        // interaction last; a short transfer reverts everything above
+        _pullExact(msg.sender, p.rewardPool);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function electSyncer(bytes32 taskId) external returns (address syncer) {
+        Run storage run = _existing(taskId);
+        RunStatus status = run.status;
+        if (status != RunStatus.Enrolling && status != RunStatus.Training) {
+            revert Registry__WrongStatus(taskId, status);
+        }
+        address previous = run.syncer;
+        uint256 previousSlashed = 0;
+        if (previous != address(0)) {
+            uint64 replaceableAt = _replaceableAt(run);
+            if (status != RunStatus.Training || block.timestamp <= replaceableAt) {
+                revert Registry__SyncerStillActive(taskId, previous, replaceableAt);
+            }
+            SyncerEntry storage ps = _syncers[previous];
+            previousSlashed = (uint256(ps.stake) * SYNCER_SLASH_BPS) / BPS;
+            // forge-lint: disable-next-line(unsafe-typecast) -- previousSlashed <= stake < 2**128
+            ps.stake -= uint128(previousSlashed); // previousSlashed <= stake
+            ps.activeTasks -= 1;
+            run.poolLeft += previousSlashed;
+        }
+        syncer = _draw(taskId, run.currentRound, previous);
+        run.syncer = syncer;
+        SyncerEntry storage s = _syncers[syncer];
+        s.activeTasks += 1;
+        emit SyncerElected(taskId, syncer, previous, run.currentRound, s.stake, previousSlashed);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function enrollTrainer(bytes32 taskId, uint256 stake, string calldata did) external nonReentrant {
+        Run storage run = _existing(taskId);
+        uint16 index = run.enrolledCount;
+        // checked before the status: a full run has moved on to Training
+        if (index >= run.trainerCount) revert Registry__EnrollmentFull(taskId, run.trainerCount);
+        _requireStatus(run, taskId, RunStatus.Enrolling);
+        if (bytes(did).length == 0) revert Registry__EmptyDid();
+        if (stake < run.minStake) revert Registry__StakeTooLow(stake, run.minStake);
+        Trainer storage t = _trainers[taskId][msg.sender];
+        if (t.enrolled) revert Registry__AlreadyEnrolled(taskId, msg.sender);
+
+        t.index = index;
+        t.enrolled = true;
+        t.stake = SafeCast.toUint128(stake);
+        _dids[taskId][msg.sender] = did;
+        _trainerList[taskId].push(msg.sender);
+        run.enrolledCount = index + 1;
+        run.activeCount += 1;
+        run.stakeHeld += stake;
+        emit TrainerEnrolled(taskId, msg.sender, index, index, run.trainerCount, stake, did);
+        if (index + 1 == run.trainerCount) _openRound(run, taskId, 0);
+        // interaction last; a short transfer reverts everything above
+        _pullExact(msg.sender, stake);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function closeEnrollment(bytes32 taskId) external {
+        Run storage run = _runIn(taskId, RunStatus.Enrolling);
+        if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(taskId, msg.sender);
+        if (run.enrolledCount < run.quorum) revert Registry__NotEnoughEnrolled(run.enrolledCount, run.quorum);
+        _openRound(run, taskId, 0);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function cancelTask(bytes32 taskId) external {
+        Run storage run = _existing(taskId);
+        if (msg.sender != run.sponsor) revert Registry__NotSponsor(taskId, msg.sender);
+        _requireStatus(run, taskId, RunStatus.Enrolling);
+        run.status = RunStatus.Cancelled;
+        if (run.syncer != address(0)) _syncers[run.syncer].activeTasks -= 1;
+        // nobody has credits before round 0: every stake is refunded whole and the
+        // whole pool goes back to the sponsor as "dust"
+        (, uint256 pool) = _creditPayouts(run, taskId);
+        emit TaskCancelled(taskId, pool, run.enrolledCount);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function submitOuterGradient(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        string calldata cid,
+        bytes32 payloadHash,
+        bytes calldata signature
+    ) external {
+        _checkSubmissionWindow(taskId, round, fragment);
+        address trainer;
+        {
+            ECDSA.RecoverError err;
+            // the third value (the error's argument) only matters for OZ's own error messages
+            // slither-disable-next-line unused-return
+            (trainer, err,) =
+                ECDSA.tryRecover(_outerGradientDigest(taskId, round, fragment, cid, payloadHash), signature);
+            if (err != ECDSA.RecoverError.NoError) revert Registry__InvalidSignature();
+        }
+        _recordSubmission(taskId, round, fragment, trainer);
+        emit GradientSubmitted(taskId, round, fragment, trainer, cid, payloadHash);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function reportInvalid(bytes32 taskId, uint32 round, uint16 fragment, address trainer, uint8 reason) external {
+        Run storage run = _openRoundOfSyncer(taskId, round);
+        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
+        if (reason == uint8(SlashReason.MissedRounds) || reason > uint8(SlashReason.NormOutlier)) {
+            revert Registry__UnknownReason(reason);
+        }
+        Trainer storage t = _trainers[taskId][trainer];
+        if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
+        uint256 shift = 2 * uint256(fragment);
+        uint256 states = _subs[taskId][round][t.index];
+        if ((states >> shift) & 3 != ST_SUBMITTED) revert Registry__NoSuchSubmission(taskId, round, fragment, trainer);
+        // 01 -> 10: flip both bits of this fragment
+        // forge-lint: disable-next-line(incorrect-shift) -- a 2-bit mask shifted to the fragment's position, as intended
+        _subs[taskId][round][t.index] = states ^ (3 << shift);
+        (uint256 amount, uint256 left) = _slash(run, t, INVALID_SLASH_BPS);
+        emit TrainerSlashed(taskId, trainer, SlashReason(reason), round, fragment, amount, left);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function finalizeRound(RoundCommit calldata c) external {
+        Run storage run = _openRoundOfSyncer(c.taskId, c.round);
+        uint16 f = run.fragmentCount;
+        if (c.fragmentHashes.length != f || c.fragmentCids.length != f) {
+            revert Registry__WeightsLength(c.fragmentHashes.length, c.fragmentCids.length, f);
+        }
+        if (c.acceptedBitmaps.length != run.enrolledCount) {
+            revert Registry__AcceptedLength(c.acceptedBitmaps.length, run.enrolledCount);
+        }
+
+        (uint32 acceptedCount, bool quorumMet) = _applyAccepted(run, c);
+        if (!quorumMet && block.timestamp <= run.roundDeadline) _revertQuorum(run, c);
+
+        (bytes32 root, bytes32 digest) =
+            _builder.roundRecord(c.round, c.fragmentHashes, c.transcriptHash, acceptedCount);
+        RoundRecord storage rec = _rounds[c.taskId][c.round];
+        rec.weightsRoot = root;
+        rec.transcriptHash = c.transcriptHash;
+        rec.roundDigest = digest;
+        rec.acceptedCount = acceptedCount;
+        rec.finalizedAt = uint64(block.timestamp);
+        run.weightsRoot = root;
+        emit RoundFinalized(c.taskId, c.round, root, acceptedCount, quorumMet, c);
+
+        if (c.round + 1 == run.maxRounds) {
+            run.status = RunStatus.Completed;
+            run.currentRound = run.maxRounds;
+        } else {
+            _openRound(run, c.taskId, c.round + 1);
+        }
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function seal(bytes32 taskId) external {
+        Run storage run = _runIn(taskId, RunStatus.Completed);
+        run.status = RunStatus.Sealed;
+
+        TrainingReceipt storage rc = _receipts[taskId];
+        rc.taskId = taskId;
+        rc.specHash = run.specHash;
+        rc.finalModelHash = run.weightsRoot;
+        rc.rounds = run.maxRounds;
+        rc.trainerCount = run.enrolledCount;
+        rc.chainId = block.chainid;
+        rc.registry = address(this);
+        rc.sealedAt = uint64(block.timestamp);
+        (, rc.transcriptRoot, rc.runRoot) = _encode(rc);
+
+        (uint256 rewards, uint256 dust) = _creditPayouts(run, taskId);
+        if (run.syncer != address(0)) _syncers[run.syncer].activeTasks -= 1;
+        emit RunSealed(
+            taskId, rc.runRoot, rc.finalModelHash, rc.transcriptRoot, rc.rounds, rc.trainerCount, rewards, dust
+        );
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function withdraw() external nonReentrant returns (uint256 amount) {
+        amount = _withdrawable[msg.sender];
+        if (amount == 0) revert Registry__NothingToWithdraw(msg.sender);
+        _withdrawable[msg.sender] = 0;
+        emit Withdrawn(msg.sender, amount);
+        // interaction last (checks-effects-interactions); a failing transfer reverts the zeroing
+        _token.safeTransfer(msg.sender, amount);
+    }
+
+    // ------------------------------------------------------------ views
+
+    /// @inheritdoc ITrainingRegistry
+    function token() external view returns (address) {
+        return address(_token);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function minSyncerStake() external view returns (uint256) {
+        return _minSyncerStake;
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function syncerTimeout() external view returns (uint32) {
+        return _syncerTimeout;
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, string calldata cid, bytes32 payloadHash)
+        external
+        view
+        returns (bytes32)
+    {
+        return _outerGradientDigest(taskId, round, fragment, cid, payloadHash);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function getRun(bytes32 taskId) external view returns (RunView memory v) {
+        Run storage run = _existing(taskId);
+        v.taskId = taskId;
+        v.status = run.status;
+        v.sponsor = run.sponsor;
+        v.syncer = run.syncer;
+        v.specHash = run.specHash;
+        v.specCid = run.specCid;
+        v.initialWeightsRoot = run.initialWeightsRoot;
+        v.weightsRoot = run.weightsRoot;
+        v.trainerCount = run.trainerCount;
+        v.quorum = run.quorum;
+        v.fragmentCount = run.fragmentCount;
+        v.enrolledCount = run.enrolledCount;
+        v.activeCount = run.activeCount;
+        v.innerSteps = run.innerSteps;
+        v.maxRounds = run.maxRounds;
+        v.graceWindowSeconds = run.graceWindowSeconds;
+        v.aggregation = run.aggregation;
+        v.tier = run.tier;
+        v.maxMisses = run.maxMisses;
+        v.currentRound = run.currentRound;
+        v.roundOpenedAt = run.roundOpenedAt;
+        v.roundDeadline = run.roundDeadline;
+        v.syncerReplaceableAt = run.status == RunStatus.Training ? _replaceableAt(run) : 0;
+        v.postedAt = run.postedAt;
+        v.minStake = run.minStake;
+        v.rewardPool = run.rewardPool;
+        v.rewardPoolLeft = run.poolLeft;
+        v.stakeHeld = run.stakeHeld;
+        v.totalCredits = run.totalCredits;
+        v.fragmentSizes = run.fragmentSizes;
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total) {
+        total = _runIds.length;
+        uint256 end = offset >= total ? offset : (limit > total - offset ? total : offset + limit);
+        taskIds = new bytes32[](end - offset);
+        for (uint256 i = offset; i < end; ++i) {
+            taskIds[i - offset] = _runIds[i];
+        }
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized) {
+        _runIn(taskId, RunStatus.Sealed);
+        receipt = _receipts[taskId];
+        (serialized,,) = _encode(receipt);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function getRound(bytes32 taskId, uint32 round) external view returns (RoundRecord memory) {
+        _existing(taskId);
+        return _rounds[taskId][round];
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory m) {
+        Run storage run = _existing(taskId);
+        Trainer storage t = _trainers[taskId][trainer];
+        m.trainer = trainer;
+        m.index = t.index;
+        m.enrolled = t.enrolled;
+        m.evicted = t.evicted;
+        m.submitted = t.submitted;
+        if (t.enrolled && run.status == RunStatus.Training) {
+            // the open round is counted into `submitted` at its finalize; add it here
+            m.submitted += uint32(_countNonZero(_subs[taskId][run.currentRound][t.index], run.fragmentCount));
+        }
+        m.accepted = t.accepted;
+        m.missedRounds = t.missedRounds;
+        m.totalMissed = t.totalMissed;
+        m.stake = t.stake;
+        m.slashed = t.slashed;
+        m.credits = t.credits;
+        uint256 pool = run.status == RunStatus.Sealed ? run.distributedPool : run.poolLeft;
+        m.currentReward = run.totalCredits == 0 ? 0 : (pool * t.credits) / run.totalCredits;
+        m.did = _dids[taskId][trainer];
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function trainersOf(bytes32 taskId) external view returns (address[] memory) {
+        _existing(taskId);
+        return _trainerList[taskId];
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function submissionsOf(bytes32 taskId, uint32 round, address trainer)
+        external
+        view
+        returns (uint256 submitted, uint256 rejected, uint256 accepted)
+    {
+        Run storage run = _existing(taskId);
+        Trainer storage t = _trainers[taskId][trainer];
+        if (!t.enrolled) return (0, 0, 0);
+        uint256 states = _subs[taskId][round][t.index];
+        uint256 f = run.fragmentCount;
+        for (uint256 i = 0; i < f; ++i) {
+            uint256 s = (states >> (2 * i)) & 3;
+            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
+            if (s != 0) submitted |= 1 << i;
+            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
+            if (s == ST_REJECTED) rejected |= 1 << i;
+            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
+            if (s == ST_ACCEPTED) accepted |= 1 << i;
+        }
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function withdrawable(address account) external view returns (uint256) {
+        return _withdrawable[account];
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function syncerInfo(address account) external view returns (uint256 stake, uint32 activeTasks, bool registered) {
+        SyncerEntry storage s = _syncers[account];
+        return (s.stake, s.activeTasks, s.registered);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function syncerCandidates() external view returns (address[] memory) {
+        return _syncerList;
+    }
+
+    // ------------------------------------------------------------ internal
+
+    /// @dev Checks a task's parameters; returns the grace window in whole seconds (rounded up).
+    function _validate(TaskParams calldata p) private view returns (uint32) {
+        if (p.taskId == bytes32(0)) revert Registry__ZeroTaskId();
+        if (_runs[p.taskId].status != RunStatus.None) revert Registry__TaskExists(p.taskId);
+        if (p.trainerCount == 0) revert Registry__ZeroTrainers();
+        if (p.trainerCount > MAX_TRAINERS) revert Registry__TooManyTrainers(p.trainerCount, MAX_TRAINERS);
+        if (p.quorum == 0) revert Registry__ZeroQuorum();
+        if (p.quorum > p.trainerCount) revert Registry__QuorumExceedsTrainers(p.quorum, p.trainerCount);
+        if (p.fragmentCount == 0) revert Registry__ZeroFragments();
+        if (p.fragmentCount > MAX_FRAGMENTS) revert Registry__TooManyFragments(p.fragmentCount, MAX_FRAGMENTS);
+        if (p.fragmentSizes.length != p.fragmentCount) {
+            revert Registry__FragmentSizesLength(p.fragmentSizes.length, p.fragmentCount);
+        }
+        for (uint256 i = 0; i < p.fragmentCount; ++i) {
+            // forge-lint: disable-next-line(unsafe-typecast) -- i < fragmentCount, a uint16
+            if (p.fragmentSizes[i] == 0) revert Registry__ZeroFragmentSize(uint16(i));
+        }
+        if (p.maxRounds == 0) revert Registry__ZeroMaxRounds();
+        if (p.maxRounds > MAX_ROUNDS) revert Registry__TooManyRounds(p.maxRounds, MAX_ROUNDS);
+        if (p.innerSteps == 0) revert Registry__ZeroInnerSteps();
+        if (p.graceWindowMs == 0) revert Registry__ZeroGraceWindow();
+        if (p.graceWindowMs > MAX_GRACE_WINDOW_MS) {
+            revert Registry__GraceWindowTooLong(p.graceWindowMs, MAX_GRACE_WINDOW_MS);
+        }
+        if (p.tier != TIER_OPEN) revert Registry__UnsupportedTier(p.tier);
+        if (p.aggregation > uint8(AggregationRule.Krum)) revert Registry__UnknownAggregation(p.aggregation);
+        if (p.minStake == 0) revert Registry__ZeroMinStake();
+        // ceil(ms / 1000) <= 2_592_000 fits uint32
+        return uint32((p.graceWindowMs + 999) / 1000);
+    }
+
+    /// @dev The run of `taskId`; reverts Registry__UnknownTask when none was posted.
+    function _existing(bytes32 taskId) private view returns (Run storage run) {
+        run = _runs[taskId];
+        if (run.status == RunStatus.None) revert Registry__UnknownTask(taskId);
+    }
+
+    /// @dev Reverts unless `round` is the open round of a Training run, its deadline has not
+    /// passed and `fragment` < F (reads only slot 0 of the run).
+    function _checkSubmissionWindow(bytes32 taskId, uint32 round, uint16 fragment) private view {
+        Run storage run = _runs[taskId];
+        _requireStatus(run, taskId, RunStatus.Training);
+        if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
+        if (block.timestamp > run.roundDeadline) revert Registry__DeadlinePassed(taskId, round, run.roundDeadline);
+        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
+    }
+
+    /// @dev Marks (trainer, round, fragment) submitted; reverts for an unknown or evicted
+    /// trainer and for a second submission.
+    function _recordSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer) private {
+        Trainer storage t = _trainers[taskId][trainer];
+        if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
+        if (t.evicted) revert Registry__TrainerIsEvicted(taskId, trainer);
+        mapping(uint256 => uint256) storage roundSubs = _subs[taskId][round];
+        uint256 index = t.index;
+        uint256 states = roundSubs[index];
+        uint256 shift = 2 * uint256(fragment);
+        if ((states >> shift) & 3 != 0) revert Registry__DuplicateSubmission(taskId, round, fragment, trainer);
+        roundSubs[index] = states | (ST_SUBMITTED << shift);
+    }
+
+    /// @dev The run of `taskId`, which must be in `status`.
+    function _runIn(bytes32 taskId, RunStatus status) private view returns (Run storage run) {
+        run = _existing(taskId);
+        _requireStatus(run, taskId, status);
+    }
+
+    /// @dev Reverts Registry__WrongStatus unless the run is in `status`.
+    function _requireStatus(Run storage run, bytes32 taskId, RunStatus status) private view {
+        if (run.status != status) revert Registry__WrongStatus(taskId, run.status);
+    }
+
+    /// @dev The Training run of `taskId` when the caller is its syncer and `round` is open.
+    function _openRoundOfSyncer(bytes32 taskId, uint32 round) private view returns (Run storage run) {
+        run = _runIn(taskId, RunStatus.Training);
+        // address(0) never sends transactions; the check only guards simulated calls
+        if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(taskId, msg.sender);
+        if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
+    }
+
+    /// @dev Opens `round`: status Training, deadline = now + grace window.
+    function _openRound(Run storage run, bytes32 taskId, uint32 round) private {
+        uint64 openedAt = uint64(block.timestamp);
+        uint64 deadline = openedAt + run.graceWindowSeconds;
+        run.status = RunStatus.Training;
+        run.currentRound = round;
+        run.roundOpenedAt = openedAt;
+        run.roundDeadline = deadline;
+        emit RoundOpened(taskId, round, run.weightsRoot, openedAt, deadline);
+    }
+
+    /// @dev When a silent syncer of a Training run becomes replaceable (seconds).
+    function _replaceableAt(Run storage run) private view returns (uint64) {
+        return run.roundDeadline + _syncerTimeout;
+    }
+
+    /// @dev Applies the accepted bitmaps of the open round: marks accepted submissions,
+    /// credits them, counts submissions and misses, evicts past maxMisses. Returns the
+    /// number of accepted (trainer, fragment) pairs and whether every fragment has >= K.
+    function _applyAccepted(Run storage run, RoundCommit calldata c)
+        private
+        returns (uint32 acceptedCount, bool quorumMet)
+    {
+        uint64[] memory sizes = run.fragmentSizes;
+        uint256[] memory perFragment = new uint256[](sizes.length);
+        uint256 n = c.acceptedBitmaps.length;
+        uint256 creditsAdded = 0;
+        for (uint256 i = 0; i < n; ++i) {
+            (uint256 accepted, uint256 credit) = _applyOne(run, c, i, sizes, perFragment);
+            // forge-lint: disable-next-line(unsafe-typecast) -- accepted <= F <= 128
+            acceptedCount += uint32(accepted);
+            creditsAdded += credit;
+        }
+        run.totalCredits += creditsAdded;
+        quorumMet = true;
+        for (uint256 j = 0; j < sizes.length; ++j) {
+            if (perFragment[j] < run.quorum) quorumMet = false;
+        }
+    }
+
+    /// @dev Applies trainer index `i`'s accepted bitmap; returns its accepted count and credit.
+    function _applyOne(
+        Run storage run,
+        RoundCommit calldata c,
+        uint256 i,
+        uint64[] memory sizes,
+        uint256[] memory perFragment
+    ) private returns (uint256 accepted, uint256 credit) {
+        mapping(uint256 => uint256) storage roundSubs = _subs[c.taskId][c.round];
+        uint256 states = roundSubs[i];
+        uint256 newStates;
+        uint256 submitted;
+        (newStates, submitted, accepted, credit) = _scan(i, states, c.acceptedBitmaps[i], sizes, perFragment);
+        if (newStates != states) roundSubs[i] = newStates;
+        _accountTrainer(run, c, _trainerList[c.taskId][i], submitted, accepted, credit);
+    }
+
+    /// @dev Checks one trainer's accepted bitmap `acc` against its submission `states` and
+    /// returns the new states (accepted bits set to 3), the number of submitted and accepted
+    /// fragments and the credit earned; counts accepted per fragment into `perFragment`.
+    /// Reverts Registry__AcceptedNotSubmitted for an accepted bit without a live submission.
+    function _scan(uint256 i, uint256 states, uint256 acc, uint64[] memory sizes, uint256[] memory perFragment)
+        private
+        pure
+        returns (uint256 newStates, uint256 submitted, uint256 accepted, uint256 credit)
+    {
+        uint256 f = sizes.length;
+        uint256 bad = (acc >> f) << f; // bits beyond F are never valid
+        newStates = states;
+        for (uint256 j = 0; j < f; ++j) {
+            uint256 s = (states >> (2 * j)) & 3;
+            if (s != 0) ++submitted;
+            if ((acc >> j) & 1 == 1) {
+                if (s != ST_SUBMITTED) {
+                    // forge-lint: disable-next-line(incorrect-shift) -- bit j of the result bitmap, as intended
+                    bad |= 1 << j;
+                } else {
+                    newStates |= ST_ACCEPTED << (2 * j);
+                    ++accepted;
+                    ++perFragment[j];
+                    credit += sizes[j];
+                }
+            }
+        }
+        // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolledCount, a uint16
+        if (bad != 0) revert Registry__AcceptedNotSubmitted(uint16(i), bad);
+    }
+
+    /// @dev Updates one trainer's counters after a round; evicts and slashes past maxMisses.
+    function _accountTrainer(
+        Run storage run,
+        RoundCommit calldata c,
+        address trainer,
+        uint256 submitted,
+        uint256 accepted,
+        uint256 credit
+    ) private {
+        Trainer storage t = _trainers[c.taskId][trainer];
+        if (t.evicted) return; // evicted before this round: cannot have submitted
+        // forge-lint: disable-next-line(unsafe-typecast) -- submitted <= F <= 128
+        t.submitted += uint32(submitted);
+        if (accepted != 0) {
+            // forge-lint: disable-next-line(unsafe-typecast) -- accepted <= F <= 128
+            t.accepted += uint32(accepted);
+            t.credits += credit;
+            t.missedRounds = 0;
+            return;
+        }
+        uint32 misses = t.missedRounds + 1;
+        t.missedRounds = misses;
+        t.totalMissed += 1;
+        if (misses > run.maxMisses) {
+            t.evicted = true;
+            run.activeCount -= 1;
+            (uint256 amount, uint256 left) = _slash(run, t, EVICTION_SLASH_BPS);
+            emit TrainerSlashed(c.taskId, trainer, SlashReason.MissedRounds, c.round, 0, amount, left);
+            emit TrainerEvicted(c.taskId, trainer, c.round, misses);
+        }
+    }
+
+    /// @dev Reverts with the first fragment short of quorum (called only when one is).
+    function _revertQuorum(Run storage run, RoundCommit calldata c) private view {
+        uint256 f = run.fragmentCount;
+        for (uint256 j = 0; j < f; ++j) {
+            uint256 count = 0;
+            for (uint256 i = 0; i < c.acceptedBitmaps.length; ++i) {
+                count += (c.acceptedBitmaps[i] >> j) & 1;
+            }
+            // forge-lint: disable-next-line(unsafe-typecast) -- j < F and count <= enrolledCount, both uint16
+            if (count < run.quorum) revert Registry__QuorumNotMet(uint16(j), uint16(count), run.quorum);
+        }
+    }
+
+    /// @dev Slashes `bps` of the trainer's remaining stake into the run's reward pool.
+    function _slash(Run storage run, Trainer storage t, uint256 bps) private returns (uint256 amount, uint256 left) {
+        uint256 remaining = uint256(t.stake) - t.slashed;
+        amount = (remaining * bps) / BPS;
+        // forge-lint: disable-next-line(unsafe-typecast) -- amount <= remaining <= stake < 2**128
+        t.slashed += uint128(amount); // amount <= remaining <= stake < 2**128
+        run.stakeHeld -= amount;
+        run.poolLeft += amount;
+        left = remaining - amount;
+    }
+
+    /// @dev Credits rewards, stake refunds and dust at the seal; empties the run's pool and stakes.
+    function _creditPayouts(Run storage run, bytes32 taskId) private returns (uint256 rewards, uint256 dust) {
+        uint256 pool = run.poolLeft;
+        uint256 totalCredits = run.totalCredits;
+        run.distributedPool = pool;
+        run.poolLeft = 0;
+        run.stakeHeld = 0;
+        address[] storage list = _trainerList[taskId];
+        uint256 n = list.length;
+        for (uint256 i = 0; i < n; ++i) {
+            address trainer = list[i];
+            Trainer storage t = _trainers[taskId][trainer];
+            uint256 reward = totalCredits == 0 ? 0 : (pool * t.credits) / totalCredits;
+            uint256 refund = uint256(t.stake) - t.slashed;
+            rewards += reward;
+            _withdrawable[trainer] += reward + refund;
+            emit PayoutCredited(taskId, trainer, reward, refund);
+        }
+        // sum of floor(pool * c_i / C) <= pool, so this cannot underflow
+        dust = pool - rewards;
+        _withdrawable[run.sponsor] += dust;
+        emit PayoutCredited(taskId, run.sponsor, dust, 0);
+    }
+
+    /// @dev Rebuilds the serialized receipt (encoding v1) from the stored rounds, with its
+    /// transcript root and run root (through the ReceiptBuilder).
+    function _encode(TrainingReceipt memory rc)
+        private
+        view
+        returns (bytes memory serialized, bytes32 transcriptRoot, bytes32 runRoot)
+    {
+        uint32 rounds = rc.rounds;
+        bytes32[] memory digests = new bytes32[](rounds);
+        bytes32[] memory transcripts = new bytes32[](rounds);
+        mapping(uint32 => RoundRecord) storage recs = _rounds[rc.taskId];
+        for (uint32 r = 0; r < rounds; ++r) {
+            RoundRecord storage rec = recs[r];
+            digests[r] = rec.roundDigest;
+            transcripts[r] = rec.transcriptHash;
+        }
+        return _builder.build(
+            rc.chainId, rc.registry, rc.taskId, rc.specHash, rc.finalModelHash, rc.trainerCount, digests, transcripts
+        );
+    }
+
+    /// @dev Stake-weighted pseudo-random pick among candidates with stake >= minSyncerStake,
+    /// excluding `exclude`. Reverts Registry__NoSyncerCandidates when none is eligible.
+    /// Randomness: prevrandao and the previous block hash mixed with the task, the round and
+    /// a nonce. A proposer can bias it (withhold a block) and anyone can predict it within a
+    /// block; production should use a VRF / commit-reveal beacon. Cost: two passes over at
+    /// most MAX_SYNCER_CANDIDATES entries.
+    function _draw(bytes32 taskId, uint32 round, address exclude) private returns (address) {
+        address[] storage list = _syncerList;
+        uint256 n = list.length;
+        uint256 minStake = _minSyncerStake;
+        uint256 total = 0;
+        for (uint256 i = 0; i < n; ++i) {
+            address a = list[i];
+            uint256 s = _syncers[a].stake;
+            if (a != exclude && s >= minStake && s != 0) total += s;
+        }
+        if (total == 0) revert Registry__NoSyncerCandidates();
+        uint256 nonce = ++_electionNonce;
+        // slither-disable-next-line weak-prng
+        uint256 pick = uint256(
+            keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), taskId, round, nonce))
+        ) % total;
+        for (uint256 i = 0; i < n; ++i) {
+            address a = list[i];
+            uint256 s = _syncers[a].stake;
+            if (a == exclude || s < minStake || s == 0) continue;
+            if (pick < s) return a;
+            pick -= s;
+        }
+        // unreachable: pick < total = sum of the eligible stakes
+        revert Registry__NoSyncerCandidates();
+    }
+
+    /// @dev EIP-712 digest of OuterGradient(taskId, round, fragment, cid, payloadHash).
+    function _outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, string calldata cid, bytes32 payloadHash)
+        private
+        view
+        returns (bytes32)
+    {
+        return _hashTypedDataV4(
+            keccak256(abi.encode(OUTER_GRADIENT_TYPEHASH, taskId, round, fragment, keccak256(bytes(cid)), payloadHash))
+        );
+    }
+
+    /// @dev Number of fragments (of `f`) whose two state bits are not zero.
+    function _countNonZero(uint256 states, uint256 f) private pure returns (uint256 count) {
+        for (uint256 j = 0; j < f; ++j) {
+            if ((states >> (2 * j)) & 3 != 0) ++count;
+        }
+    }
+
+    /// @dev Pulls exactly `amount` tokens from `from`; reverts on fee-on-transfer shortfalls.
+    function _pullExact(address from, uint256 amount) private {
+        if (amount == 0) return;
+        uint256 before = _token.balanceOf(address(this));
+        _token.safeTransferFrom(from, address(this), amount);
+        uint256 afterwards = _token.balanceOf(address(this));
+        uint256 received = afterwards > before ? afterwards - before : 0;
+        if (received != amount) revert Registry__TransferShortfall(amount, received);
+    }
+}

@@ -1,0 +1,251 @@
+"""Fixtures of the registry's ape tests: role accounts, a deployed token and registry, and
+factory fixtures (``post_task``, ``enroll``, ``submit``, ``commit``, ``start_run``) that
+drive a run the way the operator does, EIP-712 signatures included (eth-account's
+``encode_typed_data``, the same call the operator makes).
+
+Amounts are token atto-units (18 decimals); times are seconds except ``graceWindowMs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import ape
+import pytest
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+from registry_helpers import (
+    E18,
+    MIN_STAKE,
+    MIN_SYNCER_STAKE,
+    SYNCER_TIMEOUT,
+    as_tuple,
+    commit,
+    mock_contract_type,
+    params,
+    sha,
+)
+
+@dataclass
+class Roles:
+    owner: object
+    sponsor: object
+    syncer: object
+    other_syncer: object
+    relayer: object
+    stranger: object
+    trainers: list
+
+
+@pytest.fixture(scope="session")
+def roles(accounts) -> Roles:
+    """accounts 0..5 are roles; trainers are 4 of the 10 test accounts plus 6 generated ones
+    (M = 8 needs 8 trainers with keys)."""
+    extra = [accounts.generate_test_account() for _ in range(6)]
+    return Roles(
+        owner=accounts[0],
+        sponsor=accounts[1],
+        syncer=accounts[2],
+        other_syncer=accounts[3],
+        relayer=accounts[4],
+        stranger=accounts[5],
+        trainers=[accounts[6], accounts[7], accounts[8], accounts[9], *extra],
+    )
+
+
+@pytest.fixture(scope="session")
+def sponsor(roles):
+    return roles.sponsor
+
+
+@pytest.fixture(scope="session")
+def syncer(roles):
+    return roles.syncer
+
+
+@pytest.fixture(scope="session")
+def trainers(roles):
+    return roles.trainers
+
+
+@pytest.fixture(scope="session")
+def mocks():
+    """mocks(name) -> ContractContainer of contracts/mocks/<name>.sol."""
+
+    def _mock(name: str):
+        return ape.contracts.ContractContainer(mock_contract_type(name))
+
+    return _mock
+
+
+@pytest.fixture(scope="module")
+def token(mocks, roles):
+    """A mintable 18-decimal ERC-20 (the registry works with any ERC-20)."""
+    return roles.owner.deploy(mocks("MockERC20"))
+
+
+@pytest.fixture(scope="module")
+def registry(project, roles, token):
+    return roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def fund(token, registry, roles, chain):
+    """fund(account, amount): mint `amount` atto-units and approve the registry for them."""
+
+    def _fund(account, amount: int):
+        if chain.provider.get_balance(account.address) < 10 * E18:
+            chain.provider.set_balance(account.address, 1000 * E18)
+        token.mint(account, amount, sender=roles.owner)
+        token.approve(registry, 2**256 - 1, sender=account)
+
+    return _fund
+
+
+@pytest.fixture(scope="module")
+def syncer_pool(registry, fund, roles):
+    """Registers `syncer` (only candidate) with the minimum stake."""
+    fund(roles.syncer, MIN_SYNCER_STAKE)
+    registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.syncer)
+    return [roles.syncer]
+
+
+@pytest.fixture(scope="module")
+def post_task(registry, fund, roles) -> Callable:
+    """post_task(name="task-1", sender=sponsor, **overrides) -> taskId (bytes32)."""
+
+    def _post(name: str = "task-1", sender=None, **over) -> bytes:
+        sender = sender or roles.sponsor
+        p = params(name, **over)
+        fund(sender, p["rewardPool"])
+        registry.postTask(as_tuple(p), sender=sender)
+        return p["taskId"]
+
+    return _post
+
+
+@pytest.fixture(scope="module")
+def enroll(registry, fund) -> Callable:
+    """enroll(task, trainer, stake=MIN_STAKE, did=...): funds and enrolls."""
+
+    def _enroll(task: bytes, trainer, stake: int = MIN_STAKE, did: str = "did:tenzro:t"):
+        fund(trainer, stake)
+        return registry.enrollTrainer(task, stake, did, sender=trainer)
+
+    return _enroll
+
+
+@pytest.fixture(scope="module")
+def sign(registry, chain) -> Callable:
+    """sign(trainer, task, round, fragment, cid, payload_hash) -> 65-byte EIP-712 signature."""
+
+    def _sign(trainer, task: bytes, rnd: int, fragment: int, cid: str, payload_hash: bytes) -> bytes:
+        typed = {
+            "types": {
+                "EIP712Domain": [
+                    {"name": "name", "type": "string"},
+                    {"name": "version", "type": "string"},
+                    {"name": "chainId", "type": "uint256"},
+                    {"name": "verifyingContract", "type": "address"},
+                ],
+                "OuterGradient": [
+                    {"name": "taskId", "type": "bytes32"},
+                    {"name": "round", "type": "uint32"},
+                    {"name": "fragment", "type": "uint16"},
+                    {"name": "cid", "type": "string"},
+                    {"name": "payloadHash", "type": "bytes32"},
+                ],
+            },
+            "primaryType": "OuterGradient",
+            "domain": {
+                "name": "TenzroTrainingRegistry",
+                "version": "1",
+                "chainId": chain.chain_id,
+                "verifyingContract": registry.address,
+            },
+            "message": {
+                "taskId": task,
+                "round": rnd,
+                "fragment": fragment,
+                "cid": cid,
+                "payloadHash": payload_hash,
+            },
+        }
+        signed = Account.sign_message(encode_typed_data(full_message=typed), trainer.private_key)
+        return bytes(signed.signature)
+
+    return _sign
+
+
+@pytest.fixture(scope="module")
+def submit(registry, sign, roles) -> Callable:
+    """submit(task, trainer, round, fragment, sender=relayer): a signed submission relayed."""
+
+    def _submit(task: bytes, trainer, rnd: int, fragment: int, sender=None):
+        cid = f"bafkreigrad{rnd}x{fragment}"
+        ph = sha(f"payload:{trainer.address}:{rnd}:{fragment}")
+        sig = sign(trainer, task, rnd, fragment, cid, ph)
+        return registry.submitOuterGradient(task, rnd, fragment, cid, ph, sig, sender=sender or roles.relayer)
+
+    return _submit
+
+
+@pytest.fixture(scope="module")
+def start_run(registry, post_task, enroll, syncer_pool, roles) -> Callable:
+    """start_run(name, m=3, **overrides): post, elect the syncer, enroll m trainers (round 0 open)."""
+
+    def _start(name: str = "task-1", m: int = 3, **over) -> bytes:
+        over.setdefault("trainerCount", m)
+        over.setdefault("quorum", min(2, m))
+        task = post_task(name, **over)
+        registry.electSyncer(task, sender=roles.stranger)
+        for t in roles.trainers[:m]:
+            enroll(task, t)
+        return task
+
+    return _start
+
+
+@pytest.fixture(scope="module")
+def full_round(registry, submit, roles) -> Callable:
+    """full_round(task, round, m, f): all m trainers submit all f fragments, all accepted."""
+
+    def _full(task: bytes, rnd: int, m: int, f: int):
+        for t in roles.trainers[:m]:
+            for j in range(f):
+                submit(task, t, rnd, j)
+        return registry.finalizeRound(commit(task, rnd, f, [(1 << f) - 1] * m), sender=roles.syncer)
+
+    return _full
+
+
+@pytest.fixture(scope="module")
+def state(registry, token, roles) -> Callable:
+    """state(*tasks): everything a revert must leave unchanged — token balances of the
+    registry and of every role, withdrawable balances, the syncer pool, and per task the run
+    view, the trainer list, the metrics and open-round submission bitmaps of the trainers
+    the tests use (the first four)."""
+
+    trainers = roles.trainers[:4]
+    holders = [roles.sponsor, roles.syncer, roles.other_syncer, roles.stranger, *trainers]
+
+    def _state(*tasks: bytes):
+        snap = {
+            "balances": [token.balanceOf(registry)] + [token.balanceOf(a) for a in holders],
+            "withdrawable": [registry.withdrawable(a) for a in holders],
+            "syncers": [tuple(registry.syncerInfo(a)) for a in (roles.syncer, roles.other_syncer)],
+            "candidates": list(registry.syncerCandidates()),
+            "runs": registry.listRuns(0, 100),
+        }
+        for task in tasks:
+            run = registry.getRun(task)
+            snap[task] = {
+                "run": tuple(run),
+                "trainers": list(registry.trainersOf(task)),
+                "metrics": [tuple(registry.trainerMetrics(task, a)) for a in trainers],
+                "subs": [tuple(registry.submissionsOf(task, run.currentRound, a)) for a in trainers],
+            }
+        return snap
+
+    return _state

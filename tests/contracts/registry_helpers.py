@@ -1,0 +1,117 @@
+"""Plain helpers of the registry's ape tests (imported by conftest and the test modules):
+constants, TaskParams / RoundCommit builders, stand-in hashes.
+
+Amounts are token atto-units (18 decimals); times are seconds except ``graceWindowMs``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from eth_utils import keccak
+from ethpm_types import ContractType
+
+E18 = 10**18
+MIN_SYNCER_STAKE = 100 * E18
+SYNCER_TIMEOUT = 60  # seconds
+MIN_STAKE = 10 * E18
+GRACE_MS = 30_000  # 30 s
+GRACE_S = 30
+POOL = 1_000 * E18
+
+
+def sha(label: str) -> bytes:
+    """sha256 of a label: stands in for payload / weights / transcript hashes (32 bytes)."""
+    return hashlib.sha256(label.encode()).digest()
+
+
+def task_id(name: str) -> bytes:
+    """bytes32 task id as the operator derives it: keccak256 of the UTF-8 task_id."""
+    return keccak(text=name)
+
+
+def params(name: str = "task-1", **over) -> dict:
+    """TaskParams as a dict (ITrainingRegistry.TaskParams field order)."""
+    f = over.get("fragmentCount", 2)
+    p = dict(
+        taskId=task_id(name),
+        specHash=sha("spec:" + name),
+        specCid="bafkreispec" + name,
+        initialWeightsRoot=sha("w0:" + name),
+        trainerCount=3,
+        quorum=2,
+        fragmentCount=f,
+        innerSteps=24,
+        maxRounds=2,
+        graceWindowMs=GRACE_MS,
+        aggregation=1,
+        tier=0,
+        maxMisses=1,
+        minStake=MIN_STAKE,
+        rewardPool=POOL,
+        fragmentSizes=[1000 * (i + 1) for i in range(f)],
+    )
+    p.update(over)
+    return p
+
+
+def as_tuple(p: dict) -> tuple:
+    keys = [
+        "taskId", "specHash", "specCid", "initialWeightsRoot", "trainerCount", "quorum",
+        "fragmentCount", "innerSteps", "maxRounds", "graceWindowMs", "aggregation", "tier",
+        "maxMisses", "minStake", "rewardPool", "fragmentSizes",
+    ]
+    return tuple(p[k] for k in keys)
+
+
+def commit(task: bytes, rnd: int, f: int, accepted: list[int]) -> tuple:
+    """RoundCommit tuple: F new fragment hashes + CIDs, accepted bitmaps, transcript."""
+    return (
+        task,
+        rnd,
+        [sha(f"w:{task.hex()}:{rnd}:{j}") for j in range(f)],
+        [f"bafkreiw{rnd}x{j}" for j in range(f)],
+        accepted,
+        sha(f"transcript:{task.hex()}:{rnd}"),
+        f"bafkreitranscript{rnd}",
+    )
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def mock_contract_type(name: str) -> ContractType:
+    """ContractType of contracts/mocks/<name>.sol, compiled with solcx (same solc 0.8.28).
+
+    ape's source walk stops at 500 files, and the OpenZeppelin copy ape keeps under
+    contracts/.cache/ uses them up, so contracts/mocks/ is not always an ape project source.
+    """
+    import solcx
+
+    solc = Path.home() / ".solcx" / "solc-v0.8.28"
+    src = f"contracts/mocks/{name}.sol"
+    out = solcx.compile_standard(
+        {
+            "language": "Solidity",
+            "sources": {src: {"urls": [str(REPO / src)]}},
+            "settings": {
+                "evmVersion": "cancun",
+                "optimizer": {"enabled": True, "runs": 200},
+                "remappings": ["@openzeppelin/contracts/=node_modules/@openzeppelin/contracts/"],
+                "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
+            },
+        },
+        solc_binary=str(solc),
+        base_path=str(REPO),
+        allow_paths=[str(REPO)],
+    )
+    art = out["contracts"][src][name]
+    return ContractType(
+        contractName=name,
+        abi=art["abi"],
+        deploymentBytecode={"bytecode": "0x" + art["evm"]["bytecode"]["object"]},
+        runtimeBytecode={"bytecode": "0x" + art["evm"]["deployedBytecode"]["object"]},
+    )

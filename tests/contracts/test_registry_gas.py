@@ -1,0 +1,89 @@
+"""Gas of the registry's transactions, measured from real receipts on ape-foundry's anvil
+(gas used includes the 21,000 intrinsic gas and calldata).
+
+`submitOuterGradient` must stay at or under 80,000 gas. With TENZRO_GAS_REPORT=<file> set,
+the measurements are written there as the Markdown tables of contracts/GAS.md:
+
+    TENZRO_GAS_REPORT=/tmp/gas.md .venv/bin/pytest tests/contracts/test_registry_gas.py -m "slow or not slow" -q
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from registry_helpers import E18, as_tuple, commit, params
+
+SUBMIT_CEILING = 80_000
+REPORT = os.environ.get("TENZRO_GAS_REPORT")
+_rows: dict[str, list] = {"ops": [], "grid": []}
+
+
+def _gas(tx) -> int:
+    return int(tx.gas_used)
+
+
+def _run(registry, post_task, enroll, submit, roles, name: str, m: int, f: int, rounds: int = 1):
+    """Posts an M x F run, fills it, and returns the gas of every step of round 0 + seal."""
+    task_gas = {}
+    task = post_task(name, trainerCount=m, quorum=max(1, (3 * m) // 4), fragmentCount=f, maxRounds=rounds)
+    registry.electSyncer(task, sender=roles.stranger)
+    enroll_gas = [_gas(enroll(task, t)) for t in roles.trainers[:m]]
+    first, later = [], []
+    for t in roles.trainers[:m]:
+        for j in range(f):
+            (first if j == 0 else later).append(_gas(submit(task, t, 0, j)))
+    fin = registry.finalizeRound(commit(task, 0, f, [(1 << f) - 1] * m), sender=roles.syncer)
+    task_gas.update(enroll=enroll_gas, submit_first=first, submit_later=later, finalize=_gas(fin))
+    return task, task_gas
+
+
+def test_gas_at_reference_shape(registry, enroll, submit, fund, syncer_pool, roles):
+    """M = 8, F = 12 (the reference run): every figure of the gas report, and the 80k ceiling."""
+    fund(roles.sponsor, 1000 * E18)
+    p = params("gas-ref", trainerCount=8, quorum=6, fragmentCount=12, maxRounds=1)
+    post_gas = _gas(registry.postTask(as_tuple(p), sender=roles.sponsor))
+    task = p["taskId"]
+    registry.electSyncer(task, sender=roles.stranger)
+    enroll_gas = [_gas(enroll(task, t)) for t in roles.trainers[:8]]
+    first, later = [], []
+    for t in roles.trainers[:8]:
+        for j in range(12):
+            (first if j == 0 else later).append(_gas(submit(task, t, 0, j)))
+    fin = _gas(registry.finalizeRound(commit(task, 0, 12, [(1 << 12) - 1] * 8), sender=roles.syncer))
+    seal = _gas(registry.seal(task, sender=roles.stranger))
+    wd = _gas(registry.withdraw(sender=roles.trainers[0]))
+
+    assert max(first + later) <= SUBMIT_CEILING, f"submitOuterGradient used {max(first + later)} gas"
+    _rows["ops"] = [
+        ("postTask (F = 12)", post_gas, post_gas),
+        ("enrollTrainer (last one opens round 0)", min(enroll_gas), max(enroll_gas)),
+        ("submitOuterGradient, first fragment of a trainer in a round", min(first), max(first)),
+        ("submitOuterGradient, further fragments", min(later), max(later)),
+        ("finalizeRound, M = 8, F = 12, all 96 accepted", fin, fin),
+        ("seal (R = 1, M = 8)", seal, seal),
+        ("withdraw", wd, wd),
+    ]
+    if REPORT:
+        _write()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m,f", [(m, f) for m in (2, 4, 8) for f in (1, 4, 12)])
+def test_finalize_gas_grid(registry, post_task, enroll, submit, syncer_pool, roles, m, f):
+    """finalizeRound gas over M x F with every submission accepted (its worst case)."""
+    _, g = _run(registry, post_task, enroll, submit, roles, f"grid-{m}-{f}", m, f)
+    _rows["grid"].append((m, f, g["finalize"]))
+    assert max(g["submit_first"] + g["submit_later"]) <= SUBMIT_CEILING
+    if REPORT:
+        _write()
+
+
+def _write():
+    lines = ["| operation | min gas | max gas |", "| --- | ---: | ---: |"]
+    lines += [f"| {name} | {lo:,} | {hi:,} |" for name, lo, hi in _rows["ops"]]
+    if _rows["grid"]:
+        lines += ["", "| M | F | finalizeRound gas |", "| ---: | ---: | ---: |"]
+        lines += [f"| {m} | {f} | {g:,} |" for m, f, g in sorted(_rows["grid"])]
+    with open(REPORT, "w") as fh:
+        fh.write("\n".join(lines) + "\n")

@@ -1,0 +1,404 @@
+"""ape tests of TrainingRegistry: the happy path of every function and view.
+
+A run is driven as the operator drives it: the sponsor posts, anyone elects the syncer,
+trainers enroll, a relayer submits EIP-712-signed outer gradients, the syncer finalizes,
+anyone seals, everyone withdraws. The sealed receipt is checked against the Python
+encoder (tenzro_operator.receipt), an implementation written independently of the
+Solidity one.
+"""
+
+from __future__ import annotations
+
+import ape
+import pytest
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+from eth_utils import keccak
+
+from tenzro_operator import receipt as rc
+
+from registry_helpers import (
+    E18,
+    GRACE_S,
+    MIN_STAKE,
+    MIN_SYNCER_STAKE,
+    POOL,
+    SYNCER_TIMEOUT,
+    as_tuple,
+    commit,
+    params,
+    sha,
+    task_id,
+)
+
+
+RECEIPT_FIELDS = ("taskId", "specHash", "finalModelHash", "runRoot", "transcriptRoot", "rounds",
+                  "trainerCount", "chainId", "registry", "sealedAt")
+
+
+def as_receipt(value):
+    """TrainingReceipt as a namespace (ape may hand a nested struct back as a plain tuple)."""
+    from types import SimpleNamespace
+
+    if hasattr(value, "runRoot"):
+        return value
+    return SimpleNamespace(**dict(zip(RECEIPT_FIELDS, value)))
+
+
+def events(tx, name):
+    return [log for log in tx.events if log.event_name == name]
+
+
+# ---------------------------------------------------------------- syncer pool
+
+
+def test_register_and_unregister_syncer(registry, token, fund, roles):
+    s = roles.other_syncer
+    fund(s, 150 * E18)
+    tx = registry.registerSyncer(100 * E18, sender=s)
+    (ev,) = events(tx, "SyncerRegistered")
+    assert (ev.syncer, ev.stake, ev.totalStake) == (s.address, 100 * E18, 100 * E18)
+    tx = registry.registerSyncer(50 * E18, sender=s)  # top up
+    assert events(tx, "SyncerRegistered")[0].totalStake == 150 * E18
+    assert tuple(registry.syncerInfo(s)) == (150 * E18, 0, True)
+    assert s.address in registry.syncerCandidates()
+    assert token.balanceOf(registry) == 150 * E18
+
+    tx = registry.unregisterSyncer(sender=s)
+    assert events(tx, "SyncerUnregistered")[0].stakeReleased == 150 * E18
+    assert tuple(registry.syncerInfo(s)) == (0, 0, False)
+    assert s.address not in registry.syncerCandidates()
+    assert registry.withdrawable(s) == 150 * E18
+
+
+def test_constructor_views(registry, token):
+    assert registry.token() == token.address
+    assert registry.minSyncerStake() == MIN_SYNCER_STAKE
+    assert registry.syncerTimeout() == SYNCER_TIMEOUT
+
+
+# ---------------------------------------------------------------- posting
+
+
+def test_post_task_escrows_and_records_everything(registry, token, post_task, roles, chain):
+    before = token.balanceOf(registry)
+    tx_task = post_task("task-post", graceWindowMs=1_500, maxMisses=3)
+    assert token.balanceOf(registry) - before == POOL
+    run = registry.getRun(tx_task)
+    p = params("task-post", graceWindowMs=1_500, maxMisses=3)
+    assert run.status == 1  # Enrolling
+    assert run.sponsor == roles.sponsor.address
+    assert run.syncer == "0x" + "00" * 20 or int(run.syncer, 16) == 0
+    assert run.specHash == p["specHash"] and run.specCid == p["specCid"]
+    assert run.initialWeightsRoot == p["initialWeightsRoot"] == run.weightsRoot
+    assert (run.trainerCount, run.quorum, run.fragmentCount) == (3, 2, 2)
+    assert (run.innerSteps, run.maxRounds, run.maxMisses) == (24, 2, 3)
+    assert run.graceWindowSeconds == 2  # 1.5 s rounded up
+    assert (run.minStake, run.rewardPool, run.rewardPoolLeft) == (MIN_STAKE, POOL, POOL)
+    assert list(run.fragmentSizes) == [1000, 2000]
+    assert run.postedAt == chain.blocks.head.timestamp
+
+
+def test_task_posted_event_carries_params(registry, fund, roles):
+    p = params("task-ev")
+    fund(roles.sponsor, p["rewardPool"])
+    tx = registry.postTask(as_tuple(p), sender=roles.sponsor)
+    (ev,) = events(tx, "TaskPosted")
+    assert ev.taskId == p["taskId"] and ev.sponsor == roles.sponsor.address
+    assert ev.graceWindowSeconds == 30
+    got = ev.params
+    got = got if isinstance(got, (tuple, list)) else tuple(got.values())
+    assert tuple(got)[0] == p["taskId"] and tuple(got)[2] == p["specCid"]
+
+
+def test_list_runs_pages(registry, post_task):
+    ids = [post_task(f"page-{i}", rewardPool=E18) for i in range(5)]
+    page, total = registry.listRuns(0, 100)
+    assert total == 5 and list(page) == ids
+    assert list(registry.listRuns(1, 2)[0]) == ids[1:3]
+    assert list(registry.listRuns(4, 10)[0]) == ids[4:]
+    assert list(registry.listRuns(9, 10)[0]) == []
+
+
+# ---------------------------------------------------------------- election, enrollment
+
+
+def test_elect_syncer_by_anyone(registry, post_task, syncer_pool, roles):
+    task = post_task("task-elect")
+    tx = registry.electSyncer(task, sender=roles.stranger)
+    (ev,) = events(tx, "SyncerElected")
+    assert ev.syncer == roles.syncer.address and int(ev.previous, 16) == 0
+    assert ev.syncerStake == MIN_SYNCER_STAKE and ev.previousSlashed == 0
+    assert registry.getRun(task).syncer == roles.syncer.address
+    assert tuple(registry.syncerInfo(roles.syncer))[1] == 1  # one active task
+
+
+def test_election_is_stake_weighted(registry, post_task, fund, syncer_pool, roles):
+    """The heavy candidate (9x the stake) wins most of 40 draws (binomial, p = 0.9)."""
+    heavy = roles.other_syncer
+    fund(heavy, 900 * E18)
+    registry.registerSyncer(900 * E18, sender=heavy)
+    wins = 0
+    for i in range(40):
+        task = post_task(f"draw-{i}", rewardPool=0)
+        wins += registry.electSyncer(task, sender=roles.stranger).events[0].syncer == heavy.address
+    assert 28 <= wins <= 40  # P(wins < 28) < 1e-3 for p = 0.9
+
+
+def test_enroll_assigns_balanced_shards_and_opens_round_0(registry, token, start_run, post_task, enroll,
+                                                          syncer_pool, roles, chain):
+    task = post_task("task-enroll", trainerCount=3)
+    registry.electSyncer(task, sender=roles.stranger)
+    for i, t in enumerate(roles.trainers[:3]):
+        tx = enroll(task, t, MIN_STAKE + i, did=f"did:tenzro:{i}")
+        (ev,) = events(tx, "TrainerEnrolled")
+        assert (ev.trainer, ev.index, ev.shard, ev.shardCount) == (t.address, i, i, 3)
+        assert (ev.stake, ev.did) == (MIN_STAKE + i, f"did:tenzro:{i}")
+    opened = events(tx, "RoundOpened")[0]
+    assert opened.round == 0 and opened.deadline == opened.openedAt + GRACE_S
+    assert opened.weightsRoot == params("task-enroll")["initialWeightsRoot"]
+    run = registry.getRun(task)
+    assert run.status == 2 and run.enrolledCount == 3 and run.activeCount == 3
+    assert run.roundDeadline == chain.blocks.head.timestamp + GRACE_S
+    assert run.stakeHeld == 3 * MIN_STAKE + 3
+    assert list(registry.trainersOf(task)) == [t.address for t in roles.trainers[:3]]
+    m = registry.trainerMetrics(task, roles.trainers[1])
+    assert (m.index, m.enrolled, m.evicted, m.stake, m.did) == (1, True, False, MIN_STAKE + 1, "did:tenzro:1")
+
+
+def test_close_enrollment_with_quorum(registry, post_task, enroll, syncer_pool, roles):
+    task = post_task("task-close", trainerCount=4, quorum=2)
+    registry.electSyncer(task, sender=roles.stranger)
+    enroll(task, roles.trainers[0])
+    enroll(task, roles.trainers[1])
+    tx = registry.closeEnrollment(task, sender=roles.syncer)
+    assert events(tx, "RoundOpened")[0].round == 0
+    run = registry.getRun(task)
+    assert run.status == 2 and run.enrolledCount == 2 and run.trainerCount == 4
+
+
+def test_cancel_task_refunds_pool_and_stakes(registry, post_task, enroll, syncer_pool, roles):
+    task = post_task("task-cancel")
+    registry.electSyncer(task, sender=roles.stranger)
+    enroll(task, roles.trainers[0], 12 * E18)
+    tx = registry.cancelTask(task, sender=roles.sponsor)
+    assert events(tx, "TaskCancelled")[0].poolRefunded == POOL
+    assert registry.getRun(task).status == 5
+    assert registry.withdrawable(roles.sponsor) == POOL
+    assert registry.withdrawable(roles.trainers[0]) == 12 * E18
+    assert tuple(registry.syncerInfo(roles.syncer))[1] == 0  # syncer released
+
+
+# ---------------------------------------------------------------- rounds
+
+
+def test_outer_gradient_digest_matches_eth_account(registry, chain):
+    task = task_id("digest")
+    typed = {
+        "types": {
+            "EIP712Domain": [
+                {"name": "name", "type": "string"}, {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"},
+            ],
+            "OuterGradient": [
+                {"name": "taskId", "type": "bytes32"}, {"name": "round", "type": "uint32"},
+                {"name": "fragment", "type": "uint16"}, {"name": "cid", "type": "string"},
+                {"name": "payloadHash", "type": "bytes32"},
+            ],
+        },
+        "primaryType": "OuterGradient",
+        "domain": {"name": "TenzroTrainingRegistry", "version": "1", "chainId": chain.chain_id,
+                   "verifyingContract": registry.address},
+        "message": {"taskId": task, "round": 7, "fragment": 3, "cid": "bafk", "payloadHash": sha("p")},
+    }
+    msg = encode_typed_data(full_message=typed)
+    expected = keccak(b"\x19\x01" + msg.header + msg.body)
+    assert registry.outerGradientDigest(task, 7, 3, "bafk", sha("p")) == expected
+
+
+def test_submit_relayed_and_by_syncer(registry, start_run, sign, roles):
+    task = start_run("task-submit")
+    t = roles.trainers[0]
+    sig = sign(t, task, 0, 1, "bafkreicid", sha("payload"))
+    tx = registry.submitOuterGradient(task, 0, 1, "bafkreicid", sha("payload"), sig, sender=roles.syncer)
+    (ev,) = events(tx, "GradientSubmitted")
+    assert (ev.taskId, ev.round, ev.fragment, ev.trainer) == (task, 0, 1, t.address)
+    assert (ev.cid, ev.payloadHash) == ("bafkreicid", sha("payload"))
+    assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0, 0)
+    assert registry.trainerMetrics(task, t).submitted == 1
+
+
+def test_finalize_round_records_credits_and_opens_next(registry, start_run, submit, roles, chain):
+    task = start_run("task-fin", m=3)
+    tr = roles.trainers
+    for t in tr[:3]:
+        submit(task, t, 0, 0)
+    submit(task, tr[0], 0, 1)
+    submit(task, tr[1], 0, 1)
+    c = commit(task, 0, 2, [0b11, 0b11, 0b01])
+    tx = registry.finalizeRound(c, sender=roles.syncer)
+    (ev,) = events(tx, "RoundFinalized")
+    wroot = rc.weights_root(c[2])
+    assert ev.weightsRoot == wroot and ev.acceptedCount == 5 and ev.quorumMet
+    com = ev.commit if isinstance(ev.commit, (tuple, list)) else tuple(ev.commit.values())
+    assert list(com[3]) == c[3]  # fragment CIDs in the event
+    assert list(com[4]) == c[4]  # accepted bitmaps
+    assert com[6] == c[6]  # transcript CID
+    rec = registry.getRound(task, 0)
+    assert rec.weightsRoot == wroot and rec.transcriptHash == c[5] and rec.acceptedCount == 5
+    assert rec.roundDigest == rc.round_digest(0, wroot, c[5], 5)
+    assert rec.finalizedAt == chain.blocks.head.timestamp
+    nxt = events(tx, "RoundOpened")[0]
+    assert nxt.round == 1 and nxt.weightsRoot == wroot
+    run = registry.getRun(task)
+    assert run.currentRound == 1 and run.weightsRoot == wroot
+    assert run.totalCredits == 3 * 1000 + 2 * 2000
+    m2 = registry.trainerMetrics(task, tr[2])
+    assert (m2.submitted, m2.accepted, m2.credits, m2.missedRounds) == (1, 1, 1000, 0)
+    assert tuple(registry.submissionsOf(task, 0, tr[0])) == (0b11, 0, 0b11)
+    # estimated reward so far: pool * 3000 / 7000 for trainer 0
+    assert registry.trainerMetrics(task, tr[0]).currentReward == POOL * 3000 // 7000
+
+
+def test_finalize_after_deadline_with_fewer_than_quorum(registry, start_run, submit, roles, chain):
+    task = start_run("task-late", m=3)
+    submit(task, roles.trainers[0], 0, 0)
+    chain.mine(deltatime=GRACE_S + 1)
+    tx = registry.finalizeRound(commit(task, 0, 2, [0b01, 0, 0]), sender=roles.syncer)
+    ev = events(tx, "RoundFinalized")[0]
+    assert not ev.quorumMet and ev.acceptedCount == 1
+    # trainers 1 and 2 missed the round (maxMisses = 1: not yet evicted)
+    assert registry.trainerMetrics(task, roles.trainers[1]).missedRounds == 1
+
+
+def test_empty_round_after_deadline(registry, start_run, roles, chain):
+    task = start_run("task-empty", m=2)
+    chain.mine(deltatime=GRACE_S + 1)
+    tx = registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
+    assert events(tx, "RoundFinalized")[0].acceptedCount == 0
+
+
+def test_misses_evict_and_slash(registry, start_run, submit, roles, chain):
+    task = start_run("task-evict", m=2, quorum=1, maxMisses=1, maxRounds=3)
+    a, b = roles.trainers[:2]
+    for r in range(2):
+        submit(task, a, r, 0)
+        chain.mine(deltatime=GRACE_S + 1)
+        tx = registry.finalizeRound(commit(task, r, 2, [1, 0]), sender=roles.syncer)
+    (ev,) = events(tx, "TrainerEvicted")
+    assert (ev.trainer, ev.round, ev.consecutiveMisses) == (b.address, 1, 2)
+    (sl,) = events(tx, "TrainerSlashed")
+    assert (sl.trainer, sl.reason, sl.amount) == (b.address, 0, MIN_STAKE // 10)
+    assert sl.stakeLeft == MIN_STAKE - MIN_STAKE // 10
+    m = registry.trainerMetrics(task, b)
+    assert m.evicted and m.slashed == MIN_STAKE // 10 and m.totalMissed == 2
+    run = registry.getRun(task)
+    assert run.activeCount == 1 and run.rewardPoolLeft == POOL + MIN_STAKE // 10
+    assert run.stakeHeld == 2 * MIN_STAKE - MIN_STAKE // 10
+
+
+def test_report_invalid_slashes(registry, start_run, submit, roles):
+    task = start_run("task-invalid", m=2, quorum=1)
+    t = roles.trainers[1]
+    submit(task, t, 0, 1)
+    tx = registry.reportInvalid(task, 0, 1, t, 2, sender=roles.syncer)  # Malformed
+    (ev,) = events(tx, "TrainerSlashed")
+    assert (ev.trainer, ev.reason, ev.round, ev.fragment) == (t.address, 2, 0, 1)
+    assert ev.amount == MIN_STAKE * 500 // 10_000
+    assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0b10, 0)
+    assert registry.getRun(task).rewardPoolLeft == POOL + ev.amount
+
+
+def test_replace_silent_syncer(registry, start_run, fund, roles, chain):
+    fund(roles.other_syncer, MIN_SYNCER_STAKE)
+    registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.other_syncer)
+    task = start_run("task-replace", m=2)
+    first = registry.getRun(task).syncer
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
+    tx = registry.electSyncer(task, sender=roles.stranger)
+    (ev,) = events(tx, "SyncerElected")
+    assert ev.previous == first and ev.syncer != first
+    assert ev.previousSlashed == MIN_SYNCER_STAKE // 10
+    assert tuple(registry.syncerInfo(first))[:2] == (MIN_SYNCER_STAKE - MIN_SYNCER_STAKE // 10, 0)
+    assert registry.getRun(task).rewardPoolLeft == POOL + MIN_SYNCER_STAKE // 10
+
+
+# ---------------------------------------------------------------- seal and withdraw
+
+
+def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_round, submit, roles, chain):
+    task = start_run("task-seal", m=3, maxRounds=2)
+    tr = roles.trainers
+    full_round(task, 0, 3, 2)
+    # round 1: trainer 2 submits only fragment 0
+    for t in tr[:2]:
+        submit(task, t, 1, 0)
+        submit(task, t, 1, 1)
+    submit(task, tr[2], 1, 0)
+    registry.finalizeRound(commit(task, 1, 2, [0b11, 0b11, 0b01]), sender=roles.syncer)
+    assert registry.getRun(task).status == 3  # Completed
+
+    tx = registry.seal(task, sender=roles.stranger)
+    (ev,) = events(tx, "RunSealed")
+    receipt, serialized = registry.getReceipt(task)
+    receipt = as_receipt(receipt)
+    serialized = bytes(serialized)
+    # independent check: the Python encoder's run root of the stored bytes
+    assert rc.run_root(serialized) == receipt.runRoot == ev.runRoot
+    assert rc.verify(serialized, receipt.runRoot)
+    dec = rc.decode_receipt(serialized)
+    assert dec.task_id == task and dec.rounds == 2 and dec.trainer_count == 3
+    assert dec.chain_id == chain.chain_id
+    assert receipt.finalModelHash == rc.weights_root(commit(task, 1, 2, [])[2])
+    assert receipt.transcriptRoot == rc.transcript_root([commit(task, r, 2, [])[5] for r in range(2)])
+    assert (receipt.rounds, receipt.trainerCount, receipt.registry) == (2, 3, registry.address)
+
+    # credits: t0 = t1 = 2 * 3000, t2 = 3000 + 1000 -> total 16000
+    credits = [6000, 6000, 4000]
+    rewards = [POOL * c // 16000 for c in credits]
+    payouts = {e.account: (e.reward, e.stakeRefund) for e in events(tx, "PayoutCredited")}
+    for t, r in zip(tr[:3], rewards):
+        assert payouts[t.address] == (r, MIN_STAKE)
+        assert registry.trainerMetrics(task, t).currentReward == r
+    dust = POOL - sum(rewards)
+    assert payouts[roles.sponsor.address] == (dust, 0)
+    assert ev.rewardsCredited == sum(rewards) and ev.dustToSponsor == dust
+
+    before = token.balanceOf(tr[0])
+    tx = registry.withdraw(sender=tr[0])
+    assert events(tx, "Withdrawn")[0].amount == rewards[0] + MIN_STAKE
+    assert token.balanceOf(tr[0]) - before == rewards[0] + MIN_STAKE
+    assert registry.withdrawable(tr[0]) == 0
+    run = registry.getRun(task)
+    assert run.status == 4 and run.rewardPoolLeft == 0 and run.stakeHeld == 0
+    assert tuple(registry.syncerInfo(roles.syncer))[1] == 0
+
+
+def test_seal_without_credits_returns_pool_to_sponsor(registry, start_run, roles, chain):
+    task = start_run("task-nocredit", m=2, maxRounds=1)
+    chain.mine(deltatime=GRACE_S + 1)
+    registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
+    registry.seal(task, sender=roles.stranger)
+    assert registry.withdrawable(roles.sponsor) == POOL
+    assert registry.withdrawable(roles.trainers[0]) == MIN_STAKE
+
+
+def test_works_with_a_token_without_return_values(project, mocks, roles, chain):
+    """USDT-style token (no bool returned): SafeERC20 copes, a whole run pays out."""
+    tok = roles.owner.deploy(mocks("NoReturnToken"))
+    reg = roles.owner.deploy(project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    for a, amt in [(roles.sponsor, POOL), (roles.syncer, MIN_SYNCER_STAKE), (roles.trainers[0], MIN_STAKE)]:
+        tok.mint(a, amt, sender=roles.owner)
+        tok.approve(reg, amt, sender=a)
+    reg.registerSyncer(MIN_SYNCER_STAKE, sender=roles.syncer)
+    p = params("nr", trainerCount=1, quorum=1, maxRounds=1)
+    reg.postTask(as_tuple(p), sender=roles.sponsor)
+    reg.electSyncer(p["taskId"], sender=roles.stranger)
+    reg.enrollTrainer(p["taskId"], MIN_STAKE, "did:x", sender=roles.trainers[0])
+    chain.mine(deltatime=GRACE_S + 1)
+    reg.finalizeRound(commit(p["taskId"], 0, 2, [0]), sender=roles.syncer)
+    reg.seal(p["taskId"], sender=roles.stranger)
+    reg.withdraw(sender=roles.sponsor)
+    reg.withdraw(sender=roles.trainers[0])
+    assert tok.balanceOf(roles.sponsor) == POOL and tok.balanceOf(roles.trainers[0]) == MIN_STAKE
+    assert tok.balanceOf(reg) == MIN_SYNCER_STAKE

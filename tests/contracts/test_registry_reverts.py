@@ -1,0 +1,500 @@
+"""ape tests of TrainingRegistry: every named revert, each checked to leave token balances,
+withdrawable balances, the syncer pool, the run view, every trainer's metrics and the open
+round's submission bitmaps unchanged (``unchanged`` below).
+"""
+
+from __future__ import annotations
+
+import ape
+import pytest
+from registry_helpers import (
+    E18,
+    GRACE_S,
+    MIN_STAKE,
+    MIN_SYNCER_STAKE,
+    POOL,
+    SYNCER_TIMEOUT,
+    as_tuple,
+    commit,
+    params,
+    sha,
+    task_id,
+)
+
+
+@pytest.fixture(scope="module")
+def unchanged(state):
+    """unchanged(tasks, error, call, **error_args): `call()` reverts with `error` (and its
+    arguments) and every observable piece of state is as before."""
+
+    def _check(tasks, error, call, **error_args):
+        before = state(*tasks)
+        with ape.reverts(error, **error_args):
+            call()
+        assert state(*tasks) == before
+
+    return _check
+
+
+# ---------------------------------------------------------------- constructor, syncer pool
+
+
+def test_constructor_zero_token(project, roles):
+    with ape.reverts(project.TrainingRegistry.Registry__ZeroAddress):
+        roles.owner.deploy(project.TrainingRegistry, "0x" + "00" * 20, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+
+
+def test_register_zero_amount(registry, roles, unchanged):
+    unchanged([], registry.Registry__ZeroAmount, lambda: registry.registerSyncer(0, sender=roles.other_syncer))
+
+
+def test_syncer_pool_full(registry, accounts, fund, roles, unchanged, chain):
+    cap = registry.MAX_SYNCER_CANDIDATES()
+    for _ in range(cap):
+        a = accounts.generate_test_account()
+        chain.provider.set_balance(a.address, 10 * E18)
+        fund(a, 1)
+        registry.registerSyncer(1, sender=a)
+    fund(roles.other_syncer, 1)
+    unchanged([], registry.Registry__SyncerPoolFull,
+              lambda: registry.registerSyncer(1, sender=roles.other_syncer), max=cap)
+
+
+def test_unregister_not_candidate(registry, roles, unchanged):
+    unchanged([], registry.Registry__NotSyncerCandidate,
+              lambda: registry.unregisterSyncer(sender=roles.stranger), account=roles.stranger.address)
+
+
+def test_unregister_busy(registry, start_run, roles, unchanged):
+    task = start_run("busy")
+    unchanged([task], registry.Registry__SyncerBusy,
+              lambda: registry.unregisterSyncer(sender=roles.syncer), syncer=roles.syncer.address, activeTasks=1)
+
+
+# ---------------------------------------------------------------- postTask
+
+
+BAD_PARAMS = [
+    ("Registry__ZeroTaskId", dict(taskId=b"\x00" * 32), {}),
+    ("Registry__ZeroTrainers", dict(trainerCount=0, quorum=0), {}),
+    ("Registry__TooManyTrainers", dict(trainerCount=257, quorum=1), dict(m=257, max=256)),
+    ("Registry__ZeroQuorum", dict(quorum=0), {}),
+    ("Registry__QuorumExceedsTrainers", dict(trainerCount=3, quorum=4), dict(k=4, m=3)),
+    ("Registry__ZeroFragments", dict(fragmentCount=0, fragmentSizes=[]), {}),
+    ("Registry__TooManyFragments", dict(fragmentCount=129, fragmentSizes=[1] * 129), dict(f=129, max=128)),
+    ("Registry__FragmentSizesLength", dict(fragmentCount=2, fragmentSizes=[1]), dict(given=1, f=2)),
+    ("Registry__ZeroFragmentSize", dict(fragmentSizes=[5, 0]), dict(fragment=1)),
+    ("Registry__ZeroMaxRounds", dict(maxRounds=0), {}),
+    ("Registry__TooManyRounds", dict(maxRounds=1025), dict(maxRounds=1025, max=1024)),
+    ("Registry__ZeroInnerSteps", dict(innerSteps=0), {}),
+    ("Registry__ZeroGraceWindow", dict(graceWindowMs=0), {}),
+    ("Registry__GraceWindowTooLong", dict(graceWindowMs=30 * 86_400_000 + 1),
+     dict(graceWindowMs=30 * 86_400_000 + 1, maxMs=30 * 86_400_000)),
+    ("Registry__UnsupportedTier", dict(tier=1), dict(tier=1)),
+    ("Registry__UnknownAggregation", dict(aggregation=4), dict(rule=4)),
+    ("Registry__ZeroMinStake", dict(minStake=0), {}),
+]
+
+
+@pytest.mark.parametrize("error,over,args", BAD_PARAMS, ids=[b[0] for b in BAD_PARAMS])
+def test_post_task_inconsistent_spec(registry, fund, roles, unchanged, error, over, args):
+    p = params("bad", **over)
+    fund(roles.sponsor, POOL)
+    unchanged([], getattr(registry, error), lambda: registry.postTask(as_tuple(p), sender=roles.sponsor), **args)
+    assert registry.listRuns(0, 10)[1] == 0
+
+
+def test_post_task_id_reused(registry, post_task, fund, roles, unchanged):
+    task = post_task("dup")
+    p = params("dup")
+    fund(roles.stranger, POOL)
+    unchanged([task], registry.Registry__TaskExists,
+              lambda: registry.postTask(as_tuple(p), sender=roles.stranger), taskId=task)
+
+
+def test_post_task_without_allowance(registry, roles, unchanged, token):
+    p = params("noallow")
+    token.mint(roles.stranger, POOL, sender=roles.owner)
+    token.approve(registry, 0, sender=roles.stranger)
+    unchanged([], None, lambda: registry.postTask(as_tuple(p), sender=roles.stranger))
+
+
+def test_post_task_fee_on_transfer_shortfall(mocks, roles, chain):
+    """A fee-on-transfer token delivers less than the pool: the post reverts, nothing kept."""
+    tok = roles.owner.deploy(mocks("FeeOnTransferToken"), 100)  # 1 % fee
+    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    tok.mint(roles.sponsor, POOL, sender=roles.owner)
+    tok.approve(reg, POOL, sender=roles.sponsor)
+    with ape.reverts(reg.Registry__TransferShortfall, expected=POOL, received=POOL - POOL // 100):
+        reg.postTask(as_tuple(params("fee")), sender=roles.sponsor)
+    assert tok.balanceOf(roles.sponsor) == POOL and tok.balanceOf(reg) == 0
+    assert reg.listRuns(0, 10)[1] == 0
+
+
+def test_post_task_false_returning_token(mocks, roles):
+    """A token that returns false instead of reverting: SafeERC20 turns it into a revert."""
+    tok = roles.owner.deploy(mocks("FalseReturnToken"))
+    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    tok.mint(roles.sponsor, POOL, sender=roles.owner)
+    tok.approve(reg, POOL, sender=roles.sponsor)
+    tok.setRefuseAll(True, sender=roles.owner)
+    with ape.reverts():
+        reg.postTask(as_tuple(params("false")), sender=roles.sponsor)
+    assert tok.balanceOf(roles.sponsor) == POOL and reg.listRuns(0, 10)[1] == 0
+
+
+# ---------------------------------------------------------------- election
+
+
+def test_unknown_task(registry, roles, unchanged):
+    t = task_id("nope")
+    unchanged([], registry.Registry__UnknownTask, lambda: registry.electSyncer(t, sender=roles.stranger), taskId=t)
+    with ape.reverts(registry.Registry__UnknownTask):
+        registry.getRun(t)
+
+
+def test_elect_without_candidates(project, token, roles):
+    reg = roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    p = params("nocand", rewardPool=0)
+    reg.postTask(as_tuple(p), sender=roles.sponsor)
+    with ape.reverts(reg.Registry__NoSyncerCandidates):
+        reg.electSyncer(p["taskId"], sender=roles.stranger)
+    assert int(reg.getRun(p["taskId"]).syncer, 16) == 0
+
+
+def test_elect_while_syncer_active(registry, start_run, roles, unchanged, chain):
+    task = start_run("active")
+    run = registry.getRun(task)
+    unchanged([task], registry.Registry__SyncerStillActive,
+              lambda: registry.electSyncer(task, sender=roles.stranger),
+              taskId=task, syncer=roles.syncer.address, replaceableAt=run.roundDeadline + SYNCER_TIMEOUT)
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT - 40)  # not yet past the timeout
+    unchanged([task], registry.Registry__SyncerStillActive, lambda: registry.electSyncer(task, sender=roles.stranger))
+
+
+def test_replacement_needs_another_candidate(registry, start_run, roles, unchanged, chain):
+    task = start_run("alone")
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
+    unchanged([task], registry.Registry__NoSyncerCandidates, lambda: registry.electSyncer(task, sender=roles.stranger))
+
+
+def test_elect_after_completion(registry, start_run, roles, unchanged, chain):
+    task = start_run("done", m=1, quorum=1, maxRounds=1)
+    chain.mine(deltatime=GRACE_S + 1)
+    registry.finalizeRound(commit(task, 0, 2, [0]), sender=roles.syncer)
+    unchanged([task], registry.Registry__WrongStatus, lambda: registry.electSyncer(task, sender=roles.stranger),
+              taskId=task, have=3)
+
+
+# ---------------------------------------------------------------- enrollment
+
+
+@pytest.fixture
+def enrolling(registry, post_task, syncer_pool, roles):
+    task = post_task("enr", trainerCount=3, quorum=2)
+    registry.electSyncer(task, sender=roles.stranger)
+    return task
+
+
+def test_enroll_stake_too_low(registry, enrolling, fund, roles, unchanged):
+    t = roles.trainers[0]
+    fund(t, MIN_STAKE)
+    unchanged([enrolling], registry.Registry__StakeTooLow,
+              lambda: registry.enrollTrainer(enrolling, MIN_STAKE - 1, "did:x", sender=t),
+              stake=MIN_STAKE - 1, minStake=MIN_STAKE)
+
+
+def test_enroll_empty_did(registry, enrolling, fund, roles, unchanged):
+    t = roles.trainers[0]
+    fund(t, MIN_STAKE)
+    unchanged([enrolling], registry.Registry__EmptyDid, lambda: registry.enrollTrainer(enrolling, MIN_STAKE, "", sender=t))
+
+
+def test_enroll_twice(registry, enrolling, enroll, fund, roles, unchanged):
+    t = roles.trainers[0]
+    enroll(enrolling, t)
+    fund(t, MIN_STAKE)
+    unchanged([enrolling], registry.Registry__AlreadyEnrolled,
+              lambda: registry.enrollTrainer(enrolling, MIN_STAKE, "did:x", sender=t), taskId=enrolling, trainer=t.address)
+
+
+def test_enroll_full(registry, enrolling, enroll, fund, roles, unchanged):
+    for t in roles.trainers[:3]:
+        enroll(enrolling, t)
+    t = roles.trainers[3]
+    fund(t, MIN_STAKE)
+    unchanged([enrolling], registry.Registry__EnrollmentFull,
+              lambda: registry.enrollTrainer(enrolling, MIN_STAKE, "did:x", sender=t), taskId=enrolling, m=3)
+
+
+def test_enroll_after_enrollment_closed(registry, enrolling, enroll, fund, roles, unchanged):
+    enroll(enrolling, roles.trainers[0])
+    enroll(enrolling, roles.trainers[1])
+    registry.closeEnrollment(enrolling, sender=roles.syncer)
+    t = roles.trainers[2]
+    fund(t, MIN_STAKE)
+    unchanged([enrolling], registry.Registry__WrongStatus,
+              lambda: registry.enrollTrainer(enrolling, MIN_STAKE, "did:x", sender=t), taskId=enrolling, have=2)
+
+
+def test_enroll_without_tokens(registry, enrolling, fund, roles, unchanged, token):
+    t = roles.trainers[5]
+    fund(t, 0)
+    bal = token.balanceOf(t)
+    unchanged([enrolling], None, lambda: registry.enrollTrainer(enrolling, bal + MIN_STAKE, "did:x", sender=t))
+
+
+def test_close_enrollment_not_syncer(registry, enrolling, enroll, roles, unchanged):
+    enroll(enrolling, roles.trainers[0])
+    enroll(enrolling, roles.trainers[1])
+    unchanged([enrolling], registry.Registry__NotSyncer,
+              lambda: registry.closeEnrollment(enrolling, sender=roles.stranger), taskId=enrolling,
+              caller=roles.stranger.address)
+
+
+def test_close_enrollment_below_quorum(registry, enrolling, enroll, roles, unchanged):
+    enroll(enrolling, roles.trainers[0])
+    unchanged([enrolling], registry.Registry__NotEnoughEnrolled,
+              lambda: registry.closeEnrollment(enrolling, sender=roles.syncer), enrolled=1, quorum=2)
+
+
+def test_cancel_not_sponsor(registry, enrolling, roles, unchanged):
+    unchanged([enrolling], registry.Registry__NotSponsor,
+              lambda: registry.cancelTask(enrolling, sender=roles.stranger), taskId=enrolling,
+              caller=roles.stranger.address)
+
+
+def test_cancel_after_start(registry, start_run, roles, unchanged):
+    task = start_run("nocancel")
+    unchanged([task], registry.Registry__WrongStatus, lambda: registry.cancelTask(task, sender=roles.sponsor),
+              taskId=task, have=2)
+
+
+# ---------------------------------------------------------------- submissions
+
+
+@pytest.fixture
+def running(start_run):
+    return start_run("run", m=3, quorum=2, maxMisses=0, maxRounds=3)
+
+
+def _sub(registry, sign, roles, task, trainer, rnd, frag, cid="bafkreic", ph=None, sig=None, sender=None):
+    ph = ph or sha(f"p:{rnd}:{frag}")
+    sig = sig if sig is not None else sign(trainer, task, rnd, frag, cid, ph)
+    return lambda: registry.submitOuterGradient(task, rnd, frag, cid, ph, sig, sender=sender or roles.relayer)
+
+
+def test_submit_while_enrolling(registry, enrolling, sign, roles, unchanged):
+    unchanged([enrolling], registry.Registry__WrongStatus,
+              _sub(registry, sign, roles, enrolling, roles.trainers[0], 0, 0), taskId=enrolling, have=1)
+
+
+def test_submit_wrong_round(registry, running, sign, roles, unchanged):
+    unchanged([running], registry.Registry__WrongRound, _sub(registry, sign, roles, running, roles.trainers[0], 1, 0),
+              taskId=running, given=1, open=0)
+
+
+def test_submit_after_deadline(registry, running, sign, roles, unchanged, chain):
+    deadline = registry.getRun(running).roundDeadline
+    chain.mine(deltatime=GRACE_S + 1)
+    unchanged([running], registry.Registry__DeadlinePassed,
+              _sub(registry, sign, roles, running, roles.trainers[0], 0, 0), taskId=running, round=0, deadline=deadline)
+
+
+def test_submit_bad_fragment(registry, running, sign, roles, unchanged):
+    unchanged([running], registry.Registry__BadFragment, _sub(registry, sign, roles, running, roles.trainers[0], 0, 2),
+              fragment=2, fragmentCount=2)
+
+
+def test_submit_malformed_signature(registry, running, sign, roles, unchanged):
+    unchanged([running], registry.Registry__InvalidSignature,
+              _sub(registry, sign, roles, running, roles.trainers[0], 0, 0, sig=b"\x01" * 64))
+
+
+def test_submit_signed_by_stranger(registry, running, sign, roles, unchanged):
+    unchanged([running], registry.Registry__NotEnrolled, _sub(registry, sign, roles, running, roles.stranger, 0, 0),
+              taskId=running, trainer=roles.stranger.address)
+
+
+def test_submit_signature_over_other_fields(registry, running, sign, roles, unchanged):
+    """A valid signature over another payload hash recovers another address: not enrolled."""
+    t = roles.trainers[0]
+    sig = sign(t, running, 0, 0, "bafkreic", sha("other"))
+    unchanged([running], registry.Registry__NotEnrolled,
+              _sub(registry, sign, roles, running, t, 0, 0, sig=sig))
+
+
+def test_submit_duplicate(registry, running, sign, roles, unchanged):
+    t = roles.trainers[0]
+    _sub(registry, sign, roles, running, t, 0, 0)()
+    unchanged([running], registry.Registry__DuplicateSubmission,
+              _sub(registry, sign, roles, running, t, 0, 0, cid="bafkreiother"),
+              taskId=running, round=0, fragment=0, trainer=t.address)
+
+
+def test_submit_evicted(registry, running, submit, sign, roles, unchanged, chain):
+    a, b, c = roles.trainers[:3]
+    for t in (a, b):
+        submit(running, t, 0, 0)
+        submit(running, t, 0, 1)
+    registry.finalizeRound(commit(running, 0, 2, [3, 3, 0]), sender=roles.syncer)  # c misses; maxMisses 0
+    assert registry.trainerMetrics(running, c).evicted
+    unchanged([running], registry.Registry__TrainerIsEvicted, _sub(registry, sign, roles, running, c, 1, 0),
+              taskId=running, trainer=c.address)
+
+
+# ---------------------------------------------------------------- reportInvalid
+
+
+def test_report_not_syncer(registry, running, submit, roles, unchanged):
+    t = roles.trainers[0]
+    submit(running, t, 0, 0)
+    unchanged([running], registry.Registry__NotSyncer,
+              lambda: registry.reportInvalid(running, 0, 0, t, 1, sender=roles.stranger))
+
+
+@pytest.mark.parametrize("reason", [0, 5])
+def test_report_unknown_reason(registry, running, submit, roles, unchanged, reason):
+    t = roles.trainers[0]
+    submit(running, t, 0, 0)
+    unchanged([running], registry.Registry__UnknownReason,
+              lambda: registry.reportInvalid(running, 0, 0, t, reason, sender=roles.syncer), reason=reason)
+
+
+def test_report_no_submission(registry, running, submit, roles, unchanged):
+    t = roles.trainers[0]
+    unchanged([running], registry.Registry__NoSuchSubmission,
+              lambda: registry.reportInvalid(running, 0, 1, t, 1, sender=roles.syncer),
+              taskId=running, round=0, fragment=1, trainer=t.address)
+    submit(running, t, 0, 1)
+    registry.reportInvalid(running, 0, 1, t, 1, sender=roles.syncer)
+    # a second report of the same submission: it is no longer "submitted"
+    unchanged([running], registry.Registry__NoSuchSubmission,
+              lambda: registry.reportInvalid(running, 0, 1, t, 1, sender=roles.syncer))
+
+
+def test_report_not_enrolled(registry, running, roles, unchanged):
+    unchanged([running], registry.Registry__NotEnrolled,
+              lambda: registry.reportInvalid(running, 0, 0, roles.stranger, 1, sender=roles.syncer))
+
+
+def test_report_wrong_round_and_fragment(registry, running, submit, roles, unchanged):
+    t = roles.trainers[0]
+    submit(running, t, 0, 0)
+    unchanged([running], registry.Registry__WrongRound,
+              lambda: registry.reportInvalid(running, 1, 0, t, 1, sender=roles.syncer))
+    unchanged([running], registry.Registry__BadFragment,
+              lambda: registry.reportInvalid(running, 0, 9, t, 1, sender=roles.syncer))
+
+
+# ---------------------------------------------------------------- finalizeRound
+
+
+def test_finalize_not_syncer(registry, running, submit, roles, unchanged):
+    for t in roles.trainers[:3]:
+        submit(running, t, 0, 0)
+        submit(running, t, 0, 1)
+    c = commit(running, 0, 2, [3, 3, 3])
+    for who in (roles.stranger, roles.sponsor, roles.trainers[0]):
+        unchanged([running], registry.Registry__NotSyncer, lambda: registry.finalizeRound(c, sender=who),
+                  taskId=running, caller=who.address)
+
+
+def test_finalize_wrong_round(registry, running, roles, unchanged):
+    unchanged([running], registry.Registry__WrongRound,
+              lambda: registry.finalizeRound(commit(running, 1, 2, [0, 0, 0]), sender=roles.syncer),
+              taskId=running, given=1, open=0)
+
+
+def test_finalize_weights_length(registry, running, roles, unchanged):
+    c = list(commit(running, 0, 2, [0, 0, 0]))
+    c[3] = c[3][:1]  # one CID for two fragments
+    unchanged([running], registry.Registry__WeightsLength,
+              lambda: registry.finalizeRound(tuple(c), sender=roles.syncer), hashes=2, cids=1, f=2)
+
+
+def test_finalize_accepted_length(registry, running, roles, unchanged):
+    unchanged([running], registry.Registry__AcceptedLength,
+              lambda: registry.finalizeRound(commit(running, 0, 2, [0, 0]), sender=roles.syncer), given=2, enrolled=3)
+
+
+def test_finalize_accepted_not_submitted(registry, running, submit, roles, unchanged, chain):
+    submit(running, roles.trainers[0], 0, 0)
+    chain.mine(deltatime=GRACE_S + 1)
+    unchanged([running], registry.Registry__AcceptedNotSubmitted,
+              lambda: registry.finalizeRound(commit(running, 0, 2, [0b11, 0, 0]), sender=roles.syncer),
+              trainerIndex=0, invalidBits=0b10)
+    # bits beyond F are never valid
+    unchanged([running], registry.Registry__AcceptedNotSubmitted,
+              lambda: registry.finalizeRound(commit(running, 0, 2, [0b101, 0, 0]), sender=roles.syncer),
+              trainerIndex=0, invalidBits=0b100)
+
+
+def test_finalize_quorum_not_met_before_deadline(registry, running, submit, roles, unchanged):
+    for t in roles.trainers[:3]:
+        submit(running, t, 0, 0)
+    submit(running, roles.trainers[0], 0, 1)
+    unchanged([running], registry.Registry__QuorumNotMet,
+              lambda: registry.finalizeRound(commit(running, 0, 2, [3, 1, 1]), sender=roles.syncer),
+              fragment=1, accepted=1, quorum=2)
+
+
+def test_finalize_after_completion(registry, start_run, roles, unchanged, chain):
+    task = start_run("fin-done", m=1, quorum=1, maxRounds=1)
+    chain.mine(deltatime=GRACE_S + 1)
+    registry.finalizeRound(commit(task, 0, 2, [0]), sender=roles.syncer)
+    unchanged([task], registry.Registry__WrongStatus,
+              lambda: registry.finalizeRound(commit(task, 1, 2, [0]), sender=roles.syncer), taskId=task, have=3)
+
+
+# ---------------------------------------------------------------- seal, receipt, withdraw
+
+
+def test_seal_before_completion(registry, running, roles, unchanged):
+    unchanged([running], registry.Registry__WrongStatus, lambda: registry.seal(running, sender=roles.stranger),
+              taskId=running, have=2)
+
+
+def test_seal_twice(registry, start_run, roles, unchanged, chain):
+    task = start_run("twice", m=1, quorum=1, maxRounds=1)
+    chain.mine(deltatime=GRACE_S + 1)
+    registry.finalizeRound(commit(task, 0, 2, [0]), sender=roles.syncer)
+    registry.seal(task, sender=roles.stranger)
+    unchanged([task], registry.Registry__WrongStatus, lambda: registry.seal(task, sender=roles.stranger),
+              taskId=task, have=4)
+
+
+def test_receipt_before_seal(registry, running):
+    with ape.reverts(registry.Registry__WrongStatus, taskId=running, have=2):
+        registry.getReceipt(running)
+
+
+def test_withdraw_nothing(registry, roles, unchanged):
+    unchanged([], registry.Registry__NothingToWithdraw, lambda: registry.withdraw(sender=roles.stranger),
+              account=roles.stranger.address)
+
+
+def test_withdraw_twice(registry, enrolling, enroll, roles, unchanged):
+    enroll(enrolling, roles.trainers[0])
+    registry.cancelTask(enrolling, sender=roles.sponsor)
+    registry.withdraw(sender=roles.trainers[0])
+    unchanged([enrolling], registry.Registry__NothingToWithdraw, lambda: registry.withdraw(sender=roles.trainers[0]))
+
+
+def test_withdraw_blocked_token_blocks_only_that_call(mocks, roles, chain):
+    """A token that refuses transfers makes withdraw revert for its caller; the balance stays
+    credited and withdrawable once the token works again (pull payments)."""
+    tok = roles.owner.deploy(mocks("FalseReturnToken"))
+    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    tok.mint(roles.sponsor, POOL, sender=roles.owner)
+    tok.approve(reg, POOL, sender=roles.sponsor)
+    p = params("blocked")
+    reg.postTask(as_tuple(p), sender=roles.sponsor)
+    reg.cancelTask(p["taskId"], sender=roles.sponsor)
+    tok.setRefuseAll(True, sender=roles.owner)
+    with ape.reverts():
+        reg.withdraw(sender=roles.sponsor)
+    assert reg.withdrawable(roles.sponsor) == POOL and tok.balanceOf(reg) == POOL
+    tok.setRefuseAll(False, sender=roles.owner)
+    reg.withdraw(sender=roles.sponsor)
+    assert tok.balanceOf(roles.sponsor) == POOL

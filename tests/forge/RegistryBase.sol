@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {TestBase} from "./lib/Cheats.sol";
+import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
+import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
+import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
+
+/// @notice Shared fixtures of the registry's forge tests: a token, a registry, a sponsor,
+/// a syncer candidate and trainers with known keys (they sign EIP-712 with vm.sign).
+abstract contract RegistryBase is TestBase {
+    uint256 internal constant MIN_SYNCER_STAKE = 100e18;
+    uint32 internal constant SYNCER_TIMEOUT = 60;
+    uint256 internal constant MIN_STAKE = 10e18;
+    uint64 internal constant GRACE_MS = 30_000;
+
+    MockERC20 internal token;
+    TrainingRegistry internal reg;
+    address internal sponsor = address(0x5905);
+    address internal syncer = address(0x5c);
+    address internal relayer = address(0x4e1a);
+    uint256[] internal keys;
+    address[] internal trainers;
+
+    function _deploy() internal {
+        vm.warp(1_700_000_000);
+        token = new MockERC20();
+        reg = new TrainingRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT);
+        for (uint256 i = 0; i < 16; ++i) {
+            uint256 key = 0xA11CE + i;
+            keys.push(key);
+            trainers.push(vm.addr(key));
+        }
+    }
+
+    function _fund(address who, uint256 amount) internal {
+        token.mint(who, amount);
+        vm.prank(who);
+        token.approve(address(reg), type(uint256).max);
+    }
+
+    function _registerSyncer(address who, uint256 amount) internal {
+        _fund(who, amount);
+        vm.prank(who);
+        reg.registerSyncer(amount);
+    }
+
+    function _params(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool)
+        internal
+        pure
+        returns (ITrainingRegistry.TaskParams memory p)
+    {
+        p.taskId = id;
+        p.specHash = keccak256(abi.encode("spec", id));
+        p.specCid = "bafkreispec";
+        p.initialWeightsRoot = keccak256(abi.encode("w0", id));
+        p.trainerCount = m;
+        p.quorum = k;
+        p.fragmentCount = f;
+        p.innerSteps = 24;
+        p.maxRounds = rounds;
+        p.graceWindowMs = GRACE_MS;
+        p.aggregation = 1;
+        p.tier = 0;
+        p.maxMisses = 1;
+        p.minStake = MIN_STAKE;
+        p.rewardPool = pool;
+        p.fragmentSizes = new uint64[](f);
+        for (uint256 i = 0; i < f; ++i) {
+            p.fragmentSizes[i] = uint64(1000 * (i + 1));
+        }
+    }
+
+    function _post(ITrainingRegistry.TaskParams memory p) internal {
+        _fund(sponsor, p.rewardPool);
+        vm.prank(sponsor);
+        reg.postTask(p);
+    }
+
+    function _enroll(bytes32 id, uint256 i, uint256 stake) internal {
+        _fund(trainers[i], stake);
+        vm.prank(trainers[i]);
+        reg.enrollTrainer(id, stake, "did:tenzro:trainer");
+    }
+
+    function _sig(uint256 key, bytes32 id, uint32 round, uint16 frag, string memory cid, bytes32 h)
+        internal
+        view
+        returns (bytes memory)
+    {
+        (uint8 v, bytes32 r, bytes32 s) = vm.sign(key, reg.outerGradientDigest(id, round, frag, cid, h));
+        return abi.encodePacked(r, s, v);
+    }
+
+    function _submit(bytes32 id, uint256 i, uint32 round, uint16 frag) internal {
+        string memory cid = "bafkreigradient";
+        bytes32 h = keccak256(abi.encode(id, i, round, frag));
+        bytes memory sig = _sig(keys[i], id, round, frag, cid, h);
+        vm.prank(relayer);
+        reg.submitOuterGradient(id, round, frag, cid, h, sig);
+    }
+
+    function _commit(bytes32 id, uint32 round, uint16 f, uint256[] memory accepted)
+        internal
+        pure
+        returns (ITrainingRegistry.RoundCommit memory c)
+    {
+        c.taskId = id;
+        c.round = round;
+        c.fragmentHashes = new bytes32[](f);
+        c.fragmentCids = new string[](f);
+        for (uint256 j = 0; j < f; ++j) {
+            c.fragmentHashes[j] = keccak256(abi.encode(id, round, j));
+            c.fragmentCids[j] = "bafkreiweights";
+        }
+        c.acceptedBitmaps = accepted;
+        c.transcriptHash = keccak256(abi.encode("transcript", id, round));
+        c.transcriptCid = "bafkreitranscript";
+    }
+
+    /// @dev Every trainer in [0, m) submits every fragment; all accepted; syncer finalizes.
+    function _fullRound(bytes32 id, uint32 round, uint16 m, uint16 f) internal {
+        uint256[] memory acc = new uint256[](m);
+        for (uint256 i = 0; i < m; ++i) {
+            for (uint16 j = 0; j < f; ++j) {
+                _submit(id, i, round, j);
+            }
+            acc[i] = (uint256(1) << f) - 1;
+        }
+        vm.prank(reg.getRun(id).syncer);
+        reg.finalizeRound(_commit(id, round, f, acc));
+    }
+
+    /// @dev Posts, elects `syncer`, enrolls m trainers (opens round 0).
+    function _startRun(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool) internal {
+        _post(_params(id, m, k, f, rounds, pool));
+        reg.electSyncer(id);
+        for (uint256 i = 0; i < m; ++i) {
+            _enroll(id, i, MIN_STAKE);
+        }
+    }
+}

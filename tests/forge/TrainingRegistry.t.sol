@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {RegistryBase} from "./RegistryBase.sol";
+import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
+import {RunRoot} from "../../contracts/lib/RunRoot.sol";
+
+/// @notice Unit and fuzz tests of TrainingRegistry: the lifecycle, payouts, slashing,
+/// syncer replacement and the access rules.
+contract TrainingRegistryTest is RegistryBase {
+    bytes32 internal constant ID = keccak256("task-1");
+
+    function setUp() public {
+        _deploy();
+        _registerSyncer(syncer, MIN_SYNCER_STAKE);
+    }
+
+    function _total() internal view returns (uint256) {
+        return token.balanceOf(address(reg));
+    }
+
+    function test_fullRun_sealsReceiptThatVerifies() public {
+        _startRun(ID, 3, 2, 2, 2, 1_000e18);
+        _fullRound(ID, 0, 3, 2);
+        _fullRound(ID, 1, 3, 2);
+        ITrainingRegistry.RunView memory v = reg.getRun(ID);
+        assertTrue(v.status == ITrainingRegistry.RunStatus.Completed, "completed");
+        reg.seal(ID);
+        (ITrainingRegistry.TrainingReceipt memory r, bytes memory ser) = reg.getReceipt(ID);
+        assertEq(RunRoot.runRoot(ser), r.runRoot, "run root of serialized receipt");
+        assertEq(ser.length, 189 + 32 * 2, "receipt length");
+        assertEq(r.rounds, 2, "rounds");
+        assertEq(r.trainerCount, 3, "trainers");
+        assertEq(r.registry, address(reg), "registry");
+        // final model hash = weights root of the last round's fragment hashes
+        bytes32[] memory h = new bytes32[](2);
+        h[0] = keccak256(abi.encode(ID, uint32(1), uint256(0)));
+        h[1] = keccak256(abi.encode(ID, uint32(1), uint256(1)));
+        assertEq(r.finalModelHash, RunRoot.weightsRoot(h), "final model hash");
+        // equal credits: each trainer gets a third of the pool, dust to the sponsor
+        uint256 each = uint256(1_000e18) / 3;
+        for (uint256 i = 0; i < 3; ++i) {
+            assertEq(reg.withdrawable(trainers[i]), each + MIN_STAKE, "payout");
+            vm.prank(trainers[i]);
+            reg.withdraw();
+            assertEq(token.balanceOf(trainers[i]), each + MIN_STAKE, "paid");
+        }
+        assertEq(reg.withdrawable(sponsor), 1_000e18 - 3 * each, "dust");
+        vm.prank(sponsor);
+        reg.withdraw();
+        assertEq(_total(), MIN_SYNCER_STAKE, "only the syncer stake is left");
+    }
+
+    function test_creditsWeightedByFragmentSize() public {
+        _startRun(ID, 2, 1, 2, 1, 900e18);
+        // trainer 0 submits fragment 0 (size 1000), trainer 1 fragment 1 (size 2000)
+        _submit(ID, 0, 0, 0);
+        _submit(ID, 1, 0, 1);
+        uint256[] memory acc = new uint256[](2);
+        acc[0] = 1;
+        acc[1] = 2;
+        vm.prank(syncer);
+        reg.finalizeRound(_commit(ID, 0, 2, acc));
+        reg.seal(ID);
+        assertEq(reg.withdrawable(trainers[0]), 300e18 + MIN_STAKE, "one third");
+        assertEq(reg.withdrawable(trainers[1]), 600e18 + MIN_STAKE, "two thirds");
+        assertEq(reg.withdrawable(sponsor), 0, "no dust");
+    }
+
+    function test_onlySyncerFinalizes() public {
+        _startRun(ID, 2, 1, 1, 1, 1e18);
+        _submit(ID, 0, 0, 0);
+        uint256[] memory acc = new uint256[](2);
+        acc[0] = 1;
+        ITrainingRegistry.RoundCommit memory c = _commit(ID, 0, 1, acc);
+        vm.prank(trainers[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__NotSyncer.selector, ID, trainers[0]));
+        reg.finalizeRound(c);
+        vm.prank(syncer);
+        reg.finalizeRound(c);
+    }
+
+    function test_quorumBeforeDeadline_anyAfter() public {
+        _startRun(ID, 3, 2, 1, 2, 1e18);
+        _submit(ID, 0, 0, 0);
+        uint256[] memory acc = new uint256[](3);
+        acc[0] = 1;
+        ITrainingRegistry.RoundCommit memory c = _commit(ID, 0, 1, acc);
+        vm.prank(syncer);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__QuorumNotMet.selector, uint16(0), uint16(1), uint16(2)));
+        reg.finalizeRound(c);
+        vm.warp(block.timestamp + 31);
+        vm.prank(syncer);
+        reg.finalizeRound(c);
+        assertEq(reg.getRound(ID, 0).acceptedCount, 1, "accepted count");
+        assertEq(reg.getRun(ID).currentRound, 1, "next round");
+    }
+
+    function test_evictedTrainerCannotSubmit_andIsSlashed() public {
+        ITrainingRegistry.TaskParams memory p = _params(ID, 2, 1, 1, 3, 1e18);
+        p.maxMisses = 0;
+        _post(p);
+        reg.electSyncer(ID);
+        _enroll(ID, 0, MIN_STAKE);
+        _enroll(ID, 1, MIN_STAKE);
+        _submit(ID, 0, 0, 0);
+        uint256[] memory acc = new uint256[](2);
+        acc[0] = 1;
+        vm.prank(syncer);
+        reg.finalizeRound(_commit(ID, 0, 1, acc));
+        ITrainingRegistry.TrainerMetrics memory m = reg.trainerMetrics(ID, trainers[1]);
+        assertTrue(m.evicted, "evicted");
+        assertEq(m.slashed, MIN_STAKE / 10, "10 % slashed");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 1e18 + MIN_STAKE / 10, "slash to the pool");
+        string memory cid = "bafkreix";
+        bytes memory sig = _sig(keys[1], ID, 1, 0, cid, bytes32(uint256(1)));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__TrainerIsEvicted.selector, ID, trainers[1]));
+        reg.submitOuterGradient(ID, 1, 0, cid, bytes32(uint256(1)), sig);
+    }
+
+    function test_reportInvalid_slashesAndBlocksAcceptance() public {
+        _startRun(ID, 2, 1, 1, 1, 1e18);
+        _submit(ID, 0, 0, 0);
+        _submit(ID, 1, 0, 0);
+        vm.prank(syncer);
+        reg.reportInvalid(ID, 0, 0, trainers[1], uint8(ITrainingRegistry.SlashReason.HashMismatch));
+        assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, MIN_STAKE / 20, "5 %");
+        (uint256 sub, uint256 rej, uint256 acc_) = reg.submissionsOf(ID, 0, trainers[1]);
+        assertEq(sub, 1, "submitted");
+        assertEq(rej, 1, "rejected");
+        assertEq(acc_, 0, "accepted");
+        uint256[] memory acc = new uint256[](2);
+        acc[0] = 1;
+        acc[1] = 1;
+        vm.prank(syncer);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__AcceptedNotSubmitted.selector, uint16(1), uint256(1)));
+        reg.finalizeRound(_commit(ID, 0, 1, acc));
+    }
+
+    function test_syncerReplacement_afterTimeout() public {
+        address other = address(0x5d);
+        _registerSyncer(other, MIN_SYNCER_STAKE);
+        _startRun(ID, 1, 1, 1, 1, 1e18);
+        address first = reg.getRun(ID).syncer;
+        vm.expectRevert();
+        reg.electSyncer(ID);
+        vm.warp(block.timestamp + 30 + SYNCER_TIMEOUT + 1);
+        address second = reg.electSyncer(ID);
+        assertTrue(second != first, "replaced by the other candidate");
+        (uint256 stake, uint32 active,) = reg.syncerInfo(first);
+        assertEq(stake, MIN_SYNCER_STAKE - MIN_SYNCER_STAKE / 10, "old syncer slashed");
+        assertEq(active, 0, "old syncer released");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 1e18 + MIN_SYNCER_STAKE / 10, "syncer slash to the pool");
+        uint256[] memory acc = new uint256[](1);
+        vm.prank(second);
+        reg.finalizeRound(_commit(ID, 0, 1, acc));
+        vm.prank(first);
+        reg.unregisterSyncer();
+    }
+
+    function test_cancelRefundsEverything() public {
+        _post(_params(ID, 3, 2, 1, 1, 5e18));
+        _enroll(ID, 0, MIN_STAKE);
+        vm.prank(sponsor);
+        reg.cancelTask(ID);
+        assertEq(reg.withdrawable(sponsor), 5e18, "pool back");
+        assertEq(reg.withdrawable(trainers[0]), MIN_STAKE, "stake back");
+    }
+
+    /// @notice Fuzzed amounts: whatever the pool, stakes and accepted pattern, the seal pays
+    /// out exactly what was escrowed and staked.
+    function testFuzz_sealConservesTokens(uint96 pool, uint96 extraStake, uint8 pattern, uint8 misses) public {
+        ITrainingRegistry.TaskParams memory p = _params(ID, 3, 1, 2, 2, pool);
+        p.maxMisses = misses % 2;
+        _post(p);
+        reg.electSyncer(ID);
+        for (uint256 i = 0; i < 3; ++i) {
+            _enroll(ID, i, MIN_STAKE + uint256(extraStake) * (i + 1));
+        }
+        for (uint32 r = 0; r < 2; ++r) {
+            uint256[] memory acc = new uint256[](3);
+            for (uint256 i = 0; i < 3; ++i) {
+                if (reg.trainerMetrics(ID, trainers[i]).evicted) continue;
+                uint256 bits = (uint256(pattern) >> (2 * i + r)) & 3;
+                for (uint16 j = 0; j < 2; ++j) {
+                    if ((bits >> j) & 1 == 1) _submit(ID, i, r, j);
+                }
+                acc[i] = bits;
+            }
+            vm.warp(block.timestamp + 31);
+            vm.prank(syncer);
+            reg.finalizeRound(_commit(ID, r, 2, acc));
+        }
+        reg.seal(ID);
+        uint256 out;
+        for (uint256 i = 0; i < 3; ++i) {
+            out += reg.withdrawable(trainers[i]);
+            vm.prank(trainers[i]);
+            reg.withdraw();
+        }
+        out += reg.withdrawable(sponsor);
+        uint256 staked = 3 * MIN_STAKE + 6 * uint256(extraStake);
+        assertEq(out, uint256(pool) + staked, "payouts = pool + stakes");
+        assertEq(_total(), MIN_SYNCER_STAKE + reg.withdrawable(sponsor), "registry keeps the rest");
+    }
+
+    function testFuzz_postTaskEscrowsExactly(uint128 pool) public {
+        _post(_params(ID, 2, 1, 1, 1, pool));
+        assertEq(_total(), MIN_SYNCER_STAKE + pool, "escrowed");
+        assertEq(reg.getRun(ID).rewardPoolLeft, pool, "pool");
+    }
+
+    function testFuzz_badSignatureNeverCounts(bytes32 junk) public {
+        _startRun(ID, 1, 1, 1, 1, 1e18);
+        bytes memory sig = abi.encodePacked(junk, junk, uint8(27));
+        vm.expectRevert();
+        reg.submitOuterGradient(ID, 0, 0, "bafk", bytes32(0), sig);
+        (uint256 sub,,) = reg.submissionsOf(ID, 0, trainers[0]);
+        assertEq(sub, 0, "nothing recorded");
+    }
+}
