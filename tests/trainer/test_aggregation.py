@@ -1,0 +1,125 @@
+import pytest
+import torch
+
+from tenzro_trainer.aggregation import (
+    CoordinateMedian,
+    Krum,
+    Mean,
+    TrimmedMean,
+    build_rule,
+    screen_payloads,
+    validate_payload,
+)
+from tenzro_trainer.errors import AggregationError, PayloadRejected
+
+
+def U(*rows):
+    return {f"t{i}": {"w": torch.tensor(r, dtype=torch.float32)} for i, r in enumerate(rows)}
+
+
+HAND = U([1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [100.0, -100.0], [4.0, 40.0])
+
+
+def test_mean_by_hand():
+    assert torch.equal(Mean()(HAND)["w"], torch.tensor([22.0, 0.0]))
+
+
+def test_trimmed_mean_by_hand():
+    # K=5, 2000 bps -> trim 1 per end: [2,3,4] -> 3 and [10,20,30] -> 20
+    assert torch.equal(TrimmedMean(2000)(HAND)["w"], torch.tensor([3.0, 20.0]))
+    # 1999 bps trims 0 (floor(5*0.1999)=0): plain mean
+    assert torch.equal(TrimmedMean(1999)(HAND)["w"], Mean()(HAND)["w"])
+    assert torch.equal(TrimmedMean(4999)(U([1.0], [2.0], [30.0], [40.0]))["w"], torch.tensor([16.0]))  # trims 1 per end
+    with pytest.raises(AggregationError, match="alpha_bps"):
+        TrimmedMean(5000)
+
+
+def test_median_by_hand():
+    assert torch.equal(CoordinateMedian()(HAND)["w"], torch.tensor([3.0, 20.0]))
+    even = U([1.0], [2.0], [10.0], [100.0])
+    assert torch.equal(CoordinateMedian()(even)["w"], torch.tensor([6.0]))  # (2+10)/2
+
+
+def test_krum_by_hand():
+    # 1-D points 0, 1, 2, 10, 11 with f=1: each scores its K-f-2 = 2 nearest squared distances.
+    # 0: 1+4=5; 1: 1+1=2; 2: 1+4=5; 10: 1+64=65; 11: 1+81=82 -> picks 1.
+    pts = U([0.0], [1.0], [2.0], [10.0], [11.0])
+    assert torch.equal(Krum(1)(pts)["w"], torch.tensor([1.0]))
+    assert torch.equal(Krum(1, m=3)(pts)["w"], torch.tensor([1.0]))  # mean of 1, 0, 2
+    with pytest.raises(AggregationError, match="at least 5"):
+        Krum(1)(U([0.0], [1.0], [2.0], [3.0]))
+
+
+def test_order_independent_bit_for_bit():
+    g = torch.Generator().manual_seed(0)
+    ups = {f"0x{i:02x}": {"a": torch.randn(50, generator=g), "b": torch.randn(3, 4, generator=g)} for i in range(7)}
+    shuffled = dict(reversed(list(ups.items())))
+    for rule in (Mean(), TrimmedMean(2000), CoordinateMedian(), Krum(2)):
+        x, y = rule(ups), rule(shuffled)
+        assert all(torch.equal(x[k], y[k]) for k in x), rule
+
+
+@pytest.mark.parametrize("attack", ["sign_flip", "scale100"])
+def test_robust_rules_resist_attackers(attack):
+    K, f, P = 7, 2, 2000
+    g = torch.Generator().manual_seed(1)
+    true = torch.randn(P, generator=g)
+    honest = [true + 0.1 * torch.randn(P, generator=g) for _ in range(K - f)]
+    honest_mean = torch.stack(honest).mean(0)
+    bad = [-h if attack == "sign_flip" else 100 * h for h in honest[:f]]
+    ups = {f"w{i}": {"d": v} for i, v in enumerate(honest + bad)}
+    scale = honest_mean.norm()
+
+    def err(rule):
+        return float((rule(ups)["d"] - honest_mean).norm() / scale)
+
+    assert err(Mean()) > 0.5
+    for rule in (CoordinateMedian(), TrimmedMean(alpha_bps=2900), Krum(f=f)):  # 2900 bps of 7 trims 2
+        assert err(rule) < 0.1, rule
+
+
+def test_build_rule():
+    assert isinstance(build_rule("TrimmedMean", {"alpha_bps": 1000}), TrimmedMean)
+    assert build_rule("krum", {"f": "2"}).f == 2
+    assert isinstance(build_rule("CoordinateMedian", {}), CoordinateMedian)
+    with pytest.raises(AggregationError, match="unknown aggregation rule"):
+        build_rule("Bulyan", {})
+
+
+LAYOUT = {"a": ((2, 3), torch.float32), "b": ((4,), torch.float32)}
+
+
+def _ok():
+    return {"a": torch.ones(2, 3), "b": torch.ones(4)}
+
+
+@pytest.mark.parametrize(
+    "mutate, reason, tensor",
+    [
+        (lambda p: p.pop("b"), "names", "b"),
+        (lambda p: p.update(c=torch.ones(1)), "names", "c"),
+        (lambda p: p.update(a=torch.ones(3, 2)), "shape", "a"),
+        (lambda p: p.update(b=torch.ones(4, dtype=torch.float64)), "dtype", "b"),
+        (lambda p: p["a"].__setitem__((0, 1), float("nan")), "non_finite", "a"),
+        (lambda p: p["b"].__setitem__(2, float("inf")), "non_finite", "b"),
+    ],
+)
+def test_validation_rejects_and_says_why(mutate, reason, tensor):
+    p = _ok()
+    mutate(p)
+    with pytest.raises(PayloadRejected) as exc:
+        validate_payload(p, LAYOUT)
+    assert exc.value.reason == reason and exc.value.tensor == tensor
+    assert tensor in str(exc.value)
+
+
+def test_norm_screen():
+    assert validate_payload(_ok(), LAYOUT) == pytest.approx(10**0.5)
+    with pytest.raises(PayloadRejected, match="exceeds 3 x median"):
+        validate_payload({k: 10 * v for k, v in _ok().items()}, LAYOUT, norm_multiple=3, median_norm=10**0.5)
+    payloads = {f"t{i}": _ok() for i in range(4)}
+    payloads["t9"] = {k: 100 * v for k, v in _ok().items()}
+    payloads["t8"] = {"a": torch.ones(2, 3)}
+    accepted, rejected = screen_payloads(payloads, LAYOUT, norm_multiple=5)
+    assert sorted(accepted) == ["t0", "t1", "t2", "t3"]
+    assert rejected["t9"].reason == "norm" and rejected["t8"].reason == "names"

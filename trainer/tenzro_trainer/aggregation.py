@@ -1,0 +1,285 @@
+"""Aggregation rules over K pseudo-gradients of one fragment, and payload validation.
+
+Rules (each maps ``{submitter: {name: tensor}}`` to ``{name: tensor}``, fp32):
+
+- :class:`Mean`: the coordinate-wise mean (FedAvg / DiLoCo's all-reduce; McMahan et al. 2017).
+- :class:`TrimmedMean`: per coordinate, drop the ``b = floor(K * alpha_bps / 10000)`` largest and
+  smallest values and average the rest (Yin et al. 2018, "Byzantine-robust distributed learning:
+  towards optimal statistical rates", ICML, Sec. 3, Definition 2).
+- :class:`CoordinateMedian`: the coordinate-wise median, the mean of the two middle values when K
+  is even (Yin et al. 2018, Definition 1).
+- :class:`Krum`: the submission whose summed squared distance to its ``K - f - 2`` nearest
+  neighbours is smallest (Blanchard et al. 2017, "Machine learning with adversaries: Byzantine
+  tolerant gradient descent", NeurIPS, Sec. 4); ``m > 1`` averages the m best (Multi-Krum).
+
+Determinism: submissions are ordered by submitter key before anything is computed, every
+reduction runs over that fixed order on the CPU, and ties go to the smaller key, so the same
+inputs in any order give bit-for-bit the same aggregate (an off-chain replay reproduces it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+from torch import Tensor
+
+from tenzro_trainer.errors import AggregationError, PayloadRejected
+
+Update = Mapping[str, Tensor]
+
+
+def _stack(updates: Mapping[str, Update]) -> tuple[list[str], list[tuple[str, torch.Size]], Tensor]:
+    """Order by submitter, check the names and shapes agree, flatten to (K, P) fp32."""
+    if not updates:
+        raise AggregationError("no submissions to aggregate")
+    keys = sorted(updates)
+    first = updates[keys[0]]
+    layout = [(n, first[n].shape) for n in sorted(first)]
+    rows = []
+    for k in keys:
+        u = updates[k]
+        if sorted(u) != [n for n, _ in layout]:
+            raise AggregationError(f"submission {k!r} has tensors {sorted(u)}, expected {[n for n, _ in layout]}")
+        for n, shape in layout:
+            if u[n].shape != shape:
+                raise AggregationError(f"submission {k!r}: tensor {n!r} has shape {tuple(u[n].shape)}, expected {tuple(shape)}")
+        rows.append(torch.cat([u[n].detach().to("cpu", torch.float32).reshape(-1) for n, _ in layout]))
+    return keys, layout, torch.stack(rows)
+
+
+def _unflatten(vec: Tensor, layout: list[tuple[str, torch.Size]]) -> dict[str, Tensor]:
+    out, i = {}, 0
+    for n, shape in layout:
+        k = math.prod(shape)
+        out[n] = vec[i : i + k].reshape(shape).clone()
+        i += k
+    return out
+
+
+def sort_rows(x: Tensor) -> Tensor:
+    """Sort each column of x (K, P) ascending. For K <= 16 an odd-even transposition network of
+    element-wise min/max (Knuth, TAOCP vol. 3, 5.3.4): exact, deterministic, and several times
+    faster than ``torch.sort`` along dim 0 for small K; otherwise ``torch.sort``."""
+    k = x.shape[0]
+    if k > 16:
+        return torch.sort(x, dim=0).values
+    rows = list(x.unbind(0))
+    for rnd in range(k):
+        for i in range(rnd % 2, k - 1, 2):
+            lo, hi = torch.minimum(rows[i], rows[i + 1]), torch.maximum(rows[i], rows[i + 1])
+            rows[i], rows[i + 1] = lo, hi
+    return torch.stack(rows)
+
+
+class Rule:
+    """Base class: ``rule(updates)`` with ``updates = {submitter: {name: tensor}}``."""
+
+    name = "Rule"
+
+    def __call__(self, updates: Mapping[str, Update]) -> dict[str, Tensor]:
+        keys, layout, x = _stack(updates)
+        return _unflatten(self.reduce(x), layout)
+
+    def reduce(self, x: Tensor) -> Tensor:  # (K, P) -> (P,)
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class Mean(Rule):
+    """Coordinate-wise mean (not robust: one attacker moves it arbitrarily far)."""
+
+    name = "Mean"
+
+    def reduce(self, x: Tensor) -> Tensor:
+        acc = torch.zeros_like(x[0])
+        for row in x:  # fixed summation order
+            acc += row
+        return acc / x.shape[0]
+
+
+class TrimmedMean(Rule):
+    """Coordinate-wise trimmed mean, trimming ``floor(K * alpha_bps / 10000)`` from each end
+    (Yin et al. 2018). ``alpha_bps`` is in basis points: 2000 = 20%.
+
+    Raises:
+        AggregationError: the trim would leave nothing (2b >= K).
+    """
+
+    name = "TrimmedMean"
+
+    def __init__(self, alpha_bps: int = 1000):
+        if not 0 <= int(alpha_bps) < 5000:
+            raise AggregationError(f"TrimmedMean alpha_bps must be in [0, 5000), got {alpha_bps}")
+        self.alpha_bps = int(alpha_bps)
+
+    def trim_count(self, k: int) -> int:
+        return (k * self.alpha_bps) // 10000
+
+    def reduce(self, x: Tensor) -> Tensor:
+        k = x.shape[0]
+        b = self.trim_count(k)
+        if 2 * b >= k:
+            raise AggregationError(f"TrimmedMean({self.alpha_bps} bps) trims {b} from each end of {k} submissions")
+        s = sort_rows(x)[b : k - b]
+        return Mean().reduce(s)
+
+    def __repr__(self) -> str:
+        return f"TrimmedMean(alpha_bps={self.alpha_bps})"
+
+
+class CoordinateMedian(Rule):
+    """Coordinate-wise median (Yin et al. 2018); for even K the mean of the two middle values."""
+
+    name = "CoordinateMedian"
+
+    def reduce(self, x: Tensor) -> Tensor:
+        k = x.shape[0]
+        s = sort_rows(x)
+        if k % 2:
+            return s[k // 2].clone()
+        return (s[k // 2 - 1] + s[k // 2]) / 2
+
+
+class Krum(Rule):
+    """Krum / Multi-Krum (Blanchard et al. 2017). Needs ``K >= 2f + 3``.
+
+    Score of submission i: sum of squared L2 distances to its ``K - f - 2`` nearest other
+    submissions; the ``m`` lowest scores (ties: smaller submitter key) are averaged.
+    """
+
+    name = "Krum"
+
+    def __init__(self, f: int = 1, m: int = 1):
+        if int(f) < 0 or int(m) < 1:
+            raise AggregationError(f"Krum needs f >= 0 and m >= 1, got f={f}, m={m}")
+        self.f, self.m = int(f), int(m)
+        self.last_selected: list[int] = []
+
+    def scores(self, x: Tensor) -> Tensor:
+        """(K,) float64 Krum scores of the rows of x (K, P)."""
+        k = x.shape[0]
+        if k < 2 * self.f + 3:
+            raise AggregationError(f"Krum(f={self.f}) needs at least {2 * self.f + 3} submissions, got {k}")
+        d = torch.zeros(k, k, dtype=torch.float64)
+        for i in range(k):
+            for j in range(i + 1, k):
+                d[i, j] = d[j, i] = torch.linalg.vector_norm(x[i] - x[j], dtype=torch.float64) ** 2
+        n = k - self.f - 2
+        return torch.stack([torch.sort(torch.cat([d[i, :i], d[i, i + 1 :]])).values[:n].sum() for i in range(k)])
+
+    def reduce(self, x: Tensor) -> Tensor:
+        sc = self.scores(x).tolist()
+        order = sorted(range(len(sc)), key=lambda i: (sc[i], i))
+        self.last_selected = order[: self.m]
+        return Mean().reduce(x[self.last_selected])
+
+    def __repr__(self) -> str:
+        return f"Krum(f={self.f}, m={self.m})"
+
+
+RULES = {"Mean": Mean, "TrimmedMean": TrimmedMean, "CoordinateMedian": CoordinateMedian, "Krum": Krum}
+_ALIASES = {"mean": "Mean", "trimmedmean": "TrimmedMean", "trimmed_mean": "TrimmedMean", "median": "CoordinateMedian",
+            "coordinatemedian": "CoordinateMedian", "coordinate_median": "CoordinateMedian", "krum": "Krum"}
+
+
+def build_rule(name: str, params: Mapping[str, object] | None = None) -> Rule:
+    """A rule from the task spec's rule name and parameters.
+
+    ``"Mean"``; ``"TrimmedMean"`` with ``alpha_bps``; ``"CoordinateMedian"``; ``"Krum"`` with ``f``
+    (and optional ``m``). Names are matched case-insensitively (``"trimmed_mean"`` works too).
+
+    Raises:
+        AggregationError: unknown rule or parameters.
+    """
+    key = _ALIASES.get(name.replace("-", "_").lower(), name)
+    if key not in RULES:
+        raise AggregationError(f"unknown aggregation rule {name!r}; known: {sorted(RULES)}")
+    try:
+        return RULES[key](**{k: int(v) for k, v in (params or {}).items()})
+    except TypeError as exc:
+        raise AggregationError(f"bad parameters {dict(params or {})} for {key}: {exc}") from exc
+
+
+# ---------------------------------------------------------------- validation
+
+
+def payload_norm(tensors: Mapping[str, Tensor]) -> float:
+    """Global L2 norm of a payload (fp64 accumulation over the sorted names)."""
+    total = 0.0
+    for n in sorted(tensors):
+        total += float(torch.linalg.vector_norm(tensors[n].detach(), dtype=torch.float64)) ** 2
+    return math.sqrt(total)
+
+
+def validate_payload(
+    tensors: Mapping[str, Tensor],
+    expected_shapes_dtypes: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+    norm_multiple: float | None = None,
+    median_norm: float | None = None,
+) -> float:
+    """Check one decoded pseudo-gradient against the fragment's layout.
+
+    Checks, in order: the set of names; each tensor's shape and dtype; that every value is finite;
+    and, when ``norm_multiple`` and ``median_norm`` are given, that the payload's L2 norm is at
+    most ``norm_multiple * median_norm``.
+
+    Returns:
+        the payload's L2 norm.
+    Raises:
+        PayloadRejected: with ``reason`` in {"names", "shape", "dtype", "non_finite", "norm"}
+            and the offending tensor's name.
+    """
+    got, want = set(tensors), set(expected_shapes_dtypes)
+    if got != want:
+        missing, extra = sorted(want - got), sorted(got - want)
+        raise PayloadRejected("names", f"missing {missing}, unexpected {extra}",
+                              tensor=(missing or extra)[0])
+    for n in sorted(want):
+        shape, dtype = expected_shapes_dtypes[n]
+        t = tensors[n]
+        if tuple(t.shape) != tuple(shape):
+            raise PayloadRejected("shape", f"shape {tuple(t.shape)}, expected {tuple(shape)}", tensor=n)
+        if t.dtype != dtype:
+            raise PayloadRejected("dtype", f"dtype {t.dtype}, expected {dtype}", tensor=n)
+        if not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise PayloadRejected("non_finite", f"{bad} non-finite value(s) (NaN or inf)", tensor=n)
+    norm = payload_norm(tensors)
+    if norm_multiple is not None and median_norm is not None and norm > norm_multiple * median_norm:
+        raise PayloadRejected(
+            "norm", f"L2 norm {norm:.6g} exceeds {norm_multiple:g} x median norm {median_norm:.6g}"
+        )
+    return norm
+
+
+def screen_payloads(
+    payloads: Mapping[str, Mapping[str, Tensor]],
+    expected_shapes_dtypes: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+    norm_multiple: float | None = 10.0,
+) -> tuple[dict[str, Mapping[str, Tensor]], dict[str, PayloadRejected]]:
+    """Validate a round's payloads of one fragment in two passes: structure and finiteness first,
+    then the norm test against the median norm of the structurally valid ones.
+
+    Returns:
+        (accepted {submitter: tensors}, rejected {submitter: PayloadRejected}).
+    """
+    accepted, rejected, norms = {}, {}, {}
+    for k in sorted(payloads):
+        try:
+            norms[k] = validate_payload(payloads[k], expected_shapes_dtypes)
+            accepted[k] = payloads[k]
+        except PayloadRejected as exc:
+            rejected[k] = exc
+    if norm_multiple is not None and norms:
+        med = float(torch.tensor(sorted(norms.values()), dtype=torch.float64).median())
+        for k in sorted(norms):
+            if norms[k] > norm_multiple * med:
+                rejected[k] = PayloadRejected(
+                    "norm", f"L2 norm {norms[k]:.6g} exceeds {norm_multiple:g} x median norm {med:.6g}"
+                )
+                del accepted[k]
+    return accepted, rejected

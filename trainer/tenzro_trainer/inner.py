@@ -1,0 +1,109 @@
+"""The inner loop of one DiLoCo worker (Douillard et al. 2023, Algorithm 1, lines 4-8).
+
+Each round the worker loads the global weights, runs H AdamW steps on batches from its own
+shards, and returns its local weights. The AdamW state persists across rounds, as in DiLoCo.
+CPU runs in fp32 and is bit-for-bit reproducible for the same seed (no dropout by default, a
+seeded sampler, deterministic kernels); CUDA runs under bf16 autocast with fp32 master weights.
+
+Usage::
+
+    worker = InnerTrainer(model_cfg, inner_cfg, WindowDataset(split, shard_ids, seed=inner_cfg.seed))
+    for r in range(rounds):
+        result = worker.run(global_state)        # {name: fp32 tensor}
+        delta = pseudo_gradient(global_state, result.state)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import torch
+from torch import Tensor
+
+from tenzro_trainer.config import InnerConfig, ModelConfig
+from tenzro_trainer.data.windows import WindowDataset
+from tenzro_trainer.models import build_model
+
+
+@dataclass
+class InnerResult:
+    """What one round of inner steps returns.
+
+    Attributes:
+        state: local weights after H steps, {name: fp32 CPU tensor}.
+        mean_loss: mean training loss over the H steps (normalized MSE).
+        step_times: wall time of each step, seconds.
+        samples: windows processed (H * batch_size).
+    """
+
+    state: dict[str, Tensor]
+    mean_loss: float
+    step_times: list[float] = field(default_factory=list)
+    samples: int = 0
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples / max(sum(self.step_times), 1e-12)
+
+
+class InnerTrainer:
+    """H inner AdamW steps per round on one worker's data, optimizer state kept across rounds."""
+
+    def __init__(self, model_cfg: ModelConfig, cfg: InnerConfig, data: WindowDataset, init_seed: int = 0):
+        self.model_cfg, self.cfg, self.data = model_cfg, cfg, data
+        self.device = torch.device(cfg.device)
+        torch.manual_seed(init_seed)  # initial weights are overwritten by the global ones each round
+        self.model = build_model(model_cfg).to(self.device)
+        self.model.gradient_checkpointing = cfg.gradient_checkpointing
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas),
+        )
+
+    def _autocast(self):
+        if self.cfg.dtype == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def load_global(self, global_state: Mapping[str, Tensor]) -> None:
+        """Copy global weights into the local model (strict: every parameter must be present)."""
+        self.model.load_state_dict({k: v for k, v in global_state.items()}, strict=True)
+
+    def run(self, global_state: Mapping[str, Tensor] | None = None, steps: int | None = None) -> InnerResult:
+        """Load ``global_state`` (if given), run ``steps`` (default H) AdamW steps, return local weights."""
+        if global_state is not None:
+            self.load_global(global_state)
+        model, opt, cfg = self.model, self.optimizer, self.cfg
+        model.train()
+        steps = cfg.steps if steps is None else steps
+        losses = torch.zeros(steps, device=self.device)
+        times = []
+        for i in range(steps):
+            t0 = time.perf_counter()
+            batch = self.data.sample(cfg.batch_size).to(self.device, non_blocking=True)
+            with self._autocast():
+                loss = model.loss(batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            losses[i] = loss.detach()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            times.append(time.perf_counter() - t0)
+        state = {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in model.state_dict().items()}
+        return InnerResult(state, float(losses.mean()), times, steps * cfg.batch_size)
+
+    def state_dict(self) -> dict:
+        """Worker state for a restart: model, AdamW moments, sampler generator (a deep copy: later
+        steps do not change it)."""
+        return copy.deepcopy({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "data": self.data.state_dict()})
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.data.load_state_dict(state["data"])

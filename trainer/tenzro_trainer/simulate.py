@@ -1,0 +1,219 @@
+"""Local simulation driver, no chain: M workers and one syncer in one process for N rounds.
+
+The round is the one of DESIGN.md, with the network replaced by function calls:
+
+1. every worker loads the global weights and runs H inner AdamW steps on its shard
+   (:class:`~tenzro_trainer.inner.InnerTrainer`);
+2. per fragment it computes ``delta = global - local`` and encodes it as safetensors bytes
+   (:mod:`tenzro_trainer.codec`), which the syncer decodes, validates
+   (:func:`~tenzro_trainer.aggregation.screen_payloads`), aggregates with the task's rule and
+   applies with the outer Nesterov optimizer (:class:`~tenzro_trainer.outer.OuterOptimizer`);
+3. the new global weights are evaluated on held-out rolling-origin windows.
+
+:func:`simulate_sync` runs the baseline of the benchmarks: fully synchronous data-parallel AdamW
+with the same global batch (M x batch_size, each worker's share drawn from its own shard) and the
+same total number of inner steps (rounds x H).
+
+Bytes are counted per worker: upload of the pseudo-gradient payloads and download of the new
+global weights each round (DiLoCo), gradient upload and weight download each step (synchronous,
+parameter-server accounting; a ring all-reduce moves 2 (M-1)/M of that, the same for both
+methods). ``tensor_bytes`` counts fp32 tensor data only; ``encoded_bytes`` adds safetensors headers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from tenzro_trainer.aggregation import build_rule, screen_payloads
+from tenzro_trainer.codec import decode_fragment, encode_fragment
+from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
+from tenzro_trainer.data.collection import default_collection, seasonality
+from tenzro_trainer.data.hashing import verify_dataset_hash
+from tenzro_trainer.data.windows import WindowDataset, heldout_windows, shard_series, train_heldout_split
+from tenzro_trainer.evaluate import evaluate, window_loss
+from tenzro_trainer.fragments import fragment_state, partition
+from tenzro_trainer.inner import InnerTrainer
+from tenzro_trainer.models import build_model
+from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
+
+Attack = Callable[[dict[str, Tensor]], dict[str, Tensor]]
+ATTACKS: dict[str, Attack] = {
+    "sign_flip": lambda d: {k: -v for k, v in d.items()},
+    "scale100": lambda d: {k: 100.0 * v for k, v in d.items()},
+    "nan": lambda d: {k: torch.full_like(v, float("nan")) for k, v in d.items()},
+}
+
+
+@dataclass
+class SimConfig:
+    """A simulated run. ``attackers`` maps worker index -> attack name in :data:`ATTACKS`."""
+
+    model: ModelConfig = field(default_factory=lambda: ModelConfig.preset("demo"))
+    inner: InnerConfig = field(default_factory=lambda: InnerConfig(batch_size=32))
+    outer: OuterConfig = field(default_factory=OuterConfig)
+    workers: int = 4
+    rounds: int = 3
+    fragments: int = 4
+    rule: str = "Mean"
+    rule_params: dict = field(default_factory=dict)
+    norm_multiple: float | None = None
+    seed: int = 0
+    heldout_frac: float = 0.1
+    max_windows_per_series: int = 12
+    train_windows_per_series: int = 8
+    attackers: dict[int, str] = field(default_factory=dict)
+    task: str = "sim"
+    dataset_hash: str | None = None  # the task spec's dataset_hash; checked before training when given
+
+
+@dataclass
+class SimResult:
+    """Per-round metrics (round 0 = the initial weights) and the final global weights."""
+
+    rounds: list[dict]
+    state: dict[str, Tensor]
+    num_params: int
+    wall_s: float
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rounds)
+
+
+class _Eval:
+    def __init__(self, cfg: SimConfig, df: pd.DataFrame):
+        if cfg.dataset_hash is not None:
+            verify_dataset_hash(df, cfg.dataset_hash)
+        self.split = train_heldout_split(df, cfg.model.context_len, cfg.model.horizon, cfg.heldout_frac)
+        self.windows = heldout_windows(self.split, cfg.max_windows_per_series)
+        self.train_windows = WindowDataset(self.split).fixed_windows(cfg.train_windows_per_series)
+        self.seasons = seasonality(self.split.unique_ids)
+        self.model = build_model(cfg.model)
+
+    def __call__(self, state: dict[str, Tensor]) -> dict:
+        self.model.load_state_dict(state)
+        res = evaluate(self.model, self.split, self.windows, self.seasons)
+        return {"heldout_loss": res.loss, "mase": res.mase, "smape": res.smape,
+                "train_window_loss": window_loss(self.model, self.train_windows)}
+
+
+def _initial_state(cfg: SimConfig) -> dict[str, Tensor]:
+    torch.manual_seed(cfg.seed)
+    return {k: v.detach().clone() for k, v in build_model(cfg.model).state_dict().items()}
+
+
+def _samplers(cfg: SimConfig, ev: _Eval) -> list[WindowDataset]:
+    shards = shard_series(ev.split.unique_ids, cfg.workers)
+    return [WindowDataset(ev.split, shard, seed=cfg.seed * 1000 + cfg.inner.seed * 100 + i) for i, shard in enumerate(shards)]
+
+
+def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict], None] | None = None) -> SimResult:
+    """Run DiLoCo for ``cfg.rounds`` rounds on ``df`` (default: the default collection).
+
+    Raises:
+        DatasetHashMismatch: ``cfg.dataset_hash`` is set and ``df`` hashes differently.
+        PayloadError, AggregationError: a payload or the rule's inputs are unusable.
+    """
+    t_start = time.perf_counter()
+    df = default_collection() if df is None else df
+    ev = _Eval(cfg, df)
+    state = _initial_state(cfg)
+    frags = partition(state, cfg.fragments)
+    outers = [OuterOptimizer(fragment_state(state, names), cfg.outer) for names in frags]
+    rule = build_rule(cfg.rule, cfg.rule_params)
+    workers = [InnerTrainer(cfg.model, cfg.inner, data, init_seed=cfg.seed) for data in _samplers(cfg, ev)]
+    layouts = [{n: (tuple(state[n].shape), torch.float32) for n in names} for names in frags]
+    tensor_bytes = sum(t.numel() * 4 for t in state.values())
+    rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
+               "encoded_bytes_per_worker": 0, "rejected": 0, "seconds": 0.0}]
+    if log:
+        log(rounds[-1])
+    total_encoded = total_tensor = 0
+    for r in range(1, cfg.rounds + 1):
+        t0 = time.perf_counter()
+        results = [w.run(state) for w in workers]
+        payloads: list[dict[str, bytes]] = [dict() for _ in frags]
+        for i, res in enumerate(results):
+            for f, names in enumerate(frags):
+                delta = pseudo_gradient(fragment_state(state, names), fragment_state(res.state, names))
+                if i in cfg.attackers:
+                    delta = ATTACKS[cfg.attackers[i]](delta)
+                meta = dict(task=cfg.task, round=r, fragment=f, trainer=f"worker{i:03d}", dtype="float32",
+                            kind="pseudo_gradient")
+                payloads[f][f"worker{i:03d}"] = encode_fragment(delta, meta)
+        up = max(sum(len(payloads[f][k]) for f in range(len(frags))) for k in payloads[0])  # bytes one worker uploads
+        rejected = 0
+        new_state = dict(state)
+        down = 0
+        for f, names in enumerate(frags):
+            decoded = {k: decode_fragment(b)[0] for k, b in payloads[f].items()}
+            accepted, rej = screen_payloads(decoded, layouts[f], cfg.norm_multiple)
+            rejected += len(rej)
+            new_frag = outers[f].step(rule(accepted))
+            new_state.update(new_frag)
+            down += len(encode_fragment(new_frag, dict(task=cfg.task, round=r, fragment=f, trainer="syncer",
+                                                       dtype="float32", kind="weights")))
+        state = new_state
+        total_encoded += up + down
+        total_tensor += 2 * tensor_bytes
+        rounds.append({"round": r, **ev(state), "train_loss": sum(x.mean_loss for x in results) / len(results),
+                       "tensor_bytes_per_worker": total_tensor, "encoded_bytes_per_worker": total_encoded,
+                       "rejected": rejected, "seconds": time.perf_counter() - t0})
+        if log:
+            log(rounds[-1])
+    return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
+
+
+def simulate_sync(cfg: SimConfig, df: pd.DataFrame | None = None, lr: float | None = None,
+                  log: Callable[[dict], None] | None = None) -> SimResult:
+    """Synchronous data-parallel AdamW baseline: ``rounds * H`` steps with global batch
+    ``workers * batch_size`` (each worker's share from its own shard), metrics every H steps.
+    ``lr`` overrides the inner learning rate (the baseline must be tuned, EVALUATION.md)."""
+    t_start = time.perf_counter()
+    df = default_collection() if df is None else df
+    ev = _Eval(cfg, df)
+    state = _initial_state(cfg)
+    inner = replace(cfg.inner, lr=lr if lr is not None else cfg.inner.lr)
+    samplers = _samplers(cfg, ev)
+    trainer = InnerTrainer(cfg.model, replace(inner, batch_size=inner.batch_size * cfg.workers), samplers[0],
+                           init_seed=cfg.seed)
+    trainer.data = _Concat(samplers, inner.batch_size)
+    trainer.load_global(state)
+    tensor_bytes = sum(t.numel() * 4 for t in state.values())
+    rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
+               "encoded_bytes_per_worker": 0, "rejected": 0, "seconds": 0.0}]
+    if log:
+        log(rounds[-1])
+    total = 0
+    for r in range(1, cfg.rounds + 1):
+        t0 = time.perf_counter()
+        res = trainer.run(None)
+        total += 2 * tensor_bytes * inner.steps
+        state = res.state
+        rounds.append({"round": r, **ev(state), "train_loss": res.mean_loss, "tensor_bytes_per_worker": total,
+                       "encoded_bytes_per_worker": total, "rejected": 0, "seconds": time.perf_counter() - t0})
+        if log:
+            log(rounds[-1])
+    return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
+
+
+class _Concat:
+    """Draws ``per_worker`` windows from each sampler and concatenates them (the global batch)."""
+
+    def __init__(self, samplers: list[WindowDataset], per_worker: int):
+        self.samplers, self.per_worker = samplers, per_worker
+
+    def sample(self, batch_size: int) -> Tensor:
+        return torch.cat([s.sample(self.per_worker) for s in self.samplers])
+
+    def state_dict(self) -> dict:
+        return {"samplers": [s.state_dict() for s in self.samplers]}
+
+    def load_state_dict(self, state: dict) -> None:
+        for s, st in zip(self.samplers, state["samplers"]):
+            s.load_state_dict(st)
