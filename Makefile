@@ -24,8 +24,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	@touch $@
 
+# `npm install` against the lock, not `npm ci`: the registry serves only this platform's
+# @foundry-rs binaries, so the lock cannot list the other platforms' optional packages
+# and `npm ci` refuses it as out of sync.
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm install --no-audit --no-fund --loglevel=error
 	@test -x node_modules/node/bin/node || { echo "node_modules/node/bin/node missing: Node 22 did not install"; exit 1; }
 	@touch $@
 
