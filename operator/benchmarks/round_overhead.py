@@ -87,7 +87,12 @@ def main(workdir: Path | None) -> None:
     import os
 
     note = (f"Machine: {os.cpu_count()} CPU cores, 1 syncer and the trainers as separate processes on the "
-            f"same machine; wall = round opened on-chain (block time, 1 s resolution) to finalized.")
+            f"same machine; wall = round opened on-chain (block time, 1 s resolution) to finalized. "
+            f"'Outside' is everything but the H inner steps: weight download, pseudo-gradient encode + pin + "
+            f"sign + submit (one transaction per fragment), the syncer's validation, aggregation, pinning and "
+            f"finalize, and its straggler wait after quorum (`straggler_wait_s`). At demo scale the model is "
+            f"tiny (90k parameters, inner steps under a second), so these fixed costs dominate; they do not "
+            f"grow with H, so the share falls as the model and H grow.")
     RESULTS.write_text(render(rows, "python " + " ".join(sys.argv), note))
     console.print(f"written {RESULTS}")
 

@@ -10,8 +10,12 @@ Usage::
 
     class MyDaemon(Daemon):
         role = "trainer"
-        def step(self) -> bool:  # one idempotent unit of work; False = done
+        def prepare(self, run): ...       # spec, runtime, ... of the run
+        def step(self) -> str | None:     # one idempotent unit of work; "done" = run over
             ...
+        def serve(self, task_id):
+            self.open_task(task_id)
+            self.step_until_done("trainer round")
     d = MyDaemon(cfg, account, chain, ipfs)
     d.install_signal_handlers()           # main thread only
     exit_code = d.run()
@@ -32,6 +36,8 @@ from typing import Any, Callable
 import torch
 
 from tenzro_operator.errors import IpfsError, ServiceUnavailable, TenzroError
+from tenzro_operator.logs import set_log_context
+from tenzro_operator.spec import task_id_bytes32
 
 __all__ = ["Daemon", "DaemonHalted", "StopRequested", "append_jsonl", "atomic_write_bytes", "atomic_torch_save"]
 
@@ -104,6 +110,8 @@ class Daemon:
         self.consecutive_failures = 0
         self.failures = 0
         self.metrics_port: int | None = None
+        self.poll_s = min(float(config.poll_interval_s), 1.0)  # seconds between chain polls
+        self.task_id: bytes | None = None
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -190,6 +198,59 @@ class Daemon:
         at most ``cap_s`` seconds (so a brief RPC or IPFS outage is ridden out)."""
         n = max(1, self.consecutive_failures)
         return min(cap_s, base_s * 2 ** (n - 1))
+
+    # -- one run --------------------------------------------------------------------------
+
+    def wait_for_task(self, discover: Callable[[], bytes | None], missing: str) -> bytes:
+        """The run to serve (bytes32 task id): the config's ``task_id`` once it is posted, else the
+        first id ``discover()`` returns (None = nothing yet); polls every ``poll_s`` seconds.
+
+        Raises:
+            TenzroError: ``"<role>: no <missing> after <discover_timeout_s> s"`` (config key,
+                default 600 s).
+            StopRequested: a stop was requested while waiting.
+        """
+        timeout_s = float(getattr(self.config, "discover_timeout_s", 600.0))
+        deadline = time.monotonic() + timeout_s
+        want = task_id_bytes32(self.config.task_id) if self.config.task_id else None
+        while True:
+            if want is not None:
+                if self.chain.run_exists(want):
+                    return want
+            else:
+                found = discover()
+                if found is not None:
+                    return found
+            if time.monotonic() > deadline:
+                raise TenzroError(f"{self.role}: no {missing} after {timeout_s:.0f} s")
+            self.sleep(self.poll_s)
+
+    def open_task(self, task_id: bytes):
+        """Make ``task_id`` the current run: set ``self.task_id`` and the log context, read the run
+        (``getRun``) and call the role's ``prepare(run)`` (spec, runtime, ...). Returns the `RunView`."""
+        self.task_id = task_id
+        set_log_context(task=task_id)
+        run = self.chain.get_run(task_id)
+        self.prepare(run)
+        return run
+
+    def prepare(self, run) -> None:
+        """Load what the role needs to serve ``run`` (a `RunView`): spec, runtime, ... (each role)."""
+        raise NotImplementedError(f"{type(self).__name__}.prepare")
+
+    def step(self) -> Any:
+        """One idempotent unit of work of the current run; ``"done"`` when the run is over (each role)."""
+        raise NotImplementedError(f"{type(self).__name__}.step")
+
+    def step_until_done(self, what: str) -> None:
+        """Call `step` under `guarded` (failures named ``what``) until it returns ``"done"``;
+        after a failed step, sleep `backoff_s` (bounded) before the next try."""
+        while True:
+            out = self.guarded(what, self.step)
+            if out == "done":
+                return
+            if out is None:
+                self.sleep(self.backoff_s())
 
     # -- time -----------------------------------------------------------------------------
 

@@ -7,32 +7,19 @@ Exit codes: 0 after the seal (or on SIGTERM/SIGINT, state saved), 1 on a clear e
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import click
+from tenzro_operator.daemon_cli import daemon_group
 
 __all__ = ["cli", "main"]
 
 
-@click.group()
-def cli() -> None:
-    """The Tenzro Train syncer daemon."""
-
-
-@cli.command("run")
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="syncer.yaml (see operator/examples/syncer.yaml)")
-@click.option("--task-id", default=None, help="override the config's task_id")
-@click.option("--log-level", default=None, type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-              help="override the config's log_level")
-def run_cmd(config_path: Path, task_id: str | None, log_level: str | None) -> None:
-    """Register, get elected, aggregate and finalize every round, seal."""
-    from tenzro_operator.daemon import run_daemon_cli
+def _load():
     from tenzro_operator.roles.syncer import SyncerDaemon, SyncerDaemonConfig
 
-    sys.exit(run_daemon_cli(SyncerDaemon, SyncerDaemonConfig, config_path, "syncer", task_id=task_id,
-                            log_level=log_level))
+    return SyncerDaemon, SyncerDaemonConfig
+
+
+cli = daemon_group("syncer", _load, help="The Tenzro Train syncer daemon.",
+                   run_help="Register, get elected, aggregate and finalize every round, seal.")
 
 
 def main() -> None:

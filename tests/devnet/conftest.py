@@ -1,14 +1,7 @@
-import socket
-
 import pytest
 
+from stack import free_port
 from tenzro_operator import devnet
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -1,29 +1,23 @@
 """A devnet of the tests' own (free ports, temp dir) with the contracts deployed by `ape run deploy`."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from stack import free_port
 from tenzro_operator import devnet
 
 REPO = devnet.REPO_ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     """(DevnetConfig, deployments path): anvil + IPFS node up, contracts deployed by the real script."""
     tmp = tmp_path_factory.mktemp("e2e")
-    cfg = devnet.DevnetConfig(data_dir=tmp / "devnet", rpc_port=_free_port(), ipfs_port=_free_port())
+    cfg = devnet.DevnetConfig(data_dir=tmp / "devnet", rpc_port=free_port(), ipfs_port=free_port())
     devnet.up(cfg)
     try:
         out = tmp / "deployments.json"

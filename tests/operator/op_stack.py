@@ -1,38 +1,24 @@
 """Helpers of the operator tests (imported by conftest.py and the tests; a unique module name so
 it never collides with another suite's conftest): a real anvil on a free port, the real contracts deployed on it
-(from ape's build artifacts in .build/, through web3, written in the deployments JSON shape that
+(`stack.deploy_stack`: ape's build artifacts through web3, in the deployments JSON shape that
 `ape run deploy` writes), and role accounts funded with TNZO."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
-from web3 import HTTPProvider, Web3
 
+from stack import REPO
 from tenzro_operator.keys import anvil_account
 
-REPO = Path(__file__).resolve().parents[2]
 ANVIL = REPO / "node_modules/.bin/anvil"
-BUILD = REPO / ".build/__local__.json"
-PRECOMPILE = "0x0000000000000000000000000000000000001008"
-TOKEN = 10**18
-MIN_SYNCER_STAKE = 10 * TOKEN
-SYNCER_TIMEOUT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rpc_answers(url: str) -> bool:
@@ -99,52 +85,6 @@ class Anvil:
         """Stop and start again on the same port (and state file)."""
         self.stop()
         self.start()
-
-
-def _artifacts() -> dict:
-    if not BUILD.exists():
-        env = dict(os.environ, PATH=f"{REPO / 'node_modules/.bin'}:{os.environ['PATH']}")
-        subprocess.run([str(REPO / ".venv/bin/ape"), "compile"], cwd=REPO, env=env, check=True,
-                       capture_output=True)
-    return json.loads(BUILD.read_text())["contractTypes"]
-
-
-def deploy_stack(rpc_url: str, out: Path) -> dict:
-    """Deploy TenzroToken, TrainingRegistry, ReceiptVerifier (+ its code at 0x…1008) and RewardEscrow
-    from anvil account 0; write the deployment record to ``out``; return it."""
-    types = _artifacts()
-    w3 = Web3(HTTPProvider(rpc_url))
-    deployer = anvil_account(0)
-    nonce = w3.eth.get_transaction_count(deployer.address)
-
-    def deploy(name: str, *args):
-        nonlocal nonce
-        ct = types[name]
-        c = w3.eth.contract(abi=ct["abi"], bytecode=ct["deploymentBytecode"]["bytecode"])
-        tx = c.constructor(*args).build_transaction({"from": deployer.address, "nonce": nonce, "gas": 15_000_000})
-        nonce += 1
-        h = w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction)
-        rcpt = w3.eth.wait_for_transaction_receipt(h, timeout=30)
-        assert rcpt["status"] == 1, f"deploying {name} failed"
-        return rcpt["contractAddress"], ct["abi"]
-
-    block = w3.eth.block_number + 1
-    token, token_abi = deploy("TenzroToken", 10**9 * TOKEN)
-    registry, reg_abi = deploy("TrainingRegistry", token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT_S)
-    verifier, ver_abi = deploy("ReceiptVerifier")
-    w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier)).hex()])
-    escrow, esc_abi = deploy("RewardEscrow", PRECOMPILE)
-
-    def rec(addr, abi):
-        canon = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
-        return {"address": addr, "abi": abi, "abi_sha256": hashlib.sha256(canon).hexdigest()}
-
-    record = {"network": "local", "chain_id": w3.eth.chain_id, "rpc_url": rpc_url, "deploy_block": block,
-              "deployer": deployer.address, "verifier_precompile": PRECOMPILE,
-              "contracts": {"TenzroToken": rec(token, token_abi), "TrainingRegistry": rec(registry, reg_abi),
-                            "ReceiptVerifier": rec(verifier, ver_abi), "RewardEscrow": rec(escrow, esc_abi)}}
-    out.write_text(json.dumps(record, indent=2))
-    return record
 
 
 EXAMPLE_SPEC = REPO / "operator/examples/task_spec.json"

@@ -12,7 +12,8 @@ import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
-from op_stack import TOKEN, free_port, make_spec
+from op_stack import make_spec
+from stack import TOKEN, free_port
 from tenzro_operator.chain import (
     ChainClient,
     RoundCommit,

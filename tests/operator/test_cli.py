@@ -9,7 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from op_stack import TOKEN, free_port, make_spec
+from op_stack import make_spec
+from stack import TOKEN, free_port
 from tenzro_operator.cli import cli
 from tenzro_operator.keys import anvil_account, create_keystore
 from tenzro_operator.spec import canonical_json, spec_hash

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from op_stack import TOKEN
+from stack import TOKEN
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.errors import EventWatcherHalted
 from tenzro_operator.events import EventWatcher

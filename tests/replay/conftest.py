@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import run_driver as drv
+from stack import deploy_stack, free_port
 from tenzro_operator import devnet
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
@@ -33,10 +34,11 @@ class Stack:
 def stack(tmp_path_factory):
     torch.set_num_threads(1)
     tmp = tmp_path_factory.mktemp("replay")
-    cfg = devnet.DevnetConfig(data_dir=tmp / "devnet", rpc_port=drv.free_port(), ipfs_port=drv.free_port())
+    cfg = devnet.DevnetConfig(data_dir=tmp / "devnet", rpc_port=free_port(), ipfs_port=free_port())
     devnet.up(cfg)
     try:
-        dep = drv.deploy(cfg.rpc_url, tmp / "deployments.json")
+        dep = tmp / "deployments.json"
+        deploy_stack(cfg.rpc_url, dep)
         drv.fund(cfg.rpc_url, dep, [drv.SPONSOR, drv.SYNCER, *drv.TRAINERS, 5], 1_000_000 * drv.TOKEN)
         with IpfsClient(cfg.ipfs_url, timeout_s=20, retries=2) as ipfs:
             yield Stack(cfg.rpc_url, cfg.ipfs_url, dep, ipfs)

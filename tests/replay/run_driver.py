@@ -4,10 +4,8 @@ No daemon: this module plays every role of the protocol directly with the librar
 one process, so the tests get a sealed run without waiting for (or trusting) the trainer and
 syncer daemons, and later can cross-check the daemons' rounds against it.
 
-1. `deploy`: TenzroToken, TrainingRegistry, ReceiptVerifier (+ its runtime code at 0x…1008 with
-   ``anvil_setCode``) and RewardEscrow from ape's build artifacts through web3, written in the
-   shape of ``deployments/<network>.json`` (what ``ape run deploy`` writes; ape's own start-up
-   costs minutes on a shared 2-core machine).
+1. the contracts come from `stack.deploy_stack` (ape's build artifacts through web3, in the
+   shape of ``deployments/<network>.json``); `fund` mints TNZO to the role accounts.
 2. `play_run`: the sponsor builds and posts a spec (`roles.sponsor`); the syncer registers and
    is elected; the trainers enroll; for each round every trainer runs H inner AdamW steps
    (`InnerTrainer`) on its shard, and per fragment pins ``pseudo_gradient`` as safetensors and
@@ -22,18 +20,14 @@ syncer daemons, and later can cross-check the daemons' rounds against it.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import socket
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import torch
-from web3 import HTTPProvider, Web3
 
+from stack import MIN_SYNCER_STAKE, TOKEN
 from tenzro_operator.chain import ChainClient, RoundCommit, SlashReason
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account
@@ -49,65 +43,12 @@ from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.inner import InnerTrainer
 from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / ".build/__local__.json"
-PRECOMPILE = "0x0000000000000000000000000000000000001008"
-TOKEN = 10**18
-MIN_SYNCER_STAKE = 10 * TOKEN
-SYNCER_TIMEOUT_S = 60
 SPONSOR, SYNCER, TRAINERS = 1, 2, (3, 4)
 SERIES = ("elec_equip_orders", "sunspots_yearly", "us_macro_cpi", "us_macro_infl", "us_macro_m1",
           "us_macro_realgdp")
 
 
 # ------------------------------------------------------------------------------ stack
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (bind port 0)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _artifacts() -> dict:
-    if not BUILD.exists():
-        env = dict(os.environ, PATH=f"{REPO / 'node_modules/.bin'}:{os.environ['PATH']}")
-        subprocess.run([str(REPO / ".venv/bin/ape"), "compile"], cwd=REPO, env=env, check=True, capture_output=True)
-    return json.loads(BUILD.read_text())["contractTypes"]
-
-
-def deploy(rpc_url: str, out: Path) -> Path:
-    """Deploy the four contracts from anvil account 0 and write the deployment record to ``out``."""
-    types = _artifacts()
-    w3 = Web3(HTTPProvider(rpc_url))
-    deployer = anvil_account(0)
-    nonce = w3.eth.get_transaction_count(deployer.address)
-
-    def one(name: str, *args):
-        nonlocal nonce
-        ct = types[name]
-        c = w3.eth.contract(abi=ct["abi"], bytecode=ct["deploymentBytecode"]["bytecode"])
-        tx = c.constructor(*args).build_transaction({"from": deployer.address, "nonce": nonce, "gas": 15_000_000})
-        nonce += 1
-        rcpt = w3.eth.wait_for_transaction_receipt(
-            w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction), timeout=30)
-        assert rcpt["status"] == 1, f"deploying {name} failed"
-        return rcpt["contractAddress"], ct["abi"]
-
-    block = w3.eth.block_number + 1
-    token = one("TenzroToken", 10**9 * TOKEN)
-    registry = one("TrainingRegistry", token[0], MIN_SYNCER_STAKE, SYNCER_TIMEOUT_S)
-    verifier = one("ReceiptVerifier")
-    w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier[0])).hex()])
-    escrow = one("RewardEscrow", PRECOMPILE)
-    rec = lambda c: {"address": c[0], "abi": c[1]}  # noqa: E731
-    out.write_text(json.dumps({
-        "network": "local", "chain_id": w3.eth.chain_id, "rpc_url": rpc_url, "deploy_block": block,
-        "deployer": deployer.address, "verifier_precompile": PRECOMPILE,
-        "contracts": {"TenzroToken": rec(token), "TrainingRegistry": rec(registry), "ReceiptVerifier": rec(verifier),
-                      "RewardEscrow": rec(escrow)}}, indent=2))
-    return out
 
 
 def fund(rpc_url: str, deployments: Path, indices, amount: int) -> None:

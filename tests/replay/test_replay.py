@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from eth_utils import keccak, to_checksum_address
 
 import run_driver as drv
+from stack import free_port
 from tenzro_operator import receipt as rc
 from tenzro_operator.cli import cli
 from tenzro_operator.errors import IpfsUnavailable
@@ -108,7 +109,7 @@ def test_unsealed_run_is_a_clear_error(stack, dataset):
 
 
 def test_ipfs_down_is_a_clear_error(stack, honest_run):
-    dead = IpfsClient(f"http://127.0.0.1:{drv.free_port()}", timeout_s=2, retries=1, backoff_s=0.05)
+    dead = IpfsClient(f"http://127.0.0.1:{free_port()}", timeout_s=2, retries=1, backoff_s=0.05)
     with pytest.raises(IpfsUnavailable, match="IPFS node is not answering"):
         verify_receipt(stack.chain(), dead, honest_run.task_id)
 

@@ -3,20 +3,14 @@ dir, `tenzro_operator.devnet.up`), the real compiled contracts deployed on it, f
 accounts, a small real timeseries task posted by the sponsor helpers, and a runner that starts
 the trainer and syncer daemons in threads.
 
-Deployment: the contracts are deployed from ape's build artifacts (``.build/__local__.json``,
-compiled with ``ape compile`` when missing) through web3, in the record shape that
-``ape run deploy`` writes. ``ape run deploy`` itself costs a Python start-up of ape plus a
-recompile whenever a contract changed (over four minutes seen on this machine), too slow for a
-per-session fixture.
+Deployment: `stack.deploy_stack` (ape's build artifacts through web3, in the record shape that
+``ape run deploy`` writes; ``ape run deploy`` itself took over four minutes on this machine).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import socket
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,74 +19,17 @@ from typing import Any
 
 import pytest
 import torch
-from web3 import HTTPProvider, Web3
 
+from stack import TOKEN, deploy_stack, free_port
 from tenzro_operator import devnet
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / ".build/__local__.json"
-PRECOMPILE = "0x0000000000000000000000000000000000001008"
-TOKEN = 10**18
-MIN_SYNCER_STAKE = 10 * TOKEN
-SYNCER_TIMEOUT_S = 60
 SPONSOR, SYNCER = 1, 2
 TRAINERS = (3, 4, 5, 6, 7)
 
 torch.set_num_threads(1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _artifacts() -> dict:
-    if not BUILD.exists():
-        env = dict(os.environ, PATH=f"{REPO / 'node_modules/.bin'}:{os.environ['PATH']}")
-        subprocess.run([str(REPO / ".venv/bin/ape"), "compile"], cwd=REPO, env=env, check=True, capture_output=True)
-    return json.loads(BUILD.read_text())["contractTypes"]
-
-
-def deploy_stack(rpc_url: str, out: Path) -> dict:
-    """Deploy TenzroToken, TrainingRegistry, ReceiptVerifier (+ its runtime code at 0x…1008) and
-    RewardEscrow from anvil account 0; write the deployment record to ``out``."""
-    types = _artifacts()
-    w3 = Web3(HTTPProvider(rpc_url))
-    deployer = anvil_account(0)
-    nonce = w3.eth.get_transaction_count(deployer.address)
-
-    def deploy(name: str, *args):
-        nonlocal nonce
-        ct = types[name]
-        c = w3.eth.contract(abi=ct["abi"], bytecode=ct["deploymentBytecode"]["bytecode"])
-        tx = c.constructor(*args).build_transaction({"from": deployer.address, "nonce": nonce, "gas": 25_000_000})
-        nonce += 1
-        h = w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction)
-        rcpt = w3.eth.wait_for_transaction_receipt(h, timeout=30)
-        assert rcpt["status"] == 1, f"deploying {name} failed"
-        return rcpt["contractAddress"], ct["abi"]
-
-    block = w3.eth.block_number + 1
-    token, token_abi = deploy("TenzroToken", 10**9 * TOKEN)
-    registry, reg_abi = deploy("TrainingRegistry", token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT_S)
-    verifier, ver_abi = deploy("ReceiptVerifier")
-    w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier)).hex()])
-    escrow, esc_abi = deploy("RewardEscrow", PRECOMPILE)
-
-    def rec(addr, abi):
-        canon = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
-        return {"address": addr, "abi": abi, "abi_sha256": hashlib.sha256(canon).hexdigest()}
-
-    record = {"network": "local", "chain_id": w3.eth.chain_id, "rpc_url": rpc_url, "deploy_block": block,
-              "deployer": deployer.address, "verifier_precompile": PRECOMPILE,
-              "contracts": {"TenzroToken": rec(token, token_abi), "TrainingRegistry": rec(registry, reg_abi),
-                            "ReceiptVerifier": rec(verifier, ver_abi), "RewardEscrow": rec(escrow, esc_abi)}}
-    out.write_text(json.dumps(record, indent=2))
-    return record
 
 
 @dataclass

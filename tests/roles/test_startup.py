@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roles_stack import REPO, SYNCER, TRAINERS, free_port, post_small_task
+from roles_stack import SYNCER, TRAINERS, post_small_task
+from stack import REPO, free_port
 from tenzro_operator.config import load_config
 from tenzro_operator.errors import ConfigError, IpfsUnavailable
 from tenzro_operator.ipfs import IpfsClient

@@ -52,7 +52,7 @@ from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_t
 from tenzro_operator.errors import ChainRevert, IpfsIntegrityError, IpfsNotFound, TenzroError
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics
-from tenzro_operator.spec import TaskSpec, task_id_bytes32
+from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_dataset, fetch_spec, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
@@ -153,9 +153,7 @@ class SyncerDaemon(Daemon):
         super().__init__(config, account, chain, ipfs, metrics=metrics or SyncerMetrics(), stop=stop,
                          max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
         self.opt = lambda name, default: getattr(config, name, default)
-        self.poll_s = min(float(config.poll_interval_s), 1.0)
         self.rounds_path = self.data_dir / "syncer-rounds.jsonl"
-        self.task_id: bytes | None = None
         self.spec: TaskSpec | None = None
         self.runtime: TaskRuntime | None = None
         self.outers: list[OuterOptimizer] = []
@@ -203,22 +201,15 @@ class SyncerDaemon(Daemon):
     def find_task(self) -> bytes:
         """The config's ``task_id`` (waits until posted), else the first Enrolling/Training run whose
         syncer is this account or unset."""
-        deadline = time.monotonic() + float(self.opt("discover_timeout_s", 600.0))
-        want = task_id_bytes32(self.config.task_id) if self.config.task_id else None
-        while True:
-            if want is not None:
-                if self.chain.run_exists(want):
-                    return want
-            else:
-                for tid in self.chain.all_runs():
-                    run = self.chain.get_run(tid)
-                    if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED) and \
-                            run.syncer in (ZERO_ADDRESS, self.account.address):
-                        return tid
-            if time.monotonic() > deadline:
-                raise TenzroError("syncer: no run to serve after "
-                                  f"{self.opt('discover_timeout_s', 600.0):.0f} s")
-            self.sleep(self.poll_s)
+        return self.wait_for_task(self._discover, "run to serve")
+
+    def _discover(self) -> bytes | None:
+        for tid in self.chain.all_runs():
+            run = self.chain.get_run(tid)
+            if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED) and \
+                    run.syncer in (ZERO_ADDRESS, self.account.address):
+                return tid
+        return None
 
     def ensure_elected(self, run: RunView) -> bool:
         """Elect a syncer when none is set, or replace a silent one; True iff it is this account."""
@@ -243,10 +234,7 @@ class SyncerDaemon(Daemon):
 
     def serve(self, task_id: bytes) -> None:
         """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``)."""
-        self.task_id = task_id
-        set_log_context(task=task_id)
-        run = self.chain.get_run(task_id)
-        self.prepare(run)
+        self.open_task(task_id)
         opened_wait = time.monotonic()
         while True:
             self.check_stop()
@@ -263,12 +251,7 @@ class SyncerDaemon(Daemon):
                 continue
             break
         self.restore()
-        while True:
-            out = self.guarded("syncer round", self.step)
-            if out == "done":
-                return
-            if out is None:  # a failed step: back off (bounded) before the next try
-                self.sleep(self.backoff_s())
+        self.step_until_done("syncer round")
 
     def prepare(self, run: RunView) -> None:
         """Spec (checked against ``specHash``), model layout, rule, outer config; the dataset when

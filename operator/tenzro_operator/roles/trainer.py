@@ -43,7 +43,7 @@ from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_t
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics
-from tenzro_operator.spec import TaskSpec, task_id_bytes32
+from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_dataset, fetch_spec, fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.codec import encode_fragment
@@ -130,10 +130,8 @@ class TrainerDaemon(Daemon):
         super().__init__(config, account, chain, ipfs, metrics=metrics or TrainerMetrics(), stop=stop,
                          max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
         self.fault: FaultSettings | None = getattr(config, "fault", None)
-        self.poll_s = min(float(config.poll_interval_s), 1.0)
         self.state_path = self.data_dir / "trainer-state.pt"
         self.rounds_path = self.data_dir / "trainer-rounds.jsonl"
-        self.task_id: bytes | None = None
         self.spec: TaskSpec | None = None
         self.runtime: TaskRuntime | None = None
         self.worker: InnerTrainer | None = None
@@ -178,21 +176,8 @@ class TrainerDaemon(Daemon):
         Raises:
             TenzroError: nothing found within ``discover_timeout_s`` seconds.
         """
-        deadline = time.monotonic() + float(getattr(self.config, "discover_timeout_s", 600.0))
-        want = task_id_bytes32(self.config.task_id) if self.config.task_id else None
-        while True:
-            if want is not None:
-                if self.chain.run_exists(want):
-                    return want
-            else:
-                found = self._discover()
-                if found is not None:
-                    return found
-            if time.monotonic() > deadline:
-                what = f"task {self.config.task_id!r}" if want else "an Enrolling run with a free slot"
-                raise TenzroError(f"trainer: no {what} on the registry after "
-                                  f"{getattr(self.config, 'discover_timeout_s', 600.0):.0f} s")
-            self.sleep(self.poll_s)
+        what = f"task {self.config.task_id!r}" if self.config.task_id else "an Enrolling run with a free slot"
+        return self.wait_for_task(self._discover, f"{what} on the registry")
 
     def _discover(self) -> bytes | None:
         runs = self.chain.all_runs()
@@ -216,18 +201,10 @@ class TrainerDaemon(Daemon):
 
     def serve(self, task_id: bytes) -> None:
         """Join run ``task_id`` and train every round until it is over or this trainer is evicted."""
-        self.task_id = task_id
-        set_log_context(task=task_id)
-        run = self.chain.get_run(task_id)
-        self.prepare(run)
+        run = self.open_task(task_id)
         self.enroll(run)
         self.build_worker()
-        while True:
-            out = self.guarded("trainer round", self.step)
-            if out == "done":
-                return
-            if out is None:  # a failed step: back off (bounded) before the next try
-                self.sleep(self.backoff_s())
+        self.step_until_done("trainer round")
 
     def prepare(self, run: RunView) -> None:
         """Fetch the spec (checked against ``specHash``) and the dataset (checked against the spec's

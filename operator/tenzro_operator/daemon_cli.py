@@ -1,0 +1,55 @@
+"""The click group of a daemon role (``tenzro-trainer``, ``python -m tenzro_operator.syncer_cli``,
+``tenzro trainer`` / ``tenzro syncer``): one ``run`` command that loads the role's config and runs
+its daemon in the foreground (`tenzro_operator.daemon.run_daemon_cli`).
+
+Only click is imported here: the daemon classes (torch, the trainer library) are imported when
+``run`` is invoked, so ``tenzro --help`` stays fast.
+
+Exit codes of ``run``: 0 after the run is over (or on SIGTERM/SIGINT, state saved), 1 on a clear
+error (config, keystore, RPC or IPFS unavailable, halted after repeated failures: one line on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+import click
+
+__all__ = ["daemon_group"]
+
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str, run_help: str) -> click.Group:
+    """A click group with the ``run`` command of one daemon role.
+
+    Args:
+        role: ``"trainer"`` or ``"syncer"`` (the logging role, and the name of the example config
+            ``operator/examples/<role>.yaml`` in the help).
+        load: returns ``(daemon class, config class)``; called only when ``run`` is invoked.
+        help: the group's help line.
+        run_help: the ``run`` command's help line.
+
+    Returns:
+        The group: ``run --config PATH [--task-id ID] [--log-level LEVEL]`` exits with the daemon's
+        exit code.
+    """
+
+    @click.group(name=role, help=help)
+    def group() -> None:
+        pass
+
+    @group.command("run", help=run_help)
+    @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+                  help=f"{role}.yaml (see operator/examples/{role}.yaml)")
+    @click.option("--task-id", default=None, help="override the config's task_id")
+    @click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS), help="override the config's log_level")
+    def run_cmd(config_path: Path, task_id: str | None, log_level: str | None) -> None:
+        from tenzro_operator.daemon import run_daemon_cli
+
+        daemon_cls, config_cls = load()
+        sys.exit(run_daemon_cli(daemon_cls, config_cls, config_path, role, task_id=task_id, log_level=log_level))
+
+    return group

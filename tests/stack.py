@@ -1,0 +1,110 @@
+"""What every chain-backed test suite needs (operator, roles, replay, devnet, e2e): a free loopback
+port, ape's compiled contract artifacts, and the four contracts deployed on a devnet through web3.
+
+Importable as ``import stack`` from any test folder (``pythonpath = ["tests"]`` in pyproject.toml).
+
+Deployment goes through web3 from ``.build/__local__.json`` (compiled with ``ape compile`` when
+missing), not through ``ape run deploy``: ape's own start-up plus a recompile whenever a contract
+changed costs minutes on a shared 2-core machine, too slow for a per-session fixture. The record
+has the shape ``scripts/deploy.py`` writes (``deployments/<network>.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from web3 import HTTPProvider, Web3
+
+from tenzro_operator.keys import anvil_account
+
+__all__ = ["BUILD", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN", "build_artifacts",
+           "deploy_stack", "free_port"]
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD = REPO / ".build/__local__.json"
+PRECOMPILE = "0x0000000000000000000000000000000000001008"  # TRAINING_VERIFY, as scripts/deploy.py
+TOKEN = 10**18  # atto-units per TNZO
+MIN_SYNCER_STAKE = 10 * TOKEN  # atto-units
+SYNCER_TIMEOUT_S = 60
+DEPLOY_GAS = 25_000_000  # per deployment transaction; under anvil's default 30M block gas limit
+INITIAL_SUPPLY = 10**9 * TOKEN  # minted to the deployer (anvil account 0)
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on now (bind port 0 and let the kernel choose)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_artifacts() -> dict[str, Any]:
+    """ape's compiled contract types by name (``abi``, ``deploymentBytecode``, ...), from
+    ``.build/__local__.json``; runs ``ape compile`` first when that file is missing.
+
+    Raises:
+        subprocess.CalledProcessError: ``ape compile`` failed.
+    """
+    if not BUILD.exists():
+        env = dict(os.environ, PATH=f"{REPO / 'node_modules/.bin'}:{os.environ['PATH']}")
+        subprocess.run([str(REPO / ".venv/bin/ape"), "compile"], cwd=REPO, env=env, check=True, capture_output=True)
+    return json.loads(BUILD.read_text())["contractTypes"]
+
+
+def _contract_record(address: str, abi: list) -> dict[str, Any]:
+    canon = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
+    return {"address": address, "abi": abi, "abi_sha256": hashlib.sha256(canon).hexdigest()}
+
+
+def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_STAKE,
+                 syncer_timeout_s: int = SYNCER_TIMEOUT_S) -> dict[str, Any]:
+    """Deploy TenzroToken (10^9 TNZO to the deployer), TrainingRegistry, ReceiptVerifier (+ its
+    runtime code at 0x…1008 with ``anvil_setCode``) and RewardEscrow (pointing at 0x…1008) from
+    anvil account 0 on the anvil at ``rpc_url``; write the deployment record to ``out``.
+
+    Args:
+        rpc_url: an anvil JSON-RPC URL.
+        out: where the record goes (JSON).
+        min_syncer_stake: the registry's minimum syncer stake, atto-units.
+        syncer_timeout_s: seconds after a round deadline before a silent syncer may be replaced.
+
+    Returns:
+        The record: network, chain_id, rpc_url, deploy_block, deployer, verifier_precompile,
+        contracts {name: {address, abi, abi_sha256}}.
+
+    Raises:
+        AssertionError: a deployment transaction reverted.
+    """
+    types = build_artifacts()
+    w3 = Web3(HTTPProvider(rpc_url))
+    deployer = anvil_account(0)
+    nonce = w3.eth.get_transaction_count(deployer.address)
+    contracts: dict[str, dict[str, Any]] = {}
+
+    def deploy(name: str, *args) -> str:
+        nonlocal nonce
+        ct = types[name]
+        c = w3.eth.contract(abi=ct["abi"], bytecode=ct["deploymentBytecode"]["bytecode"])
+        tx = c.constructor(*args).build_transaction({"from": deployer.address, "nonce": nonce, "gas": DEPLOY_GAS})
+        nonce += 1
+        h = w3.eth.send_raw_transaction(deployer.sign_transaction(tx).raw_transaction)
+        rcpt = w3.eth.wait_for_transaction_receipt(h, timeout=30)
+        assert rcpt["status"] == 1, f"deploying {name} failed"
+        contracts[name] = _contract_record(rcpt["contractAddress"], ct["abi"])
+        return rcpt["contractAddress"]
+
+    block = w3.eth.block_number + 1
+    token = deploy("TenzroToken", INITIAL_SUPPLY)
+    deploy("TrainingRegistry", token, min_syncer_stake, syncer_timeout_s)
+    verifier = deploy("ReceiptVerifier")
+    w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier)).hex()])
+    deploy("RewardEscrow", PRECOMPILE)
+    record = {"network": "local", "chain_id": w3.eth.chain_id, "rpc_url": rpc_url, "deploy_block": block,
+              "deployer": deployer.address, "verifier_precompile": PRECOMPILE, "contracts": contracts}
+    out.write_text(json.dumps(record, indent=2))
+    return record
