@@ -7,6 +7,8 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 NODE_BIN := $(CURDIR)/node_modules/.bin
 export PATH := $(NODE_BIN):$(BIN):$(PATH)
+# py-solc-x (ape-solidity) finds the solc adapter of this checkout, not another clone's.
+export SOLCX_BINARY_PATH := $(CURDIR)/.solc
 # ape talks to the devnet's anvil (not a throw-away one) for deploy and the demo.
 DEVNET_RPC := http://127.0.0.1:8545
 NETWORK := ethereum:local:foundry
