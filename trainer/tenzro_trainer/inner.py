@@ -19,7 +19,7 @@ import contextlib
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 from torch import Tensor
@@ -72,8 +72,12 @@ class InnerTrainer:
         """Copy global weights into the local model (strict: every parameter must be present)."""
         self.model.load_state_dict({k: v for k, v in global_state.items()}, strict=True)
 
-    def run(self, global_state: Mapping[str, Tensor] | None = None, steps: int | None = None) -> InnerResult:
-        """Load ``global_state`` (if given), run ``steps`` (default H) AdamW steps, return local weights."""
+    def run(self, global_state: Mapping[str, Tensor] | None = None, steps: int | None = None,
+            on_step: Callable[[int, int], None] | None = None) -> InnerResult:
+        """Load ``global_state`` (if given), run ``steps`` (default H) AdamW steps, return local weights.
+
+        ``on_step(done, total)`` is called after every step (progress bars); it must not touch the model.
+        """
         if global_state is not None:
             self.load_global(global_state)
         model, opt, cfg = self.model, self.optimizer, self.cfg
@@ -95,6 +99,8 @@ class InnerTrainer:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             times.append(time.perf_counter() - t0)
+            if on_step is not None:
+                on_step(i + 1, steps)
         state = {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in model.state_dict().items()}
         return InnerResult(state, float(losses.mean()), times, steps * cfg.batch_size)
 

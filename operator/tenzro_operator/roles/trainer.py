@@ -44,6 +44,7 @@ from tenzro_operator.errors import ChainError, ChainRevert, TenzroError
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics
 from tenzro_operator.spec import TaskSpec
+from tenzro_operator.progress import progress_bar
 from tenzro_operator.task_assets import fetch_dataset, fetch_spec, fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.codec import encode_fragment
@@ -315,24 +316,10 @@ class TrainerDaemon(Daemon):
                 return ev["args"]["commit"]
         raise TenzroError(f"no RoundFinalized event for round {r} between blocks {self._log_from} and {head}")
 
-    def train_and_submit(self, run: RunView, r: int, already: int) -> None:
-        """H inner steps from round r's weights, then one submission per fragment not yet submitted."""
-        t_round = time.perf_counter()
-        global_state, fetch_s = self.round_weights(run, r)
-        self.check_stop()
-        self.metrics.round.set(r)
-        t0 = time.perf_counter()
-        res = self.worker.run(global_state)
-        inner_s = time.perf_counter() - t0
-        for st in res.step_times:
-            self.metrics.inner_step_seconds.observe(st)
-        self.metrics.loss.set(res.mean_loss)
-        self.save_state(r)
-        log.info("round %d: %d inner steps in %.2f s, loss %.4f", r, len(res.step_times), inner_s, res.mean_loss)
-
-        t1 = time.perf_counter()
-        sent = []
+    def _pin_and_submit(self, r: int, global_state, res, already: int, sent: list, tick) -> None:
+        """Encode, pin, sign and send one outer gradient per fragment not yet submitted (not waited for)."""
         for f, names in enumerate(self.runtime.fragments):
+            tick(f, len(self.runtime.fragments))
             if already >> f & 1:
                 continue
             delta = pseudo_gradient(fragment_state(global_state, names), fragment_state(res.state, names))
@@ -359,6 +346,27 @@ class TrainerDaemon(Daemon):
                 if exc.error_name == "Registry__DuplicateSubmission":
                     continue
                 raise
+
+    def train_and_submit(self, run: RunView, r: int, already: int) -> None:
+        """H inner steps from round r's weights, then one submission per fragment not yet submitted."""
+        t_round = time.perf_counter()
+        global_state, fetch_s = self.round_weights(run, r)
+        self.check_stop()
+        self.metrics.round.set(r)
+        t0 = time.perf_counter()
+        with progress_bar(f"round {r}: inner steps", self.spec.inner_steps) as tick:
+            res = self.worker.run(global_state, on_step=tick)
+        inner_s = time.perf_counter() - t0
+        for st in res.step_times:
+            self.metrics.inner_step_seconds.observe(st)
+        self.metrics.loss.set(res.mean_loss)
+        self.save_state(r)
+        log.info("round %d: %d inner steps in %.2f s, loss %.4f", r, len(res.step_times), inner_s, res.mean_loss)
+
+        t1 = time.perf_counter()
+        sent = []
+        with progress_bar(f"round {r}: pin + submit", len(self.runtime.fragments)) as tick:
+            self._pin_and_submit(r, global_state, res, already, sent, tick)
         n_ok = 0
         for f, cid, pending in sent:
             try:
