@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -77,7 +77,6 @@ class DemoSettings:
     timeout_s: float = 900.0
     task_id: str | None = None
     max_missed_rounds: int = 2
-    trainer_extra: dict = field(default_factory=dict)  # per-index extra trainer config (fault injection)
 
 
 @dataclass
@@ -153,7 +152,7 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
         cfg = _write_yaml(work / "config" / f"trainer-{i}.yaml", {
             **_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,
             "did": f"did:tenzro:machine:demo-trainer-{i}", "inner": {"batch_size": s.batch_size},
-            "device": "cpu", "dtype": "fp32", **s.trainer_extra.get(i, {})})
+            "device": "cpu", "dtype": "fp32"})
         procs.append(_spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config",
                                              str(cfg)], work / "logs" / f"trainer-{i}.log"))
     return procs
