@@ -20,12 +20,13 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from tenzro_operator.errors import TenzroError
+from tenzro_operator.errors import SpecError, TenzroError
 from tenzro_operator.receipt import weights_root
 from tenzro_operator.spec import ProtocolParams, TaskSpec
 from tenzro_trainer.codec import decode_fragment, encode_fragment
 from tenzro_trainer.config import InnerConfig, ModelConfig
 from tenzro_trainer.data.windows import Split, shard_series, train_heldout_split
+from tenzro_trainer.errors import ConfigError as TrainerConfigError
 from tenzro_trainer.errors import PayloadError, PayloadRejected
 from tenzro_trainer.aggregation import validate_payload
 from tenzro_trainer.fragments import fragment_sizes, fragment_state, partition
@@ -61,9 +62,17 @@ class TaskRuntime:
 
     @classmethod
     def from_spec(cls, spec: TaskSpec) -> "TaskRuntime":
-        """Layout of `spec`'s model. Raises `SpecError`-like `TenzroError` on a bad architecture."""
-        cfg = ModelConfig.from_metadata(spec.architecture.family, spec.architecture.metadata)
-        return cls.from_model_config("0x" + spec.task_id_bytes.hex(), cfg, spec.architecture.fragment_count)
+        """Layout of `spec`'s model.
+
+        Raises:
+            SpecError: `architecture.metadata` does not describe a valid model of the family
+                (unknown key, inconsistent sizes), or F exceeds the model's parameter tensors.
+        """
+        try:
+            cfg = ModelConfig.from_metadata(spec.architecture.family, spec.architecture.metadata)
+            return cls.from_model_config("0x" + spec.task_id_bytes.hex(), cfg, spec.architecture.fragment_count)
+        except (TrainerConfigError, ValueError) as exc:
+            raise SpecError("architecture", str(exc), spec.task_id) from exc
 
     @classmethod
     def from_model_config(cls, task: str, cfg: ModelConfig, fragment_count: int) -> "TaskRuntime":
