@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import pandas as pd
@@ -58,6 +59,8 @@ from tenzro_trainer.outer import pseudo_gradient
 __all__ = ["FaultSettings", "TrainerDaemon", "TrainerDaemonConfig", "apply_fault"]
 
 log = logging.getLogger("tenzro.trainer")
+# Fragments encoded and pinned at once (IPFS adds are I/O-bound; transactions still go out in order).
+PIN_WORKERS = 4
 
 FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip"]
 
@@ -317,11 +320,12 @@ class TrainerDaemon(Daemon):
         raise TenzroError(f"no RoundFinalized event for round {r} between blocks {self._log_from} and {head}")
 
     def _pin_and_submit(self, r: int, global_state, res, already: int, sent: list, tick) -> None:
-        """Encode, pin, sign and send one outer gradient per fragment not yet submitted (not waited for)."""
-        for f, names in enumerate(self.runtime.fragments):
-            tick(f, len(self.runtime.fragments))
-            if already >> f & 1:
-                continue
+        """Encode and pin the outer gradient of every fragment not yet submitted (PIN_WORKERS at a
+        time), then sign and send one transaction per fragment in fragment order (not waited for)."""
+        todo = [(f, names) for f, names in enumerate(self.runtime.fragments) if not already >> f & 1]
+
+        def pin(item):
+            f, names = item
             delta = pseudo_gradient(fragment_state(global_state, names), fragment_state(res.state, names))
             fault = self.fault.kind if self.fault is not None and self.fault.applies(r, f) else None
             if fault:
@@ -329,23 +333,26 @@ class TrainerDaemon(Daemon):
             blob = encode_fragment(delta, dict(task=self.runtime.task, round=r, fragment=f,
                                                trainer=self.account.address.lower(), dtype="float32",
                                                kind="pseudo_gradient"))
-            cid = self.ipfs.add(blob)
-            self.metrics.ipfs_out(len(blob))
-            digest = hashlib.sha256(blob).digest()
-            if fault == "wrong_hash":
-                digest = hashlib.sha256(blob + b"\x00").digest()
-            if fault:
-                log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
-            try:
-                sent.append((f, cid, self.chain.submit_outer_gradient(self.task_id, r, f, cid, digest, wait=False)))
-            except ChainRevert as exc:
-                if exc.error_name == "Registry__DeadlinePassed":
-                    log.warning("round %d: deadline passed while submitting fragment %d; the rest is skipped", r, f)
-                    self._skipped.add(r)
-                    break
-                if exc.error_name == "Registry__DuplicateSubmission":
-                    continue
-                raise
+            digest = hashlib.sha256(blob + b"\x00" if fault == "wrong_hash" else blob).digest()
+            return f, self.ipfs.add(blob), digest, fault, len(blob)
+
+        with ThreadPoolExecutor(max_workers=PIN_WORKERS, thread_name_prefix="pin") as pool:
+            for k, (f, cid, digest, fault, size) in enumerate(pool.map(pin, todo)):  # in fragment order
+                tick(k + 1, len(todo))
+                self.metrics.ipfs_out(size)
+                if fault:
+                    log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
+                try:
+                    sent.append((f, cid, self.chain.submit_outer_gradient(self.task_id, r, f, cid, digest, wait=False)))
+                except ChainRevert as exc:
+                    if exc.error_name == "Registry__DeadlinePassed":
+                        log.warning("round %d: deadline passed while submitting fragment %d; the rest is skipped",
+                                    r, f)
+                        self._skipped.add(r)
+                        break
+                    if exc.error_name == "Registry__DuplicateSubmission":
+                        continue
+                    raise
 
     def train_and_submit(self, run: RunView, r: int, already: int) -> None:
         """H inner steps from round r's weights, then one submission per fragment not yet submitted."""
