@@ -34,13 +34,14 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from tenzro_operator import escrow, replay
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.heldout import HeldoutEvaluator
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
-from tenzro_operator.task_assets import fetch_weights, initial_weights
+from tenzro_operator.task_assets import fetch_dataset, fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.data.collection import default_collection
 
@@ -276,8 +277,6 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
 
 def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task: str, task_id: bytes,
               from_block: int, addresses: dict[str, str], t_start: float) -> dict:
-    from tenzro_operator import escrow, replay
-
     receipt = chain.get_receipt(task_id)
     on_chain_ok = chain.verify_receipt(receipt.serialized, receipt.run_root)
     report = replay.verify_receipt(chain, ipfs, task_id)
@@ -293,8 +292,6 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task:
     console.print(f"RewardEscrow #{eid} released {paid / TOKEN:g} TNZO to trainer-0 against the receipt")
 
     runtime = TaskRuntime.from_spec(spec)
-    from tenzro_operator.task_assets import fetch_dataset
-
     ev = HeldoutEvaluator(runtime, fetch_dataset(ipfs, spec))
     curve = []
     for r, state in enumerate(round_weights(chain, ipfs, runtime, task_id, spec, from_block)):
