@@ -14,7 +14,7 @@ DEVNET_RPC := http://127.0.0.1:8545
 NETWORK := ethereum:local:foundry
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-fast devnet-up devnet-down devnet-status deploy compile clean-devnet bench
+.PHONY: bootstrap demo test test-fast devnet-up devnet-down devnet-status deploy compile clean-devnet
 
 bootstrap: $(VENV)/.installed node_modules/.installed .solc/solc
 
@@ -61,9 +61,6 @@ test: bootstrap
 
 test-fast: bootstrap
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
-
-bench: bootstrap
-	$(BIN)/python trainer/benchmarks/run_all.py
 
 clean-devnet: devnet-down
 	rm -rf .devnet deployments/local.json

@@ -24,7 +24,7 @@ from web3 import HTTPProvider, Web3
 from tenzro_operator.keys import anvil_account
 
 __all__ = ["BUILD", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN", "build_artifacts",
-           "deploy_stack", "free_port"]
+           "deploy_stack", "free_port", "fund"]
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / ".build/__local__.json"
@@ -108,3 +108,12 @@ def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_
               "deployer": deployer.address, "verifier_precompile": PRECOMPILE, "contracts": contracts}
     out.write_text(json.dumps(record, indent=2))
     return record
+
+
+def fund(rpc_url: str, deployments: Path, indices, amount: int) -> None:
+    """Mint ``amount`` TNZO atto-units to each anvil account index, from the token owner (account 0)."""
+    from tenzro_operator.chain import ChainClient
+
+    owner = ChainClient(rpc_url, deployments, anvil_account(0))
+    for p in [owner.send("mint", anvil_account(i).address, amount, contract="TenzroToken") for i in indices]:
+        owner.wait(p)

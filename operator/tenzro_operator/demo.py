@@ -37,13 +37,13 @@ from rich.table import Table
 from tenzro_operator import escrow, replay
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.errors import TenzroError
-from tenzro_operator.heldout import HeldoutEvaluator
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
 from tenzro_operator.task_assets import fetch_dataset, fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.data.collection import default_collection
+from tenzro_trainer.evaluate import HeldoutEvaluator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD_ENV = "TENZRO_KEYSTORE_PASSWORD"
@@ -278,8 +278,8 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
 def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task: str, task_id: bytes,
               from_block: int, addresses: dict[str, str], t_start: float) -> dict:
     receipt = chain.get_receipt(task_id)
-    on_chain_ok = chain.verify_receipt(receipt.serialized, receipt.run_root)
-    report = replay.verify_receipt(chain, ipfs, task_id)
+    report = replay.verify_receipt(chain, ipfs, task_id)  # also asks the verifier at 0x…1008
+    on_chain_ok = report.verifier_ok
     console.print(f"receipt: run root 0x{receipt.run_root.hex()[:16]}…, verifier at 0x…1008 says "
                   f"{'[green]valid[/]' if on_chain_ok else '[red]INVALID[/]'}; replay from IPFS: "
                   f"{'[green]matches[/]' if report.ok else '[red]MISMATCH[/]'}")
@@ -292,7 +292,7 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task:
     console.print(f"RewardEscrow #{eid} released {paid / TOKEN:g} TNZO to trainer-0 against the receipt")
 
     runtime = TaskRuntime.from_spec(spec)
-    ev = HeldoutEvaluator(runtime, fetch_dataset(ipfs, spec))
+    ev = HeldoutEvaluator(runtime.model_cfg, runtime.split(fetch_dataset(ipfs, spec)))
     curve = []
     for r, state in enumerate(round_weights(chain, ipfs, runtime, task_id, spec, from_block)):
         res = ev(state)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from tenzro_operator.errors import DevnetError
+from tenzro_operator.errors import DevnetError, IpfsNodeError
+from tenzro_operator.ipfs_node import node_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_DIR = REPO_ROOT / ".devnet"
@@ -74,11 +75,6 @@ def _bin(*candidates: Path | str) -> str:
 def anvil_binary() -> str:
     """Path of the anvil executable installed from npm (node_modules/.bin/anvil)."""
     return _bin(REPO_ROOT / "node_modules/.bin/anvil", "anvil")
-
-
-def node22_binary() -> str:
-    """Path of the Node 22 binary installed from npm (the system node may be older)."""
-    return _bin(REPO_ROOT / "node_modules/node/bin/node")
 
 
 def rpc_call(url: str, method: str, params: list | None = None, timeout_s: float = 2.0):
@@ -147,9 +143,13 @@ def start_anvil(cfg: DevnetConfig) -> subprocess.Popen:
 
 
 def start_ipfs(cfg: DevnetConfig) -> subprocess.Popen:
-    """Start the Helia IPFS node (scripts/ipfs/node.mjs) on `cfg.ipfs_port` with its repo in `<data_dir>/ipfs`."""
-    argv = [node22_binary(), str(REPO_ROOT / "scripts/ipfs/node.mjs"), "--repo", str(cfg.data_dir / "ipfs"),
-            "--api", f"127.0.0.1:{cfg.ipfs_port}"]
+    """Start the Helia IPFS node (scripts/ipfs/node.mjs) on `cfg.ipfs_port` with its repo in
+    `<data_dir>/ipfs`, detached (it outlives `make devnet-up`; `ipfs_node.start_ipfs_node` is the
+    attached variant the tests use)."""
+    try:
+        argv = node_command(cfg.data_dir / "ipfs", cfg.ipfs_port)
+    except IpfsNodeError as exc:
+        raise DevnetError(str(exc)) from None
     log = cfg.data_dir / "logs" / "ipfs.log"
     proc = _spawn(argv, log)
     _wait(lambda: ipfs_answers(cfg.ipfs_url), f"IPFS node on {cfg.ipfs_url}", proc, log)

@@ -21,6 +21,14 @@ NODE_SCRIPT = REPO_ROOT / "scripts" / "ipfs" / "node.mjs"
 READY_PREFIX = "ipfs node ready "
 
 
+def node_command(repo: Path, port: int, host: str = "127.0.0.1") -> list[str]:
+    """The node's command line (Node 22 + scripts/ipfs/node.mjs); raises IpfsNodeError when Node 22
+    is not installed."""
+    if not NODE_BINARY.exists():
+        raise IpfsNodeError(f"Node 22 is not installed at {NODE_BINARY}; run `make bootstrap` first")
+    return [str(NODE_BINARY), str(NODE_SCRIPT), "--repo", str(repo), "--api", f"{host}:{port}"]
+
+
 def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path: Path | None = None,
                     host: str = "127.0.0.1") -> subprocess.Popen:
     """Start the node on `host:port` with its data in `repo`; return once it answers.
@@ -36,16 +44,14 @@ def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path:
     Raises IpfsNodeError (with the node's own message) if the binary is
     missing, the node exits (port taken, repo unusable) or is not ready in time.
     """
-    if not NODE_BINARY.exists():
-        raise IpfsNodeError(f"Node 22 is not installed at {NODE_BINARY}; run `npm ci` (or `make demo`) first")
+    argv = node_command(Path(repo), port, host)
     repo = Path(repo)
     repo.parent.mkdir(parents=True, exist_ok=True)
     log_path = Path(log_path) if log_path else repo.with_name(repo.name + ".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "ab")
     proc = subprocess.Popen(
-        [str(NODE_BINARY), str(NODE_SCRIPT), "--repo", str(repo), "--api", f"{host}:{port}"],
-        stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, text=True)
+        argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, text=True)
     log.close()
     lines: queue.Queue[str | None] = queue.Queue()
 

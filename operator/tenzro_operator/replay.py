@@ -44,11 +44,10 @@ from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable, Tenz
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, initial_weights
-from tenzro_operator.task_runtime import TaskRuntime, WeightsError
+from tenzro_operator.task_runtime import TaskRuntime, WeightsError, outer_config
 from tenzro_operator.transcript import RoundTranscript, TranscriptError
 from tenzro_trainer.aggregation import build_rule, validate_payload
 from tenzro_trainer.codec import decode_fragment
-from tenzro_trainer.config import OuterConfig
 from tenzro_trainer.errors import AggregationError, PayloadError, PayloadRejected
 from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.outer import OuterOptimizer
@@ -221,15 +220,6 @@ class _Checks:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def outer_config(spec: TaskSpec) -> OuterConfig:
-    """The outer optimizer of a task: `OuterConfig` defaults (Nesterov, lr 0.7, momentum 0.9,
-    DiLoCo Sec. 2) unless the spec's ``metadata.outer`` (``lr``, ``momentum``, ``nesterov``) says
-    otherwise."""
-    extra = (spec.metadata or {}).get("outer") or {}
-    keys = {"lr", "momentum", "nesterov"}
-    return OuterConfig(**{k: v for k, v in extra.items() if k in keys})
 
 
 def _hex(b: bytes) -> str:

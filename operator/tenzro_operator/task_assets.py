@@ -9,17 +9,17 @@ commitment failed.
 
 from __future__ import annotations
 
-import hashlib
 import io
+from pathlib import Path
 
 import pandas as pd
 
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.spec import TaskSpec, parse_spec
+from tenzro_operator.spec import TaskSpec, spec_from_bytes
 from tenzro_operator.task_runtime import TaskRuntime, WeightsError
 from tenzro_trainer.data.hashing import dataset_hash, verify_dataset_hash
-from tenzro_trainer.data.loader import validate_long_format
+from tenzro_trainer.data.loader import load_long_format, validate_long_format
 
 IPFS_SCHEME = "ipfs://"
 
@@ -38,16 +38,13 @@ def dataset_bytes(df: pd.DataFrame) -> bytes:
 def pin_dataset(ipfs: IpfsClient, df: pd.DataFrame) -> tuple[str, str]:
     """Pin `df` as CSV; returns (`ipfs://CID`, dataset_hash as 0x-hex)."""
     cid = ipfs.add(dataset_bytes(df))
-    return IPFS_SCHEME + cid, "0x" + dataset_hash(df).removeprefix("0x")
+    return IPFS_SCHEME + cid, "0x" + dataset_hash(df)
 
 
 def fetch_spec(ipfs: IpfsClient, spec_cid: str, spec_hash: bytes) -> TaskSpec:
-    """The spec at `spec_cid`, checked against the on-chain `spec_hash` (sha256 of the bytes)."""
-    data = ipfs.cat(spec_cid)
-    got = hashlib.sha256(data).digest()
-    if got != spec_hash:
-        raise AssetError(f"spec at {spec_cid} hashes to 0x{got.hex()}, the chain committed 0x{spec_hash.hex()}")
-    return parse_spec(data, source=f"ipfs://{spec_cid}")
+    """The spec at `spec_cid`, checked against the on-chain `spec_hash` (sha256 of its canonical
+    bytes); raises `SpecError` on a mismatch or an invalid spec."""
+    return spec_from_bytes(ipfs.cat(spec_cid), spec_hash, source=f"ipfs://{spec_cid}")
 
 
 def fetch_dataset(ipfs: IpfsClient, spec: TaskSpec) -> pd.DataFrame:
@@ -60,6 +57,19 @@ def fetch_dataset(ipfs: IpfsClient, spec: TaskSpec) -> pd.DataFrame:
         verify_dataset_hash(df, spec.dataset_hash.removeprefix("0x"))
     except ValueError as exc:  # DataError, DatasetHashMismatch
         raise AssetError(f"dataset {spec.dataset_ref}: {exc}") from exc
+    return df
+
+
+def load_dataset(ipfs: IpfsClient, spec: TaskSpec, path: str | Path | None = None) -> pd.DataFrame:
+    """The task's dataset from a local long-format file when `path` is given (an operator's copy),
+    else from IPFS; either way checked against `spec.dataset_hash` (`AssetError` names the source)."""
+    if path is None:
+        return fetch_dataset(ipfs, spec)
+    try:
+        df = load_long_format(path)
+        verify_dataset_hash(df, spec.dataset_hash.removeprefix("0x"))
+    except ValueError as exc:  # DataError, DatasetHashMismatch
+        raise AssetError(f"dataset_path {path}: {exc}") from exc
     return df
 
 

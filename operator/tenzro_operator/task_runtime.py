@@ -24,7 +24,7 @@ from tenzro_operator.errors import SpecError, TenzroError
 from tenzro_operator.receipt import weights_root
 from tenzro_operator.spec import ProtocolParams, TaskSpec
 from tenzro_trainer.codec import decode_fragment, encode_fragment
-from tenzro_trainer.config import InnerConfig, ModelConfig
+from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
 from tenzro_trainer.data.windows import Split, shard_series, train_heldout_split
 from tenzro_trainer.errors import ConfigError as TrainerConfigError
 from tenzro_trainer.errors import PayloadError, PayloadRejected
@@ -141,6 +141,15 @@ class TaskRuntime:
     def shard_ids(split: Split, protocol: ProtocolParams, shard: int) -> list[str]:
         """Series ids of data shard `shard` (trainer index i trains shard i mod `protocol.shards`)."""
         return shard_series(split.unique_ids, protocol.shards)[shard % protocol.shards]
+
+
+def outer_config(spec: TaskSpec) -> OuterConfig:
+    """The task's outer optimizer: `OuterConfig` defaults (Nesterov, lr 0.7, momentum 0.9; DiLoCo,
+    Douillard et al. 2023, Sec. 2) unless the spec's ``metadata.outer`` (``lr``, ``momentum``,
+    ``nesterov``) says otherwise. The syncer and the off-chain replay both take it from here, so a
+    replay reproduces the syncer's outer steps."""
+    extra = (spec.metadata or {}).get("outer") or {}
+    return OuterConfig(**{k: v for k, v in extra.items() if k in ("lr", "momentum", "nesterov")})
 
 
 def inner_config(spec: TaskSpec, base: InnerConfig | None = None, **overrides) -> InnerConfig:

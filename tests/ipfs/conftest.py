@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tenzro_operator.ipfs import IpfsClient
-from ipfs_fixtures import NodeHandle, free_port
+from ipfs_fixtures import NodeHandle
+from stack import free_port
 
 
 @pytest.fixture(scope="module")

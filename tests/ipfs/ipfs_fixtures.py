@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now (bind port 0, read it back)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class NodeHandle:

@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ipfs_fixtures import NodeHandle, free_port
+from ipfs_fixtures import NodeHandle
+from stack import free_port
 from kubo_oracle import cid_v1, kubo_file_cid, to_text
 from tenzro_operator.errors import IpfsNodeError
 from tenzro_operator.ipfs import IpfsClient, IpfsIntegrityError, IpfsNotFound, IpfsUnavailable

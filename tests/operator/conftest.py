@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from op_stack import Anvil, fund, make_spec
+from op_stack import Anvil, make_spec
+from stack import fund
 from stack import MIN_SYNCER_STAKE, TOKEN, deploy_stack, free_port
 from tenzro_operator.keys import anvil_account
 

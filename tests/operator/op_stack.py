@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 
 from stack import REPO
-from tenzro_operator.keys import anvil_account
 
 ANVIL = REPO / "node_modules/.bin/anvil"
 
@@ -106,11 +105,3 @@ def make_spec(**overrides):
     return parse_spec(raw)
 
 
-def fund(rpc_url: str, deployments: Path, indices: list[int], amount: int) -> None:
-    """Mint ``amount`` TNZO atto-units to each anvil account index (from the owner, account 0)."""
-    from tenzro_operator.chain import ChainClient
-
-    owner = ChainClient(rpc_url, deployments, anvil_account(0))
-    pend = [owner.send("mint", anvil_account(i).address, amount, contract="TenzroToken") for i in indices]
-    for p in pend:
-        owner.wait(p)

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from op_stack import REPO, Anvil, fund, make_spec
+from op_stack import REPO, Anvil, make_spec
+from stack import fund
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.errors import ChainRevert
 from tenzro_operator.keys import anvil_account

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import run_driver as drv
-from stack import deploy_stack, free_port
+from stack import deploy_stack, free_port, fund
 from tenzro_operator import devnet
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
@@ -39,7 +39,7 @@ def stack(tmp_path_factory):
     try:
         dep = tmp / "deployments.json"
         deploy_stack(cfg.rpc_url, dep)
-        drv.fund(cfg.rpc_url, dep, [drv.SPONSOR, drv.SYNCER, *drv.TRAINERS, 5], 1_000_000 * drv.TOKEN)
+        fund(cfg.rpc_url, dep, [drv.SPONSOR, drv.SYNCER, *drv.TRAINERS, 5], 1_000_000 * drv.TOKEN)
         with IpfsClient(cfg.ipfs_url, timeout_s=20, retries=2) as ipfs:
             yield Stack(cfg.rpc_url, cfg.ipfs_url, dep, ipfs)
     finally:

@@ -51,12 +51,6 @@ SERIES = ("elec_equip_orders", "sunspots_yearly", "us_macro_cpi", "us_macro_infl
 # ------------------------------------------------------------------------------ stack
 
 
-def fund(rpc_url: str, deployments: Path, indices, amount: int) -> None:
-    owner = ChainClient(rpc_url, deployments, anvil_account(0))
-    for p in [owner.send("mint", anvil_account(i).address, amount, contract="TenzroToken") for i in indices]:
-        owner.wait(p)
-
-
 def small_dataset() -> pd.DataFrame:
     """Six real series (120-310 points) of the default collection: seconds to train on."""
     from tenzro_trainer.data.collection import default_collection

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from stack import TOKEN, deploy_stack, free_port
+from stack import TOKEN, deploy_stack, free_port, fund
 from tenzro_operator import devnet
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
@@ -62,11 +62,7 @@ def dev(tmp_path_factory) -> Devnet:
     try:
         dep = tmp / "deployments.json"
         deploy_stack(cfg.rpc_url, dep)
-        owner = ChainClient(cfg.rpc_url, dep, anvil_account(0))
-        pend = [owner.send("mint", anvil_account(i).address, 1_000_000 * TOKEN, contract="TenzroToken")
-                for i in range(1, 9)]
-        for p in pend:
-            owner.wait(p)
+        fund(cfg.rpc_url, dep, range(1, 9), 1_000_000 * TOKEN)
         yield Devnet(cfg, dep)
     finally:
         devnet.down(cfg)

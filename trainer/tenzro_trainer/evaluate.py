@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from tenzro_trainer.data.windows import EvalWindows, Split
+from tenzro_trainer.config import ModelConfig
+from tenzro_trainer.data.collection import seasonality
+from tenzro_trainer.data.windows import EvalWindows, Split, heldout_windows
+from tenzro_trainer.models import build_model
 from tenzro_trainer.models.common import PatchForecaster, context_stats
 
 
@@ -108,3 +112,19 @@ def window_loss(model: PatchForecaster, windows: Tensor, batch_size: int = 1024)
         tot += float(model.loss(b)) * len(b)
         n += len(b)
     return tot / n
+
+
+class HeldoutEvaluator:
+    """``evaluator(state) -> EvalResult`` on the same held-out windows at every call, so metrics
+    of successive global weights compare like with like (up to ``windows_per_series`` rolling
+    origins in each series' held-out tail; seasonal periods from the manifest)."""
+
+    def __init__(self, model_cfg: ModelConfig, split: Split, windows_per_series: int = 12):
+        self.split = split
+        self.windows = heldout_windows(split, windows_per_series)
+        self.seasons = seasonality(split.unique_ids)
+        self.model = build_model(model_cfg)
+
+    def __call__(self, state: Mapping[str, Tensor]) -> EvalResult:
+        self.model.load_state_dict(dict(state))
+        return evaluate(self.model, self.split, self.windows, self.seasons)

@@ -33,10 +33,10 @@ from torch import Tensor
 from tenzro_trainer.aggregation import build_rule, screen_payloads
 from tenzro_trainer.codec import decode_fragment, encode_fragment
 from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
-from tenzro_trainer.data.collection import default_collection, seasonality
+from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.data.hashing import verify_dataset_hash
-from tenzro_trainer.data.windows import WindowDataset, heldout_windows, shard_series, train_heldout_split
-from tenzro_trainer.evaluate import evaluate, window_loss
+from tenzro_trainer.data.windows import WindowDataset, shard_series, train_heldout_split
+from tenzro_trainer.evaluate import HeldoutEvaluator, window_loss
 from tenzro_trainer.fragments import fragment_state, partition
 from tenzro_trainer.inner import InnerTrainer
 from tenzro_trainer.models import build_model
@@ -90,16 +90,13 @@ class _Eval:
         if cfg.dataset_hash is not None:
             verify_dataset_hash(df, cfg.dataset_hash)
         self.split = train_heldout_split(df, cfg.model.context_len, cfg.model.horizon, cfg.heldout_frac)
-        self.windows = heldout_windows(self.split, cfg.max_windows_per_series)
+        self.heldout = HeldoutEvaluator(cfg.model, self.split, cfg.max_windows_per_series)
         self.train_windows = WindowDataset(self.split).fixed_windows(cfg.train_windows_per_series)
-        self.seasons = seasonality(self.split.unique_ids)
-        self.model = build_model(cfg.model)
 
     def __call__(self, state: dict[str, Tensor]) -> dict:
-        self.model.load_state_dict(state)
-        res = evaluate(self.model, self.split, self.windows, self.seasons)
+        res = self.heldout(state)
         return {"heldout_loss": res.loss, "mase": res.mase, "smape": res.smape,
-                "train_window_loss": window_loss(self.model, self.train_windows)}
+                "train_window_loss": window_loss(self.heldout.model, self.train_windows)}
 
 
 def _initial_state(cfg: SimConfig) -> dict[str, Tensor]:

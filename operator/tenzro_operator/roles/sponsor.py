@@ -16,7 +16,7 @@ import pandas as pd
 
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.spec import TaskSpec, canonical_json, parse_spec
+from tenzro_operator.spec import TaskSpec, canonical_json, parse_spec, task_id_bytes32
 from tenzro_operator.task_assets import pin_dataset
 from tenzro_operator.task_runtime import INITIAL_ROUND, TaskRuntime
 from tenzro_trainer.config import ModelConfig
@@ -62,7 +62,7 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
     """
     dataset_ref, dhash = pin_dataset(ipfs, df)
     cfg = ModelConfig.from_metadata(d.family, d.model_metadata)
-    runtime = TaskRuntime.from_model_config("0x" + _task_id_hex(d.task_id), cfg, d.fragment_count)
+    runtime = TaskRuntime.from_model_config("0x" + task_id_bytes32(d.task_id).hex(), cfg, d.fragment_count)
     blobs = runtime.encode_weights(runtime.initial_state(d.seed), INITIAL_ROUND)
     initial = [{"cid": ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()} for b in blobs]
     params = sum(runtime.sizes)
@@ -100,9 +100,3 @@ def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[by
     spec_cid = ipfs.add(canonical_json(spec))
     client.post_task(spec, spec_cid)
     return spec.task_id_bytes, spec_cid
-
-
-def _task_id_hex(task_id: str) -> str:
-    from tenzro_operator.spec import task_id_bytes32
-
-    return task_id_bytes32(task_id).hex()

@@ -53,17 +53,17 @@ from tenzro_operator.errors import ChainRevert, IpfsIntegrityError, IpfsNotFound
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics
 from tenzro_operator.spec import TaskSpec
-from tenzro_operator.task_assets import fetch_dataset, fetch_spec, initial_weights
-from tenzro_operator.task_runtime import TaskRuntime
+from tenzro_operator.task_assets import fetch_spec, initial_weights, load_dataset
+from tenzro_operator.task_runtime import TaskRuntime, outer_config
 from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
 from tenzro_trainer.aggregation import build_rule, validate_payload
 from tenzro_trainer.codec import decode_fragment
-from tenzro_trainer.config import OuterConfig
 from tenzro_trainer.errors import PayloadError, PayloadRejected
+from tenzro_trainer.evaluate import HeldoutEvaluator
 from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.outer import OuterOptimizer
 
-__all__ = ["SyncerDaemon", "SyncerDaemonConfig", "outer_config_of"]
+__all__ = ["SyncerDaemon", "SyncerDaemonConfig"]
 
 log = logging.getLogger("tenzro.syncer")
 
@@ -93,14 +93,6 @@ class SyncerDaemonConfig(SyncerConfig):
     max_consecutive_failures: int = Field(default=5, ge=1)
     discover_timeout_s: float = Field(default=600.0, gt=0)
     exit_after_rounds: int | None = Field(default=None, ge=1)
-
-
-def outer_config_of(spec: TaskSpec) -> OuterConfig:
-    """The task's outer optimizer: `OuterConfig` defaults (Nesterov, lr 0.7, momentum 0.9; DiLoCo
-    Sec. 2) unless the spec's ``metadata.outer`` (``lr``, ``momentum``, ``nesterov``) says otherwise.
-    Same rule as `tenzro_operator.replay.outer_config`, so a replay reproduces the syncer."""
-    extra = (spec.metadata or {}).get("outer") or {}
-    return OuterConfig(**{k: v for k, v in extra.items() if k in ("lr", "momentum", "nesterov")})
 
 
 @dataclass
@@ -160,7 +152,8 @@ class SyncerDaemon(Daemon):
         self.last_finalized = -1
         self._scan_from = chain.deployment.deploy_block
         self._round: _RoundState | None = None
-        self._eval = None
+        self._eval: HeldoutEvaluator | None = None
+        self._last_loss: float | None = None  # held-out loss of the weights finalized last
         self.finalized_here = 0
         self.history: list[dict[str, Any]] = []
 
@@ -259,7 +252,7 @@ class SyncerDaemon(Daemon):
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec)
         self.rule = build_rule(self.spec.aggregation_name, self.spec.aggregation_params)
-        self.outer_cfg = outer_config_of(self.spec)
+        self.outer_cfg = outer_config(self.spec)
         cfg_lr, cfg_mom = self.config.outer_lr, self.config.outer_momentum
         if (cfg_lr is not None and cfg_lr != self.outer_cfg.lr) or \
                 (cfg_mom is not None and cfg_mom != self.outer_cfg.momentum):
@@ -269,21 +262,11 @@ class SyncerDaemon(Daemon):
         proto = self.spec.require_protocol()
         self.norm_multiple = proto.norm_multiple
         if self.opt("evaluate", True):
-            self._eval = _HeldOut(self.runtime, self._dataset())
+            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None))
+            self._eval = HeldoutEvaluator(self.runtime.model_cfg, self.runtime.split(df))
         log.info("task %s: rule %r, outer %s, K=%d of M=%d, F=%d, %d rounds", self.spec.task_id, self.rule,
                  self.outer_cfg, self.spec.quorum, self.spec.trainer_count, len(self.runtime.fragments),
                  self.spec.max_rounds)
-
-    def _dataset(self):
-        path = self.opt("dataset_path", None)
-        if path:
-            from tenzro_trainer.data.hashing import verify_dataset_hash
-            from tenzro_trainer.data.loader import load_long_format
-
-            df = load_long_format(path)
-            verify_dataset_hash(df, self.spec.dataset_hash.removeprefix("0x"))
-            return df
-        return fetch_dataset(self.ipfs, self.spec)
 
     def maybe_close_enrollment(self, run: RunView, since: float) -> None:
         after = self.config.close_enrollment_after_s
@@ -624,14 +607,13 @@ class SyncerDaemon(Daemon):
             "weights_root": "0x" + wroot.hex(), "tx": res.tx_hash}
         if self._eval is not None:
             t3 = time.perf_counter()
-            if r == 0 or self._eval.last is None:
+            if self._last_loss is None:  # round 0, or the first round after a restart
                 snap_state = {}
                 for s in snapshot:
                     snap_state.update(s["weights"])
-                rec["heldout_loss_before"] = self._eval(snap_state)
-            else:
-                rec["heldout_loss_before"] = self._eval.last
-            rec["heldout_loss"] = self._eval(self._state())
+                self._last_loss = self._eval(snap_state).loss
+            rec["heldout_loss_before"] = self._last_loss
+            rec["heldout_loss"] = self._last_loss = self._eval(self._state()).loss
             rec["eval_s"] = round(time.perf_counter() - t3, 6)
             self.metrics.heldout_loss.set(rec["heldout_loss"])
         append_jsonl(self.rounds_path, rec)
@@ -654,25 +636,3 @@ class SyncerDaemon(Daemon):
             if exc.error_name != "Registry__WrongStatus":
                 raise
             log.info("already sealed")
-
-
-class _HeldOut:
-    """Held-out loss of global weights (`tenzro_trainer.evaluate.evaluate`, rolling-origin windows)."""
-
-    def __init__(self, runtime: TaskRuntime, df) -> None:
-        from tenzro_trainer.data.collection import seasonality
-        from tenzro_trainer.data.windows import heldout_windows
-        from tenzro_trainer.models import build_model
-
-        self.split = runtime.split(df)
-        self.windows = heldout_windows(self.split, 12)
-        self.seasons = seasonality(self.split.unique_ids)
-        self.model = build_model(runtime.model_cfg)
-        self.last: float | None = None
-
-    def __call__(self, state: dict[str, torch.Tensor]) -> float:
-        from tenzro_trainer.evaluate import evaluate
-
-        self.model.load_state_dict(state)
-        self.last = float(evaluate(self.model, self.split, self.windows, self.seasons).loss)
-        return self.last

@@ -46,11 +46,9 @@ from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
-from tenzro_operator.task_assets import fetch_dataset, fetch_spec, fetch_weights, initial_weights
+from tenzro_operator.task_assets import fetch_spec, fetch_weights, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.codec import encode_fragment
-from tenzro_trainer.data.hashing import verify_dataset_hash
-from tenzro_trainer.data.loader import load_long_format
 from tenzro_trainer.data.windows import WindowDataset
 from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.inner import InnerTrainer
@@ -215,14 +213,7 @@ class TrainerDaemon(Daemon):
         ``dataset_hash``), and build the model layout."""
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec)
-        if self.config.dataset_path is not None:
-            df = load_long_format(self.config.dataset_path)
-            try:
-                verify_dataset_hash(df, self.spec.dataset_hash.removeprefix("0x"))
-            except ValueError as exc:
-                raise TenzroError(f"dataset_path {self.config.dataset_path}: {exc}") from None
-        else:
-            df = fetch_dataset(self.ipfs, self.spec)
+        df = load_dataset(self.ipfs, self.spec, self.config.dataset_path)
         self.df: pd.DataFrame = df
         log.info("task %s: %s, F=%d, H=%d, %d rounds, %d series", self.spec.task_id, self.spec.architecture.family,
                  len(self.runtime.fragments), self.spec.inner_steps, self.spec.max_rounds, df["unique_id"].nunique())
