@@ -9,6 +9,9 @@ NODE_BIN := $(CURDIR)/node_modules/.bin
 export PATH := $(NODE_BIN):$(BIN):$(PATH)
 # py-solc-x (ape-solidity) finds the solc adapter of this checkout, not another clone's.
 export SOLCX_BINARY_PATH := $(CURDIR)/.solc
+# ape's data folder (dependency packages, node processes) per checkout too: nothing in $HOME
+# that another clone, or an older machine image, left behind can change what compiles here.
+export APE_DATA_FOLDER := $(CURDIR)/.ape
 # ape talks to the devnet's anvil (not a throw-away one) for deploy and the demo.
 DEVNET_RPC := http://127.0.0.1:8545
 NETWORK := ethereum:local:foundry

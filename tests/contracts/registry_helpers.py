@@ -80,6 +80,9 @@ def commit(task: bytes, rnd: int, f: int, accepted: list[int]) -> tuple:
 
 
 REPO = Path(__file__).resolve().parents[2]
+# The solc adapter of this checkout, written by scripts/toolchain/install-solc.sh during the
+# bootstrap. Never ~/.solcx: a copy there may belong to another checkout that no longer exists.
+SOLC = REPO / ".solc" / "solc-v0.8.28"
 
 
 @functools.cache
@@ -91,7 +94,6 @@ def mock_contract_type(name: str) -> ContractType:
     """
     import solcx
 
-    solc = Path.home() / ".solcx" / "solc-v0.8.28"
     src = f"contracts/mocks/{name}.sol"
     out = solcx.compile_standard(
         {
@@ -104,7 +106,7 @@ def mock_contract_type(name: str) -> ContractType:
                 "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
             },
         },
-        solc_binary=str(solc),
+        solc_binary=str(SOLC),
         base_path=str(REPO),
         allow_paths=[str(REPO)],
     )

@@ -13,12 +13,11 @@ are unchanged.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
-
 import ape
 import pytest
 import solcx
 from ethpm_types import ContractType
+from registry_helpers import SOLC
 
 from tenzro_operator import receipt as rc
 
@@ -349,12 +348,11 @@ contract ReentrantToken {
 
 @pytest.fixture(scope="module")
 def reentrant_token(owner, payer):
-    solc = Path.home() / ".solcx" / "solc-v0.8.28"
     out = solcx.compile_standard(
         {"language": "Solidity", "sources": {"R.sol": {"content": REENTRANT_SRC}},
          "settings": {"evmVersion": "cancun",
                       "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}}}},
-        solc_binary=str(solc))
+        solc_binary=str(SOLC))
     art = out["contracts"]["R.sol"]["ReentrantToken"]
     ct = ContractType(contractName="ReentrantToken", abi=art["abi"],
                       deploymentBytecode={"bytecode": "0x" + art["evm"]["bytecode"]["object"]},
