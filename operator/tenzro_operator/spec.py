@@ -196,6 +196,29 @@ class ProtocolParams(_Strict):
         return int(self.min_stake)
 
 
+class OuterParams(_Strict):
+    """``metadata.outer``: the task's outer optimizer, SGD on the aggregated outer gradient.
+
+    Absent keys take DiLoCo's values (Douillard et al. 2023, Sec. 2: lr 0.7, Nesterov momentum 0.9).
+    Checked when the spec is parsed, so a task whose syncer could not build its optimizer is never
+    posted (unknown keys are errors too: a misspelt ``learning_rate`` would silently be ignored).
+    """
+
+    lr: float = Field(default=0.7, gt=0, allow_inf_nan=False, description="outer learning rate")
+    momentum: float = Field(default=0.9, ge=0, lt=1, description="momentum coefficient in [0, 1)")
+    nesterov: bool = True
+
+    @model_validator(mode="after")
+    def _nesterov_needs_momentum(self) -> "OuterParams":
+        if self.nesterov and self.momentum == 0:
+            raise ValueError("@momentum: Nesterov needs momentum > 0; set nesterov to false for plain SGD")
+        return self
+
+
+# metadata sections with a schema of their own: key -> model
+_METADATA_MODELS: dict[str, type[_Strict]] = {"protocol": ProtocolParams, "outer": OuterParams}
+
+
 class TaskSpec(_Strict):
     """The task spec of the Tenzro Train docs, validated.
 
@@ -276,9 +299,10 @@ class TaskSpec(_Strict):
 
     @field_validator("metadata")
     @classmethod
-    def _protocol_shape(cls, v: dict[str, Any]) -> dict[str, Any]:
-        if "protocol" in v:
-            ProtocolParams.model_validate(v["protocol"])  # errors carry the path via parse_spec
+    def _metadata_sections(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key, model in _METADATA_MODELS.items():
+            if key in v:
+                model.model_validate(v[key])  # errors carry the path via parse_spec
         return v
 
     @model_validator(mode="after")
@@ -310,6 +334,11 @@ class TaskSpec(_Strict):
         """``metadata.protocol`` parsed, or None when the spec has none."""
         raw = self.metadata.get("protocol")
         return None if raw is None else ProtocolParams.model_validate(raw)
+
+    @property
+    def outer(self) -> OuterParams:
+        """``metadata.outer`` parsed; DiLoCo's defaults when the spec has none."""
+        return OuterParams.model_validate(self.metadata.get("outer") or {})
 
     def require_protocol(self) -> ProtocolParams:
         """``metadata.protocol``; raises `SpecError` when absent (posting needs it)."""
@@ -408,15 +437,18 @@ def parse_spec(data: dict[str, Any] | str | bytes, source: str | None = None) ->
             raise SpecError("<root>", f"not valid JSON: {exc}", source=source) from exc
     if not isinstance(data, dict):
         raise SpecError("<root>", f"a task spec is a JSON object, got {type(data).__name__}", source=source)
-    proto = data.get("metadata", {}).get("protocol") if isinstance(data.get("metadata"), dict) else None
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     try:
-        if proto is not None:
+        for key, model in _METADATA_MODELS.items():
+            if metadata.get(key) is None:
+                continue
             try:
-                ProtocolParams.model_validate(proto)
+                model.model_validate(metadata[key])
             except ValidationError as exc:
                 err = _spec_error(exc, source)
-                raise SpecError(f"metadata.protocol.{err.path}", err.reason, source=source,
-                                errors=[(f"metadata.protocol.{p}", m) for p, m in err.errors]) from exc
+                where = [f"metadata.{key}" + ("" if p == "<root>" else f".{p}") for p, _ in err.errors]
+                raise SpecError(where[0], err.reason, source=source,
+                                errors=list(zip(where, (m for _, m in err.errors)))) from exc
         return TaskSpec.model_validate(data)
     except ValidationError as exc:
         raise _spec_error(exc, source) from exc

@@ -146,10 +146,11 @@ class TaskRuntime:
 def outer_config(spec: TaskSpec) -> OuterConfig:
     """The task's outer optimizer: `OuterConfig` defaults (Nesterov, lr 0.7, momentum 0.9; DiLoCo,
     Douillard et al. 2023, Sec. 2) unless the spec's ``metadata.outer`` (``lr``, ``momentum``,
-    ``nesterov``) says otherwise. The syncer and the off-chain replay both take it from here, so a
-    replay reproduces the syncer's outer steps."""
-    extra = (spec.metadata or {}).get("outer") or {}
-    return OuterConfig(**{k: v for k, v in extra.items() if k in ("lr", "momentum", "nesterov")})
+    ``nesterov``; checked by `spec.OuterParams` when the spec is parsed) says otherwise. The
+    syncer and the off-chain replay both take it from here, so a replay reproduces the syncer's
+    outer steps."""
+    o = spec.outer
+    return OuterConfig(lr=o.lr, momentum=o.momentum, nesterov=o.nesterov)
 
 
 def inner_config(spec: TaskSpec, base: InnerConfig | None = None, **overrides) -> InnerConfig:

@@ -119,12 +119,29 @@ def _mutate(raw, fn):
      "greater than"),
     (lambda d: d["metadata"]["protocol"].update(max_missed_rounds=256), "metadata.protocol.max_missed_rounds",
      "less than"),
+    # metadata.outer: the syncer's outer optimizer, so a posted task can always build it
+    (lambda d: d["metadata"].update(outer={"lr": 0}), "metadata.outer.lr", "greater than 0"),
+    (lambda d: d["metadata"].update(outer={"momentum": 1.0}), "metadata.outer.momentum", "less than 1"),
+    (lambda d: d["metadata"].update(outer={"momentum": 0}), "metadata.outer.momentum", "Nesterov needs momentum"),
+    (lambda d: d["metadata"].update(outer={"learning_rate": 0.5}), "metadata.outer.learning_rate", "Extra inputs"),
+    (lambda d: d["metadata"].update(outer=0.7), "metadata.outer", "valid dictionary"),
 ])
 def test_each_error_names_its_field(raw, mutation, path, fragment):
     with pytest.raises(SpecError) as ei:
         parse_spec(_mutate(raw, mutation))
     assert ei.value.path == path
     assert fragment in str(ei.value)
+
+
+def test_outer_section_defaults_and_overrides(raw):
+    from tenzro_operator.task_runtime import outer_config
+
+    assert "outer" not in raw["metadata"]
+    default = outer_config(parse_spec(raw))
+    assert (default.lr, default.momentum, default.nesterov) == (0.7, 0.9, True)  # DiLoCo, Sec. 2
+    plain = outer_config(parse_spec(_mutate(raw, lambda d: d["metadata"].update(
+        outer={"lr": 1.0, "momentum": 0, "nesterov": False}))))
+    assert (plain.lr, plain.momentum, plain.nesterov) == (1.0, 0.0, False)
 
 
 def test_error_message_names_the_file(tmp_path, raw):

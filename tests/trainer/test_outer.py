@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from tenzro_trainer.config import OuterConfig
+from tenzro_trainer.config import ConfigError, OuterConfig
 from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
 
 
@@ -37,3 +38,9 @@ def test_resume_from_state_dict_is_exact():
     for a in aggs[2:]:
         out = resumed.step(a)
     assert all(torch.equal(out[k], final[k]) for k in final)
+
+
+def test_nesterov_without_momentum_is_a_config_error():
+    with pytest.raises(ConfigError, match="Nesterov"):
+        OuterConfig(momentum=0.0)
+    OuterOptimizer({"w": torch.zeros(2)}, OuterConfig(momentum=0.0, nesterov=False))  # plain SGD is fine

@@ -179,3 +179,5 @@ class OuterConfig:
     def __post_init__(self) -> None:
         if self.lr <= 0 or not 0.0 <= self.momentum < 1.0:
             raise ConfigError(f"outer lr must be > 0 and momentum in [0, 1), got {self.lr}, {self.momentum}")
+        if self.nesterov and self.momentum == 0:
+            raise ConfigError("outer Nesterov momentum needs momentum > 0; set nesterov=False for plain SGD")
