@@ -67,7 +67,7 @@ class DemoSettings:
     trainers: int = 4
     quorum: int = 3
     fragments: int = 12
-    rounds: int = 5
+    rounds: int = 8
     inner_steps: int = 24
     batch_size: int = 64
     grace_window_ms: int = 120_000
