@@ -22,7 +22,7 @@ import {TrainingVerify} from "./ReceiptVerifier.sol";
 /// whether any registry sealed it. The TRAINING_VERIFY mimic (ReceiptVerifier) recomputes
 /// the root and nothing else, so anyone can build a self-consistent receipt for any task id
 /// that it accepts. Every escrow is therefore anchored to a registry, named at deposit and
-/// never address(0): `release` also requires `registry.getReceipt(taskId).runRoot == runRoot`,
+/// never address(0): `release` also requires `registry.sealedRunRoot(taskId) == runRoot`,
 /// i.e. that very registry sealed that very receipt. The escrow trusts the registry the
 /// payer named (a registry that lies about its sealed receipts can have the escrow paid out).
 /// Encoding and verifier ABI: contracts/RECEIPT.md.
@@ -82,7 +82,7 @@ contract RewardEscrow is ReentrancyGuard {
     error RewardEscrow__RegistryMismatch(address expected, address receiptRegistry);
     /// @notice The verifier did not answer 0x01 for (receipt, runRoot).
     error RewardEscrow__ReceiptRejected(address verifier, bytes32 runRoot);
-    /// @notice The escrow's registry has no sealed receipt for the task (getReceipt reverted,
+    /// @notice The escrow's registry has no sealed receipt for the task (sealedRunRoot reverted,
     /// the registry has no code, or it answered a zero run root).
     error RewardEscrow__NotSealed(address registry, bytes32 taskId);
     /// @notice The escrow's registry sealed the task with another run root.
@@ -254,19 +254,14 @@ contract RewardEscrow is ReentrancyGuard {
         if (sealedRoot != runRoot) revert RewardEscrow__RunRootMismatch(sealedRoot, runRoot);
     }
 
-    /// @dev The run root `registry` sealed for `taskId`, or 0 when getReceipt reverts (not
-    /// sealed, unknown task) or `registry` has no code (a high-level call to a codeless address
-    /// would fail in this contract, outside the try). A registry whose answer does not decode
-    /// still reverts the caller: nothing is paid either way.
+    /// @dev The run root `registry` sealed for `taskId` (ITrainingRegistry.sealedRunRoot), or 0
+    /// when it is not sealed, the call reverts, or `registry` has no code (a high-level call to a
+    /// codeless address would fail in this contract, outside the try). A registry whose answer
+    /// does not decode still reverts the caller: nothing is paid either way.
     function _sealedRoot(address registry, bytes32 taskId) private view returns (bytes32) {
         if (registry.code.length == 0) return bytes32(0);
-        // slither: unused-return is intended: only the stored run root matters here; the
-        // serialized bytes are the caller's own `receipt`, which the verifier already bound to it.
-        // slither-disable-next-line unused-return
-        try ITrainingRegistry(registry).getReceipt(taskId) returns (
-            ITrainingRegistry.TrainingReceipt memory r, bytes memory
-        ) {
-            return r.runRoot;
+        try ITrainingRegistry(registry).sealedRunRoot(taskId) returns (bytes32 root) {
+            return root;
         } catch {
             return bytes32(0);
         }

@@ -505,6 +505,11 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     }
 
     /// @inheritdoc ITrainingRegistry
+    function sealedRunRoot(bytes32 taskId) external view returns (bytes32) {
+        return _receipts[taskId].runRoot; // written only by seal
+    }
+
+    /// @inheritdoc ITrainingRegistry
     function getRound(bytes32 taskId, uint32 round) external view returns (RoundRecord memory) {
         _existing(taskId);
         return _rounds[taskId][round];

@@ -365,6 +365,10 @@ interface ITrainingRegistry {
     function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total);
     /// @notice Receipt of a Sealed run and its serialized bytes (the verifier input minus the root).
     function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized);
+    /// @notice The run root sealed for `taskId`, or bytes32(0) when the run is unknown or not
+    /// Sealed yet. Never reverts: the cheap check for a dApp that anchors a payout to a receipt
+    /// (RewardEscrow), about 35k gas less than reading it through getReceipt.
+    function sealedRunRoot(bytes32 taskId) external view returns (bytes32);
     function getRound(bytes32 taskId, uint32 round) external view returns (RoundRecord memory);
     function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory);
     /// @notice Trainers in enrollment order (index i = shard i).

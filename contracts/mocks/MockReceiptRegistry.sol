@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {ITrainingRegistry} from "../interfaces/ITrainingRegistry.sol";
 import {RunRoot} from "../lib/RunRoot.sol";
 
-/// @title MockReceiptRegistry: answers `getReceipt` like a TrainingRegistry, with receipts the test chooses
+/// @title MockReceiptRegistry: answers `getReceipt` and `sealedRunRoot` like a TrainingRegistry, with receipts the test chooses
 /// @notice Test double for contracts that anchor to sealed receipts (RewardEscrow): it stands in
 /// for a TrainingRegistry whose run was sealed, without running a whole training run. Anyone may
 /// set or clear a task's receipt (tests only; never deploy it anywhere that matters).
@@ -84,6 +84,12 @@ contract MockReceiptRegistry {
     {
         if (!_sealed[taskId]) revert MockReceiptRegistry__NotSealed(taskId);
         return (_receipts[taskId], _serialized[taskId]);
+    }
+
+    /// @notice Same signature as ITrainingRegistry.sealedRunRoot: the stored run root, or 0 when
+    /// no receipt is set.
+    function sealedRunRoot(bytes32 taskId) external view returns (bytes32) {
+        return _sealed[taskId] ? _receipts[taskId].runRoot : bytes32(0);
     }
 
     // ------------------------------------------------------------------ internal

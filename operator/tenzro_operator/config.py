@@ -128,7 +128,8 @@ class TrainerConfig(CommonConfig):
     dtype: Literal["fp32", "bf16"] = "fp32"
     gradient_checkpointing: bool = False
     dataset_path: Path | None = Field(default=None, description="local copy of the dataset (else fetched from IPFS)")
-    max_runs: int | None = Field(default=1, description="runs to join before exiting; None = forever")
+    max_runs: int | None = Field(default=1, ge=1, description="runs to join before exiting (without task_id); "
+                                 "None = forever")
 
     @field_validator("stake")
     @classmethod
@@ -167,6 +168,8 @@ class SyncerConfig(CommonConfig):
                                                    "trainers after this many seconds; None = wait for M")
     device: str = "cpu"
     metrics_port: int | None = Field(default=9102, ge=0, le=65535)
+    max_runs: int | None = Field(default=1, ge=1, description="runs to seal before exiting (without task_id); "
+                                 "None = serve every run it is elected for until stopped")
 
     @property
     def register_stake_atto(self) -> int | None:

@@ -13,9 +13,17 @@ Usage::
         def prepare(self, run): ...       # spec, runtime, ... of the run
         def step(self) -> str | None:     # one idempotent unit of work; "done" = run over
             ...
-        def serve(self, task_id):
+        def find_task(self, patient=False) -> bytes:
+            return self.wait_for_task(self._discover, "run to join", patient)
+        def serve(self, task_id) -> bool:
             self.open_task(task_id)
             self.step_until_done("trainer round")
+            return True
+        def reset_run(self): ...          # forget the previous run before the next
+        def run(self) -> int:
+            self.startup_checks()
+            self.serve_runs()             # task_id once, else up to max_runs discovered runs
+            return 0
     d = MyDaemon(cfg, account, chain, ipfs)
     d.install_signal_handlers()           # main thread only
     exit_code = d.run()
@@ -201,16 +209,54 @@ class Daemon:
 
     # -- one run --------------------------------------------------------------------------
 
-    def wait_for_task(self, discover: Callable[[], bytes | None], missing: str) -> bytes:
+    def serve_runs(self) -> int:
+        """Serve runs one after another and return how many were served: the config's ``task_id``
+        once; else discovered runs until ``max_runs`` are done (None: until a stop is requested).
+        Only the first discovery is bounded by ``discover_timeout_s``; between runs a daemon
+        waits for the next run as long as it takes. Each role's `reset_run` clears the previous
+        run's state before the next is opened.
+
+        Raises:
+            TenzroError: no run to serve within ``discover_timeout_s`` at start-up, or what
+                `serve` raises. StopRequested: a stop was requested.
+        """
+        limit = 1 if self.config.task_id else getattr(self.config, "max_runs", 1)
+        served = tried = 0
+        while limit is None or served < limit:
+            self.check_stop()
+            if tried:
+                self.reset_run()
+            tried += 1
+            if self.serve(self.find_task(patient=served > 0)):
+                served += 1
+            else:
+                self.sleep(self.poll_s)  # left to others: do not spin on the same candidates
+        return served
+
+    def find_task(self, patient: bool = False) -> bytes:
+        """The next run to serve (each role; ``patient``: wait without a time limit)."""
+        raise NotImplementedError(f"{type(self).__name__}.find_task")
+
+    def serve(self, task_id: bytes) -> bool:
+        """Serve run ``task_id`` until it is over for this role; False when the run was left to
+        others without being served (it does not count towards ``max_runs``). Each role."""
+        raise NotImplementedError(f"{type(self).__name__}.serve")
+
+    def reset_run(self) -> None:
+        """Forget the state of the run served last (each role)."""
+        raise NotImplementedError(f"{type(self).__name__}.reset_run")
+
+    def wait_for_task(self, discover: Callable[[], bytes | None], missing: str, patient: bool = False) -> bytes:
         """The run to serve (bytes32 task id): the config's ``task_id`` once it is posted, else the
         first id ``discover()`` returns (None = nothing yet); polls every ``poll_s`` seconds.
+        ``patient``: no time limit.
 
         Raises:
             TenzroError: ``"<role>: no <missing> after <discover_timeout_s> s"`` (config key,
                 default 600 s).
             StopRequested: a stop was requested while waiting.
         """
-        timeout_s = float(getattr(self.config, "discover_timeout_s", 600.0))
+        timeout_s = float("inf") if patient else float(getattr(self.config, "discover_timeout_s", 600.0))
         deadline = time.monotonic() + timeout_s
         want = task_id_bytes32(self.config.task_id) if self.config.task_id else None
         while True:

@@ -337,6 +337,7 @@ def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_rou
     submit(task, tr[2], 1, 0)
     registry.finalizeRound(commit(task, 1, 2, [0b11, 0b11, 0b01]), sender=roles.syncer)
     assert registry.getRun(task).status == 3  # Completed
+    assert registry.sealedRunRoot(task) == b"\x00" * 32  # not sealed yet: zero, no revert
 
     tx = registry.seal(task, sender=roles.stranger)
     (ev,) = events(tx, "RunSealed")
@@ -344,7 +345,7 @@ def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_rou
     receipt = as_receipt(receipt)
     serialized = bytes(serialized)
     # independent check: the Python encoder's run root of the stored bytes
-    assert rc.run_root(serialized) == receipt.runRoot == ev.runRoot
+    assert rc.run_root(serialized) == receipt.runRoot == ev.runRoot == registry.sealedRunRoot(task)
     assert rc.verify(serialized, receipt.runRoot)
     dec = rc.decode_receipt(serialized)
     assert dec.task_id == task and dec.rounds == 2 and dec.trainer_count == 3

@@ -467,6 +467,9 @@ def test_seal_twice(registry, start_run, roles, unchanged, chain):
 def test_receipt_before_seal(registry, running):
     with ape.reverts(registry.Registry__WrongStatus, taskId=running, have=2):
         registry.getReceipt(running)
+    # sealedRunRoot never reverts: zero for a run not sealed and for an unknown task
+    assert registry.sealedRunRoot(running) == b"\x00" * 32
+    assert registry.sealedRunRoot(b"\x11" * 32) == b"\x00" * 32
 
 
 def test_withdraw_nothing(registry, roles, unchanged):

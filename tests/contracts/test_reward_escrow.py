@@ -1,9 +1,9 @@
 """ape tests of RewardEscrow: release on a verified and sealed receipt, refusals, refunds, re-entry.
 
 Every escrow names a registry (deposit refuses address(0)): the verifier alone accepts any
-self-consistent receipt, so release also needs registry.getReceipt(taskId).runRoot == runRoot.
+self-consistent receipt, so release also needs registry.sealedRunRoot(taskId) == runRoot.
 Receipts come from the Python encoder (tenzro_operator.receipt) and are "sealed" on
-MockReceiptRegistry (contracts/mocks), which answers getReceipt like a TrainingRegistry
+MockReceiptRegistry (contracts/mocks), which answers getReceipt and sealedRunRoot like a TrainingRegistry
 without a training run; one test seals a real one-round run on the TrainingRegistry and
 releases against it. The verifier's runtime code is placed at 0x...1008 with
 anvil_setCode, as on a devnet. Every revert path checks that balances and escrow state
@@ -433,4 +433,4 @@ def test_registry_receipt_matches_python_and_releases(chain, escrow, tnzo, payer
     tx = escrow.release(eid, serialized, sealed_root, sender=stranger)
     assert tnzo.balanceOf(beneficiary) == before + 3 * E18
     print("release gas (R=1, anchored to the registry):", tx.gas_used,
-          "; getReceipt alone, as a transaction:", reg.getReceipt.estimate_gas_cost(task, sender=stranger))
+          "; sealedRunRoot alone, as a transaction:", reg.sealedRunRoot.estimate_gas_cost(task, sender=stranger))

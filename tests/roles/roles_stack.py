@@ -13,6 +13,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +54,10 @@ class Devnet:
         return IpfsClient(self.ipfs_url)
 
 
-@pytest.fixture(scope="session")
-def dev(tmp_path_factory) -> Devnet:
-    """One devnet for the session: anvil + IPFS on free ports, contracts deployed, accounts 1..8
-    funded with 1,000,000 TNZO each."""
-    tmp = tmp_path_factory.mktemp("devnet")
+@contextmanager
+def devnet_stack(tmp: Path) -> Iterator[Devnet]:
+    """A devnet of its own: anvil + IPFS on free ports under ``tmp``, contracts deployed, accounts
+    1..8 funded with 1,000,000 TNZO each; stopped on exit."""
     cfg = devnet.DevnetConfig(data_dir=tmp, rpc_port=free_port(), ipfs_port=free_port())
     devnet.up(cfg)
     try:
@@ -66,6 +67,13 @@ def dev(tmp_path_factory) -> Devnet:
         yield Devnet(cfg, dep)
     finally:
         devnet.down(cfg)
+
+
+@pytest.fixture(scope="session")
+def dev(tmp_path_factory) -> Iterator[Devnet]:
+    """One devnet for the session (`devnet_stack`)."""
+    with devnet_stack(tmp_path_factory.mktemp("devnet")) as d:
+        yield d
 
 
 _DATA: dict[str, Any] = {}
@@ -154,22 +162,24 @@ def runner():
     r.stop_all()
 
 
-def trainer_daemon(dev: Devnet, index: int, task_id: bytes, data_dir: Path, **cfg):
+def trainer_daemon(dev: Devnet, index: int, task_id: bytes | None, data_dir: Path, **cfg):
+    """A trainer daemon as anvil account ``index``; ``task_id`` None: it discovers runs."""
     from tenzro_operator.roles.trainer import TrainerDaemon, TrainerDaemonConfig
 
     config = TrainerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
-                                 task_id="0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
+                                 task_id=task_id and "0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
                                  poll_interval_s=0.3, inner={"batch_size": 16}, **cfg)
     acct = anvil_account(index)
     return TrainerDaemon(config, acct, dev.client(index), dev.ipfs())
 
 
-def syncer_daemon(dev: Devnet, task_id: bytes, data_dir: Path, **cfg):
+def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, **cfg):
+    """The syncer daemon as anvil account `SYNCER`; ``task_id`` None: it discovers runs."""
     from tenzro_operator.roles.syncer import SyncerDaemon, SyncerDaemonConfig
 
     cfg.setdefault("straggler_wait_s", 1.0)
     config = SyncerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
-                                task_id="0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
+                                task_id=task_id and "0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
                                 poll_interval_s=0.3, register_stake="10", **cfg)
     return SyncerDaemon(config, anvil_account(SYNCER), dev.client(SYNCER), dev.ipfs())
 

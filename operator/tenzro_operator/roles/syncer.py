@@ -139,6 +139,15 @@ class SyncerDaemon(Daemon):
     """
 
     role = "syncer"
+    # the run being served (reset_run clears them)
+    spec: TaskSpec | None
+    runtime: TaskRuntime | None
+    outers: list[OuterOptimizer]  # one per fragment
+    last_finalized: int  # round finalized last (-1: none)
+    _scan_from: int  # first block of the next GradientSubmitted scan
+    _round: _RoundState | None
+    _eval: HeldoutEvaluator | None
+    _last_loss: float | None  # held-out loss of the weights finalized last
 
     def __init__(self, config: SyncerConfig, account, chain, ipfs, *, metrics: SyncerMetrics | None = None,
                  stop=None) -> None:
@@ -146,14 +155,7 @@ class SyncerDaemon(Daemon):
                          max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
         self.opt = lambda name, default: getattr(config, name, default)
         self.rounds_path = self.data_dir / "syncer-rounds.jsonl"
-        self.spec: TaskSpec | None = None
-        self.runtime: TaskRuntime | None = None
-        self.outers: list[OuterOptimizer] = []
-        self.last_finalized = -1
-        self._scan_from = chain.deployment.deploy_block
-        self._round: _RoundState | None = None
-        self._eval: HeldoutEvaluator | None = None
-        self._last_loss: float | None = None  # held-out loss of the weights finalized last
+        self.reset_run()
         self.finalized_here = 0
         self.history: list[dict[str, Any]] = []
 
@@ -164,8 +166,10 @@ class SyncerDaemon(Daemon):
     # ------------------------------------------------------------------ lifecycle
 
     def run(self) -> int:
-        """Start-up checks, register, find (and get elected for) the run, serve it to the seal.
-        Returns the exit code (0 on a seal, a clean stop, or ``exit_after_rounds``).
+        """Start-up checks, register, then serve runs (`Daemon.serve_runs`): the config's
+        ``task_id``, else every run this account is (or gets) elected for, one after another,
+        until ``max_runs`` are sealed. Returns the exit code (0 after the last seal, a clean
+        stop, or ``exit_after_rounds``).
 
         Raises:
             TenzroError: a failed start-up check (service named), `DaemonHalted`, or a state
@@ -175,8 +179,7 @@ class SyncerDaemon(Daemon):
             self.startup_checks()
             try:
                 self.ensure_registered()
-                tid = self.find_task()
-                self.serve(tid)
+                self.serve_runs()
             except StopRequested:
                 log.info("stop requested: state saved after round %d, exiting", self.last_finalized)
         return 0
@@ -191,17 +194,31 @@ class SyncerDaemon(Daemon):
         self.chain.register_syncer(max(amount, need - stake))
         log.info("registered as syncer candidate with %d atto stake", max(amount, need - stake))
 
-    def find_task(self) -> bytes:
-        """The config's ``task_id`` (waits until posted), else the first Enrolling/Training run whose
-        syncer is this account or unset."""
-        return self.wait_for_task(self._discover, "run to serve")
+    def find_task(self, patient: bool = False) -> bytes:
+        """The config's ``task_id`` (waits until posted), else the first unsealed run whose syncer
+        is this account, unset, or replaceable (missed its round deadline by the timeout).
+        ``patient``: wait without a time limit."""
+        return self.wait_for_task(self._discover, "run to serve", patient)
+
+    def reset_run(self) -> None:
+        """Forget the previous run: spec, layout, outer optimizers, rounds, event cursor, evaluator."""
+        self.task_id = self.spec = self.runtime = self._round = self._eval = self._last_loss = None
+        self.outers = []
+        self.last_finalized = -1
+        self._scan_from = self.chain.deployment.deploy_block
 
     def _discover(self) -> bytes | None:
+        now = None
         for tid in self.chain.all_runs():
             run = self.chain.get_run(tid)
-            if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED) and \
-                    run.syncer in (ZERO_ADDRESS, self.account.address):
+            if run.status not in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED):
+                continue
+            if run.syncer in (ZERO_ADDRESS, self.account.address):
                 return tid
+            if run.status == RunStatus.TRAINING and run.syncer_replaceable_at:
+                now = self.chain_now() if now is None else now
+                if now > run.syncer_replaceable_at:
+                    return tid
         return None
 
     def ensure_elected(self, run: RunView) -> bool:
@@ -225,8 +242,10 @@ class SyncerDaemon(Daemon):
 
     # ------------------------------------------------------------------ one run
 
-    def serve(self, task_id: bytes) -> None:
-        """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``)."""
+    def serve(self, task_id: bytes) -> bool:
+        """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``). A discovered run
+        (no ``task_id`` in the config) that another syncer holds is left to it; `find_task` comes
+        back to it if that syncer misses a round deadline."""
         self.open_task(task_id)
         opened_wait = time.monotonic()
         while True:
@@ -234,8 +253,11 @@ class SyncerDaemon(Daemon):
             run = self.chain.get_run(task_id)
             if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
                 log.info("run is %s: nothing to do", run.status.name)
-                return
+                return True
             if not self.ensure_elected(run):
+                if not self.config.task_id and run.syncer != ZERO_ADDRESS:
+                    log.info("run is served by syncer %s: looking for another run", run.syncer)
+                    return False
                 self.sleep(self.poll_s)
                 continue
             if run.status == RunStatus.ENROLLING:
@@ -245,6 +267,7 @@ class SyncerDaemon(Daemon):
             break
         self.restore()
         self.step_until_done("syncer round")
+        return True
 
     def prepare(self, run: RunView) -> None:
         """Spec (checked against ``specHash``), model layout, rule, outer config; the dataset when
@@ -381,6 +404,7 @@ class SyncerDaemon(Daemon):
             if self.finalize(run):
                 if self.opt("exit_after_rounds", None) and self.finalized_here >= self.opt("exit_after_rounds", None):
                     log.info("exit_after_rounds=%d reached: exiting", self.finalized_here)
+                    self.request_stop()  # the process ends here, whatever max_runs says
                     return "done"
                 return "next"
         self.sleep(self.poll_s)

@@ -126,6 +126,15 @@ class TrainerDaemon(Daemon):
     """
 
     role = "trainer"
+    # the run being served (reset_run clears them)
+    spec: TaskSpec | None
+    runtime: TaskRuntime | None
+    worker: InnerTrainer | None
+    index: int | None
+    _global: dict[str, torch.Tensor] | None  # the round's input weights, cached by weights root
+    _global_root: bytes | None
+    _log_from: int  # first block of the next event scan
+    _skipped: set[int]  # rounds whose deadline passed before this trainer submitted
 
     def __init__(self, config: TrainerConfig, account, chain, ipfs, *, metrics: TrainerMetrics | None = None,
                  stop=None) -> None:
@@ -134,14 +143,7 @@ class TrainerDaemon(Daemon):
         self.fault: FaultSettings | None = getattr(config, "fault", None)
         self.state_path = self.data_dir / "trainer-state.pt"
         self.rounds_path = self.data_dir / "trainer-rounds.jsonl"
-        self.spec: TaskSpec | None = None
-        self.runtime: TaskRuntime | None = None
-        self.worker: InnerTrainer | None = None
-        self.index: int | None = None
-        self._global: dict[str, torch.Tensor] | None = None
-        self._global_root: bytes | None = None
-        self._log_from = chain.deployment.deploy_block
-        self._skipped: set[int] = set()
+        self.reset_run()
         self.summary: dict[str, int] = {"rounds_trained": 0, "submitted": 0, "accepted": 0, "missed": 0}
 
     # ------------------------------------------------------------------ lifecycle
@@ -156,12 +158,8 @@ class TrainerDaemon(Daemon):
         with log_context(role="trainer"):
             self.startup_checks()
             log.info("trainer %s started (data_dir %s)", self.account.address, self.data_dir)
-            served = 0
             try:
-                while self.config.max_runs is None or served < self.config.max_runs:
-                    tid = self.find_task()
-                    self.serve(tid)
-                    served += 1
+                self.serve_runs()
             except StopRequested:
                 log.info("stop requested: state saved, exiting")
                 return 0
@@ -170,23 +168,32 @@ class TrainerDaemon(Daemon):
 
     # ------------------------------------------------------------------ discovery
 
-    def find_task(self) -> bytes:
+    def find_task(self, patient: bool = False) -> bytes:
         """The run to join: the config's ``task_id`` (waits until it is posted), else a run this
-        account is already enrolled in and not finished, else the first Enrolling run with a free
-        slot (and, with ``family`` set, that architecture family).
+        account is already enrolled in (not evicted) and not finished, else the first Enrolling
+        run with a free slot (and, with ``family`` set, that architecture family).
 
         Raises:
-            TenzroError: nothing found within ``discover_timeout_s`` seconds.
+            TenzroError: nothing found within ``discover_timeout_s`` seconds (unless ``patient``).
         """
         what = f"task {self.config.task_id!r}" if self.config.task_id else "an Enrolling run with a free slot"
-        return self.wait_for_task(self._discover, f"{what} on the registry")
+        return self.wait_for_task(self._discover, f"{what} on the registry", patient)
+
+    def reset_run(self) -> None:
+        """Forget the previous run: spec, model, shard index, weights cache, skipped rounds, log cursor."""
+        self.task_id = self.spec = self.runtime = self.worker = self.index = None
+        self._global = self._global_root = None
+        self._log_from = self.chain.deployment.deploy_block
+        self._skipped = set()
 
     def _discover(self) -> bytes | None:
         runs = self.chain.all_runs()
         for tid in runs:  # a restart: a run we are in and that is not over
             run = self.chain.get_run(tid)
-            if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING) and self.chain.trainer_stats(tid).enrolled:
-                return tid
+            if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING):
+                stats = self.chain.trainer_stats(tid)
+                if stats.enrolled and not stats.evicted:
+                    return tid
         family = getattr(self.config, "family", None)
         for tid in runs:
             run = self.chain.get_run(tid)
@@ -201,12 +208,13 @@ class TrainerDaemon(Daemon):
 
     # ------------------------------------------------------------------ one run
 
-    def serve(self, task_id: bytes) -> None:
+    def serve(self, task_id: bytes) -> bool:
         """Join run ``task_id`` and train every round until it is over or this trainer is evicted."""
         run = self.open_task(task_id)
         self.enroll(run)
         self.build_worker()
         self.step_until_done("trainer round")
+        return True
 
     def prepare(self, run: RunView) -> None:
         """Fetch the spec (checked against ``specHash``) and the dataset (checked against the spec's
