@@ -133,17 +133,6 @@ def test_each_error_names_its_field(raw, mutation, path, fragment):
     assert fragment in str(ei.value)
 
 
-def test_outer_section_defaults_and_overrides(raw):
-    from tenzro_operator.task_runtime import outer_config
-
-    assert "outer" not in raw["metadata"]
-    default = outer_config(parse_spec(raw))
-    assert (default.lr, default.momentum, default.nesterov) == (0.7, 0.9, True)  # DiLoCo, Sec. 2
-    plain = outer_config(parse_spec(_mutate(raw, lambda d: d["metadata"].update(
-        outer={"lr": 1.0, "momentum": 0, "nesterov": False}))))
-    assert (plain.lr, plain.momentum, plain.nesterov) == (1.0, 0.0, False)
-
-
 def test_error_message_names_the_file(tmp_path, raw):
     raw["quorum"] = 0
     f = tmp_path / "bad.json"

@@ -31,6 +31,10 @@ def test_outer_config_defaults_and_spec_override():
     raw = json.loads(EXAMPLE.read_text())
     cfg = outer_config(parse_spec(raw))
     assert (cfg.lr, cfg.momentum, cfg.nesterov) == (0.7, 0.9, True)  # DiLoCo's outer Nesterov defaults
-    raw["metadata"]["outer"] = {"lr": 0.5, "momentum": 0.8, "unrelated": 1}
+    raw["metadata"]["outer"] = {"lr": 0.5, "momentum": 0.8}
     cfg = outer_config(parse_spec(raw))
     assert (cfg.lr, cfg.momentum, cfg.nesterov) == (0.5, 0.8, True)
+    raw["metadata"]["outer"] = {"lr": 1.0, "momentum": 0, "nesterov": False}  # plain SGD
+    cfg = outer_config(parse_spec(raw))
+    assert (cfg.lr, cfg.momentum, cfg.nesterov) == (1.0, 0.0, False)
+    # unknown keys are refused when the spec is parsed (tests/operator/test_spec.py has the rest)
