@@ -323,6 +323,45 @@ def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
                                      "tx": res.tx_hash, "gas": res.gas_used})
 
 
+@train.command("cancel-task")
+@click.option("--task-id", required=True)
+@format_option
+@common_options
+def cancel_task(ctx: Ctx, task_id: str, fmt: str) -> None:
+    """Sponsor only, while the run is still Enrolling: cancel it. The reward pool and every stake
+    are credited back in full (collect them with `withdraw`)."""
+    res = ctx.chain(signer=True).cancel_task(_task_id(task_id))
+    ev = res.event("TaskCancelled")
+    _tx_out(fmt, "task cancelled", {"task_id": _hex(ev["taskId"]), "pool_refunded": str(ev["poolRefunded"]),
+                                    "pool_refunded_tokens": format_tokens(ev["poolRefunded"]),
+                                    "trainers_refunded": ev["trainersRefunded"], "tx": res.tx_hash})
+
+
+@train.command("close-enrollment")
+@click.option("--task-id", required=True)
+@format_option
+@common_options
+def close_enrollment(ctx: Ctx, task_id: str, fmt: str) -> None:
+    """Syncer only: open round 0 with the trainers enrolled so far (at least K of the M slots)."""
+    res = ctx.chain(signer=True).close_enrollment(_task_id(task_id))
+    ev = res.event("RoundOpened")
+    _tx_out(fmt, "round 0 opened", {"task_id": _hex(ev["taskId"]), "round": ev["round"],
+                                    "deadline": ev["deadline"], "tx": res.tx_hash})
+
+
+@train.command("seal")
+@click.option("--task-id", required=True)
+@format_option
+@common_options
+def seal(ctx: Ctx, task_id: str, fmt: str) -> None:
+    """Anyone, once the last round is finalized (Completed): seal the run, store its receipt and
+    credit rewards and refunds. The syncer daemon does this itself; this is for when it cannot."""
+    res = ctx.chain(signer=True).seal(_task_id(task_id))
+    ev = res.event("RunSealed")
+    _tx_out(fmt, "run sealed", {"task_id": _hex(ev["taskId"]), "run_root": _hex(ev["runRoot"]),
+                                "final_model_hash": _hex(ev["finalModelHash"]), "tx": res.tx_hash})
+
+
 @train.command("withdraw")
 @format_option
 @common_options

@@ -177,6 +177,62 @@ def test_enroll_submit_finalize_list_by_hand(run_cli, roles, keystores, tmp_path
     assert stats["accepted"] == 1 and stats["submitted"] == 1
 
 
+def test_close_enrollment_and_seal_by_hand(run_cli, roles, keystores, tmp_path):
+    """A one-round run driven through the CLI: the syncer opens round 0 with one of two slots
+    filled, and someone other than the syncer seals it; refusals are one line each."""
+    spec = make_spec(max_rounds=1)
+    roles["sponsor"].post_task(spec, "bafyspec")
+    tid, syncer = spec.task_id, roles["syncer"]
+    if not syncer.syncer_info()[2]:
+        syncer.register_syncer(10 * TOKEN)
+    run_cli("train", "elect-syncer", "--task-id", tid, keystore=keystores["syncer"])
+    assert run_cli("train", "enroll-trainer", "--task-id", tid, "--stake", "100", "--did", "did:tenzro:machine:t0",
+                   keystore=keystores["t0"]).exit_code == 0
+    line = one_line_error(run_cli("train", "close-enrollment", "--task-id", tid, keystore=keystores["t0"]))
+    assert "Registry__NotSyncer" in line
+    res = run_cli("train", "close-enrollment", "--task-id", tid, "--format", "json", keystore=keystores["syncer"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["round"] == 0
+    assert roles["base"].get_run(spec.task_id_bytes).status.name == "TRAINING"
+    assert "Registry__WrongStatus" in one_line_error(run_cli("train", "seal", "--task-id", tid,
+                                                             keystore=keystores["t1"]))
+    payload = tmp_path / "delta.bin"
+    payload.write_bytes(b"bytes of an outer gradient")
+    for fragment in (0, 1):
+        assert run_cli("train", "submit-gradient", "--task-id", tid, "--round", "0", "--fragment", str(fragment),
+                       "--payload", str(payload), keystore=keystores["t0"]).exit_code == 0
+    commit = {"task_id": tid, "round": 0, "fragment_hashes": ["0x" + "11" * 32, "0x" + "22" * 32],
+              "fragment_cids": ["c0", "c1"], "accepted_bitmaps": [3], "transcript_hash": "0x" + "33" * 32,
+              "transcript_cid": "tc"}
+    cf = tmp_path / "commit.json"
+    cf.write_text(json.dumps(commit))
+    assert run_cli("train", "finalize-round", "--commit", str(cf), keystore=keystores["syncer"]).exit_code == 0
+    res = run_cli("train", "seal", "--task-id", tid, "--format", "json", keystore=keystores["t1"])  # not the syncer
+    assert res.exit_code == 0, res.output
+    receipt = roles["base"].get_receipt(spec.task_id_bytes)
+    assert json.loads(res.output)["run_root"] == "0x" + receipt.run_root.hex()
+
+
+def test_cancel_task_refunds_pool_and_stakes(run_cli, roles, keystores):
+    spec = make_spec()
+    sponsor = roles["sponsor"]
+    sponsor.post_task(spec, "bafyspec")
+    assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
+                   "--did", "did:tenzro:machine:t1", keystore=keystores["t1"]).exit_code == 0
+    line = one_line_error(run_cli("train", "cancel-task", "--task-id", spec.task_id, keystore=keystores["t1"]))
+    assert "Registry__NotSponsor" in line
+    owed_before = sponsor.withdrawable(sponsor.address)
+    res = run_cli("train", "cancel-task", "--task-id", spec.task_id, "--format", "json", keystore=keystores["sponsor"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert (out["pool_refunded"], out["trainers_refunded"]) == (spec.reward_pool, 1)
+    assert sponsor.withdrawable(sponsor.address) == owed_before + spec.reward_pool_atto
+    assert roles["base"].get_run(spec.task_id_bytes).status.name == "CANCELLED"
+    # cancelling twice is refused by name
+    assert "Registry__WrongStatus" in one_line_error(run_cli("train", "cancel-task", "--task-id", spec.task_id,
+                                                             keystore=keystores["sponsor"]))
+
+
 def test_withdraw_with_nothing_and_missing_keystore(run_cli, keystores):
     acct9 = keystores["t1"].with_name("a9.json")
     create_keystore(acct9, "pw", anvil_account(9).key, scrypt_n=2**12)
