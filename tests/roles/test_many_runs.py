@@ -1,8 +1,11 @@
-"""Daemons without a configured task id serve run after run: one syncer and two trainers, each
-in one process (thread), discover two posted runs, serve the first to its seal, reset, and serve
-the second. On a devnet of its own, so no other test's unfinished run can be discovered."""
+"""Daemons without a configured task id serve many runs: trainers join runs in turn, the syncer
+serves every run it is elected for at once (one thread per run), so a run that waits does not
+hold up another. Each test has a devnet of its own, so no other test's unfinished run can be
+discovered."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -40,3 +43,29 @@ def test_one_syncer_and_trainers_serve_two_runs_in_turn(tmp_path, runner):
         assert len(list((tmp_path / "syncer").glob("syncer-*.pt"))) == 2
         for i in range(2):  # each trainer's round log: run 1 rounds 0, 1, then run 2 rounds 0, 1
             assert [r["round"] for r in read_jsonl(tmp_path / f"t{i}" / "trainer-rounds.jsonl")] == [0, 1, 0, 1]
+
+
+def test_syncer_serves_a_second_run_while_the_first_waits_for_trainers(tmp_path, runner):
+    """Run A is posted first and never fills (1 of 2 trainers); run B fills and trains. A syncer
+    that served runs in turn would sit on A; this one seals B while A still waits."""
+    with devnet_stack(tmp_path / "devnet") as dev:
+        stuck = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1)
+        dev.client(TRAINERS[2]).enroll_trainer(stuck, 100 * 10**18, "did:tenzro:machine:lonely")
+        busy = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=2)
+        syncer = syncer_daemon(dev, None, tmp_path / "syncer", max_runs=None, discover_timeout_s=60)
+        runner.start("syncer", syncer)
+        for i, idx in enumerate(TRAINERS[:2]):
+            runner.start(f"trainer{i}", trainer_daemon(dev, idx, busy, tmp_path / f"t{i}"))
+        client = dev.client()
+        deadline = time.monotonic() + 200
+        while client.get_run(busy).status != RunStatus.SEALED:
+            assert time.monotonic() < deadline, f"run B not sealed; daemons: {runner.results}"
+            assert "syncer" not in runner.results, runner.results
+            time.sleep(0.5)
+        syncer.request_stop()
+        results = runner.join(60)
+        assert results == {"syncer": 0, "trainer0": 0, "trainer1": 0}
+        a = client.get_run(stuck)
+        assert a.status == RunStatus.ENROLLING and a.syncer == dev.client(2).address  # elected, still waiting
+        assert {r["task"] for r in syncer.history} == {"0x" + busy.hex()}
+        assert [r["round"] for r in syncer.history] == [0, 1]

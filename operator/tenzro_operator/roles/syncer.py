@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,11 +151,12 @@ class SyncerDaemon(Daemon):
     _last_loss: float | None  # held-out loss of the weights finalized last
 
     def __init__(self, config: SyncerConfig, account, chain, ipfs, *, metrics: SyncerMetrics | None = None,
-                 stop=None) -> None:
+                 stop=None, leave_to_others: bool = False) -> None:
         super().__init__(config, account, chain, ipfs, metrics=metrics or SyncerMetrics(), stop=stop,
                          max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
         self.opt = lambda name, default: getattr(config, name, default)
         self.rounds_path = self.data_dir / "syncer-rounds.jsonl"
+        self.leave_to_others = leave_to_others
         self.reset_run()
         self.finalized_here = 0
         self.history: list[dict[str, Any]] = []
@@ -166,22 +168,24 @@ class SyncerDaemon(Daemon):
     # ------------------------------------------------------------------ lifecycle
 
     def run(self) -> int:
-        """Start-up checks, register, then serve runs (`Daemon.serve_runs`): the config's
-        ``task_id``, else every run this account is (or gets) elected for, one after another,
-        until ``max_runs`` are sealed. Returns the exit code (0 after the last seal, a clean
-        stop, or ``exit_after_rounds``).
+        """Start-up checks, register, then serve: the config's ``task_id``, else every run this
+        account is (or gets) elected for, each in a thread of its own (`serve_elected`). Returns
+        the exit code (0 after the seal(s), a clean stop, or ``exit_after_rounds``).
 
         Raises:
             TenzroError: a failed start-up check (service named), `DaemonHalted`, or a state
-                that cannot be rebuilt.
+                that cannot be rebuilt (in any run served).
         """
         with log_context(role="syncer"):
             self.startup_checks()
             try:
                 self.ensure_registered()
-                self.serve_runs()
+                if self.config.task_id:
+                    self.serve(self.find_task())
+                else:
+                    self.serve_elected()
             except StopRequested:
-                log.info("stop requested: state saved after round %d, exiting", self.last_finalized)
+                log.info("stop requested: state saved, exiting")
         return 0
 
     def ensure_registered(self) -> None:
@@ -195,10 +199,9 @@ class SyncerDaemon(Daemon):
         log.info("registered as syncer candidate with %d atto stake", max(amount, need - stake))
 
     def find_task(self, patient: bool = False) -> bytes:
-        """The config's ``task_id`` (waits until posted), else the first unsealed run whose syncer
-        is this account, unset, or replaceable (missed its round deadline by the timeout).
+        """The config's ``task_id`` (waits until posted), else the first run `_candidates` lists.
         ``patient``: wait without a time limit."""
-        return self.wait_for_task(self._discover, "run to serve", patient)
+        return self.wait_for_task(lambda: next(iter(self._candidates()), None), "run to serve", patient)
 
     def reset_run(self) -> None:
         """Forget the previous run: spec, layout, outer optimizers, rounds, event cursor, evaluator."""
@@ -207,19 +210,93 @@ class SyncerDaemon(Daemon):
         self.last_finalized = -1
         self._scan_from = self.chain.deployment.deploy_block
 
-    def _discover(self) -> bytes | None:
-        now = None
+    def _candidates(self) -> list[bytes]:
+        """Unsealed runs this account should serve: its syncer is this account or unset, or the
+        syncer is replaceable (missed a round deadline by the timeout), in posting order."""
+        out, now = [], None
         for tid in self.chain.all_runs():
             run = self.chain.get_run(tid)
             if run.status not in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED):
                 continue
             if run.syncer in (ZERO_ADDRESS, self.account.address):
-                return tid
-            if run.status == RunStatus.TRAINING and run.syncer_replaceable_at:
+                out.append(tid)
+            elif run.status == RunStatus.TRAINING and run.syncer_replaceable_at:
                 now = self.chain_now() if now is None else now
                 if now > run.syncer_replaceable_at:
-                    return tid
-        return None
+                    out.append(tid)
+        return out
+
+    # ------------------------------------------------------------------ every elected run
+
+    def serve_elected(self) -> None:
+        """Serve every run of `_candidates` at once, one thread per run, until ``max_runs`` runs
+        are over (None: until stopped). Concurrent, not in turn: the registry may elect this
+        account for a second run while it serves a first, and a round deadline missed there
+        makes it replaceable and slashable.
+
+        Each run gets a `SyncerDaemon` of its own (spec, outer optimizers, state file
+        ``syncer-<task>.pt``) sharing this one's chain client (one nonce counter, thread-safe),
+        IPFS client, metrics and stop event. A run left to another syncer does not count; it
+        is served again if that syncer becomes replaceable.
+
+        Raises:
+            TenzroError: no run within ``discover_timeout_s`` at start-up; the first error of
+                any run (the others are stopped first, their state saved).
+            StopRequested: a stop was requested (every run's state saved).
+        """
+        limit = getattr(self.config, "max_runs", 1)
+        timeout_s = float(getattr(self.config, "discover_timeout_s", 600.0))
+        deadline = time.monotonic() + timeout_s
+        workers: dict[bytes, threading.Thread] = {}
+        outcome: dict[bytes, bool | BaseException] = {}
+        over: set[bytes] = set()
+        try:
+            while True:
+                for tid in [t for t, th in workers.items() if not th.is_alive()]:
+                    del workers[tid]
+                    res = outcome.pop(tid)
+                    if isinstance(res, StopRequested):
+                        continue
+                    if isinstance(res, BaseException):
+                        raise res
+                    if res:
+                        over.add(tid)
+                if limit is not None and len(over) >= limit and not workers:
+                    return
+                self.check_stop()
+                if limit is None or len(over) + len(workers) < limit:
+                    for tid in self._candidates():
+                        if tid in workers or tid in over:
+                            continue
+                        workers[tid] = self._start_worker(tid, outcome)
+                        if limit is not None and len(over) + len(workers) >= limit:
+                            break
+                if not workers and not over and time.monotonic() > deadline:
+                    raise TenzroError(f"syncer: no run to serve after {timeout_s:.0f} s")
+                self.sleep(self.poll_s)
+        finally:
+            if workers:
+                self.request_stop()
+                for th in workers.values():
+                    th.join()
+
+    def _start_worker(self, tid: bytes, outcome: dict) -> threading.Thread:
+        cfg = self.config.model_copy(update={"task_id": "0x" + tid.hex()})
+        worker = SyncerDaemon(cfg, self.account, self.chain, self.ipfs, metrics=self.metrics, stop=self.stop,
+                              leave_to_others=True)
+        worker.history = self.history  # one record list (list.append is atomic)
+
+        def target() -> None:
+            with log_context(role="syncer"):
+                try:
+                    outcome[tid] = worker.serve(tid)
+                except BaseException as exc:  # noqa: BLE001 - handed to serve_elected
+                    outcome[tid] = exc
+
+        th = threading.Thread(target=target, name=f"syncer-{tid.hex()[:8]}", daemon=True)
+        log.info("serving run 0x%s in thread %s", tid.hex()[:16], th.name)
+        th.start()
+        return th
 
     def ensure_elected(self, run: RunView) -> bool:
         """Elect a syncer when none is set, or replace a silent one; True iff it is this account."""
@@ -243,9 +320,10 @@ class SyncerDaemon(Daemon):
     # ------------------------------------------------------------------ one run
 
     def serve(self, task_id: bytes) -> bool:
-        """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``). A discovered run
-        (no ``task_id`` in the config) that another syncer holds is left to it; `find_task` comes
-        back to it if that syncer misses a round deadline."""
+        """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``); True then. With
+        ``leave_to_others``, a run another syncer holds is left to it (False; `serve_elected`
+        comes back to it if that syncer misses a round deadline); else this syncer waits as a
+        stand-in, ready to replace it."""
         self.open_task(task_id)
         opened_wait = time.monotonic()
         while True:
@@ -255,7 +333,7 @@ class SyncerDaemon(Daemon):
                 log.info("run is %s: nothing to do", run.status.name)
                 return True
             if not self.ensure_elected(run):
-                if not self.config.task_id and run.syncer != ZERO_ADDRESS:
+                if self.leave_to_others and run.syncer != ZERO_ADDRESS:
                     log.info("run is served by syncer %s: looking for another run", run.syncer)
                     return False
                 self.sleep(self.poll_s)
