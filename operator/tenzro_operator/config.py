@@ -168,8 +168,8 @@ class SyncerConfig(CommonConfig):
                                                    "trainers after this many seconds; None = wait for M")
     device: str = "cpu"
     metrics_port: int | None = Field(default=9102, ge=0, le=65535)
-    max_runs: int | None = Field(default=1, ge=1, description="runs to seal before exiting (without task_id); "
-                                 "None = serve every run it is elected for until stopped")
+    max_runs: int | None = Field(default=1, ge=1, description="runs to serve before exiting (without task_id; "
+                                 "served at once); None = every run it is elected for, until stopped")
 
     @property
     def register_stake_atto(self) -> int | None:

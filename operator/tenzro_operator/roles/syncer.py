@@ -32,6 +32,11 @@ from IPFS (accepted payloads, same rule, same outer step) and every rebuilt frag
 checked against the committed one; a mismatch stops the daemon with a clear error.
 
 After the last round the syncer calls ``seal`` (anyone may) and returns.
+
+Many runs: with a ``task_id`` in the config the daemon serves that run only. Without one it
+serves every run it is (or gets) elected for at once, one thread per run (`serve_elected`):
+the registry may elect it for a second run while it serves a first, and a missed round deadline
+there would make it replaceable and slashable.
 """
 
 from __future__ import annotations
