@@ -120,6 +120,7 @@ class Daemon:
         self.metrics_port: int | None = None
         self.poll_s = min(float(config.poll_interval_s), 1.0)  # seconds between chain polls
         self.task_id: bytes | None = None
+        self.bad_runs: set[bytes] = set()  # discovered runs given up on (`quarantine`); discovery skips them
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -216,22 +217,50 @@ class Daemon:
         waits for the next run as long as it takes. Each role's `reset_run` clears the previous
         run's state before the next is opened.
 
+        A discovered run whose serving fails is given up (`quarantine`) and does not count.
+
         Raises:
-            TenzroError: no run to serve within ``discover_timeout_s`` at start-up, or what
-                `serve` raises. StopRequested: a stop was requested.
+            TenzroError: no run to serve within ``discover_timeout_s`` at start-up; what
+                `serve` raises for the configured ``task_id``. ServiceUnavailable: the RPC
+                endpoint or IPFS node is down. StopRequested: a stop was requested.
         """
-        limit = 1 if self.config.task_id else getattr(self.config, "max_runs", 1)
+        if self.config.task_id:
+            return int(self.serve(self.find_task()))
+        limit = getattr(self.config, "max_runs", 1)
         served = tried = 0
         while limit is None or served < limit:
             self.check_stop()
             if tried:
                 self.reset_run()
             tried += 1
-            if self.serve(self.find_task(patient=served > 0)):
+            tid = self.find_task(patient=served > 0)
+            try:
+                ok = self.serve(tid)
+            except Exception as exc:  # noqa: BLE001 - filtered by quarantine
+                self.quarantine(tid, exc)
+                ok = False
+            if ok:
                 served += 1
             else:
                 self.sleep(self.poll_s)  # left to others: do not spin on the same candidates
         return served
+
+    def quarantine(self, task_id: bytes, exc: Exception) -> None:
+        """Give up on a discovered run after an error of its own (a spec that does not match its
+        hash, unusable weights, `DaemonHalted` in its steps, ...): log it and never pick it again
+        in this process (`bad_runs`), so that one bad run posted by anyone cannot stop a daemon
+        that serves others.
+
+        Raises:
+            ``exc`` itself when it is `StopRequested`, or `ServiceUnavailable` (also as the cause
+            of `DaemonHalted`): the RPC endpoint or IPFS node, not the run, is the problem.
+        """
+        cause = exc.__cause__ if isinstance(exc, DaemonHalted) else exc
+        if isinstance(exc, StopRequested) or isinstance(cause, ServiceUnavailable):
+            raise exc
+        self.bad_runs.add(task_id)
+        log.error("%s: giving up on run 0x%s: %s: %s", self.role, task_id.hex()[:16], type(exc).__name__, exc,
+                  exc_info=not isinstance(exc, TenzroError))
 
     def find_task(self, patient: bool = False) -> bytes:
         """The next run to serve (each role; ``patient``: wait without a time limit)."""

@@ -95,9 +95,11 @@ _n = {"i": 0}
 
 
 def post_small_task(dev: Devnet, *, trainers: int = 3, quorum: int = 2, fragments: int = 2, rounds: int = 2,
-                    inner_steps: int = 3, grace_window_ms: int = 30_000, **extra) -> bytes:
+                    inner_steps: int = 3, grace_window_ms: int = 30_000, spec_cid: str | None = None,
+                    **extra) -> bytes:
     """The sponsor (anvil 1) pins a real dataset and a tiny model's initial weights and posts the
-    task (`roles.sponsor.build_spec` + `post_task`). Returns the task id (bytes32)."""
+    task (`roles.sponsor.build_spec` + `post_task`). Returns the task id (bytes32).
+    ``spec_cid``: post this CID instead of the spec's (a run whose spec cannot be fetched)."""
     from tenzro_operator.roles.sponsor import SpecDraft, build_spec, post_task
 
     _n["i"] += 1
@@ -109,6 +111,9 @@ def post_small_task(dev: Devnet, *, trainers: int = 3, quorum: int = 2, fragment
                       min_stake=100 * TOKEN, **extra)
     ipfs = dev.ipfs()
     spec = build_spec(ipfs, draft, small_dataset())
+    if spec_cid is not None:
+        sponsor.post_task(spec, spec_cid)
+        return spec.task_id_bytes
     tid, _ = post_task(sponsor, ipfs, spec)
     return tid
 

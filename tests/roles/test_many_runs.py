@@ -69,3 +69,26 @@ def test_syncer_serves_a_second_run_while_the_first_waits_for_trainers(tmp_path,
         assert a.status == RunStatus.ENROLLING and a.syncer == dev.client(2).address  # elected, still waiting
         assert {r["task"] for r in syncer.history} == {"0x" + busy.hex()}
         assert [r["round"] for r in syncer.history] == [0, 1]
+
+
+def test_a_run_with_a_bad_spec_is_given_up_and_the_next_one_served(tmp_path, runner, caplog):
+    """The first run posted names a CID whose bytes are not its spec (a SpecError). The
+    syncer and the trainers, discovering runs, give it up with a logged reason and serve the
+    next run to its seal instead of stopping."""
+    import logging
+
+    caplog.set_level(logging.ERROR, logger="tenzro.daemon")
+    with devnet_stack(tmp_path / "devnet") as dev:
+        not_the_spec = dev.ipfs().add(b'{"task_id": "something else"}')
+        bad = post_small_task(dev, trainers=2, quorum=2, spec_cid=not_the_spec)
+        good = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1)
+        runner.start("syncer", syncer_daemon(dev, None, tmp_path / "syncer", discover_timeout_s=60))
+        for i, idx in enumerate(TRAINERS[:2]):
+            runner.start(f"trainer{i}", trainer_daemon(dev, idx, None, tmp_path / f"t{i}", discover_timeout_s=60))
+        results = runner.join(200)
+        assert results == {"syncer": 0, "trainer0": 0, "trainer1": 0}
+        client = dev.client()
+        assert client.get_run(good).status == RunStatus.SEALED
+        assert client.get_run(bad).status == RunStatus.ENROLLING and client.get_run(bad).enrolled_count == 0
+        given_up = [r.getMessage() for r in caplog.records if "giving up on run 0x" + bad.hex()[:16] in r.getMessage()]
+        assert len(given_up) == 3 and all("SpecError" in m for m in given_up), given_up  # syncer + 2 trainers

@@ -220,6 +220,8 @@ class SyncerDaemon(Daemon):
         syncer is replaceable (missed a round deadline by the timeout), in posting order."""
         out, now = [], None
         for tid in self.chain.all_runs():
+            if tid in self.bad_runs:
+                continue
             run = self.chain.get_run(tid)
             if run.status not in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED):
                 continue
@@ -244,27 +246,30 @@ class SyncerDaemon(Daemon):
         IPFS client, metrics and stop event. A run left to another syncer does not count; it
         is served again if that syncer becomes replaceable.
 
+        A run whose thread fails on its own (bad spec, unusable weights, `DaemonHalted`) is given
+        up (`Daemon.quarantine`) and the others go on.
+
         Raises:
-            TenzroError: no run within ``discover_timeout_s`` at start-up; the first error of
-                any run (the others are stopped first, their state saved).
-            StopRequested: a stop was requested (every run's state saved).
+            TenzroError: no run within ``discover_timeout_s`` at start-up.
+            ServiceUnavailable: the RPC endpoint or IPFS node is down (every run's thread is
+                stopped first, its state saved). StopRequested: a stop was requested.
         """
         limit = getattr(self.config, "max_runs", 1)
         timeout_s = float(getattr(self.config, "discover_timeout_s", 600.0))
         deadline = time.monotonic() + timeout_s
         workers: dict[bytes, threading.Thread] = {}
-        outcome: dict[bytes, bool | BaseException] = {}
+        outcome: dict[bytes, bool | Exception] = {}
         over: set[bytes] = set()
         try:
             while True:
                 for tid in [t for t, th in workers.items() if not th.is_alive()]:
                     del workers[tid]
-                    res = outcome.pop(tid)
+                    res = outcome.pop(tid, None)
                     if isinstance(res, StopRequested):
                         continue
-                    if isinstance(res, BaseException):
-                        raise res
-                    if res:
+                    if isinstance(res, Exception):
+                        self.quarantine(tid, res)  # raises when the RPC or IPFS node is down
+                    elif res:
                         over.add(tid)
                 if limit is not None and len(over) >= limit and not workers:
                     return
@@ -295,7 +300,7 @@ class SyncerDaemon(Daemon):
             with log_context(role="syncer"):
                 try:
                     outcome[tid] = worker.serve(tid)
-                except BaseException as exc:  # noqa: BLE001 - handed to serve_elected
+                except Exception as exc:  # noqa: BLE001 - handed to serve_elected
                     outcome[tid] = exc
 
         th = threading.Thread(target=target, name=f"syncer-{tid.hex()[:8]}", daemon=True)

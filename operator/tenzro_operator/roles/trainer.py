@@ -187,7 +187,7 @@ class TrainerDaemon(Daemon):
         self._skipped = set()
 
     def _discover(self) -> bytes | None:
-        runs = self.chain.all_runs()
+        runs = [t for t in self.chain.all_runs() if t not in self.bad_runs]
         for tid in runs:  # a restart: a run we are in and that is not over
             run = self.chain.get_run(tid)
             if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING):
