@@ -51,19 +51,16 @@ def set_log_context(role: str | None = None, task: Any = None, round: int | None
 
 @contextlib.contextmanager
 def log_context(role: str | None = None, task: Any = None, round: int | None = None) -> Iterator[None]:
-    """`set_log_context` for the duration of a ``with`` block, restored afterwards."""
-    tokens = []
-    if role is not None:
-        tokens.append((_role, _role.set(role)))
-    if task is not None:
-        tokens.append((_task, _task.set(_short_task(task))))
-    if round is not None:
-        tokens.append((_round, _round.set(str(round))))
+    """`set_log_context` for the duration of a ``with`` block. On exit role, task and round are
+    all restored, also those that `set_log_context` changed inside the block (a daemon's run
+    sets its task and round as it goes)."""
+    saved = [(var, var.get()) for var in (_role, _task, _round)]
+    set_log_context(role, task, round)
     try:
         yield
     finally:
-        for var, tok in reversed(tokens):
-            var.reset(tok)
+        for var, value in saved:
+            var.set(value)
 
 
 class _ContextFilter(logging.Filter):

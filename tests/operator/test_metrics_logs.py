@@ -62,3 +62,20 @@ def test_log_lines_carry_context_and_kv():
     finally:
         set_log_context(role="-")
         configure_logging("WARNING")
+
+
+def test_log_context_restores_what_was_set_inside_it():
+    buf = io.StringIO()
+    configure_logging("INFO", fmt="kv", stream=buf)
+    try:
+        log = get_logger("test")
+        log.info("before")
+        with log_context(role="trainer"):
+            set_log_context(task=b"\xcd" * 32, round=3)  # as a daemon's run does while it serves
+            log.info("inside")
+        log.info("after")
+        before, inside, after = (ln.split(" logger=")[0].split(" ", 2)[2] for ln in buf.getvalue().splitlines())
+        assert inside == "role=trainer task=0xcdcdcdcd round=3"
+        assert after == before != inside
+    finally:
+        configure_logging("WARNING")
