@@ -7,8 +7,8 @@ Names (all prefixed ``tenzro_``):
   ``trainer_inner_step_seconds`` (histogram, seconds per inner AdamW step), ``trainer_loss``
   (gauge, mean train loss of the last round), ``trainer_round`` (gauge).
 * syncer: ``syncer_round_latency_seconds`` (histogram, round opened -> finalized),
-  ``syncer_submissions_total``, ``syncer_rejections_total{reason}``, ``syncer_round`` (gauge),
-  ``syncer_heldout_loss`` (gauge).
+  ``syncer_submissions_total``, ``syncer_rejections_total{reason}``, ``syncer_round{task}``
+  (gauge), ``syncer_heldout_loss{task}`` (gauge); ``task`` is the run's 0x-hex bytes32 id.
 * both: ``chain_tx_total{method}``, ``chain_tx_failures_total{method,reason}``,
   ``ipfs_bytes_total{direction="in"|"out"}``, ``handler_errors_total{event}``.
 """
@@ -84,8 +84,10 @@ class SyncerMetrics(RoleMetrics):
             buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600))
         self.submissions = Counter("tenzro_syncer_submissions", "submissions seen", registry=r)
         self.rejections = Counter("tenzro_syncer_rejections", "submissions rejected", ["reason"], registry=r)
-        self.round = Gauge("tenzro_syncer_round", "open round", registry=r)
-        self.heldout_loss = Gauge("tenzro_syncer_heldout_loss", "held-out loss after the last round", registry=r)
+        # per run: one syncer serves every run it is elected for at once
+        self.round = Gauge("tenzro_syncer_round", "open round", ["task"], registry=r)
+        self.heldout_loss = Gauge("tenzro_syncer_heldout_loss", "held-out loss after the last round", ["task"],
+                                  registry=r)
 
 
 def start_metrics_server(port: int = DEFAULT_METRICS_PORT, metrics: RoleMetrics | None = None,

@@ -41,6 +41,12 @@ def test_one_syncer_and_trainers_serve_two_runs_in_turn(tmp_path, runner):
         assert [(r["task"], r["round"]) for r in rounds] == \
             [("0x" + t.hex(), r) for t in (first, second) for r in (0, 1)]
         assert len(list((tmp_path / "syncer").glob("syncer-*.pt"))) == 2
+        metrics = runner.daemons["syncer"].metrics  # one gauge per run, labelled by task
+        last = {r["task"]: r for r in rounds}  # the last round record of each run
+        assert len(last) == 2
+        for task, rec in last.items():
+            assert metrics.round.labels(task=task)._value.get() == 1
+            assert metrics.heldout_loss.labels(task=task)._value.get() == rec["heldout_loss"]
         for i in range(2):  # each trainer's round log: run 1 rounds 0, 1, then run 2 rounds 0, 1
             assert [r["round"] for r in read_jsonl(tmp_path / f"t{i}" / "trainer-rounds.jsonl")] == [0, 1, 0, 1]
 

@@ -486,7 +486,7 @@ class SyncerDaemon(Daemon):
             self.restore()
         if self._round is None or self._round.round != r:
             self._round = _RoundState(r)
-            self.metrics.round.set(r)
+            self.metrics.round.labels(task="0x" + self.task_id.hex()).set(r)
         self.collect(run)
         if self.ready(run):
             if self.finalize(run):
@@ -727,7 +727,7 @@ class SyncerDaemon(Daemon):
             rec["heldout_loss_before"] = self._last_loss
             rec["heldout_loss"] = self._last_loss = self._eval(self._state()).loss
             rec["eval_s"] = round(time.perf_counter() - t3, 6)
-            self.metrics.heldout_loss.set(rec["heldout_loss"])
+            self.metrics.heldout_loss.labels(task=rec["task"]).set(rec["heldout_loss"])
         append_jsonl(self.rounds_path, rec)
         self.history.append(rec)
         log.info("finalized round %d: %d accepted, %d rejected, quorum %s, wall %.2f s (fetch %.2f, validate %.2f, "
