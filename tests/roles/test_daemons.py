@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
 
 import pytest
@@ -167,13 +168,17 @@ def test_syncer_restarts_resume_without_losing_submissions(dev, runner, tmp_path
     while not all(client.submissions_of(tid, 1, t)[0] == 0b11 for t in me):
         assert time.monotonic() < deadline, "trainers did not submit round 1"
         time.sleep(0.3)
+    caplog.set_level(logging.INFO, logger="tenzro.syncer")
     b = syncer_daemon(dev, tid, sdir, exit_after_rounds=1)
     assert b.run() == 0
     assert b.history[0]["round"] == 1 and b.history[0]["accepted"] == 4  # nothing lost
+    # B scanned the chain from A's saved cursor (round 0's finalize), not from the deploy block
+    cursor = int(re.search(r"restored outer state after round 0 .* \(events from block (\d+)\)", caplog.text)[1])
+    round0_block = _events(client, tid, "RoundFinalized")[0]["block_number"]
+    assert dev.client().deployment.deploy_block < cursor <= round0_block
     state_files = list(sdir.glob("syncer-*.pt"))
     assert len(state_files) == 1
     state_files[0].unlink()
-    caplog.set_level(logging.INFO, logger="tenzro.syncer")
     c = syncer_daemon(dev, tid, sdir)
     assert c.run() == 0
     assert "rebuilt round 0 from its transcript" in caplog.text

@@ -390,9 +390,12 @@ class SyncerDaemon(Daemon):
     # ------------------------------------------------------------------ state
 
     def persist(self) -> None:
-        """Save the round finalized last and the outer optimizers (atomic tmp + rename)."""
+        """Save the round finalized last, the outer optimizers and the event cursor (atomic tmp +
+        rename). The cursor is at or before the block of the last finalize transaction, so every
+        submission of the next round lies after it."""
         atomic_torch_save({"task": "0x" + self.task_id.hex(), "round": self.last_finalized,
-                           "outers": [copy.deepcopy(o.state_dict()) for o in self.outers]}, self.state_path)
+                           "outers": [copy.deepcopy(o.state_dict()) for o in self.outers],
+                           "scan_from": self._scan_from}, self.state_path)
 
     def restore(self) -> None:
         """Bring the outer optimizers to the chain's open round (see the module docstring).
@@ -411,10 +414,15 @@ class SyncerDaemon(Daemon):
         if saved is not None and saved["round"] > done:
             raise TenzroError(f"syncer state {self.state_path} is at round {saved['round']} but the chain has "
                               f"finalized only up to round {done}: the chain was reset? move the file away")
+        # the event scan restarts at the saved cursor (a long chain is not rescanned from the
+        # deploy block), else at the deploy block; never later than where it was
+        self._scan_from = self.chain.deployment.deploy_block
         if saved is not None:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in saved["outers"]]
             self.last_finalized = int(saved["round"])
-            log.info("restored outer state after round %d from %s", self.last_finalized, self.state_path)
+            self._scan_from = int(saved.get("scan_from", self._scan_from))
+            log.info("restored outer state after round %d from %s (events from block %d)", self.last_finalized,
+                     self.state_path, self._scan_from)
         else:
             state, _ = initial_weights(self.ipfs, self.spec, self.runtime, run.initial_weights_root)
             self.outers = [OuterOptimizer(fragment_state(state, names), self.outer_cfg)

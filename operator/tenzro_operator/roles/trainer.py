@@ -256,12 +256,14 @@ class TrainerDaemon(Daemon):
             saved = torch.load(self.state_path, weights_only=False)
             if saved.get("task") == "0x" + self.task_id.hex() and saved.get("index") == self.index:
                 self.worker.load_state_dict(saved["inner"])
-                log.info("restored inner state after round %d from %s", saved["round"], self.state_path)
+                self._log_from = int(saved.get("log_from", self._log_from))  # RoundFinalized scan cursor
+                log.info("restored inner state after round %d from %s (events from block %d)", saved["round"],
+                         self.state_path, self._log_from)
         log.info("shard %d: %d series", self.index, len(ids))
 
     def save_state(self, round_: int) -> None:
         atomic_torch_save({"task": "0x" + self.task_id.hex(), "index": self.index, "round": round_,
-                           "inner": self.worker.state_dict()}, self.state_path)
+                           "inner": self.worker.state_dict(), "log_from": self._log_from}, self.state_path)
 
     # ------------------------------------------------------------------ a round
 
