@@ -651,6 +651,27 @@ class ChainClient:
         """Timestamp (unix seconds) of a block."""
         return int(self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))["timestamp"])
 
+    def first_block_at(self, timestamp: int) -> int:
+        """The first block at or after the deploy block whose timestamp (unix seconds) is >=
+        ``timestamp``, by binary search (block timestamps never decrease): about log2(head -
+        deploy block) ``eth_getBlockByNumber`` calls. Returns head + 1 when no block is that late.
+
+        Used to start event scans of a run at its ``posted_at`` rather than at the deploy block
+        (a block in the same second may come before the posting block: scans start early, never late).
+        """
+        lo, hi = self.deployment.deploy_block, self.block_number() + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.block_timestamp(mid) >= timestamp:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def run_start_block(self, run: "RunView") -> int:
+        """First block to scan for the events of ``run``: `first_block_at` its ``posted_at``."""
+        return self.first_block_at(run.posted_at) if run.posted_at else self.deployment.deploy_block
+
     def balance_eth(self, address: str | None = None) -> int:
         """Native balance in wei."""
         return self._rpc("eth_getBalance", lambda: self.w3.eth.get_balance(address or self.address))

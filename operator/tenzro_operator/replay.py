@@ -600,7 +600,8 @@ def verify_receipt(chain: ChainClient, ipfs: IpfsClient, task_id: bytes, *, chec
         check_payloads: fetch every accepted payload and recompute the weights (the full replay);
             False checks only the commitments (transcripts, bitmaps, digests, roots).
         progress: optional ``progress(stage, done, total)`` callback.
-        from_block: first block to search for events (default the deployment's deploy block).
+        from_block: first block to search for events (default `ChainClient.run_start_block`,
+            where the run was posted).
     Returns:
         a `ReplayReport`; ``report.ok`` is False when anything differs (``report.first_mismatch``).
     Raises:
@@ -632,7 +633,7 @@ def verify_receipt(chain: ChainClient, ipfs: IpfsClient, task_id: bytes, *, chec
     runtime = TaskRuntime.from_spec(spec)
     state, _ = initial_weights(ipfs, spec, runtime, run.initial_weights_root)
     trainers = chain.trainers_of(task_id)
-    start = chain.deployment.deploy_block if from_block is None else from_block
+    start = chain.run_start_block(run) if from_block is None else from_block
     end = chain.block_number()
     finalized = _finalized_events(chain, task_id, start, end)
     subs = _submissions(chain, task_id, start, end)

@@ -289,3 +289,22 @@ def test_cancel_during_enrollment_refunds(roles):
     assert ev["poolRefunded"] == spec.reward_pool_atto and ev["trainersRefunded"] == 1
     assert sponsor.withdrawable() == before + spec.reward_pool_atto
     assert roles["base"].get_run(spec.task_id_bytes).status == RunStatus.CANCELLED
+
+
+def test_run_start_block_is_the_block_of_posting(roles):
+    """Event scans of a run start at `run_start_block`: found by binary search over block
+    timestamps, it is at or before the postTask block and after every block of an earlier second."""
+    base = roles["base"]
+    base.mine(seconds=5, blocks=3)  # earlier blocks, strictly earlier seconds
+    spec = make_spec()
+    tx = roles["sponsor"].post_task(spec, "bafyspec")
+    base.mine(seconds=5, blocks=3)  # later blocks
+    run = base.get_run(spec.task_id_bytes)
+    start = base.run_start_block(run)
+    assert start <= tx.block_number
+    assert base.block_timestamp(start) == run.posted_at
+    assert base.block_timestamp(start - 1) < run.posted_at
+    posted = base.get_logs(start, base.block_number(), ["TaskPosted"], task_id=spec.task_id_bytes)
+    assert [e["block_number"] for e in posted] == [tx.block_number]
+    assert base.first_block_at(base.block_timestamp("latest") + 1000) == base.block_number() + 1
+    assert base.first_block_at(0) == base.deployment.deploy_block

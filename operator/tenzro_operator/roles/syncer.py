@@ -150,6 +150,7 @@ class SyncerDaemon(Daemon):
     runtime: TaskRuntime | None
     outers: list[OuterOptimizer]  # one per fragment
     last_finalized: int  # round finalized last (-1: none)
+    _run_start: int  # first block that can hold an event of the run (`ChainClient.run_start_block`)
     _scan_from: int  # first block of the next GradientSubmitted scan
     _round: _RoundState | None
     _eval: HeldoutEvaluator | None
@@ -213,7 +214,7 @@ class SyncerDaemon(Daemon):
         self.task_id = self.spec = self.runtime = self._round = self._eval = self._last_loss = None
         self.outers = []
         self.last_finalized = -1
-        self._scan_from = self.chain.deployment.deploy_block
+        self._run_start = self._scan_from = self.chain.deployment.deploy_block
 
     def _candidates(self) -> list[bytes]:
         """Unsealed runs this account should serve: its syncer is this account or unset, or the
@@ -362,6 +363,7 @@ class SyncerDaemon(Daemon):
         evaluating."""
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec)
+        self._run_start = self._scan_from = self.chain.run_start_block(run)
         self.rule = build_rule(self.spec.aggregation_name, self.spec.aggregation_params)
         self.outer_cfg = outer_config(self.spec)
         cfg_lr, cfg_mom = self.config.outer_lr, self.config.outer_momentum
@@ -414,9 +416,9 @@ class SyncerDaemon(Daemon):
         if saved is not None and saved["round"] > done:
             raise TenzroError(f"syncer state {self.state_path} is at round {saved['round']} but the chain has "
                               f"finalized only up to round {done}: the chain was reset? move the file away")
-        # the event scan restarts at the saved cursor (a long chain is not rescanned from the
-        # deploy block), else at the deploy block; never later than where it was
-        self._scan_from = self.chain.deployment.deploy_block
+        # the event scan restarts at the saved cursor, else where the run was posted (a long chain
+        # is not rescanned from the deploy block); never later than where it was
+        self._scan_from = self._run_start
         if saved is not None:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in saved["outers"]]
             self.last_finalized = int(saved["round"])
@@ -467,7 +469,7 @@ class SyncerDaemon(Daemon):
 
     def _finalized_commit(self, r: int) -> dict:
         head = self.chain.block_number()
-        for ev in self.chain.get_logs(self.chain.deployment.deploy_block, head, ["RoundFinalized"],
+        for ev in self.chain.get_logs(self._run_start, head, ["RoundFinalized"],
                                       task_id=self.task_id):
             if int(ev["args"]["round"]) == r:
                 return ev["args"]["commit"]

@@ -218,9 +218,10 @@ class TrainerDaemon(Daemon):
 
     def prepare(self, run: RunView) -> None:
         """Fetch the spec (checked against ``specHash``) and the dataset (checked against the spec's
-        ``dataset_hash``), and build the model layout."""
+        ``dataset_hash``), build the model layout, and start event scans where the run was posted."""
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec)
+        self._log_from = self.chain.run_start_block(run)
         df = load_dataset(self.ipfs, self.spec, self.config.dataset_path)
         self.df: pd.DataFrame = df
         log.info("task %s: %s, F=%d, H=%d, %d rounds, %d series", self.spec.task_id, self.spec.architecture.family,
