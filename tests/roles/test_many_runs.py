@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from roles_stack import TRAINERS, devnet_stack, post_small_task, read_jsonl, syncer_daemon, trainer_daemon
+from roles_stack import SYNCER, TRAINERS, devnet_stack, post_small_task, read_jsonl, syncer_daemon, trainer_daemon
 from tenzro_operator.chain import RunStatus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -30,7 +30,7 @@ def test_one_syncer_and_trainers_serve_two_runs_in_turn(tmp_path, runner):
         for tid in (first, second):
             run = client.get_run(tid)
             assert run.status == RunStatus.SEALED
-            assert run.syncer == dev.client(2).address
+            assert run.syncer == dev.client(SYNCER).address
             receipt = client.get_receipt(tid)
             assert client.verify_receipt(receipt.serialized, receipt.run_root)
             for idx in TRAINERS[:2]:  # both trainers took part in both runs, every fragment accepted
@@ -72,7 +72,7 @@ def test_syncer_serves_a_second_run_while_the_first_waits_for_trainers(tmp_path,
         results = runner.join(60)
         assert results == {"syncer": 0, "trainer0": 0, "trainer1": 0}
         a = client.get_run(stuck)
-        assert a.status == RunStatus.ENROLLING and a.syncer == dev.client(2).address  # elected, still waiting
+        assert a.status == RunStatus.ENROLLING and a.syncer == dev.client(SYNCER).address  # elected, still waiting
         assert {r["task"] for r in syncer.history} == {"0x" + busy.hex()}
         assert [r["round"] for r in syncer.history] == [0, 1]
 
