@@ -166,11 +166,8 @@ class RunView:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict: bytes as 0x-hex, the status by name, amounts as decimal strings."""
-        out = _jsonable(dataclasses.asdict(self))
-        out["status"] = self.status.name
+        out = _view_json(self, ("min_stake", "reward_pool", "reward_pool_left", "stake_held", "total_credits"))
         out["aggregation"] = self.aggregation_name
-        for k in ("min_stake", "reward_pool", "reward_pool_left", "stake_held", "total_credits"):
-            out[k] = str(getattr(self, k))
         return out
 
 
@@ -204,10 +201,7 @@ class TrainerStats:
     did: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out = _jsonable(dataclasses.asdict(self))
-        for k in ("stake", "slashed", "credits", "current_reward"):
-            out[k] = str(getattr(self, k))
-        return out
+        return _view_json(self, ("stake", "slashed", "credits", "current_reward"))
 
 
 @dataclass(frozen=True)
@@ -227,7 +221,7 @@ class TrainingReceipt:
     serialized: bytes = b""
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable(dataclasses.asdict(self))
+        return _view_json(self)
 
 
 @dataclass
@@ -316,6 +310,15 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, enum.Enum):
         return v.name
     return v
+
+
+def _view_json(view: Any, amounts: Sequence[str] = ()) -> dict[str, Any]:
+    """A view dataclass as a JSON-ready dict (`_jsonable`), the ``amounts`` fields (atto-units,
+    beyond a JSON number's exact range) as decimal strings."""
+    out = _jsonable(dataclasses.asdict(view))
+    for k in amounts:
+        out[k] = str(getattr(view, k))
+    return out
 
 
 def _fmt_args(args: Any) -> str:
@@ -1055,13 +1058,14 @@ class ChainClient:
         ids, total = self.call("listRuns", offset, limit)
         return [bytes(i) for i in ids], int(total)
 
-    def all_runs(self, page: int = 100) -> list[bytes]:
-        """Every task id, paging through ``listRuns``."""
+    def all_runs(self, start: int = 0, page: int = 100) -> list[bytes]:
+        """Every task id from posting index ``start`` on, paging through ``listRuns`` (ids are
+        append-only, so a poller passes how many it already has)."""
         out: list[bytes] = []
         while True:
-            ids, total = self.list_runs(len(out), page)
+            ids, total = self.list_runs(start + len(out), page)
             out.extend(ids)
-            if not ids or len(out) >= total:
+            if not ids or start + len(out) >= total:
                 return out
 
     def get_receipt(self, task_id: bytes) -> TrainingReceipt:

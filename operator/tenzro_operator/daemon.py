@@ -43,6 +43,7 @@ from typing import Any, Callable
 
 import torch
 
+from tenzro_operator.chain import RunStatus, RunView
 from tenzro_operator.errors import IpfsError, ServiceUnavailable, TenzroError
 from tenzro_operator.logs import set_log_context
 from tenzro_operator.spec import task_id_bytes32
@@ -121,6 +122,8 @@ class Daemon:
         self.poll_s = min(float(config.poll_interval_s), 1.0)  # seconds between chain polls
         self.task_id: bytes | None = None
         self.bad_runs: set[bytes] = set()  # discovered runs given up on (`quarantine`); discovery skips them
+        self._run_ids: list[bytes] = []  # every task id posted so far (append-only on chain)
+        self._over: set[bytes] = set()  # runs seen Sealed or Cancelled (terminal)
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -261,6 +264,23 @@ class Daemon:
         self.bad_runs.add(task_id)
         log.error("%s: giving up on run 0x%s: %s: %s", self.role, task_id.hex()[:16], type(exc).__name__, exc,
                   exc_info=not isinstance(exc, TenzroError))
+
+    def live_runs(self) -> list[tuple[bytes, RunView]]:
+        """``(task id, RunView)`` of every run that is not over, in posting order, without
+        `bad_runs`. Discovery polls this every second, so only new task ids are listed and
+        Sealed / Cancelled runs (terminal) are remembered, never read again: the calls per poll
+        grow with the live runs, not with every run ever posted."""
+        self._run_ids += self.chain.all_runs(start=len(self._run_ids))
+        live = []
+        for tid in self._run_ids:
+            if tid in self._over or tid in self.bad_runs:
+                continue
+            run = self.chain.get_run(tid)
+            if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
+                self._over.add(tid)
+            else:
+                live.append((tid, run))
+        return live
 
     def find_task(self, patient: bool = False) -> bytes:
         """The next run to serve (each role; ``patient``: wait without a time limit)."""

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 import click
+import pandas as pd
 import yaml
 from rich.console import Console
 from rich.table import Table
@@ -40,7 +41,7 @@ from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
-from tenzro_operator.task_assets import fetch_dataset, fetch_weights, initial_weights
+from tenzro_operator.task_assets import fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.evaluate import HeldoutEvaluator
@@ -272,11 +273,11 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     finally:
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
-    return summarize(s, sponsor, ipfs, spec, task, task_id, posted_block, addresses, t_start)
+    return summarize(s, sponsor, ipfs, spec, df, task, task_id, posted_block, addresses, t_start)
 
 
-def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task: str, task_id: bytes,
-              from_block: int, addresses: dict[str, str], t_start: float) -> dict:
+def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: pd.DataFrame, task: str,
+              task_id: bytes, from_block: int, addresses: dict[str, str], t_start: float) -> dict:
     receipt = chain.get_receipt(task_id)
     report = replay.verify_receipt(chain, ipfs, task_id)  # also asks the verifier at 0x…1008
     on_chain_ok = report.verifier_ok
@@ -292,7 +293,7 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, task:
     console.print(f"RewardEscrow #{eid} released {paid / TOKEN:g} TNZO to trainer-0 against the receipt")
 
     runtime = TaskRuntime.from_spec(spec)
-    ev = HeldoutEvaluator(runtime.model_cfg, runtime.split(fetch_dataset(ipfs, spec)))
+    ev = HeldoutEvaluator(runtime.model_cfg, runtime.split(df))  # df: the pinned dataset (same hash)
     curve = []
     for r, state in enumerate(round_weights(chain, ipfs, runtime, task_id, spec, from_block)):
         res = ev(state)

@@ -220,12 +220,7 @@ class SyncerDaemon(Daemon):
         """Unsealed runs this account should serve: its syncer is this account or unset, or the
         syncer is replaceable (missed a round deadline by the timeout), in posting order."""
         out, now = [], None
-        for tid in self.chain.all_runs():
-            if tid in self.bad_runs:
-                continue
-            run = self.chain.get_run(tid)
-            if run.status not in (RunStatus.ENROLLING, RunStatus.TRAINING, RunStatus.COMPLETED):
-                continue
+        for tid, run in self.live_runs():
             if run.syncer in (ZERO_ADDRESS, self.account.address):
                 out.append(tid)
             elif run.status == RunStatus.TRAINING and run.syncer_replaceable_at:
@@ -432,15 +427,19 @@ class SyncerDaemon(Daemon):
             self.last_finalized = -1
             if done >= 0:
                 log.warning("no state file %s: rebuilding rounds 0..%d from their transcripts", self.state_path, done)
-        for r in range(self.last_finalized + 1, done + 1):
-            self.rebuild_round(r)
-            self.last_finalized = r
-            self.persist()
+        if done > self.last_finalized:
+            commits = self._finalized_commits()  # one event scan for every round to rebuild
+            for r in range(self.last_finalized + 1, done + 1):
+                if r not in commits:
+                    raise TenzroError(f"no RoundFinalized event for round {r} of task 0x{self.task_id.hex()}")
+                self.rebuild_round(r, commits[r])
+                self.last_finalized = r
+                self.persist()
 
-    def rebuild_round(self, r: int) -> None:
-        """Re-run round r's aggregation and outer step from its pinned transcript and payloads;
-        checks the result against the committed fragment hashes."""
-        commit = self._finalized_commit(r)
+    def rebuild_round(self, r: int, commit: dict) -> None:
+        """Re-run round r's aggregation and outer step from its pinned transcript and payloads
+        (``commit``: the round's ``RoundFinalized`` commit); checks the result against the
+        committed fragment hashes."""
         tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"]), bytes(commit["transcriptHash"]))
         for fr in sorted(tr.fragments, key=lambda x: x.fragment):
             if not fr.accepted:
@@ -467,13 +466,11 @@ class SyncerDaemon(Daemon):
             state.update(o.weights())
         return state
 
-    def _finalized_commit(self, r: int) -> dict:
+    def _finalized_commits(self) -> dict[int, dict]:
+        """``round -> commit`` of the run's ``RoundFinalized`` events so far."""
         head = self.chain.block_number()
-        for ev in self.chain.get_logs(self._run_start, head, ["RoundFinalized"],
-                                      task_id=self.task_id):
-            if int(ev["args"]["round"]) == r:
-                return ev["args"]["commit"]
-        raise TenzroError(f"no RoundFinalized event for round {r} of task 0x{self.task_id.hex()}")
+        return {int(ev["args"]["round"]): ev["args"]["commit"]
+                for ev in self.chain.get_logs(self._run_start, head, ["RoundFinalized"], task_id=self.task_id)}
 
     # ------------------------------------------------------------------ a round
 

@@ -143,6 +143,7 @@ class TrainerDaemon(Daemon):
         self.fault: FaultSettings | None = getattr(config, "fault", None)
         self.state_path = self.data_dir / "trainer-state.pt"
         self.rounds_path = self.data_dir / "trainer-rounds.jsonl"
+        self._families: dict[bytes, str] = {}  # task id -> architecture family (`family` filter)
         self.reset_run()
         self.summary: dict[str, int] = {"rounds_trained": 0, "submitted": 0, "accepted": 0, "missed": 0}
 
@@ -187,24 +188,31 @@ class TrainerDaemon(Daemon):
         self._skipped = set()
 
     def _discover(self) -> bytes | None:
-        runs = [t for t in self.chain.all_runs() if t not in self.bad_runs]
-        for tid in runs:  # a restart: a run we are in and that is not over
-            run = self.chain.get_run(tid)
+        runs = self.live_runs()
+        for tid, run in runs:  # a restart: a run we are in and that is not over
             if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING):
                 stats = self.chain.trainer_stats(tid)
                 if stats.enrolled and not stats.evicted:
                     return tid
         family = getattr(self.config, "family", None)
-        for tid in runs:
-            run = self.chain.get_run(tid)
+        for tid, run in runs:
             if run.status != RunStatus.ENROLLING or run.enrolled_count >= run.trainer_count:
                 continue
-            if family is not None:
-                spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
-                if spec.architecture.family != family:
-                    continue
+            if family is not None and self._family_of(tid, run) != family:
+                continue
             return tid
         return None
+
+    def _family_of(self, tid: bytes, run: RunView) -> str | None:
+        """The architecture family of run ``tid``'s spec, fetched once per run (specs are
+        immutable); None, with the run given up (`quarantine`), when the spec is unusable."""
+        if tid not in self._families:
+            try:
+                self._families[tid] = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash).architecture.family
+            except TenzroError as exc:
+                self.quarantine(tid, exc)
+                return None
+        return self._families[tid]
 
     # ------------------------------------------------------------------ one run
 
