@@ -10,6 +10,7 @@ from tenzro_trainer.aggregation import (
     screen_payloads,
     validate_payload,
 )
+from tenzro_trainer import canonical
 from tenzro_trainer.errors import AggregationError, PayloadRejected
 
 
@@ -57,6 +58,37 @@ def test_order_independent_bit_for_bit():
     for rule in (Mean(), TrimmedMean(2000), CoordinateMedian(), Krum(2)):
         x, y = rule(ups), rule(shuffled)
         assert all(torch.equal(x[k], y[k]) for k in x), rule
+
+
+def test_rows_are_taken_in_ascending_key_order():
+    # keys as protocol v2 callers give them (zero-padded trainer index), inserted out of order;
+    # 2^24 + 1 is not a float32, so the order of the sum shows in the result
+    ups = {"0002": {"w": torch.tensor([-(2.0**24)])}, "0000": {"w": torch.tensor([2.0**24])},
+           "0001": {"w": torch.tensor([1.0])}}
+    assert float(Mean()(ups)["w"]) == 0.0  # (2^24 + 1) - 2^24; insertion order would give 1/3
+    ups["0003"] = ups.pop("0001")  # now the 1.0 is added last: (2^24 - 2^24) + 1
+    assert float(Mean()(ups)["w"]) == float(torch.tensor(1.0) / torch.tensor(3.0))
+
+
+def test_rules_reduce_through_canonical_on_the_stacked_rows():
+    g = torch.Generator().manual_seed(3)
+    vals = torch.tensor([0.0, -0.0, 1.0, -1.0, 1.5, 2.0**-149, -(2.0**-149), 3.0])
+    ups = {f"{i:04d}": {"b": vals[torch.randint(0, 8, (5,), generator=g)],
+                        "a": vals[torch.randint(0, 8, (2, 3), generator=g)]} for i in range(6)}
+    x = torch.stack([torch.cat([ups[k]["a"].reshape(-1), ups[k]["b"]]) for k in sorted(ups)])  # names ascending
+    pairs = [(Mean(), canonical.mean(x)), (TrimmedMean(2000), canonical.trimmed_mean(x, 2000)),
+             (CoordinateMedian(), canonical.coordinate_median(x))]
+    for rule, want in pairs:
+        out = rule(ups)
+        got = torch.cat([out["a"].reshape(-1), out["b"]])
+        assert out["a"].shape == (2, 3) and torch.equal(got.view(torch.int32), want.view(torch.int32)), rule
+
+
+def test_median_of_signed_zeros_follows_total_order():
+    ups = U([0.0, -0.0], [-0.0, -0.0], [-0.0, 0.0])  # columns: +0 -0 -0 and -0 -0 +0
+    assert torch.signbit(CoordinateMedian()(ups)["w"]).tolist() == [True, True]
+    ups = U([0.0], [-0.0])  # even: fl(-0 + +0) / 2 = +0
+    assert torch.signbit(CoordinateMedian()(ups)["w"]).tolist() == [False]
 
 
 @pytest.mark.parametrize("attack", ["sign_flip", "scale100"])

@@ -12,9 +12,13 @@ Rules (each maps ``{submitter: {name: tensor}}`` to ``{name: tensor}``, fp32):
   neighbours is smallest (Blanchard et al. 2017, "Machine learning with adversaries: Byzantine
   tolerant gradient descent", NeurIPS, Sec. 4); ``m > 1`` averages the m best (Multi-Krum).
 
-Determinism: submissions are ordered by submitter key before anything is computed, every
-reduction runs over that fixed order on the CPU, and ties go to the smaller key, so the same
-inputs in any order give bit-for-bit the same aggregate (an off-chain replay reproduces it).
+Determinism: submissions are ordered by ascending submitter key before anything is computed
+(protocol v2 callers key them by zero-padded trainer index, so the order is ascending trainer
+index), and Mean, TrimmedMean and CoordinateMedian reduce through :mod:`tenzro_trainer.canonical`,
+the binary32 arithmetic of ``contracts/PROTOCOL.md`` section 1: the same inputs in any order give
+bit-for-bit the same aggregate on the CPU, on CUDA and in the on-chain referee. Rows stay on the
+device of the submitted tensors. Krum's scores are float64 and not part of the canonical
+arithmetic (the protocol refuses Krum in Open-tier tasks); ties go to the smaller key.
 """
 
 from __future__ import annotations
@@ -25,18 +29,24 @@ from typing import Mapping
 import torch
 from torch import Tensor
 
+from tenzro_trainer import canonical
 from tenzro_trainer.errors import AggregationError, PayloadRejected
 
 Update = Mapping[str, Tensor]
 
 
 def _stack(updates: Mapping[str, Update]) -> tuple[list[str], list[tuple[str, torch.Size]], Tensor]:
-    """Order by submitter, check the names and shapes agree, flatten to (K, P) fp32."""
+    """Order by ascending submitter key, check the names and shapes agree, flatten to (K, P) fp32.
+
+    Each row is the submission's tensors in ascending name order, each flattened row-major (the
+    vector layout of PROTOCOL.md section 2). The rows are on the device of the first submission's
+    first tensor (others are moved there)."""
     if not updates:
         raise AggregationError("no submissions to aggregate")
     keys = sorted(updates)
     first = updates[keys[0]]
     layout = [(n, first[n].shape) for n in sorted(first)]
+    device = first[layout[0][0]].device if layout else torch.device("cpu")
     rows = []
     for k in keys:
         u = updates[k]
@@ -45,7 +55,7 @@ def _stack(updates: Mapping[str, Update]) -> tuple[list[str], list[tuple[str, to
         for n, shape in layout:
             if u[n].shape != shape:
                 raise AggregationError(f"submission {k!r}: tensor {n!r} has shape {tuple(u[n].shape)}, expected {tuple(shape)}")
-        rows.append(torch.cat([u[n].detach().to("cpu", torch.float32).reshape(-1) for n, _ in layout]))
+        rows.append(torch.cat([u[n].detach().to(device, torch.float32).reshape(-1) for n, _ in layout]))
     return keys, layout, torch.stack(rows)
 
 
@@ -58,23 +68,18 @@ def _unflatten(vec: Tensor, layout: list[tuple[str, torch.Size]]) -> dict[str, T
     return out
 
 
-def sort_rows(x: Tensor) -> Tensor:
-    """Sort each column of x (K, P) ascending. For K <= 16 an odd-even transposition network of
-    element-wise min/max (Knuth, TAOCP vol. 3, 5.3.4): exact, deterministic, and several times
-    faster than ``torch.sort`` along dim 0 for small K; otherwise ``torch.sort``."""
-    k = x.shape[0]
-    if k > 16:
-        return torch.sort(x, dim=0).values
-    rows = list(x.unbind(0))
-    for rnd in range(k):
-        for i in range(rnd % 2, k - 1, 2):
-            lo, hi = torch.minimum(rows[i], rows[i + 1]), torch.maximum(rows[i], rows[i + 1])
-            rows[i], rows[i + 1] = lo, hi
-    return torch.stack(rows)
-
-
 class Rule:
-    """Base class: ``rule(updates)`` with ``updates = {submitter: {name: tensor}}``."""
+    """Base class: ``rule(updates)`` with ``updates = {submitter: {name: tensor}}`` returns
+    ``{name: fp32 tensor}`` on the submissions' device.
+
+    The rows of the (K, P) matrix that `reduce` gets are the submissions in ascending key order
+    (Python string order). Protocol v2 callers key submissions by zero-padded trainer index
+    (``"0003"``), so the rows are in ascending trainer index, the order PROTOCOL.md section 1 sums
+    in. Only `Mean` (and Krum's average of its picks) depends on that order; the sorting rules do not.
+
+    Raises:
+        AggregationError: no submissions, or their names / shapes disagree.
+    """
 
     name = "Rule"
 
@@ -90,20 +95,19 @@ class Rule:
 
 
 class Mean(Rule):
-    """Coordinate-wise mean (not robust: one attacker moves it arbitrarily far)."""
+    """Coordinate-wise mean (not robust: one attacker moves it arbitrarily far):
+    `canonical.mean`, summed in row order."""
 
     name = "Mean"
 
     def reduce(self, x: Tensor) -> Tensor:
-        acc = torch.zeros_like(x[0])
-        for row in x:  # fixed summation order
-            acc += row
-        return acc / x.shape[0]
+        return canonical.mean(x)
 
 
 class TrimmedMean(Rule):
     """Coordinate-wise trimmed mean, trimming ``floor(K * alpha_bps / 10000)`` from each end
-    (Yin et al. 2018). ``alpha_bps`` is in basis points: 2000 = 20%.
+    (Yin et al. 2018). ``alpha_bps`` is in basis points: 2000 = 20%. Computed by
+    `canonical.trimmed_mean` (totalOrder sort, kept values summed in sorted order).
 
     Raises:
         AggregationError: the trim would leave nothing (2b >= K).
@@ -120,28 +124,20 @@ class TrimmedMean(Rule):
         return (k * self.alpha_bps) // 10000
 
     def reduce(self, x: Tensor) -> Tensor:
-        k = x.shape[0]
-        b = self.trim_count(k)
-        if 2 * b >= k:
-            raise AggregationError(f"TrimmedMean({self.alpha_bps} bps) trims {b} from each end of {k} submissions")
-        s = sort_rows(x)[b : k - b]
-        return Mean().reduce(s)
+        return canonical.trimmed_mean(x, self.alpha_bps)
 
     def __repr__(self) -> str:
         return f"TrimmedMean(alpha_bps={self.alpha_bps})"
 
 
 class CoordinateMedian(Rule):
-    """Coordinate-wise median (Yin et al. 2018); for even K the mean of the two middle values."""
+    """Coordinate-wise median (Yin et al. 2018); for even K the mean of the two middle values
+    (`canonical.coordinate_median`: totalOrder sort, ``fl(fl(a + b) / 2)``)."""
 
     name = "CoordinateMedian"
 
     def reduce(self, x: Tensor) -> Tensor:
-        k = x.shape[0]
-        s = sort_rows(x)
-        if k % 2:
-            return s[k // 2].clone()
-        return (s[k // 2 - 1] + s[k // 2]) / 2
+        return canonical.coordinate_median(x)
 
 
 class Krum(Rule):
@@ -167,7 +163,7 @@ class Krum(Rule):
         d = torch.zeros(k, k, dtype=torch.float64)
         for i in range(k):
             for j in range(i + 1, k):
-                d[i, j] = d[j, i] = torch.linalg.vector_norm(x[i] - x[j], dtype=torch.float64) ** 2
+                d[i, j] = d[j, i] = float(torch.linalg.vector_norm(x[i] - x[j], dtype=torch.float64)) ** 2
         n = k - self.f - 2
         return torch.stack([torch.sort(torch.cat([d[i, :i], d[i, i + 1 :]])).values[:n].sum() for i in range(k)])
 
@@ -175,7 +171,7 @@ class Krum(Rule):
         sc = self.scores(x).tolist()
         order = sorted(range(len(sc)), key=lambda i: (sc[i], i))
         self.last_selected = order[: self.m]
-        return Mean().reduce(x[self.last_selected])
+        return canonical.mean(x[self.last_selected])
 
     def __repr__(self) -> str:
         return f"Krum(f={self.f}, m={self.m})"
