@@ -25,6 +25,12 @@ import {TrainingVerify} from "./ReceiptVerifier.sol";
 /// never address(0): `release` also requires `registry.sealedRunRoot(taskId) == runRoot`,
 /// i.e. that very registry sealed that very receipt. The escrow trusts the registry the
 /// payer named (a registry that lies about its sealed receipts can have the escrow paid out).
+///
+/// Binding (protocol v2, attack 7 of THREATS.md): a task id is chosen by whoever posts it
+/// first, so an escrow also names the run's sponsor and spec hash, and the least accepted
+/// work (the registry's totalCredits: fragment-size-weighted accepted submissions) it pays
+/// for. A junk run posted under the same task id by someone else, with another spec, or
+/// sealed with less accepted work never releases the escrow.
 /// Encoding and verifier ABI: contracts/RECEIPT.md.
 contract RewardEscrow is ReentrancyGuard {
     using SafeERC20 for IERC20;
@@ -39,6 +45,16 @@ contract RewardEscrow is ReentrancyGuard {
         Refunded
     }
 
+    /// @notice The run an escrow pays for: the registry must have sealed `taskId`, posted by
+    /// `sponsor` with spec hash `specHash`, with at least `minCredits` total credits.
+    struct RunTerms {
+        bytes32 taskId;
+        address registry; // the TrainingRegistry that must have sealed the run (never address(0))
+        address sponsor; // the run's sponsor (never address(0))
+        bytes32 specHash; // sha256 of the run's canonical spec JSON (never zero)
+        uint256 minCredits; // least totalCredits of the sealed run (0 = any amount of work)
+    }
+
     /// @notice One escrow. `amount` is what this contract actually received, token atto-units.
     struct Escrow {
         address payer;
@@ -49,6 +65,9 @@ contract RewardEscrow is ReentrancyGuard {
         Status status;
         bytes32 taskId;
         uint256 amount;
+        address sponsor;
+        bytes32 specHash;
+        uint256 minCredits;
     }
 
     // ------------------------------------------------------------------ errors
@@ -87,6 +106,14 @@ contract RewardEscrow is ReentrancyGuard {
     error RewardEscrow__NotSealed(address registry, bytes32 taskId);
     /// @notice The escrow's registry sealed the task with another run root.
     error RewardEscrow__RunRootMismatch(bytes32 sealedRunRoot, bytes32 givenRunRoot);
+    /// @notice The sealed run was posted by another sponsor than the escrow names.
+    error RewardEscrow__SponsorMismatch(address expected, address runSponsor);
+    /// @notice The sealed run has another spec hash than the escrow names.
+    error RewardEscrow__SpecMismatch(bytes32 expected, bytes32 runSpecHash);
+    /// @notice The sealed run's accepted work (total credits) is below the escrow's minimum.
+    error RewardEscrow__NotEnoughWork(uint256 minCredits, uint256 runCredits);
+    /// @notice deposit without a spec hash: the escrow would not be bound to a run.
+    error RewardEscrow__ZeroSpecHash();
 
     // ------------------------------------------------------------------ events
 
@@ -101,6 +128,9 @@ contract RewardEscrow is ReentrancyGuard {
         address registry,
         uint64 expiry
     );
+    /// @notice Escrow `escrowId` pays only for a run of `sponsor` with `specHash` and at least
+    /// `minCredits` total credits (emitted with Deposited).
+    event Bound(uint256 indexed escrowId, address indexed sponsor, bytes32 specHash, uint256 minCredits);
     /// @notice The escrow was paid to its beneficiary on a receipt with run root `runRoot`.
     event Released(
         uint256 indexed escrowId, address indexed beneficiary, bytes32 indexed taskId, uint256 amount, bytes32 runRoot
@@ -129,24 +159,27 @@ contract RewardEscrow is ReentrancyGuard {
     // ------------------------------------------------------------------ external
 
     /// @notice Escrow `amount` token atto-units of `token` (pulled from the caller; approve
-    /// first) for `beneficiary`, releasable on a receipt of `taskId` until `expiry`.
+    /// first) for `beneficiary`, releasable on a receipt of the run `run` names until `expiry`.
     /// @param token any ERC-20; with fee-on-transfer tokens the escrow holds what arrived.
     /// @param beneficiary who is paid on release.
     /// @param amount token atto-units to pull (> 0).
-    /// @param taskId bytes32 task id of the run (keccak256 of the spec's task_id string).
-    /// @param registry the TrainingRegistry that must have sealed the run (required: reverts
-    /// RewardEscrow__RegistryRequired when address(0); see the contract notice).
+    /// @param run the run paid for: task id (keccak256 of the spec's task_id string), the
+    /// registry that must seal it (required: RewardEscrow__RegistryRequired when address(0)),
+    /// its sponsor, its spec hash and the least total credits (see the contract notice).
     /// @param expiry unix seconds, after the current block time.
     /// @return escrowId id of the new escrow (0, 1, 2, ...).
-    function deposit(IERC20 token, address beneficiary, uint256 amount, bytes32 taskId, address registry, uint64 expiry)
+    function deposit(IERC20 token, address beneficiary, uint256 amount, RunTerms calldata run, uint64 expiry)
         external
         nonReentrant
         returns (uint256 escrowId)
     {
-        if (address(token) == address(0) || beneficiary == address(0)) revert RewardEscrow__ZeroAddress();
-        if (registry == address(0)) revert RewardEscrow__RegistryRequired();
+        if (address(token) == address(0) || beneficiary == address(0) || run.sponsor == address(0)) {
+            revert RewardEscrow__ZeroAddress();
+        }
+        if (run.registry == address(0)) revert RewardEscrow__RegistryRequired();
         if (amount == 0) revert RewardEscrow__ZeroAmount();
-        if (taskId == bytes32(0)) revert RewardEscrow__ZeroTaskId();
+        if (run.taskId == bytes32(0)) revert RewardEscrow__ZeroTaskId();
+        if (run.specHash == bytes32(0)) revert RewardEscrow__ZeroSpecHash();
         if (expiry <= block.timestamp) revert RewardEscrow__ExpiryNotInFuture(expiry, block.timestamp);
 
         // Interaction before effects on purpose: the escrowed amount is what actually arrived
@@ -164,20 +197,25 @@ contract RewardEscrow is ReentrancyGuard {
             payer: msg.sender,
             beneficiary: beneficiary,
             token: token,
-            registry: registry,
+            registry: run.registry,
             expiry: expiry,
             status: Status.Open,
-            taskId: taskId,
-            amount: received
+            taskId: run.taskId,
+            amount: received,
+            sponsor: run.sponsor,
+            specHash: run.specHash,
+            minCredits: run.minCredits
         });
-        emit Deposited(escrowId, msg.sender, beneficiary, address(token), received, taskId, registry, expiry);
+        emit Deposited(escrowId, msg.sender, beneficiary, address(token), received, run.taskId, run.registry, expiry);
+        emit Bound(escrowId, run.sponsor, run.specHash, run.minCredits);
     }
 
     /// @notice Pay escrow `escrowId` to its beneficiary (anyone may call; the caller gets nothing).
     /// Requires, before the expiry: a well-formed v1 receipt of the escrow's task, this chain
     /// and the escrow's registry; the verifier answering 0x01 for `receipt || runRoot`; and the
     /// escrow's registry having sealed the task with `runRoot` (the anchor: without it a forged,
-    /// self-consistent receipt would pass the verifier).
+    /// self-consistent receipt would pass the verifier), posted by the escrow's sponsor with its
+    /// spec hash, with at least its minimum of total credits.
     /// @param receipt serialized v1 receipt (189 + 32 R bytes), e.g. from registry.getReceipt.
     /// @param runRoot the claimed run root.
     function release(uint256 escrowId, bytes calldata receipt, bytes32 runRoot) external nonReentrant {
@@ -195,7 +233,7 @@ contract RewardEscrow is ReentrancyGuard {
         if (!TrainingVerify.verifyAt(verifier, data, runRoot)) {
             revert RewardEscrow__ReceiptRejected(verifier, runRoot);
         }
-        _requireSealed(registry, e.taskId, runRoot);
+        _requireBound(e, runRoot);
 
         // Effects, then the transfer.
         e.status = Status.Released;
@@ -236,8 +274,9 @@ contract RewardEscrow is ReentrancyGuard {
         RunRoot.Header memory h = RunRoot.header(receipt);
         if (h.taskId != e.taskId || h.chainId != block.chainid || h.registry != e.registry) return false;
         if (!TrainingVerify.verifyAt(verifier, receipt, runRoot)) return false;
-        bytes32 sealedRoot = _sealedRoot(e.registry, e.taskId);
-        return sealedRoot != bytes32(0) && sealedRoot == runRoot;
+        (bytes32 sealedRoot, address sponsor, bytes32 specHash, uint256 credits) = _binding(e.registry, e.taskId);
+        return sealedRoot != bytes32(0) && sealedRoot == runRoot && sponsor == e.sponsor && specHash == e.specHash
+            && credits >= e.minCredits;
     }
 
     // ------------------------------------------------------------------ internal
@@ -248,22 +287,32 @@ contract RewardEscrow is ReentrancyGuard {
         if (e.status != Status.Open) revert RewardEscrow__NotOpen(escrowId, e.status);
     }
 
-    function _requireSealed(address registry, bytes32 taskId, bytes32 runRoot) private view {
-        bytes32 sealedRoot = _sealedRoot(registry, taskId);
-        if (sealedRoot == bytes32(0)) revert RewardEscrow__NotSealed(registry, taskId);
+    /// @dev Reverts unless the escrow's registry sealed its task with `runRoot`, for its sponsor
+    /// and spec hash, with at least its minimum of total credits.
+    function _requireBound(Escrow storage e, bytes32 runRoot) private view {
+        (bytes32 sealedRoot, address sponsor, bytes32 specHash, uint256 credits) = _binding(e.registry, e.taskId);
+        if (sealedRoot == bytes32(0)) revert RewardEscrow__NotSealed(e.registry, e.taskId);
         if (sealedRoot != runRoot) revert RewardEscrow__RunRootMismatch(sealedRoot, runRoot);
+        if (sponsor != e.sponsor) revert RewardEscrow__SponsorMismatch(e.sponsor, sponsor);
+        if (specHash != e.specHash) revert RewardEscrow__SpecMismatch(e.specHash, specHash);
+        if (credits < e.minCredits) revert RewardEscrow__NotEnoughWork(e.minCredits, credits);
     }
 
-    /// @dev The run root `registry` sealed for `taskId` (ITrainingRegistry.sealedRunRoot), or 0
-    /// when it is not sealed, the call reverts, or `registry` has no code (a high-level call to a
-    /// codeless address would fail in this contract, outside the try). A registry whose answer
-    /// does not decode still reverts the caller: nothing is paid either way.
-    function _sealedRoot(address registry, bytes32 taskId) private view returns (bytes32) {
-        if (registry.code.length == 0) return bytes32(0);
-        try ITrainingRegistry(registry).sealedRunRoot(taskId) returns (bytes32 root) {
-            return root;
+    /// @dev What `registry` says of `taskId` (ITrainingRegistry.runBinding): sealed run root,
+    /// sponsor, spec hash, total credits; all zero when it is not sealed, the call reverts, or
+    /// `registry` has no code (a high-level call to a codeless address would fail in this
+    /// contract, outside the try). A registry whose answer does not decode still reverts the
+    /// caller: nothing is paid either way.
+    function _binding(address registry, bytes32 taskId)
+        private
+        view
+        returns (bytes32 root, address sponsor, bytes32 specHash, uint256 credits)
+    {
+        if (registry.code.length == 0) return (bytes32(0), address(0), bytes32(0), 0);
+        try ITrainingRegistry(registry).runBinding(taskId) returns (bytes32 r, address sp, bytes32 h, uint256 c) {
+            return (r, sp, h, c);
         } catch {
-            return bytes32(0);
+            return (bytes32(0), address(0), bytes32(0), 0);
         }
     }
 }

@@ -17,17 +17,24 @@ import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 /// @dev Lifecycle rules (all amounts token atto-units, all times unix seconds):
 /// - postTask escrows the reward pool; the grace window is given in ms and stored
 ///   rounded UP to whole seconds. Round r's deadline = its opening time + grace window.
-/// - Syncer election: stake-weighted pseudo-random draw among the registered candidates
-///   whose stake >= minSyncerStake. Randomness = keccak256(prevrandao, blockhash(n-1),
-///   taskId, round, nonce). A block proposer (or anyone who can choose the calling block)
-///   can bias or predict it; production should use a VRF or commit-reveal beacon.
-///   A syncer that has not finalized the open round by deadline + syncerTimeout may be
-///   replaced by anyone calling electSyncer: it loses SYNCER_SLASH_BPS of its pool stake,
-///   which goes to the run's reward pool, and is excluded from that draw.
-///   The syncer earns no fee.
-/// - Enrollment: stake >= minStake, at most M; trainer index i trains data shard i of M.
-///   Round 0 opens when the M-th trainer enrolls, or when the syncer closes enrollment
-///   with >= K enrolled.
+/// - Syncer pool: a first registration needs minSyncerStake; a full pool (64) admits a
+///   newcomer only by displacing the smallest idle candidate with less stake.
+/// - Syncer election (contracts/PROTOCOL.md §4, THREATS.md): only for a Training run, in
+///   two steps. requestSyncerElection records block n; electSyncer, from block n+1 and
+///   within 256 blocks, draws stake-weighted among candidates with stake >= minSyncerStake
+///   whose unlocked stake covers the run's syncerBond, seeded with blockhash(n), which no
+///   transaction of block n can know (the proposer of block n can still bias it). The
+///   elected syncer locks syncerBond until the seal (or its replacement). It becomes
+///   replaceable syncerTimeout seconds after the later of the round deadline and its
+///   election; replacing it burns its bond for the run, once, and excludes it from that draw.
+/// - Syncer fee: each finalizeRound accrues rewardPool * syncerFeeBps / BPS / maxRounds
+///   from the pool to the finalizing syncer, claimable after the seal (claimSyncerFee).
+///   postTask refuses a fee per round below minSyncerFeePerRound: a run cannot lock a
+///   syncer's bond for nothing.
+/// - Enrollment: stake >= minStake, at most M, until postedAt + enrollmentSeconds; trainer
+///   index i trains data shard i of M. Round 0 opens when the M-th trainer enrolls, or when
+///   anyone closes enrollment after the deadline with >= K enrolled; with fewer than K after
+///   the deadline anyone may cancel.
 /// - Rounds: trainers submit until the deadline (inclusive). Before the deadline the
 ///   syncer may finalize only with >= K accepted submissions for every fragment; after
 ///   it, with any accepted set (also empty): the syncer applies the task's rule and outer
@@ -40,12 +47,15 @@ import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 ///   EVICTION_SLASH_BPS of its remaining stake. An evicted trainer cannot submit; it
 ///   keeps the credits it earned and gets its remaining stake back at the seal.
 /// - Invalid payloads: the syncer's report slashes INVALID_SLASH_BPS of the remaining
-///   stake per invalid submission (trust: the syncer's word, checkable by replay).
-/// - Slashed stake (trainers' and replaced syncers') goes to the run's reward pool.
+///   stake per invalid submission (trust: the syncer's word, checkable by replay; protocol
+///   v2 replaces it with evidence the contract checks, PROTOCOL.md).
+/// - Slashed stake (trainers' and replaced syncers' bonds) is burned: it stays in this
+///   contract for ever (burned()), so no party, the sponsor included, gains by a slash.
 /// - Seal: rewards = pool * credits / totalCredits per trainer, stake refunds minus
 ///   slashing, dust (or the whole pool when totalCredits = 0) to the sponsor. All payouts
 ///   are credited to withdrawable balances and pulled with withdraw(). Conservation:
-///   token balance = sum over live runs (poolLeft + stakeHeld) + syncer stakes + withdrawable.
+///   token balance = sum over live runs (poolLeft + stakeHeld) + sum of unclaimed syncer
+///   fees + syncer stakes + withdrawable + burned.
 contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     using SafeERC20 for IERC20;
 
@@ -67,8 +77,14 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     uint256 public constant EVICTION_SLASH_BPS = 1_000;
     /// @notice Fraction of the remaining stake slashed per invalid submission (5 %).
     uint256 public constant INVALID_SLASH_BPS = 500;
-    /// @notice Fraction of a replaced syncer's pool stake slashed (10 %).
-    uint256 public constant SYNCER_SLASH_BPS = 1_000;
+    /// @notice Largest M * F: bounds the gas of finalizeRound (and of a round) at every shape.
+    uint256 public constant MAX_SUBMISSION_SLOTS = 2048;
+    /// @notice Largest syncer fee, basis points of the reward pool (20 %).
+    uint16 public constant MAX_SYNCER_FEE_BPS = 2_000;
+    /// @notice Longest enrollment window, seconds (30 days).
+    uint32 public constant MAX_ENROLLMENT_SECONDS = 30 days;
+    /// @notice Blocks after a request during which electSyncer can read its block hash.
+    uint256 public constant ELECTION_WINDOW_BLOCKS = 256;
     /// @notice Tier 0 (Open) is the only one supported.
     uint8 public constant TIER_OPEN = 0;
     /// @notice EIP-712 type hash of a trainer's submission.
@@ -103,8 +119,12 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         address sponsor;
         uint32 maxRounds;
         uint32 innerSteps;
+        uint16 syncerFeeBps;
         // slot 3
         uint64 postedAt;
+        uint64 enrollmentDeadline;
+        uint64 syncerElectedAt;
+        uint64 electionBlock;
         bytes32 specHash;
         bytes32 initialWeightsRoot;
         bytes32 weightsRoot;
@@ -114,6 +134,8 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         uint256 stakeHeld;
         uint256 totalCredits;
         uint256 distributedPool;
+        uint256 syncerBond;
+        uint256 syncerFeesAccrued;
         string specCid;
         uint64[] fragmentSizes;
     }
@@ -138,11 +160,14 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         uint32 activeTasks;
         uint32 listIndex;
         bool registered;
+        uint128 locked; // sum of the bonds of the runs it is syncer of (<= stake)
+        uint64 stakedAtBlock; // block of its last registerSyncer: it draws only in elections requested later
     }
 
     IERC20 private immutable _token;
     uint256 private immutable _minSyncerStake;
     uint32 private immutable _syncerTimeout;
+    uint256 private immutable _minSyncerFeePerRound;
     /// @dev Stateless receipt encoder deployed by the constructor (keeps this contract < 24 KiB).
     ReceiptBuilder private immutable _builder;
 
@@ -158,18 +183,24 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     mapping(address account => uint256 amount) private _withdrawable;
     mapping(address syncer => SyncerEntry) private _syncers;
     address[] private _syncerList;
-    uint256 private _electionNonce;
+    mapping(bytes32 taskId => mapping(address syncer => uint256 amount)) private _syncerFees;
+    uint256 private _burned;
 
     // ------------------------------------------------------------ constructor
 
     /// @param token_ the ERC-20 of stakes and rewards (any ERC-20 without transfer fees)
     /// @param minSyncerStake_ minimum syncer pool stake for election, token atto-units
-    /// @param syncerTimeout_ seconds after a round deadline before a silent syncer can be replaced
-    constructor(IERC20 token_, uint256 minSyncerStake_, uint32 syncerTimeout_) EIP712("TenzroTrainingRegistry", "1") {
+    /// @param syncerTimeout_ seconds after the later of a round deadline and the syncer's
+    /// election before a silent syncer can be replaced
+    /// @param minSyncerFeePerRound_ smallest syncer pay per round a task may offer, atto-units
+    constructor(IERC20 token_, uint256 minSyncerStake_, uint32 syncerTimeout_, uint256 minSyncerFeePerRound_)
+        EIP712("TenzroTrainingRegistry", "1")
+    {
         if (address(token_) == address(0)) revert Registry__ZeroAddress();
         _token = token_;
         _minSyncerStake = minSyncerStake_;
         _syncerTimeout = syncerTimeout_;
+        _minSyncerFeePerRound = minSyncerFeePerRound_;
         _builder = new ReceiptBuilder();
     }
 
@@ -180,13 +211,15 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         if (amount == 0) revert Registry__ZeroAmount();
         SyncerEntry storage s = _syncers[msg.sender];
         if (!s.registered) {
-            if (_syncerList.length >= MAX_SYNCER_CANDIDATES) revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
+            if (amount < _minSyncerStake) revert Registry__SyncerStakeTooLow(amount, _minSyncerStake);
+            if (_syncerList.length >= MAX_SYNCER_CANDIDATES) _displaceSmallest(amount);
             s.registered = true;
             s.listIndex = uint32(_syncerList.length);
             _syncerList.push(msg.sender);
         }
         uint256 total = uint256(s.stake) + amount;
         s.stake = SafeCast.toUint128(total);
+        s.stakedAtBlock = uint64(block.number);
         emit SyncerRegistered(msg.sender, amount, total);
         _pullExact(msg.sender, amount);
     }
@@ -196,19 +229,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         SyncerEntry storage s = _syncers[msg.sender];
         if (!s.registered) revert Registry__NotSyncerCandidate(msg.sender);
         if (s.activeTasks != 0) revert Registry__SyncerBusy(msg.sender, s.activeTasks);
-        uint256 stake = s.stake;
-        uint256 idx = s.listIndex;
-        uint256 last = _syncerList.length - 1;
-        if (idx != last) {
-            address moved = _syncerList[last];
-            _syncerList[idx] = moved;
-            // forge-lint: disable-next-line(unsafe-typecast) -- idx < MAX_SYNCER_CANDIDATES = 64 fits uint32
-            _syncers[moved].listIndex = uint32(idx);
-        }
-        _syncerList.pop();
-        delete _syncers[msg.sender];
-        _withdrawable[msg.sender] += stake;
-        emit SyncerUnregistered(msg.sender, stake);
+        _removeCandidate(msg.sender);
     }
 
     // ------------------------------------------------------------ lifecycle
@@ -229,6 +250,9 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         run.maxRounds = p.maxRounds;
         run.innerSteps = p.innerSteps;
         run.postedAt = uint64(block.timestamp);
+        run.enrollmentDeadline = uint64(block.timestamp) + p.enrollmentSeconds;
+        run.syncerFeeBps = p.syncerFeeBps;
+        run.syncerBond = p.syncerBond;
         run.specHash = p.specHash;
         run.initialWeightsRoot = p.initialWeightsRoot;
         run.weightsRoot = p.initialWeightsRoot;
@@ -244,30 +268,48 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function electSyncer(bytes32 taskId) external returns (address syncer) {
-        Run storage run = _existing(taskId);
-        RunStatus status = run.status;
-        if (status != RunStatus.Enrolling && status != RunStatus.Training) {
-            revert Registry__WrongStatus(taskId, status);
+    function requestSyncerElection(bytes32 taskId) external {
+        Run storage run = _runIn(taskId, RunStatus.Training);
+        uint64 pending = run.electionBlock;
+        if (pending != 0 && block.number <= pending + ELECTION_WINDOW_BLOCKS) {
+            revert Registry__ElectionPending(taskId, pending);
         }
+        _requireReplaceable(run, taskId);
+        run.electionBlock = uint64(block.number);
+        emit SyncerElectionRequested(taskId, run.currentRound, block.number);
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function electSyncer(bytes32 taskId) external returns (address syncer) {
+        Run storage run = _runIn(taskId, RunStatus.Training);
+        uint256 requested = run.electionBlock;
+        if (requested == 0) revert Registry__NoElectionRequested(taskId);
+        if (block.number <= requested) revert Registry__ElectionNotReady(taskId, requested);
+        if (block.number > requested + ELECTION_WINDOW_BLOCKS) revert Registry__ElectionExpired(taskId, requested);
+        // the syncer may have finalized since the request: then it is no longer replaceable
+        _requireReplaceable(run, taskId);
+        run.electionBlock = 0;
         address previous = run.syncer;
+        uint256 bond = run.syncerBond;
         uint256 previousSlashed = 0;
         if (previous != address(0)) {
-            uint64 replaceableAt = _replaceableAt(run);
-            if (status != RunStatus.Training || block.timestamp <= replaceableAt) {
-                revert Registry__SyncerStillActive(taskId, previous, replaceableAt);
-            }
+            // the failure is punished once: the previous syncer's bond for this run is burned
             SyncerEntry storage ps = _syncers[previous];
-            previousSlashed = (uint256(ps.stake) * SYNCER_SLASH_BPS) / BPS;
-            // forge-lint: disable-next-line(unsafe-typecast) -- previousSlashed <= stake < 2**128
-            ps.stake -= uint128(previousSlashed); // previousSlashed <= stake
+            previousSlashed = bond;
+            // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked <= stake < 2**128
+            ps.stake -= uint128(bond);
+            // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked < 2**128
+            ps.locked -= uint128(bond);
             ps.activeTasks -= 1;
-            run.poolLeft += previousSlashed;
+            _burn(taskId, previous, bond);
         }
-        syncer = _draw(taskId, run.currentRound, previous);
+        syncer = _draw(taskId, run.currentRound, previous, bond, requested);
         run.syncer = syncer;
+        run.syncerElectedAt = uint64(block.timestamp);
         SyncerEntry storage s = _syncers[syncer];
         s.activeTasks += 1;
+        // forge-lint: disable-next-line(unsafe-typecast) -- _draw checked stake - locked >= bond
+        s.locked += uint128(bond);
         emit SyncerElected(taskId, syncer, previous, run.currentRound, s.stake, previousSlashed);
     }
 
@@ -278,6 +320,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         // checked before the status: a full run has moved on to Training
         if (index >= run.trainerCount) revert Registry__EnrollmentFull(taskId, run.trainerCount);
         _requireStatus(run, taskId, RunStatus.Enrolling);
+        if (block.timestamp > run.enrollmentDeadline) revert Registry__EnrollmentClosed(taskId, run.enrollmentDeadline);
         if (bytes(did).length == 0) revert Registry__EmptyDid();
         if (stake < run.minStake) revert Registry__StakeTooLow(stake, run.minStake);
         Trainer storage t = _trainers[taskId][msg.sender];
@@ -300,7 +343,9 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     /// @inheritdoc ITrainingRegistry
     function closeEnrollment(bytes32 taskId) external {
         Run storage run = _runIn(taskId, RunStatus.Enrolling);
-        if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(taskId, msg.sender);
+        if (block.timestamp <= run.enrollmentDeadline) {
+            revert Registry__EnrollmentStillOpen(taskId, run.enrollmentDeadline);
+        }
         if (run.enrolledCount < run.quorum) revert Registry__NotEnoughEnrolled(run.enrolledCount, run.quorum);
         _openRound(run, taskId, 0);
     }
@@ -308,10 +353,14 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     /// @inheritdoc ITrainingRegistry
     function cancelTask(bytes32 taskId) external {
         Run storage run = _existing(taskId);
-        if (msg.sender != run.sponsor) revert Registry__NotSponsor(taskId, msg.sender);
         _requireStatus(run, taskId, RunStatus.Enrolling);
+        if (msg.sender != run.sponsor) {
+            // anyone may end a run that missed its enrollment deadline short of quorum
+            if (block.timestamp <= run.enrollmentDeadline) revert Registry__NotSponsor(taskId, msg.sender);
+            if (run.enrolledCount >= run.quorum) revert Registry__RunCanTrain(taskId, run.enrolledCount, run.quorum);
+        }
         run.status = RunStatus.Cancelled;
-        if (run.syncer != address(0)) _syncers[run.syncer].activeTasks -= 1;
+        // no syncer exists while Enrolling: elections need a Training run
         // nobody has credits before round 0: every stake is refunded whole and the
         // whole pool goes back to the sponsor as "dust"
         (, uint256 pool) = _creditPayouts(run, taskId);
@@ -356,7 +405,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         // 01 -> 10: flip both bits of this fragment
         // forge-lint: disable-next-line(incorrect-shift) -- a 2-bit mask shifted to the fragment's position, as intended
         _subs[taskId][round][t.index] = states ^ (3 << shift);
-        (uint256 amount, uint256 left) = _slash(run, t, INVALID_SLASH_BPS);
+        (uint256 amount, uint256 left) = _slash(run, taskId, trainer, t, INVALID_SLASH_BPS);
         emit TrainerSlashed(taskId, trainer, SlashReason(reason), round, fragment, amount, left);
     }
 
@@ -383,6 +432,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         rec.acceptedCount = acceptedCount;
         rec.finalizedAt = uint64(block.timestamp);
         run.weightsRoot = root;
+        _accrueSyncerFee(run, c.taskId);
         emit RoundFinalized(c.taskId, c.round, root, acceptedCount, quorumMet, c);
 
         if (c.round + 1 == run.maxRounds) {
@@ -410,10 +460,20 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         (, rc.transcriptRoot, rc.runRoot) = _encode(rc);
 
         (uint256 rewards, uint256 dust) = _creditPayouts(run, taskId);
-        if (run.syncer != address(0)) _syncers[run.syncer].activeTasks -= 1;
+        _releaseSyncer(run);
         emit RunSealed(
             taskId, rc.runRoot, rc.finalModelHash, rc.transcriptRoot, rc.rounds, rc.trainerCount, rewards, dust
         );
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function claimSyncerFee(bytes32 taskId) external returns (uint256 amount) {
+        _runIn(taskId, RunStatus.Sealed);
+        amount = _syncerFees[taskId][msg.sender];
+        if (amount == 0) revert Registry__NoSyncerFee(taskId, msg.sender);
+        _syncerFees[taskId][msg.sender] = 0;
+        _withdrawable[msg.sender] += amount;
+        emit SyncerFeeClaimed(taskId, msg.sender, amount);
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -441,6 +501,31 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     /// @inheritdoc ITrainingRegistry
     function syncerTimeout() external view returns (uint32) {
         return _syncerTimeout;
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function minSyncerFeePerRound() external view returns (uint256) {
+        return _minSyncerFeePerRound;
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function burned() external view returns (uint256) {
+        return _burned;
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function syncerFeeOf(bytes32 taskId, address syncer) external view returns (uint256) {
+        return _syncerFees[taskId][syncer];
+    }
+
+    /// @inheritdoc ITrainingRegistry
+    function runBinding(bytes32 taskId)
+        external
+        view
+        returns (bytes32 runRoot, address sponsor, bytes32 specHash, uint256 totalCredits)
+    {
+        Run storage run = _runs[taskId];
+        return (_receipts[taskId].runRoot, run.sponsor, run.specHash, run.totalCredits);
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -478,6 +563,12 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         v.roundOpenedAt = run.roundOpenedAt;
         v.roundDeadline = run.roundDeadline;
         v.syncerReplaceableAt = run.status == RunStatus.Training ? _replaceableAt(run) : 0;
+        v.enrollmentDeadline = run.enrollmentDeadline;
+        v.syncerElectedAt = run.syncerElectedAt;
+        v.electionBlock = run.electionBlock;
+        v.syncerFeeBps = run.syncerFeeBps;
+        v.syncerBond = run.syncerBond;
+        v.syncerFeesAccrued = run.syncerFeesAccrued;
         v.postedAt = run.postedAt;
         v.minStake = run.minStake;
         v.rewardPool = run.rewardPool;
@@ -573,9 +664,13 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function syncerInfo(address account) external view returns (uint256 stake, uint32 activeTasks, bool registered) {
+    function syncerInfo(address account)
+        external
+        view
+        returns (uint256 stake, uint32 activeTasks, bool registered, uint256 locked)
+    {
         SyncerEntry storage s = _syncers[account];
-        return (s.stake, s.activeTasks, s.registered);
+        return (s.stake, s.activeTasks, s.registered, s.locked);
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -611,7 +706,19 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         }
         if (p.tier != TIER_OPEN) revert Registry__UnsupportedTier(p.tier);
         if (p.aggregation > uint8(AggregationRule.Krum)) revert Registry__UnknownAggregation(p.aggregation);
+        // Krum ranks whole payloads by distances: no single coordinate proves it wrong (PROTOCOL.md §1)
+        if (p.aggregation == uint8(AggregationRule.Krum)) revert Registry__RuleNotProvable(p.aggregation, p.tier);
+        if (uint256(p.trainerCount) * p.fragmentCount > MAX_SUBMISSION_SLOTS) {
+            revert Registry__ShapeTooLarge(p.trainerCount, p.fragmentCount, MAX_SUBMISSION_SLOTS);
+        }
         if (p.minStake == 0) revert Registry__ZeroMinStake();
+        if (p.enrollmentSeconds == 0 || p.enrollmentSeconds > MAX_ENROLLMENT_SECONDS) {
+            revert Registry__BadEnrollmentWindow(p.enrollmentSeconds, MAX_ENROLLMENT_SECONDS);
+        }
+        if (p.syncerFeeBps > MAX_SYNCER_FEE_BPS) revert Registry__SyncerFeeTooHigh(p.syncerFeeBps, MAX_SYNCER_FEE_BPS);
+        if (p.syncerBond == 0) revert Registry__ZeroSyncerBond();
+        uint256 perRound = (p.rewardPool * p.syncerFeeBps) / BPS / p.maxRounds;
+        if (perRound < _minSyncerFeePerRound) revert Registry__SyncerFeeTooLow(perRound, _minSyncerFeePerRound);
         // ceil(ms / 1000) <= 2_592_000 fits uint32
         return uint32((p.graceWindowMs + 999) / 1000);
     }
@@ -676,9 +783,86 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         emit RoundOpened(taskId, round, run.weightsRoot, openedAt, deadline);
     }
 
-    /// @dev When a silent syncer of a Training run becomes replaceable (seconds).
+    /// @dev When a silent syncer of a Training run becomes replaceable (seconds): its clock
+    /// starts at the later of the round deadline and its own election, so a syncer elected
+    /// late is never replaceable at once.
     function _replaceableAt(Run storage run) private view returns (uint64) {
-        return run.roundDeadline + _syncerTimeout;
+        uint64 deadline = run.roundDeadline;
+        uint64 elected = run.syncerElectedAt;
+        return (elected > deadline ? elected : deadline) + _syncerTimeout;
+    }
+
+    /// @dev Reverts Registry__SyncerStillActive unless the run has no syncer or its syncer is
+    /// replaceable now.
+    function _requireReplaceable(Run storage run, bytes32 taskId) private view {
+        address current = run.syncer;
+        if (current == address(0)) return;
+        uint64 replaceableAt = _replaceableAt(run);
+        if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, current, replaceableAt);
+    }
+
+    /// @dev Accrues one round's syncer fee (rewardPool * syncerFeeBps / BPS / maxRounds) from
+    /// the pool to the finalizing syncer.
+    function _accrueSyncerFee(Run storage run, bytes32 taskId) private {
+        uint256 fee = (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
+        if (fee == 0) return;
+        // poolLeft >= rewardPool - fees accrued so far >= fee: slashes never reduce the pool and
+        // at most maxRounds fees of rewardPool * feeBps / BPS / maxRounds are taken
+        run.poolLeft -= fee;
+        run.syncerFeesAccrued += fee;
+        _syncerFees[taskId][msg.sender] += fee;
+    }
+
+    /// @dev Unlocks the run's bond from its syncer (seal).
+    function _releaseSyncer(Run storage run) private {
+        address syncer = run.syncer;
+        if (syncer == address(0)) return;
+        SyncerEntry storage s = _syncers[syncer];
+        s.activeTasks -= 1;
+        // forge-lint: disable-next-line(unsafe-typecast) -- the bond was added to locked at election
+        s.locked -= uint128(run.syncerBond);
+    }
+
+    /// @dev Burns `amount` atto-units slashed from `from` (they stay in this contract).
+    function _burn(bytes32 taskId, address from, uint256 amount) private {
+        _burned += amount;
+        emit StakeBurned(taskId, from, amount);
+    }
+
+    /// @dev Removes `account` from the candidate pool; its whole stake becomes withdrawable.
+    function _removeCandidate(address account) private {
+        SyncerEntry storage s = _syncers[account];
+        uint256 stake = s.stake;
+        uint256 idx = s.listIndex;
+        uint256 last = _syncerList.length - 1;
+        if (idx != last) {
+            address moved = _syncerList[last];
+            _syncerList[idx] = moved;
+            // forge-lint: disable-next-line(unsafe-typecast) -- idx < MAX_SYNCER_CANDIDATES = 64 fits uint32
+            _syncers[moved].listIndex = uint32(idx);
+        }
+        _syncerList.pop();
+        delete _syncers[account];
+        _withdrawable[account] += stake;
+        emit SyncerUnregistered(account, stake);
+    }
+
+    /// @dev Makes room in a full pool for a newcomer staking `amount`: displaces the idle
+    /// candidate (no run) with the smallest stake, if that stake is below `amount`.
+    function _displaceSmallest(uint256 amount) private {
+        address victim;
+        uint256 smallest = type(uint256).max;
+        uint256 n = _syncerList.length;
+        for (uint256 i = 0; i < n; ++i) {
+            address a = _syncerList[i];
+            SyncerEntry storage e = _syncers[a];
+            if (e.activeTasks == 0 && e.stake < smallest) {
+                smallest = e.stake;
+                victim = a;
+            }
+        }
+        if (victim == address(0) || amount <= smallest) revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
+        _removeCandidate(victim);
     }
 
     /// @dev Applies the accepted bitmaps of the open round: marks accepted submissions,
@@ -779,7 +963,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         if (misses > run.maxMisses) {
             t.evicted = true;
             run.activeCount -= 1;
-            (uint256 amount, uint256 left) = _slash(run, t, EVICTION_SLASH_BPS);
+            (uint256 amount, uint256 left) = _slash(run, c.taskId, trainer, t, EVICTION_SLASH_BPS);
             emit TrainerSlashed(c.taskId, trainer, SlashReason.MissedRounds, c.round, 0, amount, left);
             emit TrainerEvicted(c.taskId, trainer, c.round, misses);
         }
@@ -798,15 +982,18 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         }
     }
 
-    /// @dev Slashes `bps` of the trainer's remaining stake into the run's reward pool.
-    function _slash(Run storage run, Trainer storage t, uint256 bps) private returns (uint256 amount, uint256 left) {
+    /// @dev Slashes `bps` of the trainer's remaining stake; the amount is burned.
+    function _slash(Run storage run, bytes32 taskId, address trainer, Trainer storage t, uint256 bps)
+        private
+        returns (uint256 amount, uint256 left)
+    {
         uint256 remaining = uint256(t.stake) - t.slashed;
         amount = (remaining * bps) / BPS;
         // forge-lint: disable-next-line(unsafe-typecast) -- amount <= remaining <= stake < 2**128
         t.slashed += uint128(amount); // amount <= remaining <= stake < 2**128
         run.stakeHeld -= amount;
-        run.poolLeft += amount;
         left = remaining - amount;
+        _burn(taskId, trainer, amount);
     }
 
     /// @dev Credits rewards, stake refunds and dust at the seal; empties the run's pool and stakes.
@@ -854,37 +1041,48 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         );
     }
 
-    /// @dev Stake-weighted pseudo-random pick among candidates with stake >= minSyncerStake,
-    /// excluding `exclude`. Reverts Registry__NoSyncerCandidates when none is eligible.
-    /// Randomness: prevrandao and the previous block hash mixed with the task, the round and
-    /// a nonce. A proposer can bias it (withhold a block) and anyone can predict it within a
-    /// block; production should use a VRF / commit-reveal beacon. Cost: two passes over at
-    /// most MAX_SYNCER_CANDIDATES entries.
-    function _draw(bytes32 taskId, uint32 round, address exclude) private returns (address) {
+    /// @dev Stake-weighted pick among candidates with stake >= minSyncerStake whose unlocked
+    /// stake covers `bond`, excluding `exclude`. Reverts Registry__NoSyncerCandidates when
+    /// none is eligible. `seed` is the hash of the request block, which no transaction of
+    /// that block can read (PROTOCOL.md §4; the proposer's residual bias is in THREATS.md).
+    /// Cost: two passes over at most MAX_SYNCER_CANDIDATES entries.
+    function _draw(bytes32 taskId, uint32 round, address exclude, uint256 bond, uint256 requestBlock)
+        private
+        view
+        returns (address)
+    {
+        bytes32 seed = blockhash(requestBlock);
         address[] storage list = _syncerList;
         uint256 n = list.length;
-        uint256 minStake = _minSyncerStake;
         uint256 total = 0;
         for (uint256 i = 0; i < n; ++i) {
             address a = list[i];
-            uint256 s = _syncers[a].stake;
-            if (a != exclude && s >= minStake && s != 0) total += s;
+            if (a != exclude) total += _eligibleStake(a, bond, requestBlock);
         }
         if (total == 0) revert Registry__NoSyncerCandidates();
-        uint256 nonce = ++_electionNonce;
-        // slither-disable-next-line weak-prng
-        uint256 pick = uint256(
-            keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), taskId, round, nonce))
-        ) % total;
+        // no global nonce: the outcome depends only on this request, so elections of other runs
+        // in between cannot be used to steer it
+        uint256 pick = uint256(keccak256(abi.encode(seed, taskId, round, exclude))) % total;
         for (uint256 i = 0; i < n; ++i) {
             address a = list[i];
-            uint256 s = _syncers[a].stake;
-            if (a == exclude || s < minStake || s == 0) continue;
-            if (pick < s) return a;
-            pick -= s;
+            if (a == exclude) continue;
+            uint256 w = _eligibleStake(a, bond, requestBlock);
+            if (pick < w) return a;
+            pick -= w;
         }
         // unreachable: pick < total = sum of the eligible stakes
         revert Registry__NoSyncerCandidates();
+    }
+
+    /// @dev A candidate's weight in a draw for a run with `bond` requested at `requestBlock`: its
+    /// stake when the stake is at least minSyncerStake, its unlocked part covers the bond and it
+    /// last staked before the request block (so nobody joins or tops up after seeing the seed),
+    /// else 0.
+    function _eligibleStake(address a, uint256 bond, uint256 requestBlock) private view returns (uint256) {
+        SyncerEntry storage e = _syncers[a];
+        uint256 stake = e.stake;
+        if (e.stakedAtBlock >= requestBlock || stake < _minSyncerStake || stake - e.locked < bond) return 0;
+        return stake;
     }
 
     /// @dev EIP-712 digest of OuterGradient(taskId, round, fragment, cid, payloadHash).

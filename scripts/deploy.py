@@ -15,6 +15,7 @@ with its ABI and the ABI's sha256, so the operator needs no ape at run time.
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal, InvalidOperation
 import json
 from pathlib import Path
 
@@ -54,9 +55,13 @@ def _write_atomically(path: Path, payload: dict) -> None:
 @click.option("--min-syncer-stake", default=100, show_default=True, type=int,
               help="Minimum syncer-candidate stake, in whole TNZO (token units, not atto-units).")
 @click.option("--syncer-timeout", default=60, show_default=True, type=int,
-              help="Seconds after a round deadline before a silent syncer may be replaced.")
+              help="Seconds after the later of a round deadline and the syncer's election before a "
+                   "silent syncer may be replaced.")
+@click.option("--min-syncer-fee-per-round", default="0.001", show_default=True, type=str,
+              help="Smallest syncer pay per round a task may offer, in TNZO (decimal token units).")
 @click.option("--yes", is_flag=True, help="Do not ask before broadcasting on a non-devnet network.")
-def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syncer_timeout: int, yes: bool):
+def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syncer_timeout: int,
+        min_syncer_fee_per_round: str, yes: bool):
     """Deploy TenzroToken, TrainingRegistry, ReceiptVerifier and RewardEscrow."""
     chain_id = provider.chain_id
     devnet = chain_id in DEVNET_CHAIN_IDS
@@ -70,7 +75,13 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
 
     deploy_block = chain.blocks.head.number + 1
     token = account.deploy(project.TenzroToken, DEVNET_MINT if devnet else 0)
-    registry = account.deploy(project.TrainingRegistry, token.address, min_syncer_stake * 10**18, syncer_timeout)
+    try:
+        min_fee_atto = int(Decimal(min_syncer_fee_per_round) * 10**18)
+    except InvalidOperation:
+        raise click.BadParameter(f"not a decimal TNZO amount: {min_syncer_fee_per_round!r}",
+                                 param_hint="--min-syncer-fee-per-round") from None
+    registry = account.deploy(project.TrainingRegistry, token.address, min_syncer_stake * 10**18, syncer_timeout,
+                              min_fee_atto)
     verifier = account.deploy(project.ReceiptVerifier)
     verifier_at = verifier.address
     if devnet:

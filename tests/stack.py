@@ -23,8 +23,8 @@ from web3 import HTTPProvider, Web3
 
 from tenzro_operator.keys import anvil_account
 
-__all__ = ["BUILD", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN", "build_artifacts",
-           "deploy_stack", "free_port", "fund"]
+__all__ = ["BUILD", "MIN_SYNCER_FEE_PER_ROUND", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN",
+           "build_artifacts", "deploy_stack", "free_port", "fund"]
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / ".build/__local__.json"
@@ -32,6 +32,7 @@ PRECOMPILE = "0x0000000000000000000000000000000000001008"  # TRAINING_VERIFY, as
 TOKEN = 10**18  # atto-units per TNZO
 MIN_SYNCER_STAKE = 10 * TOKEN  # atto-units
 SYNCER_TIMEOUT_S = 60
+MIN_SYNCER_FEE_PER_ROUND = 10**15  # atto-units (0.001 TNZO), scripts/deploy.py's default
 DEPLOY_GAS = 25_000_000  # per deployment transaction; under anvil's default 30M block gas limit
 INITIAL_SUPPLY = 10**9 * TOKEN  # minted to the deployer (anvil account 0)
 
@@ -62,7 +63,8 @@ def _contract_record(address: str, abi: list) -> dict[str, Any]:
 
 
 def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_STAKE,
-                 syncer_timeout_s: int = SYNCER_TIMEOUT_S) -> dict[str, Any]:
+                 syncer_timeout_s: int = SYNCER_TIMEOUT_S,
+                 min_syncer_fee_per_round: int = MIN_SYNCER_FEE_PER_ROUND) -> dict[str, Any]:
     """Deploy TenzroToken (10^9 TNZO to the deployer), TrainingRegistry, ReceiptVerifier (+ its
     runtime code at 0x…1008 with ``anvil_setCode``) and RewardEscrow (pointing at 0x…1008) from
     anvil account 0 on the anvil at ``rpc_url``; write the deployment record to ``out``.
@@ -71,7 +73,9 @@ def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_
         rpc_url: an anvil JSON-RPC URL.
         out: where the record goes (JSON).
         min_syncer_stake: the registry's minimum syncer stake, atto-units.
-        syncer_timeout_s: seconds after a round deadline before a silent syncer may be replaced.
+        syncer_timeout_s: seconds after the later of a round deadline and the syncer's election
+            before a silent syncer may be replaced.
+        min_syncer_fee_per_round: the smallest syncer pay per round a task may offer, atto-units.
 
     Returns:
         The record: network, chain_id, rpc_url, deploy_block, deployer, verifier_precompile,
@@ -100,7 +104,7 @@ def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_
 
     block = w3.eth.block_number + 1
     token = deploy("TenzroToken", INITIAL_SUPPLY)
-    deploy("TrainingRegistry", token, min_syncer_stake, syncer_timeout_s)
+    deploy("TrainingRegistry", token, min_syncer_stake, syncer_timeout_s, min_syncer_fee_per_round)
     verifier = deploy("ReceiptVerifier")
     w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier)).hex()])
     deploy("RewardEscrow", PRECOMPILE)

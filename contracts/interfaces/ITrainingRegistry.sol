@@ -10,9 +10,20 @@ pragma solidity 0.8.28;
 /// 0 .. maxRounds-1; fragments 0 .. F-1; trainer indices 0 .. enrolled-1.
 ///
 /// Lifecycle (status): None -> Enrolling (postTask) -> Training (M trainers
-/// enrolled, or the syncer closes enrollment with >= K) -> Completed (last
-/// round finalized) -> Sealed (seal). A sponsor may cancel while Enrolling
-/// (-> Cancelled: pool and stakes refunded).
+/// enrolled, or anyone closes enrollment after the enrollment deadline with >= K)
+/// -> Completed (last round finalized) -> Sealed (seal). The sponsor may cancel
+/// while Enrolling; anyone may cancel once the enrollment deadline has passed with
+/// fewer than K enrolled (-> Cancelled: pool and stakes refunded).
+///
+/// Syncers (contracts/PROTOCOL.md, contracts/THREATS.md): a candidate registers with
+/// at least minSyncerStake(); a syncer is elected only for a Training run, in two
+/// steps (requestSyncerElection at block n, electSyncer from block n+1 with
+/// blockhash(n)), and locks the run's syncerBond out of its stake until the seal. It
+/// becomes replaceable syncerTimeout() seconds after the later of the round deadline
+/// and its own election; replacing it burns its bond for that run, once. Each
+/// finalized round accrues rewardPool * syncerFeeBps / 10000 / maxRounds to the
+/// syncer that finalized it, claimable after the seal. Slashed stake is burned (kept
+/// by the registry for ever), never paid to the sponsor or to another party.
 ///
 /// Submission state per (task, round, trainer, fragment) is two bits:
 /// 0 none, 1 submitted, 2 rejected (reported invalid by the syncer),
@@ -65,6 +76,9 @@ interface ITrainingRegistry {
         uint256 minStake; // minimum trainer stake, token atto-units (> 0)
         uint256 rewardPool; // escrowed reward pool, token atto-units (may be 0)
         uint64[] fragmentSizes; // F entries: parameter count of each fragment (> 0), reward weights
+        uint32 enrollmentSeconds; // enrollment window after posting, seconds (1 .. 30 days)
+        uint16 syncerFeeBps; // share of the reward pool paid to syncers, basis points (<= MAX_SYNCER_FEE_BPS)
+        uint256 syncerBond; // stake the elected syncer locks for this run, token atto-units (> 0)
     }
 
     /// @notice Input of finalizeRound.
@@ -110,6 +124,12 @@ interface ITrainingRegistry {
         uint256 stakeHeld; // trainer stakes held for this run (after slashing)
         uint256 totalCredits; // sum of fragment-size-weighted accepted submissions
         uint64[] fragmentSizes;
+        uint64 enrollmentDeadline; // seconds: postedAt + enrollmentSeconds
+        uint64 syncerElectedAt; // seconds (0 while no syncer)
+        uint64 electionBlock; // block of a pending election request (0 when none)
+        uint16 syncerFeeBps;
+        uint256 syncerBond; // atto-units locked by the elected syncer
+        uint256 syncerFeesAccrued; // atto-units accrued to syncers so far (paid out after the seal)
     }
 
     /// @notice Stored per finalized round.
@@ -160,8 +180,11 @@ interface ITrainingRegistry {
     event SyncerUnregistered(address indexed syncer, uint256 stakeReleased);
     /// @notice A task was posted and its reward pool escrowed.
     event TaskPosted(bytes32 indexed taskId, address indexed sponsor, TaskParams params, uint32 graceWindowSeconds);
+    /// @notice Anyone asked for a syncer election at block `requestBlock`; electSyncer
+    /// resolves it from the next block on with blockhash(requestBlock).
+    event SyncerElectionRequested(bytes32 indexed taskId, uint32 round, uint256 requestBlock);
     /// @notice A syncer was elected (previous = address(0) for the first election,
-    /// else the replaced syncer, whose stake was slashed by previousSlashed).
+    /// else the replaced syncer, whose bond for this run, previousSlashed atto-units, was burned).
     event SyncerElected(
         bytes32 indexed taskId,
         address indexed syncer,
@@ -218,6 +241,11 @@ interface ITrainingRegistry {
     event TaskCancelled(bytes32 indexed taskId, uint256 poolRefunded, uint16 trainersRefunded);
     /// @notice `account` withdrew `amount` atto-units.
     event Withdrawn(address indexed account, uint256 amount);
+    /// @notice `syncer` claimed its fees of a sealed run, `amount` atto-units (now withdrawable).
+    event SyncerFeeClaimed(bytes32 indexed taskId, address indexed syncer, uint256 amount);
+    /// @notice `amount` atto-units were burned (kept by the registry for ever); `from` is the
+    /// slashed trainer or syncer.
+    event StakeBurned(bytes32 indexed taskId, address indexed from, uint256 amount);
 
     // ---------------------------------------------------------------- errors
 
@@ -270,11 +298,45 @@ interface ITrainingRegistry {
     error Registry__AcceptedNotSubmitted(uint16 trainerIndex, uint256 invalidBits);
     error Registry__QuorumNotMet(uint16 fragment, uint16 accepted, uint16 quorum);
     error Registry__NothingToWithdraw(address account);
+    /// @notice The rule cannot be checked coordinate by coordinate on-chain (Krum) and the tier is Open.
+    error Registry__RuleNotProvable(uint8 rule, uint8 tier);
+    /// @notice M * F exceeds MAX_SUBMISSION_SLOTS (bounds the gas of a round).
+    error Registry__ShapeTooLarge(uint16 m, uint16 f, uint256 maxSlots);
+    /// @notice enrollmentSeconds is 0 or longer than MAX_ENROLLMENT_SECONDS.
+    error Registry__BadEnrollmentWindow(uint32 seconds_, uint32 max);
+    /// @notice syncerFeeBps above MAX_SYNCER_FEE_BPS.
+    error Registry__SyncerFeeTooHigh(uint16 bps, uint16 max);
+    /// @notice The syncer's pay per round (rewardPool * syncerFeeBps / 10000 / maxRounds) is
+    /// below minSyncerFeePerRound(): a run that pays its syncer nothing could lock its bond for free.
+    error Registry__SyncerFeeTooLow(uint256 perRound, uint256 minPerRound);
+    /// @notice syncerBond is zero.
+    error Registry__ZeroSyncerBond();
+    /// @notice The enrollment deadline (seconds) has not passed yet.
+    error Registry__EnrollmentStillOpen(bytes32 taskId, uint64 deadline);
+    /// @notice The enrollment deadline (seconds) has passed: no more enrollments.
+    error Registry__EnrollmentClosed(bytes32 taskId, uint64 deadline);
+    /// @notice cancelTask by a non-sponsor while >= K trainers are enrolled (the run can train).
+    error Registry__RunCanTrain(bytes32 taskId, uint16 enrolled, uint16 quorum);
+    /// @notice electSyncer without a pending requestSyncerElection.
+    error Registry__NoElectionRequested(bytes32 taskId);
+    /// @notice requestSyncerElection while a request from `requestBlock` can still be resolved.
+    error Registry__ElectionPending(bytes32 taskId, uint256 requestBlock);
+    /// @notice electSyncer in the block of its request: blockhash(requestBlock) is not known yet.
+    error Registry__ElectionNotReady(bytes32 taskId, uint256 requestBlock);
+    /// @notice electSyncer more than 256 blocks after the request: request again.
+    error Registry__ElectionExpired(bytes32 taskId, uint256 requestBlock);
+    /// @notice registerSyncer below minSyncerStake() on first registration.
+    error Registry__SyncerStakeTooLow(uint256 stake, uint256 minStake);
+    /// @notice The syncer has no fee to claim for this run.
+    error Registry__NoSyncerFee(bytes32 taskId, address syncer);
 
     // --------------------------------------------------------- syncer pool
 
     /// @notice Join the syncer candidate pool or add stake; pulls `amount` token atto-units
-    /// from the caller (approve first). Eligible for election while stake >= minSyncerStake().
+    /// from the caller (approve first). A first registration needs amount >= minSyncerStake().
+    /// When the pool holds MAX_SYNCER_CANDIDATES, a newcomer with more stake than the smallest
+    /// idle candidate takes its place (that candidate's stake becomes withdrawable); otherwise
+    /// Registry__SyncerPoolFull. So a squatter must out-stake every candidate it keeps out.
     /// @param amount stake to add, token atto-units (> 0)
     function registerSyncer(uint256 amount) external;
 
@@ -288,11 +350,17 @@ interface ITrainingRegistry {
     /// the caller, who becomes the sponsor). Status -> Enrolling.
     function postTask(TaskParams calldata p) external;
 
-    /// @notice Elect (or replace) the task's syncer: stake-weighted pseudo-random pick among
-    /// eligible candidates. Anyone may call: once when no syncer is set (Enrolling or Training),
-    /// or to replace a syncer that has not finalized the open round by
-    /// roundDeadline + syncerTimeout() seconds (the old syncer is slashed SYNCER_SLASH_BPS of
-    /// its stake into the run's reward pool and is excluded from this draw).
+    /// @notice Step 1 of an election (anyone): records the current block, whose hash (unknown
+    /// inside this transaction) seeds the draw. Only for a Training run without a syncer, or
+    /// whose syncer is replaceable (syncerReplaceableAt passed). Reverts
+    /// Registry__ElectionPending while an earlier request can still be resolved.
+    function requestSyncerElection(bytes32 taskId) external;
+
+    /// @notice Step 2 (anyone, from the block after the request, within 256 blocks): elect (or
+    /// replace) the syncer by a stake-weighted draw seeded with blockhash(request block) among
+    /// candidates with stake >= minSyncerStake() whose unlocked stake covers the run's
+    /// syncerBond, excluding the replaced syncer. The replaced syncer's bond for this run is
+    /// burned. The new syncer locks syncerBond until the seal.
     /// @return syncer the elected address
     function electSyncer(bytes32 taskId) external returns (address syncer);
 
@@ -300,12 +368,18 @@ interface ITrainingRegistry {
     /// the caller). Trainer index i trains data shard i of M. The M-th enrollment opens round 0.
     function enrollTrainer(bytes32 taskId, uint256 stake, string calldata did) external;
 
-    /// @notice The syncer opens round 0 with fewer than M (but >= K) enrolled trainers.
+    /// @notice Anyone opens round 0 with fewer than M (but >= K) enrolled trainers once the
+    /// enrollment deadline has passed.
     function closeEnrollment(bytes32 taskId) external;
 
-    /// @notice The sponsor cancels a task still Enrolling: the reward pool and all stakes are
-    /// credited back (withdraw to collect).
+    /// @notice Cancel a task still Enrolling: the sponsor at any time, anyone once the
+    /// enrollment deadline has passed with fewer than K enrolled. The reward pool and all
+    /// stakes are credited back (withdraw to collect).
     function cancelTask(bytes32 taskId) external;
+
+    /// @notice After the seal, move the caller's accrued syncer fees of `taskId` to its
+    /// withdrawable balance. @return amount atto-units
+    function claimSyncerFee(bytes32 taskId) external returns (uint256 amount);
 
     /// @notice Submit an outer gradient for (round, fragment) on a trainer's behalf; the trainer
     /// is recovered from its EIP-712 signature over
@@ -352,8 +426,21 @@ interface ITrainingRegistry {
     function token() external view returns (address);
     /// @notice Minimum syncer stake for election, token atto-units.
     function minSyncerStake() external view returns (uint256);
-    /// @notice Seconds after a round deadline before a silent syncer may be replaced.
+    /// @notice Seconds after the later of the round deadline and the syncer's election before
+    /// a silent syncer may be replaced.
     function syncerTimeout() external view returns (uint32);
+    /// @notice Smallest syncer pay per round a task may offer, token atto-units.
+    function minSyncerFeePerRound() external view returns (uint256);
+    /// @notice Token atto-units burned by slashing so far (held by the registry for ever).
+    function burned() external view returns (uint256);
+    /// @notice Fees accrued to `syncer` in run `taskId`, not yet claimed, atto-units.
+    function syncerFeeOf(bytes32 taskId, address syncer) external view returns (uint256);
+    /// @notice What an escrow checks before paying on a run: the sealed run root (0 while not
+    /// Sealed), the sponsor, the spec hash and the total credits (accepted work). Never reverts.
+    function runBinding(bytes32 taskId)
+        external
+        view
+        returns (bytes32 runRoot, address sponsor, bytes32 specHash, uint256 totalCredits);
     /// @notice EIP-712 digest a trainer signs for submitOuterGradient.
     function outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, string calldata cid, bytes32 payloadHash)
         external
@@ -382,8 +469,11 @@ interface ITrainingRegistry {
         returns (uint256 submitted, uint256 rejected, uint256 accepted);
     /// @notice Token atto-units `account` can withdraw now.
     function withdrawable(address account) external view returns (uint256);
-    /// @notice Syncer pool entry of `account`.
-    function syncerInfo(address account) external view returns (uint256 stake, uint32 activeTasks, bool registered);
+    /// @notice Syncer pool entry of `account`: stake and the part locked as bonds, atto-units.
+    function syncerInfo(address account)
+        external
+        view
+        returns (uint256 stake, uint32 activeTasks, bool registered, uint256 locked);
     /// @notice Registered syncer candidates.
     function syncerCandidates() external view returns (address[] memory);
 }

@@ -29,6 +29,8 @@ contract MockReceiptRegistry {
     mapping(bytes32 taskId => bool) private _sealed;
     mapping(bytes32 taskId => ITrainingRegistry.TrainingReceipt) private _receipts;
     mapping(bytes32 taskId => bytes) private _serialized;
+    mapping(bytes32 taskId => address) private _sponsors;
+    mapping(bytes32 taskId => uint256) private _credits;
 
     // ------------------------------------------------------------------ external
 
@@ -65,6 +67,13 @@ contract MockReceiptRegistry {
         _store(r.taskId, r, serialized);
     }
 
+    /// @notice Set what runBinding answers for `taskId` besides the run root and spec hash (which
+    /// come from the stored receipt): the sponsor and the total credits.
+    function setBinding(bytes32 taskId, address sponsor, uint256 totalCredits) external {
+        _sponsors[taskId] = sponsor;
+        _credits[taskId] = totalCredits;
+    }
+
     /// @notice Forget the receipt of `taskId`: getReceipt reverts again.
     function clear(bytes32 taskId) external {
         delete _sealed[taskId];
@@ -90,6 +99,18 @@ contract MockReceiptRegistry {
     /// no receipt is set.
     function sealedRunRoot(bytes32 taskId) external view returns (bytes32) {
         return _sealed[taskId] ? _receipts[taskId].runRoot : bytes32(0);
+    }
+
+    /// @notice Same signature as ITrainingRegistry.runBinding: the stored run root and spec hash
+    /// (zero when no receipt is set), and the sponsor and credits of setBinding.
+    function runBinding(bytes32 taskId)
+        external
+        view
+        returns (bytes32 runRoot, address sponsor, bytes32 specHash, uint256 totalCredits)
+    {
+        ITrainingRegistry.TrainingReceipt storage r = _receipts[taskId];
+        bool sealed_ = _sealed[taskId];
+        return (sealed_ ? r.runRoot : bytes32(0), _sponsors[taskId], sealed_ ? r.specHash : bytes32(0), _credits[taskId]);
     }
 
     // ------------------------------------------------------------------ internal

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import requests
 from eth_abi import decode as abi_decode
@@ -55,6 +55,7 @@ __all__ = [
     "RunStatus",
     "RunView",
     "SlashReason",
+    "SyncerInfo",
     "TrainerStats",
     "TrainingReceipt",
     "TxResult",
@@ -72,6 +73,7 @@ ESCROW = "RewardEscrow"
 EIP712_DOMAIN_NAME = "TenzroTrainingRegistry"
 EIP712_DOMAIN_VERSION = "1"
 ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
+ELECTION_WINDOW_BLOCKS = 256  # TrainingRegistry.ELECTION_WINDOW_BLOCKS: blocks an election request can be resolved in
 CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)
 _NONCE_ERROR = re.compile(r"nonce too (low|high)|already known|replacement transaction underpriced|"
                           r"invalid nonce|known transaction", re.I)
@@ -149,6 +151,12 @@ class RunView:
     stake_held: int = 0
     total_credits: int = 0
     fragment_sizes: tuple[int, ...] = ()
+    enrollment_deadline: int = 0  # postedAt + enrollmentSeconds: last second an enrollment is accepted
+    syncer_elected_at: int = 0  # 0 while no syncer
+    election_block: int = 0  # block of a pending requestSyncerElection (0 = none)
+    syncer_fee_bps: int = 0  # share of the reward pool paid to syncers, basis points
+    syncer_bond: int = 0  # stake the elected syncer locks for this run, atto-units
+    syncer_fees_accrued: int = 0  # accrued to syncers so far (claimable after the seal), atto-units
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(int(self.status)))
@@ -166,9 +174,24 @@ class RunView:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict: bytes as 0x-hex, the status by name, amounts as decimal strings."""
-        out = _view_json(self, ("min_stake", "reward_pool", "reward_pool_left", "stake_held", "total_credits"))
+        out = _view_json(self, ("min_stake", "reward_pool", "reward_pool_left", "stake_held", "total_credits",
+                                "syncer_bond", "syncer_fees_accrued"))
         out["aggregation"] = self.aggregation_name
         return out
+
+
+class SyncerInfo(NamedTuple):
+    """``syncerInfo``: a syncer candidate's pool entry (amounts atto-units)."""
+
+    stake: int
+    active_tasks: int
+    registered: bool
+    locked: int  # sum of the bonds of the runs it is syncer of (<= stake)
+
+    @property
+    def free(self) -> int:
+        """Stake not locked as a bond: what another run's ``syncerBond`` must fit in."""
+        return self.stake - self.locked
 
 
 @dataclass(frozen=True)
@@ -920,7 +943,12 @@ class ChainClient:
     # -- registry: syncer pool ------------------------------------------------------------
 
     def register_syncer(self, amount: int, approve: bool = True) -> TxResult:
-        """Join the syncer pool with ``amount`` atto-units of stake (approves first)."""
+        """Join the syncer pool with ``amount`` atto-units of stake, or add to it (approves first).
+
+        Raises:
+            ChainRevert: ``Registry__SyncerStakeTooLow`` (a first registration below
+                ``minSyncerStake``), ``Registry__SyncerPoolFull``.
+        """
         if approve:
             self.ensure_allowance(amount)
         return self.transact("registerSyncer", amount)
@@ -928,10 +956,90 @@ class ChainClient:
     def unregister_syncer(self) -> TxResult:
         return self.transact("unregisterSyncer")
 
+    def request_syncer_election(self, task_id: bytes) -> TxResult:
+        """Step 1 of an election (anyone): ``requestSyncerElection``. The run must be Training,
+        without a syncer or with a replaceable one; the request's block hash seeds the draw.
+
+        Raises:
+            ChainRevert: ``Registry__ElectionPending`` (an earlier request can still be resolved),
+                ``Registry__SyncerStillActive``, ``Registry__WrongStatus`` (not Training).
+        """
+        return self.transact("requestSyncerElection", _b32(task_id))
+
     def elect_syncer(self, task_id: bytes) -> str:
-        """Elect (or replace) the task's syncer; returns the elected address."""
+        """Step 2 (anyone, from the block after the request, within 256 blocks): ``electSyncer``;
+        returns the elected address (the replaced syncer's bond is burned).
+
+        Raises:
+            ChainRevert: ``Registry__NoElectionRequested``, ``Registry__ElectionNotReady`` (same
+                block as the request), ``Registry__ElectionExpired``, ``Registry__SyncerStillActive``,
+                ``Registry__NoSyncerCandidates``.
+        """
         res = self.transact("electSyncer", _b32(task_id))
         return to_checksum_address(res.event("SyncerElected")["syncer"])
+
+    def run_syncer_election(self, task_id: bytes, *, timeout_s: float = 120.0) -> str:
+        """Both steps of an election: request one (unless a request that can still be resolved is
+        pending, e.g. another syncer's), wait for the next block, elect. A request that expired
+        (more than 256 blocks old) is made again; if someone else resolved the election meanwhile
+        the run's syncer is returned. On a devnet (chain id 31337 / 1337) an empty block is mined
+        when none comes by itself (anvil mines only for transactions).
+
+        Returns:
+            the run's syncer after the election (checksummed).
+        Raises:
+            ChainRevert: the election cannot happen (``Registry__SyncerStillActive``,
+                ``Registry__WrongStatus``, ``Registry__NoSyncerCandidates``, ...).
+            ChainError: no block after the request within ``timeout_s`` seconds.
+        """
+        tid = _b32(task_id)
+        deadline = time.monotonic() + timeout_s
+        requests = 0
+        while True:
+            run = self.get_run(tid)
+            pending = run.election_block
+            if not pending or self.block_number() > pending + ELECTION_WINDOW_BLOCKS:
+                if requests == 3:
+                    raise ChainError(f"the syncer election of task 0x{tid.hex()} did not resolve after 3 requests")
+                requests += 1
+                try:
+                    pending = self.request_syncer_election(tid).block_number
+                except ChainRevert as exc:
+                    if exc.error_name != "Registry__ElectionPending":
+                        raise
+                    pending = int(exc.args_["requestBlock"])
+            try:
+                return self.elect_syncer(tid)
+            except ChainRevert as exc:
+                if exc.error_name == "Registry__ElectionNotReady":
+                    self._wait_block_after(pending, deadline)
+                elif exc.error_name == "Registry__NoElectionRequested":  # resolved by someone else meanwhile
+                    syncer = self.get_run(tid).syncer
+                    if syncer != ZERO_ADDRESS:
+                        return syncer
+                elif exc.error_name != "Registry__ElectionExpired":  # expired: request again
+                    raise
+
+    def _wait_block_after(self, block: int, deadline: float) -> None:
+        """Return once the head is past ``block`` (mining an empty block on a devnet)."""
+        while self.block_number() <= block:
+            if self.chain_id in (31337, 1337):
+                self.mine()
+                continue
+            if time.monotonic() > deadline:
+                raise ChainError(f"no block after {block} arrived on {self.rpc_url}")
+            time.sleep(self.poll_s * 10)
+
+    def claim_syncer_fee(self, task_id: bytes) -> int:
+        """After the seal, move this account's accrued syncer fees of ``task_id`` to its
+        withdrawable balance; returns the amount (atto-units).
+
+        Raises:
+            ChainRevert: ``Registry__NoSyncerFee`` (nothing accrued or already claimed),
+                ``Registry__WrongStatus`` (not Sealed yet).
+        """
+        res = self.transact("claimSyncerFee", _b32(task_id))
+        return int(res.event("SyncerFeeClaimed")["amount"])
 
     # -- registry: lifecycle --------------------------------------------------------------
 
@@ -955,7 +1063,8 @@ class ChainClient:
             "innerSteps": spec.inner_steps, "maxRounds": spec.max_rounds, "graceWindowMs": spec.grace_window_ms,
             "aggregation": spec.aggregation_rule_id, "tier": 0, "maxMisses": p.max_missed_rounds,
             "minStake": p.min_stake_atto, "rewardPool": spec.reward_pool_atto,
-            "fragmentSizes": list(p.fragment_sizes),
+            "fragmentSizes": list(p.fragment_sizes), "enrollmentSeconds": spec.enrollment_seconds,
+            "syncerFeeBps": spec.syncer_fee_bps, "syncerBond": spec.syncer_bond_atto,
         }
 
     def _struct(self, method: str, index: int, values: dict[str, Any]) -> tuple:
@@ -990,9 +1099,23 @@ class ChainClient:
         return self.transact("enrollTrainer", _b32(task_id), stake, did)
 
     def close_enrollment(self, task_id: bytes) -> TxResult:
+        """Open round 0 with the trainers enrolled so far (anyone, once the run's enrollment
+        deadline has passed with >= K enrolled); ``RoundOpened`` carries the deadline.
+
+        Raises:
+            ChainRevert: ``Registry__EnrollmentStillOpen`` (before the deadline),
+                ``Registry__NotEnoughEnrolled``, ``Registry__WrongStatus``.
+        """
         return self.transact("closeEnrollment", _b32(task_id))
 
     def cancel_task(self, task_id: bytes) -> TxResult:
+        """Cancel an Enrolling run: the sponsor at any time, anyone once the enrollment deadline
+        has passed with fewer than K enrolled. Pool and stakes are credited back (``TaskCancelled``).
+
+        Raises:
+            ChainRevert: ``Registry__NotSponsor`` (someone else before the deadline),
+                ``Registry__RunCanTrain`` (someone else, >= K enrolled), ``Registry__WrongStatus``.
+        """
         return self.transact("cancelTask", _b32(task_id))
 
     def sign_outer_gradient(self, task_id: bytes, round: int, fragment: int, cid: str,
@@ -1097,10 +1220,31 @@ class ChainClient:
     def withdrawable(self, address: str | None = None) -> int:
         return int(self.call("withdrawable", to_checksum_address(address or self.address)))
 
-    def syncer_info(self, address: str | None = None) -> tuple[int, int, bool]:
-        """``(stake atto-units, active tasks, registered)``."""
-        s, n, r = self.call("syncerInfo", to_checksum_address(address or self.address))
-        return int(s), int(n), bool(r)
+    def syncer_info(self, address: str | None = None) -> SyncerInfo:
+        """``syncerInfo`` of ``address`` (default this account): stake, active tasks, registered,
+        locked (bonds), a `SyncerInfo` (a tuple: ``syncer_info()[2]`` is ``registered``)."""
+        s, n, r, locked = self.call("syncerInfo", to_checksum_address(address or self.address))
+        return SyncerInfo(int(s), int(n), bool(r), int(locked))
+
+    def syncer_fee_of(self, task_id: bytes, syncer: str | None = None) -> int:
+        """Fees accrued to ``syncer`` (default this account) in run ``task_id``, not yet claimed,
+        atto-units."""
+        return int(self.call("syncerFeeOf", _b32(task_id), to_checksum_address(syncer or self.address)))
+
+    def burned(self) -> int:
+        """Atto-units burned by slashing so far (kept by the registry for ever)."""
+        return int(self.call("burned"))
+
+    def min_syncer_fee_per_round(self) -> int:
+        """Smallest syncer pay per round (``rewardPool * syncerFeeBps / 10000 / maxRounds``) a task
+        may offer, atto-units."""
+        return int(self.call("minSyncerFeePerRound"))
+
+    def run_binding(self, task_id: bytes) -> tuple[bytes, str, bytes, int]:
+        """``runBinding``: ``(sealed run root (zero while not Sealed), sponsor, spec hash, total
+        credits)``, what a RewardEscrow checks before paying on a run."""
+        root, sponsor, spec_hash, credits = self.call("runBinding", _b32(task_id))
+        return bytes(root), to_checksum_address(sponsor), bytes(spec_hash), int(credits)
 
     def syncer_candidates(self) -> list[str]:
         return [to_checksum_address(a) for a in self.call("syncerCandidates")]
@@ -1109,7 +1253,8 @@ class ChainClient:
         return int(self.call("minSyncerStake"))
 
     def syncer_timeout(self) -> int:
-        """Seconds after a round deadline before a silent syncer may be replaced."""
+        """Seconds after the later of a round deadline and the syncer's election before a silent
+        syncer may be replaced."""
         return int(self.call("syncerTimeout"))
 
     def outer_gradient_digest(self, task_id: bytes, round: int, fragment: int, cid: str,

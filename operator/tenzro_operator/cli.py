@@ -3,7 +3,8 @@
 ``tenzro train`` carries the verbs of the Tenzro Train docs: ``post-task``, ``list-runs``,
 ``get-run``, ``get-receipt``, ``enroll-trainer``, ``submit-gradient``, ``finalize-round``,
 ``withdraw``, ``verify-receipt`` (replay: ``tenzro_operator.replay``), plus ``register-syncer``,
-``elect-syncer`` and ``trainer-stats``. ``tenzro keys`` makes keystores.
+``elect-syncer``, ``close-enrollment``, ``cancel-task``, ``seal``, ``claim-syncer-fee`` and
+``trainer-stats``. ``tenzro keys`` makes keystores.
 
 Every verb takes the common options ``--rpc``, ``--deployments``, ``--keystore``,
 ``--password-env`` and ``--ipfs`` (also from ``TENZRO_NODE_RPC``, ``TENZRO_DEPLOYMENTS``,
@@ -227,6 +228,12 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, fmt: str) -> None:
             ("aggregation", run.aggregation_name), ("grace window", f"{run.grace_window_seconds} s"),
             ("min stake", format_tokens(run.min_stake)), ("reward pool", format_tokens(run.reward_pool)),
             ("pool left", format_tokens(run.reward_pool_left)), ("stakes held", format_tokens(run.stake_held)),
+            ("enrollment deadline (unix s)", run.enrollment_deadline),
+            ("syncer fee", f"{run.syncer_fee_bps} bps of the pool"), ("syncer bond", format_tokens(run.syncer_bond)),
+            ("syncer fees accrued", format_tokens(run.syncer_fees_accrued)),
+            ("syncer elected at (unix s)", run.syncer_elected_at or "-"),
+            ("syncer replaceable at (unix s)", run.syncer_replaceable_at or "-"),
+            ("election requested at block", run.election_block or "-"),
             ("weights root", _hex(run.weights_root))]
     _kv_table("run", rows)
     if stats:
@@ -328,8 +335,9 @@ def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
 @format_option
 @common_options
 def cancel_task(ctx: Ctx, task_id: str, fmt: str) -> None:
-    """Sponsor only, while the run is still Enrolling: cancel it. The reward pool and every stake
-    are credited back in full (collect them with `withdraw`)."""
+    """Cancel a run that is still Enrolling: the sponsor at any time, anyone once its enrollment
+    deadline has passed with fewer than K trainers enrolled. The reward pool and every stake are
+    credited back in full (collect them with `withdraw`)."""
     res = ctx.chain(signer=True).cancel_task(_task_id(task_id))
     ev = res.event("TaskCancelled")
     _tx_out(fmt, "task cancelled", {"task_id": _hex(ev["taskId"]), "pool_refunded": str(ev["poolRefunded"]),
@@ -342,7 +350,8 @@ def cancel_task(ctx: Ctx, task_id: str, fmt: str) -> None:
 @format_option
 @common_options
 def close_enrollment(ctx: Ctx, task_id: str, fmt: str) -> None:
-    """Syncer only: open round 0 with the trainers enrolled so far (at least K of the M slots)."""
+    """Anyone, once the run's enrollment deadline has passed: open round 0 with the trainers
+    enrolled so far (at least K of the M slots; the M-th enrollment opens it by itself)."""
     res = ctx.chain(signer=True).close_enrollment(_task_id(task_id))
     ev = res.event("RoundOpened")
     _tx_out(fmt, "round 0 opened", {"task_id": _hex(ev["taskId"]), "round": ev["round"],
@@ -379,14 +388,23 @@ def withdraw(ctx: Ctx, fmt: str) -> None:
 @format_option
 @common_options
 def register_syncer(ctx: Ctx, stake: str, fmt: str) -> None:
-    """Join the syncer candidate pool (approve + stake)."""
+    """Join the syncer candidate pool (approve + stake; a first registration needs at least the
+    registry's minimum syncer stake), or add stake to cover the bonds of more runs."""
     try:
         amount = parse_tokens(stake)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--stake") from None
     chain = ctx.chain(signer=True)
+    info = chain.syncer_info()
+    if not info.registered:
+        need = chain.min_syncer_stake()
+        if amount < need:
+            raise TenzroError(f"a first syncer registration needs a stake of at least {format_tokens(need)} "
+                              f"(the registry's minSyncerStake), got {format_tokens(amount)}")
     res = chain.register_syncer(amount)
-    _tx_out(fmt, "syncer registered", {"syncer": chain.address, "stake": str(amount), "tx": res.tx_hash})
+    after = chain.syncer_info()
+    _tx_out(fmt, "syncer registered", {"syncer": chain.address, "stake_added": str(amount),
+                                       "stake": str(after.stake), "locked": str(after.locked), "tx": res.tx_hash})
 
 
 @train.command("elect-syncer")
@@ -394,9 +412,24 @@ def register_syncer(ctx: Ctx, stake: str, fmt: str) -> None:
 @format_option
 @common_options
 def elect_syncer(ctx: Ctx, task_id: str, fmt: str) -> None:
-    """Elect (or replace a silent) syncer for a run."""
+    """Anyone: elect a syncer for a Training run that has none, or replace one that became
+    replaceable (its bond is burned). Two transactions: requestSyncerElection, then electSyncer
+    from the next block (whose hash of the request block seeds the stake-weighted draw)."""
     chain = ctx.chain(signer=True)
-    _tx_out(fmt, "syncer elected", {"syncer": chain.elect_syncer(_task_id(task_id))})
+    _tx_out(fmt, "syncer elected", {"syncer": chain.run_syncer_election(_task_id(task_id))})
+
+
+@train.command("claim-syncer-fee")
+@click.option("--task-id", required=True)
+@format_option
+@common_options
+def claim_syncer_fee(ctx: Ctx, task_id: str, fmt: str) -> None:
+    """Syncer, after the seal: move the fees it accrued in a run (one per round it finalized) to
+    its withdrawable balance (collect with `withdraw`)."""
+    chain = ctx.chain(signer=True)
+    amount = chain.claim_syncer_fee(_task_id(task_id))
+    _tx_out(fmt, "syncer fee claimed", {"syncer": chain.address, "amount": str(amount),
+                                        "amount_tokens": format_tokens(amount)})
 
 
 @train.command("trainer-stats")
@@ -493,6 +526,10 @@ def _attach_daemons() -> None:
 
 
 _attach_daemons()
+
+from tenzro_operator import forecast_cli  # noqa: E402  (export-model, forecast: after the groups exist)
+
+forecast_cli.register(cli, train)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -164,8 +164,9 @@ class SyncerConfig(CommonConfig):
     outer_lr: float | None = Field(default=None, gt=0, description="None = OuterConfig default (0.7)")
     outer_momentum: float | None = Field(default=None, ge=0, lt=1, description="None = OuterConfig default (0.9)")
     finalize_early: bool = Field(default=True, description="finalize as soon as every fragment has K valid")
-    close_enrollment_after_s: float | None = Field(default=None, description="close enrollment with >= K "
-                                                   "trainers after this many seconds; None = wait for M")
+    close_enrollment: bool = Field(default=True, description="once a run's enrollment deadline has passed, open "
+                                   "round 0 with the >= K trainers enrolled, or cancel a run short of K (refunds "
+                                   "pool and stakes); anyone may, the registry refuses either before the deadline")
     device: str = "cpu"
     metrics_port: int | None = Field(default=9102, ge=0, le=65535)
     max_runs: int | None = Field(default=1, ge=1, description="runs to serve before exiting (without task_id; "

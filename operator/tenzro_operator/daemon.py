@@ -347,6 +347,54 @@ class Daemon:
             if out is None:
                 self.sleep(self.backoff_s())
 
+    # -- enrollment deadline --------------------------------------------------------------
+
+    def settle_enrollment(self, run: RunView, *, open_round: bool = True) -> str | None:
+        """Once an Enrolling run's enrollment deadline (chain time) has passed: open round 0 with
+        the trainers enrolled (``closeEnrollment``, >= K of them; only with ``open_round``) or
+        cancel the run, which can never train (``cancelTask``, fewer than K: pool and stakes
+        refunded). Anyone may do either (the registry refuses both before the deadline); another
+        party doing it first (its transaction mined before ours, ours refused or reverted) is fine.
+
+        Returns:
+            ``"opened"``, ``"cancelled"``, ``"moved"`` (someone else did it first) or None (nothing
+            to do: the deadline has not passed, the run is not Enrolling, or opening is not ours).
+        Raises:
+            ChainRevert / TxFailed: a refusal while the run is still Enrolling.
+        """
+        from tenzro_operator.errors import ChainRevert, TxFailed
+
+        if run.status != RunStatus.ENROLLING or self.chain_now() <= run.enrollment_deadline:
+            return None
+        can_train = run.enrolled_count >= run.quorum
+        if can_train and not open_round:
+            return None
+        self.nudge_devnet(run.enrollment_deadline)
+        try:
+            if can_train:
+                self.chain.close_enrollment(run.task_id)
+                log.info("enrollment deadline passed: opened round 0 with %d of %d trainers", run.enrolled_count,
+                         run.trainer_count)
+                return "opened"
+            self.chain.cancel_task(run.task_id)
+            log.warning("enrollment deadline passed with %d trainers enrolled, fewer than K=%d: cancelled the run "
+                        "(pool and stakes refunded)", run.enrolled_count, run.quorum)
+            return "cancelled"
+        except (ChainRevert, TxFailed) as exc:
+            now = self.chain.get_run(run.task_id).status
+            if now == RunStatus.ENROLLING:
+                raise
+            log.info("the run left enrollment meanwhile (now %s): %s", now.name, exc)
+            return "moved"
+
+    def nudge_devnet(self, deadline: int) -> None:
+        """On a devnet (chain id 31337 / 1337) blocks are mined only for transactions, so the head's
+        timestamp can stay at or before a deadline (unix seconds) long after it passed, and a
+        transaction that needs it passed would be refused at estimation; mine one empty block
+        (anvil stamps it with the current time). On other chains new blocks come by themselves."""
+        if self.chain.chain_id in (31337, 1337) and self.chain.block_timestamp("latest") <= deadline:
+            self.chain.mine()
+
     # -- time -----------------------------------------------------------------------------
 
     def chain_now(self) -> int:

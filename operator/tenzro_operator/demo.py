@@ -5,14 +5,22 @@ Steps, each printed as it happens:
 1. check the devnet (anvil, IPFS node) and the deployment record (`make deploy`);
 2. make keystores for a sponsor, a syncer and M trainers from anvil's
    well-known accounts, and fund them with TNZO from the deployer (the token owner);
-3. the sponsor pins the dataset (the default collection of real series), the
-   initial weights and the spec, escrows the reward pool and posts the task;
+3. the syncer account joins the syncer pool with a stake that covers the run's
+   bond; the sponsor pins the dataset (the default collection of real series),
+   the initial weights and the spec (with a syncer fee and bond), escrows the
+   reward pool and posts the task;
 4. one syncer and M trainer daemons start as separate processes, each with its
-   own key and config file, and run the rounds until the run is sealed;
+   own key and config file; the M-th enrollment opens round 0, the syncer is
+   elected (two steps) and the rounds run until the run is sealed and the
+   syncer has claimed its fee;
 5. the receipt is checked by the verifier at 0x…1008 and by an off-chain
-   replay from IPFS; a RewardEscrow deposit is released against it;
-6. everyone withdraws; a summary (per trainer: accepted, missed, reward,
-   slashed; held-out loss per round) is printed and written, with a loss-curve PNG.
+   replay from IPFS; a RewardEscrow deposit bound to the run (task id, sponsor,
+   spec hash, least accepted work) is released against it;
+6. a summary (per trainer: accepted, missed, reward, slashed, withdrawable;
+   held-out loss per round; the run's token accounting, which must balance to
+   the atto-unit: pool + stakes + syncer stake in = rewards + refunds + syncer
+   fees + dust + burned + syncer stake still registered out) is printed and
+   written, with a loss-curve PNG.
 
 Everything lands under `--workdir` (default `.devnet/demo/<task id>`), the
 summary and plot under `--out` (default `out/demo`).
@@ -41,8 +49,10 @@ from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
+from tenzro_operator.spec import spec_hash
 from tenzro_operator.task_assets import fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
+from tenzro_operator.units import format_tokens
 from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.evaluate import HeldoutEvaluator
 
@@ -76,6 +86,9 @@ class DemoSettings:
     reward_pool: int = 1_000 * TOKEN
     stake: int = 100 * TOKEN
     escrow_bonus: int = 50 * TOKEN
+    syncer_fee_bps: int = 100  # 1 % of the pool to the syncer, paid per finalized round
+    syncer_bond: int = 10 * TOKEN  # locked from the syncer's pool stake until the seal
+    enrollment_window_ms: int = 600_000  # 10 min for the M trainers to enroll
     timeout_s: float = 900.0
     task_id: str | None = None
     max_missed_rounds: int = 2
@@ -107,8 +120,13 @@ def _preflight(s: DemoSettings) -> tuple[ChainClient, IpfsClient]:
     return deployer, ipfs
 
 
+def _syncer_stake(deployer: ChainClient, s: DemoSettings) -> int:
+    """What the syncer registers: the registry's minimum, and at least the run's bond."""
+    return max(deployer.min_syncer_stake(), s.syncer_bond)
+
+
 def _fund(deployer: ChainClient, accounts: dict[str, str], s: DemoSettings) -> None:
-    need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": deployer.min_syncer_stake()}
+    need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": _syncer_stake(deployer, s)}
     pending = []
     for role, addr in accounts.items():
         amount = need.get(role, s.stake)
@@ -144,10 +162,25 @@ def _tail(path: Path, n: int = 1500) -> str:
         return "(no log)"
 
 
+def register_syncer(syncer: ChainClient, deployer: ChainClient, s: DemoSettings) -> int:
+    """Make the syncer account a candidate whose unlocked stake covers the run's bond (a devnet
+    that served earlier demos may have it registered already). Returns its pool stake, atto-units,
+    the syncer's part of the run's token accounting."""
+    info = syncer.syncer_info()
+    if not info.registered:
+        syncer.register_syncer(_syncer_stake(deployer, s))
+    else:  # top up to the minimum (the daemon would) and to an unlocked stake that covers the bond
+        short = max(deployer.min_syncer_stake() - info.stake, s.syncer_bond - info.free, 0)
+        if short:
+            deployer.wait(deployer.send("mint", syncer.address, short, contract="TenzroToken"))
+            syncer.register_syncer(short)
+    return syncer.syncer_info().stake
+
+
 def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path) -> list[Proc]:
     """Start the syncer and the trainers as separate processes; returns them (syncer first)."""
     syncer_cfg = _write_yaml(work / "config" / "syncer.yaml", {
-        **_common(s, keys["syncer"], work / "syncer"), "task_id": task, "close_enrollment_after_s": None})
+        **_common(s, keys["syncer"], work / "syncer"), "task_id": task})
     procs = [_spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
                     work / "logs" / "syncer.log")]
     for i in range(s.trainers):
@@ -254,13 +287,18 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     _fund(deployer, addresses, s)
     console.print(f"funded sponsor, syncer and {s.trainers} trainers with TNZO from the deployer")
 
+    syncer_stake = register_syncer(_client(s, anvil_account(roles["syncer"])), deployer, s)
+    console.print(f"syncer candidate with {syncer_stake / TOKEN:g} TNZO of pool stake (the run's bond: "
+                  f"{s.syncer_bond / TOKEN:g} TNZO)")
+
     df = default_collection()
     sponsor = _client(s, anvil_account(roles["sponsor"]))
     spec = build_spec(ipfs, SpecDraft(
         task_id=task, sponsor_address=sponsor.address, fragment_count=s.fragments, trainer_count=s.trainers,
         quorum=s.quorum, inner_steps=s.inner_steps, max_rounds=s.rounds, grace_window_ms=s.grace_window_ms,
         aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
-        max_missed_rounds=s.max_missed_rounds), df)
+        max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
+        enrollment_window_ms=s.enrollment_window_ms), df)
     posted_block = sponsor.block_number()
     task_id, spec_cid = post_task(sponsor, ipfs, spec)
     console.print(f"posted {task} (0x{task_id.hex()[:16]}…): {df.unique_id.nunique()} series, dataset "
@@ -273,11 +311,45 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     finally:
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
-    return summarize(s, sponsor, ipfs, spec, df, task, task_id, posted_block, addresses, t_start)
+    return summarize(s, sponsor, ipfs, spec, df, task, task_id, posted_block, addresses, t_start, syncer_stake)
+
+
+def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str, syncer: str,
+               syncer_stake_in: int) -> dict:
+    """The run's token accounting from the chain (atto-units), exact.
+
+    In: the reward pool, the trainers' stakes, the syncer's pool stake before the run. Out: the
+    trainers' rewards and stake refunds and the sponsor's dust (``PayoutCredited``), the syncer
+    fees the run accrued (claimable, ``syncerFeesAccrued``), the stake burned by slashes
+    (``StakeBurned``: trainers' slashes, replaced syncers' bonds) and the syncer's pool stake
+    still registered. ``conserved`` is ``in == out``.
+    """
+    run = chain.get_run(task_id)
+    head = chain.block_number()
+    payouts = chain.get_logs(from_block, head, ["PayoutCredited"], task_id=task_id)
+    burned = chain.get_logs(from_block, head, ["StakeBurned"], task_id=task_id)
+    sponsor = sponsor.lower()
+    a = {
+        "pool": run.reward_pool,
+        "stakes": sum(chain.trainer_stats(task_id, t).stake for t in chain.trainers_of(task_id)),
+        "syncer_stake_in": syncer_stake_in,
+        "rewards": sum(p["args"]["reward"] for p in payouts if p["args"]["account"].lower() != sponsor),
+        "dust": sum(p["args"]["reward"] for p in payouts if p["args"]["account"].lower() == sponsor),
+        "refunds": sum(p["args"]["stakeRefund"] for p in payouts),
+        "syncer_fees": run.syncer_fees_accrued,
+        "burned": sum(b["args"]["amount"] for b in burned),
+        "syncer_stake_out": chain.syncer_info(syncer).stake,
+    }
+    a["in"] = a["pool"] + a["stakes"] + a["syncer_stake_in"]
+    a["out"] = (a["rewards"] + a["refunds"] + a["syncer_fees"] + a["dust"] + a["burned"]
+                + a["syncer_stake_out"])
+    a["conserved"] = a["in"] == a["out"]
+    return a
 
 
 def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: pd.DataFrame, task: str,
-              task_id: bytes, from_block: int, addresses: dict[str, str], t_start: float) -> dict:
+              task_id: bytes, from_block: int, addresses: dict[str, str], t_start: float,
+              syncer_stake_in: int) -> dict:
     receipt = chain.get_receipt(task_id)
     report = replay.verify_receipt(chain, ipfs, task_id)  # also asks the verifier at 0x…1008
     on_chain_ok = report.verifier_ok
@@ -287,10 +359,16 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
 
     trainer0 = addresses["trainer-0"]
     before = chain.token_balance(trainer0)
-    eid = escrow.deposit(chain, trainer0, s.escrow_bonus, task_id, expiry_s=3600)
+    # bound to this run: its sponsor and spec hash, and at least one full model's worth of accepted
+    # work per round (credits weigh each accepted fragment by its parameter count)
+    min_credits = spec.architecture.param_count * spec.max_rounds
+    eid = escrow.deposit(chain, trainer0, s.escrow_bonus, task_id, expiry_s=3600, sponsor=spec.sponsor_address,
+                         spec_hash=spec_hash(spec), min_credits=min_credits)
     escrow.release(chain, eid, task_id)
     paid = chain.token_balance(trainer0) - before
-    console.print(f"RewardEscrow #{eid} released {paid / TOKEN:g} TNZO to trainer-0 against the receipt")
+    console.print(f"RewardEscrow #{eid} (bound to sponsor {spec.sponsor_address[:10]}…, spec hash "
+                  f"0x{spec_hash(spec).hex()[:12]}…, >= {min_credits} credits) released {paid / TOKEN:g} TNZO to "
+                  f"trainer-0 against the receipt")
 
     runtime = TaskRuntime.from_spec(spec)
     ev = HeldoutEvaluator(runtime.model_cfg, runtime.split(df))  # df: the pinned dataset (same hash)
@@ -307,8 +385,12 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
         trainers.append({"trainer": role_of.get(addr.lower(), addr), "address": addr, "accepted": st.accepted,
                          "missed_rounds": st.total_missed, "evicted": st.evicted, "reward_tnzo": st.current_reward / TOKEN,
                          "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
+    acct = accounting(chain, task_id, from_block, addresses["sponsor"], addresses["syncer"], syncer_stake_in)
     summary = {"task": task, "task_id": "0x" + task_id.hex(), "posted_block": from_block, "rounds": run.max_rounds,
-               "trainers": trainers,
+               "trainers": trainers, "syncer": {"address": addresses["syncer"], "elected": run.syncer,
+                                                "fees_tnzo": run.syncer_fees_accrued / TOKEN,
+                                                "fee_unclaimed_tnzo": chain.syncer_fee_of(task_id, run.syncer) / TOKEN},
+               "accounting": {k: (v if isinstance(v, bool) else str(v)) for k, v in acct.items()},
                "heldout": curve, "receipt": {"run_root": "0x" + receipt.run_root.hex(), "verifier_ok": on_chain_ok,
                                              "replay_ok": report.ok},
                "escrow_released_tnzo": paid / TOKEN, "wall_s": time.monotonic() - t_start, "settings": {
@@ -321,6 +403,8 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     console.print(f"summary: {s.out / 'summary.json'}; loss curve: {png}; total {summary['wall_s']:.0f} s")
     if not (on_chain_ok and report.ok):
         raise DemoError("the receipt did not verify (see above)")
+    if not acct["conserved"]:
+        raise DemoError(f"the run's tokens do not balance: in {acct['in']} atto, out {acct['out']} atto")
     return summary
 
 
@@ -339,6 +423,24 @@ def _print_summary(summary: dict) -> None:
     for row in summary["heldout"]:
         h.add_row(str(row["round"]), f"{row['heldout_loss']:.4f}", f"{row['mase']:.3f}", f"{row['smape']:.3f}")
     console.print(h)
+    a = {k: (v if isinstance(v, bool) else int(v)) for k, v in summary["accounting"].items()}
+    t = Table(title="run token accounting (TNZO, exact in atto-units)")
+    for col in ("in", "TNZO", "out", "TNZO "):
+        t.add_column(col, justify="left" if col in ("in", "out") else "right")
+    ins = [("reward pool", a["pool"]), ("trainer stakes", a["stakes"]), ("syncer stake", a["syncer_stake_in"])]
+    outs = [("rewards", a["rewards"]), ("stake refunds", a["refunds"]), ("syncer fees", a["syncer_fees"]),
+            ("dust to sponsor", a["dust"]), ("burned (slashes)", a["burned"]),
+            ("syncer stake still registered", a["syncer_stake_out"])]
+    for i in range(max(len(ins), len(outs))):
+        left = ins[i] if i < len(ins) else ("", None)
+        right = outs[i] if i < len(outs) else ("", None)
+        t.add_row(left[0], "" if left[1] is None else format_tokens(left[1], symbol=""), right[0],
+                  "" if right[1] is None else format_tokens(right[1], symbol=""))
+    t.add_row("[bold]total in[/]", format_tokens(a["in"], symbol=""), "[bold]total out[/]",
+              format_tokens(a["out"], symbol=""))
+    console.print(t)
+    console.print(f"conservation: in {a['in']} atto {'==' if a['conserved'] else '!='} out {a['out']} atto: "
+                  + ("[green]balanced[/]" if a["conserved"] else "[red]NOT BALANCED[/]"))
 
 
 @click.command()

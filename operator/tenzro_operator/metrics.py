@@ -88,6 +88,8 @@ class SyncerMetrics(RoleMetrics):
         self.round = Gauge("tenzro_syncer_round", "open round", ["task"], registry=r)
         self.heldout_loss = Gauge("tenzro_syncer_heldout_loss", "held-out loss after the last round", ["task"],
                                   registry=r)
+        self.fees_claimed = Counter("tenzro_syncer_fees_claimed_tnzo", "syncer fees claimed after seals (TNZO)",
+                                    registry=r)
 
 
 def start_metrics_server(port: int = DEFAULT_METRICS_PORT, metrics: RoleMetrics | None = None,

@@ -11,7 +11,25 @@ The shape is the one of the Tenzro Train docs::
      "created_at": 1761350400, "metadata": {...}}
 
 ``aggregation`` uses serde's external tagging: ``"Mean"``, ``"CoordinateMedian"``,
-``{"TrimmedMean": {"alpha_bps": 1250}}`` or ``{"Krum": {"f": 1}}``.
+``{"TrimmedMean": {"alpha_bps": 1250}}`` or ``{"Krum": {"f": 1}}``. Krum is refused in the
+Open tier (the only tier the registry takes): it ranks whole payloads by distances, so no single
+coordinate can prove a commit wrong (contracts/PROTOCOL.md §1; the registry reverts
+``Registry__RuleNotProvable``).
+
+Top-level fields of protocol v2 beyond the docs' example (optional; a spec without them takes
+the defaults, and the canonical JSON, hence the spec hash, always carries them):
+
+========================  =======================================================  ===========
+``enrollment_window_ms``  enrollment stays open this long after posting (ms, > 0,  3_600_000
+                          <= 30 days; on-chain ceil(ms / 1000) seconds); after it
+                          anyone opens round 0 with >= K enrolled or cancels with
+                          fewer
+``syncer_fee_bps``        share of the reward pool paid to the syncers, basis      100
+                          points (0..2000), ``reward_pool * bps / 10000 /
+                          max_rounds`` per finalized round
+``syncer_bond``           stake the elected syncer locks for the run, decimal      10 TNZO
+                          string of atto-units (> 0); burned if it is replaced
+========================  =======================================================  ===========
 
 Protocol fields the contract enforces but the docs' spec has no slot for live in
 ``metadata.protocol`` (all optional in the docs' example, required by ``post-task``):
@@ -66,6 +84,12 @@ HEX32_RE = re.compile(r"^0x[0-9a-fA-F]{64}$")
 ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 UINT_RE = re.compile(r"^[0-9]+$")
 UINT256_MAX = 2**256 - 1
+MAX_SYNCER_FEE_BPS = 2_000  # TrainingRegistry.MAX_SYNCER_FEE_BPS
+MAX_ENROLLMENT_MS = 30 * 24 * 3600 * 1000  # TrainingRegistry.MAX_ENROLLMENT_SECONDS (30 days), in ms
+MAX_SUBMISSION_SLOTS = 2048  # TrainingRegistry.MAX_SUBMISSION_SLOTS: largest M * F
+DEFAULT_ENROLLMENT_WINDOW_MS = 3_600_000  # one hour
+DEFAULT_SYNCER_FEE_BPS = 100  # 1 % of the pool
+DEFAULT_SYNCER_BOND = str(10 * 10**18)  # 10 TNZO in atto-units
 
 AGGREGATION_RULES = ("Mean", "TrimmedMean", "CoordinateMedian", "Krum")
 """Names of the aggregation rules, in the order of the contract's enum (0..3)."""
@@ -243,6 +267,11 @@ class TaskSpec(_Strict):
     min_throughput: int | float | None = None
     created_at: int = Field(ge=0, description="unix seconds")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    enrollment_window_ms: int = Field(default=DEFAULT_ENROLLMENT_WINDOW_MS, gt=0, le=MAX_ENROLLMENT_MS,
+                                      description="enrollment window after posting, milliseconds (<= 30 days)")
+    syncer_fee_bps: int = Field(default=DEFAULT_SYNCER_FEE_BPS, ge=0, le=MAX_SYNCER_FEE_BPS,
+                                description="syncers' share of the reward pool, basis points")
+    syncer_bond: str = Field(default=DEFAULT_SYNCER_BOND, description="bond the elected syncer locks, atto-units")
 
     @field_validator("sponsor_did")
     @classmethod
@@ -285,6 +314,14 @@ class TaskSpec(_Strict):
             raise ValueError("reward_pool must be positive")
         return v
 
+    @field_validator("syncer_bond", mode="before")
+    @classmethod
+    def _bond(cls, v: Any) -> str:
+        _check_atto(v, "syncer_bond")
+        if int(v) == 0:
+            raise ValueError("syncer_bond must be positive (the registry reverts Registry__ZeroSyncerBond)")
+        return v
+
     @field_validator("dataset_ref")
     @classmethod
     def _ref(cls, v: str) -> str:
@@ -309,6 +346,14 @@ class TaskSpec(_Strict):
     def _consistency(self) -> "TaskSpec":
         if self.quorum > self.trainer_count:
             raise ValueError(f"@quorum: quorum K ({self.quorum}) exceeds trainer_count M ({self.trainer_count})")
+        slots = self.trainer_count * self.architecture.fragment_count
+        if slots > MAX_SUBMISSION_SLOTS:
+            raise ValueError(f"@trainer_count: trainer_count M x architecture.fragment_count F = {slots} exceeds "
+                             f"{MAX_SUBMISSION_SLOTS}, the registry's bound on the submissions of a round")
+        if isinstance(self.aggregation, KrumRule) and self.tier == "Open":
+            raise ValueError("@aggregation: Krum cannot be posted in the Open tier: it ranks whole payloads by "
+                             "distances, so no single coordinate can prove a commit wrong (the registry reverts "
+                             "Registry__RuleNotProvable); use Mean, TrimmedMean or CoordinateMedian")
         if isinstance(self.aggregation, KrumRule):
             f = self.aggregation.Krum.f
             if self.quorum < 2 * f + 3:
@@ -352,6 +397,22 @@ class TaskSpec(_Strict):
     def reward_pool_atto(self) -> int:
         """Reward pool in token atto-units."""
         return int(self.reward_pool)
+
+    @property
+    def syncer_bond_atto(self) -> int:
+        """The syncer's bond in token atto-units."""
+        return int(self.syncer_bond)
+
+    @property
+    def enrollment_seconds(self) -> int:
+        """The enrollment window as the registry stores it: ceil(ms / 1000) seconds."""
+        return -(-self.enrollment_window_ms // 1000)
+
+    @property
+    def syncer_fee_per_round_atto(self) -> int:
+        """What each finalized round pays its syncer, atto-units (the registry's integer division:
+        ``reward_pool * syncer_fee_bps // 10000 // max_rounds``)."""
+        return self.reward_pool_atto * self.syncer_fee_bps // 10_000 // self.max_rounds
 
     @property
     def task_id_bytes(self) -> bytes:

@@ -1,7 +1,12 @@
 """Fixtures of the registry's ape tests: role accounts, a deployed token and registry, and
-factory fixtures (``post_task``, ``enroll``, ``submit``, ``commit``, ``start_run``) that
+factory fixtures (``post_task``, ``enroll``, ``elect``, ``submit``, ``start_run``) that
 drive a run the way the operator does, EIP-712 signatures included (eth-account's
 ``encode_typed_data``, the same call the operator makes).
+
+A syncer is elected only for a Training run and in two transactions
+(``requestSyncerElection``, then ``electSyncer`` in a later block: anvil automines one block
+per transaction), so ``start_run`` posts, enrolls the M trainers (the M-th opens round 0) and
+then elects.
 
 Amounts are token atto-units (18 decimals); times are seconds except ``graceWindowMs``.
 """
@@ -18,6 +23,7 @@ from eth_account.messages import encode_typed_data
 from registry_helpers import (
     E18,
     MIN_STAKE,
+    MIN_SYNCER_FEE_PER_ROUND,
     MIN_SYNCER_STAKE,
     SYNCER_TIMEOUT,
     as_tuple,
@@ -87,7 +93,10 @@ def token(mocks, roles):
 
 @pytest.fixture(scope="module")
 def registry(project, roles, token):
-    return roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    """TrainingRegistry(token, minSyncerStake, syncerTimeout, minSyncerFeePerRound > 0)."""
+    return roles.owner.deploy(
+        project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, MIN_SYNCER_FEE_PER_ROUND
+    )
 
 
 @pytest.fixture(scope="module")
@@ -192,30 +201,58 @@ def submit(registry, sign, roles) -> Callable:
 
 
 @pytest.fixture(scope="module")
-def start_run(registry, post_task, enroll, syncer_pool, roles) -> Callable:
-    """start_run(name, m=3, **overrides): post, elect the syncer, enroll m trainers (round 0 open)."""
+def elect(registry, roles) -> Callable:
+    """elect(task, requester=stranger, elector=relayer): requestSyncerElection, then electSyncer
+    in the next block (anvil automines each transaction); returns electSyncer's receipt."""
+
+    def _elect(task: bytes, requester=None, elector=None):
+        registry.requestSyncerElection(task, sender=requester or roles.stranger)
+        return registry.electSyncer(task, sender=elector or roles.relayer)
+
+    return _elect
+
+
+@pytest.fixture(scope="module")
+def syncer_of(registry, roles) -> Callable:
+    """syncer_of(task) -> the role account that is the run's syncer now (syncer or other_syncer)."""
+
+    def _of(task: bytes):
+        addr = registry.getRun(task).syncer
+        for a in (roles.syncer, roles.other_syncer):
+            if a.address == addr:
+                return a
+        raise AssertionError(f"syncer {addr} of the run is not a role account")
+
+    return _of
+
+
+@pytest.fixture(scope="module")
+def start_run(registry, post_task, enroll, elect, syncer_pool, roles) -> Callable:
+    """start_run(name, m=3, **overrides): post, enroll m = M trainers (the last opens round 0),
+    elect the syncer."""
 
     def _start(name: str = "task-1", m: int = 3, **over) -> bytes:
         over.setdefault("trainerCount", m)
         over.setdefault("quorum", min(2, m))
         task = post_task(name, **over)
-        registry.electSyncer(task, sender=roles.stranger)
         for t in roles.trainers[:m]:
             enroll(task, t)
+        elect(task)
         return task
 
     return _start
 
 
 @pytest.fixture(scope="module")
-def full_round(registry, submit, roles) -> Callable:
-    """full_round(task, round, m, f): all m trainers submit all f fragments, all accepted."""
+def full_round(registry, submit, syncer_of, roles) -> Callable:
+    """full_round(task, round, m, f): all m trainers submit all f fragments, all accepted,
+    finalized by the run's syncer."""
 
     def _full(task: bytes, rnd: int, m: int, f: int):
         for t in roles.trainers[:m]:
             for j in range(f):
                 submit(task, t, rnd, j)
-        return registry.finalizeRound(commit(task, rnd, f, [(1 << f) - 1] * m), sender=roles.syncer)
+        return registry.finalizeRound(commit(task, rnd, f, [(1 << f) - 1] * m), sender=syncer_of(task))
 
     return _full
 
@@ -223,9 +260,10 @@ def full_round(registry, submit, roles) -> Callable:
 @pytest.fixture(scope="module")
 def state(registry, token, roles) -> Callable:
     """state(*tasks): everything a revert must leave unchanged — token balances of the
-    registry and of every role, withdrawable balances, the syncer pool, and per task the run
-    view, the trainer list, the metrics and open-round submission bitmaps of the trainers
-    the tests use (the first four)."""
+    registry and of every role, withdrawable balances, the syncer pool (stakes, active runs,
+    locked bonds), the burned total, and per task the run view, the trainer list, the
+    metrics and open-round submission bitmaps of the trainers the tests use (the first four)
+    and the syncers' accrued fees."""
 
     trainers = roles.trainers[:4]
     holders = [roles.sponsor, roles.syncer, roles.other_syncer, roles.stranger, *trainers]
@@ -237,6 +275,7 @@ def state(registry, token, roles) -> Callable:
             "syncers": [tuple(registry.syncerInfo(a)) for a in (roles.syncer, roles.other_syncer)],
             "candidates": list(registry.syncerCandidates()),
             "runs": registry.listRuns(0, 100),
+            "burned": registry.burned(),
         }
         for task in tasks:
             run = registry.getRun(task)
@@ -245,6 +284,7 @@ def state(registry, token, roles) -> Callable:
                 "trainers": list(registry.trainersOf(task)),
                 "metrics": [tuple(registry.trainerMetrics(task, a)) for a in trainers],
                 "subs": [tuple(registry.submissionsOf(task, run.currentRound, a)) for a in trainers],
+                "fees": [registry.syncerFeeOf(task, a) for a in (roles.syncer, roles.other_syncer)],
             }
         return snap
 

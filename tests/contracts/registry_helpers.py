@@ -16,10 +16,17 @@ from ethpm_types import ContractType
 E18 = 10**18
 MIN_SYNCER_STAKE = 100 * E18
 SYNCER_TIMEOUT = 60  # seconds
+# the deploy script's default (0.001 TNZO): the suite's registries enforce a minimum fee > 0
+MIN_SYNCER_FEE_PER_ROUND = 10**15
 MIN_STAKE = 10 * E18
 GRACE_MS = 30_000  # 30 s
 GRACE_S = 30
 POOL = 1_000 * E18
+ENROLL_S = 3_600  # enrollment window of the default task, seconds
+SYNCER_FEE_BPS = 100  # 1 % of the pool to syncers
+SYNCER_BOND = E18  # 1 % of MIN_SYNCER_STAKE: a candidate can be syncer of 100 runs at once
+BPS = 10_000
+ZERO_ADDRESS = "0x" + "00" * 20
 
 
 def sha(label: str) -> bytes:
@@ -52,18 +59,31 @@ def params(name: str = "task-1", **over) -> dict:
         minStake=MIN_STAKE,
         rewardPool=POOL,
         fragmentSizes=[1000 * (i + 1) for i in range(f)],
+        enrollmentSeconds=ENROLL_S,
+        syncerFeeBps=SYNCER_FEE_BPS,
+        syncerBond=SYNCER_BOND,
     )
     p.update(over)
     return p
 
 
+TASK_PARAM_KEYS = (
+    "taskId", "specHash", "specCid", "initialWeightsRoot", "trainerCount", "quorum",
+    "fragmentCount", "innerSteps", "maxRounds", "graceWindowMs", "aggregation", "tier",
+    "maxMisses", "minStake", "rewardPool", "fragmentSizes", "enrollmentSeconds", "syncerFeeBps",
+    "syncerBond",
+)
+
+
 def as_tuple(p: dict) -> tuple:
-    keys = [
-        "taskId", "specHash", "specCid", "initialWeightsRoot", "trainerCount", "quorum",
-        "fragmentCount", "innerSteps", "maxRounds", "graceWindowMs", "aggregation", "tier",
-        "maxMisses", "minStake", "rewardPool", "fragmentSizes",
-    ]
-    return tuple(p[k] for k in keys)
+    """TaskParams dict -> the tuple postTask takes (struct field order)."""
+    return tuple(p[k] for k in TASK_PARAM_KEYS)
+
+
+def fee_per_round(pool: int, bps: int, rounds: int) -> int:
+    """Syncer fee of one finalized round, atto-units: floor(floor(pool * bps / 10000) / rounds)
+    (the rule of ITrainingRegistry's header, written out here from the interface text)."""
+    return pool * bps // BPS // rounds
 
 
 def commit(task: bytes, rnd: int, f: int, accepted: list[int]) -> tuple:
@@ -110,10 +130,57 @@ def mock_contract_type(name: str) -> ContractType:
         base_path=str(REPO),
         allow_paths=[str(REPO)],
     )
-    art = out["contracts"][src][name]
+    return _contract_type(name, out["contracts"][src][name])
+
+
+def inline_contract_type(source: str, name: str) -> ContractType:
+    """ContractType of contract `name` in a Solidity source given as text (test-only helpers
+    such as a caller that requests and elects in one transaction)."""
+    import solcx
+
+    out = solcx.compile_standard(
+        {
+            "language": "Solidity",
+            "sources": {"Inline.sol": {"content": source}},
+            "settings": {
+                "evmVersion": "cancun",
+                "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
+            },
+        },
+        solc_binary=str(SOLC),
+    )
+    return _contract_type(name, out["contracts"]["Inline.sol"][name])
+
+
+def _contract_type(name: str, art: dict) -> ContractType:
     return ContractType(
         contractName=name,
         abi=art["abi"],
         deploymentBytecode={"bytecode": "0x" + art["evm"]["bytecode"]["object"]},
         runtimeBytecode={"bytecode": "0x" + art["evm"]["deployedBytecode"]["object"]},
     )
+
+
+def ledger(registry, token, accounts) -> dict:
+    """The terms of the registry's conservation rule (ITrainingRegistry / TrainingRegistry
+    header), read from its views, and the token balance they must add up to:
+
+        token.balanceOf(registry) == sum over runs (rewardPoolLeft + stakeHeld)
+                                     + unclaimed syncer fees + syncer stakes
+                                     + withdrawable + burned
+
+    `accounts` must hold every address that was ever credited (trainers, sponsors, syncers);
+    runs are all of listRuns (sealed and cancelled runs hold 0 in both terms), syncer stakes
+    those of the current candidates (a candidate that left has stake 0)."""
+    tasks = list(registry.listRuns(0, 10_000)[0])
+    candidates = list(registry.syncerCandidates())
+    runs = [registry.getRun(t) for t in tasks]
+    terms = {
+        "runs": sum(r.rewardPoolLeft + r.stakeHeld for r in runs),
+        "fees": sum(registry.syncerFeeOf(t, a) for t in tasks for a in accounts),
+        "stakes": sum(registry.syncerInfo(a)[0] for a in candidates),
+        "withdrawable": sum(registry.withdrawable(a) for a in accounts),
+        "burned": registry.burned(),
+    }
+    terms["balance"] = token.balanceOf(registry)
+    return terms

@@ -23,12 +23,12 @@ def _gas(tx) -> int:
     return int(tx.gas_used)
 
 
-def _run(registry, post_task, enroll, submit, roles, name: str, m: int, f: int, rounds: int = 1):
-    """Posts an M x F run, fills it, and returns the gas of every step of round 0 + seal."""
+def _run(registry, post_task, enroll, elect, submit, roles, name: str, m: int, f: int, rounds: int = 1):
+    """Posts an M x F run, fills it, and returns the gas of every step of round 0."""
     task_gas = {}
     task = post_task(name, trainerCount=m, quorum=max(1, (3 * m) // 4), fragmentCount=f, maxRounds=rounds)
-    registry.electSyncer(task, sender=roles.stranger)
     enroll_gas = [_gas(enroll(task, t)) for t in roles.trainers[:m]]
+    elect(task)
     first, later = [], []
     for t in roles.trainers[:m]:
         for j in range(f):
@@ -44,35 +44,43 @@ def test_gas_at_reference_shape(registry, enroll, submit, fund, syncer_pool, rol
     p = params("gas-ref", trainerCount=8, quorum=6, fragmentCount=12, maxRounds=1)
     post_gas = _gas(registry.postTask(as_tuple(p), sender=roles.sponsor))
     task = p["taskId"]
-    registry.electSyncer(task, sender=roles.stranger)
     enroll_gas = [_gas(enroll(task, t)) for t in roles.trainers[:8]]
+    # two steps, two blocks (one syncer candidate in the pool: the draw's loop is at its shortest)
+    request = _gas(registry.requestSyncerElection(task, sender=roles.stranger))
+    elect = _gas(registry.electSyncer(task, sender=roles.stranger))
     first, later = [], []
     for t in roles.trainers[:8]:
         for j in range(12):
             (first if j == 0 else later).append(_gas(submit(task, t, 0, j)))
     fin = _gas(registry.finalizeRound(commit(task, 0, 12, [(1 << 12) - 1] * 8), sender=roles.syncer))
     seal = _gas(registry.seal(task, sender=roles.stranger))
+    claim = _gas(registry.claimSyncerFee(task, sender=roles.syncer))
     wd = _gas(registry.withdraw(sender=roles.trainers[0]))
 
     assert max(first + later) <= SUBMIT_CEILING, f"submitOuterGradient used {max(first + later)} gas"
     _rows["ops"] = [
         ("postTask (F = 12)", post_gas, post_gas),
         ("enrollTrainer (last one opens round 0)", min(enroll_gas), max(enroll_gas)),
+        ("requestSyncerElection", request, request),
+        ("electSyncer (first election, 1 candidate)", elect, elect),
         ("submitOuterGradient, first fragment of a trainer in a round", min(first), max(first)),
         ("submitOuterGradient, further fragments", min(later), max(later)),
         ("finalizeRound, M = 8, F = 12, all 96 accepted", fin, fin),
         ("seal (R = 1, M = 8)", seal, seal),
+        ("claimSyncerFee", claim, claim),
         ("withdraw", wd, wd),
     ]
+    for name, lo, hi in _rows["ops"]:
+        print(f"gas {name}: {lo:,}" + ("" if lo == hi else f" .. {hi:,}"))
     if REPORT:
         _write()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("m,f", [(m, f) for m in (2, 4, 8) for f in (1, 4, 12)])
-def test_finalize_gas_grid(registry, post_task, enroll, submit, syncer_pool, roles, m, f):
+def test_finalize_gas_grid(registry, post_task, enroll, elect, submit, syncer_pool, roles, m, f):
     """finalizeRound gas over M x F with every submission accepted (its worst case)."""
-    _, g = _run(registry, post_task, enroll, submit, roles, f"grid-{m}-{f}", m, f)
+    _, g = _run(registry, post_task, enroll, elect, submit, roles, f"grid-{m}-{f}", m, f)
     _rows["grid"].append((m, f, g["finalize"]))
     assert max(g["submit_first"] + g["submit_later"]) <= SUBMIT_CEILING
     if REPORT:

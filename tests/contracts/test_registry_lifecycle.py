@@ -1,8 +1,9 @@
 """ape tests of TrainingRegistry: the happy path of every function and view.
 
-A run is driven as the operator drives it: the sponsor posts, anyone elects the syncer,
-trainers enroll, a relayer submits EIP-712-signed outer gradients, the syncer finalizes,
-anyone seals, everyone withdraws. The sealed receipt is checked against the Python
+A run is driven as the operator drives it: the sponsor posts, trainers enroll (the M-th
+opens round 0), anyone requests a syncer election and anyone resolves it a block later, a
+relayer submits EIP-712-signed outer gradients, the syncer finalizes (earning its fee per
+round), anyone seals, everyone withdraws. The sealed receipt is checked against the Python
 encoder (tenzro_operator.receipt), an implementation written independently of the
 Solidity one.
 """
@@ -19,13 +20,18 @@ from tenzro_operator import receipt as rc
 
 from registry_helpers import (
     E18,
+    ENROLL_S,
     GRACE_S,
     MIN_STAKE,
+    MIN_SYNCER_FEE_PER_ROUND,
     MIN_SYNCER_STAKE,
     POOL,
+    SYNCER_BOND,
+    SYNCER_FEE_BPS,
     SYNCER_TIMEOUT,
     as_tuple,
     commit,
+    fee_per_round,
     params,
     sha,
     task_id,
@@ -60,13 +66,13 @@ def test_register_and_unregister_syncer(registry, token, fund, roles):
     assert (ev.syncer, ev.stake, ev.totalStake) == (s.address, 100 * E18, 100 * E18)
     tx = registry.registerSyncer(50 * E18, sender=s)  # top up
     assert events(tx, "SyncerRegistered")[0].totalStake == 150 * E18
-    assert tuple(registry.syncerInfo(s)) == (150 * E18, 0, True)
+    assert tuple(registry.syncerInfo(s)) == (150 * E18, 0, True, 0)
     assert s.address in registry.syncerCandidates()
     assert token.balanceOf(registry) == 150 * E18
 
     tx = registry.unregisterSyncer(sender=s)
     assert events(tx, "SyncerUnregistered")[0].stakeReleased == 150 * E18
-    assert tuple(registry.syncerInfo(s)) == (0, 0, False)
+    assert tuple(registry.syncerInfo(s)) == (0, 0, False, 0)
     assert s.address not in registry.syncerCandidates()
     assert registry.withdrawable(s) == 150 * E18
 
@@ -75,6 +81,8 @@ def test_constructor_views(registry, token):
     assert registry.token() == token.address
     assert registry.minSyncerStake() == MIN_SYNCER_STAKE
     assert registry.syncerTimeout() == SYNCER_TIMEOUT
+    assert registry.minSyncerFeePerRound() == MIN_SYNCER_FEE_PER_ROUND
+    assert registry.burned() == 0
 
 
 # ---------------------------------------------------------------- posting
@@ -97,6 +105,11 @@ def test_post_task_escrows_and_records_everything(registry, token, post_task, ro
     assert (run.minStake, run.rewardPool, run.rewardPoolLeft) == (MIN_STAKE, POOL, POOL)
     assert list(run.fragmentSizes) == [1000, 2000]
     assert run.postedAt == chain.blocks.head.timestamp
+    assert run.enrollmentDeadline == run.postedAt + ENROLL_S
+    assert (run.syncerFeeBps, run.syncerBond, run.syncerFeesAccrued) == (SYNCER_FEE_BPS, SYNCER_BOND, 0)
+    # no syncer, no pending election, not Training: no replacement clock
+    assert (run.syncerElectedAt, run.electionBlock, run.syncerReplaceableAt) == (0, 0, 0)
+    assert run.currentRound == 0 and run.roundDeadline == 0
 
 
 def test_task_posted_event_carries_params(registry, fund, roles):
@@ -109,6 +122,8 @@ def test_task_posted_event_carries_params(registry, fund, roles):
     got = ev.params
     got = got if isinstance(got, (tuple, list)) else tuple(got.values())
     assert tuple(got)[0] == p["taskId"] and tuple(got)[2] == p["specCid"]
+    # the three v2 fields close the struct
+    assert tuple(got)[-3:] == (p["enrollmentSeconds"], p["syncerFeeBps"], p["syncerBond"])
 
 
 def test_list_runs_pages(registry, post_task):
@@ -123,32 +138,57 @@ def test_list_runs_pages(registry, post_task):
 # ---------------------------------------------------------------- election, enrollment
 
 
-def test_elect_syncer_by_anyone(registry, post_task, syncer_pool, roles):
+def test_elect_syncer_by_anyone_in_two_steps(registry, post_task, enroll, syncer_pool, roles, chain):
+    """Request (one stranger) at block n, elect (another) at block n+1: the run's syncer locks
+    the run's bond; its replacement clock starts at the later of round deadline and election."""
     task = post_task("task-elect")
-    tx = registry.electSyncer(task, sender=roles.stranger)
+    for t in roles.trainers[:3]:
+        enroll(task, t)
+    tx = registry.requestSyncerElection(task, sender=roles.stranger)
+    (req,) = events(tx, "SyncerElectionRequested")
+    assert (req.taskId, req.round, req.requestBlock) == (task, 0, tx.block_number)
+    assert registry.getRun(task).electionBlock == tx.block_number
+    assert int(registry.getRun(task).syncer, 16) == 0  # nothing elected by the request
+
+    tx = registry.electSyncer(task, sender=roles.relayer)
+    assert tx.block_number == req.requestBlock + 1
     (ev,) = events(tx, "SyncerElected")
     assert ev.syncer == roles.syncer.address and int(ev.previous, 16) == 0
-    assert ev.syncerStake == MIN_SYNCER_STAKE and ev.previousSlashed == 0
-    assert registry.getRun(task).syncer == roles.syncer.address
-    assert tuple(registry.syncerInfo(roles.syncer))[1] == 1  # one active task
+    assert ev.syncerStake == MIN_SYNCER_STAKE and ev.previousSlashed == 0 and ev.round == 0
+    assert events(tx, "StakeBurned") == []  # a first election burns nothing
+    run = registry.getRun(task)
+    assert run.syncer == roles.syncer.address
+    assert run.syncerElectedAt == chain.blocks.head.timestamp and run.electionBlock == 0
+    assert run.syncerReplaceableAt == max(run.roundDeadline, run.syncerElectedAt) + SYNCER_TIMEOUT
+    # one active task, its bond locked out of the stake (the stake itself is untouched)
+    assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 1, True, SYNCER_BOND)
 
 
-def test_election_is_stake_weighted(registry, post_task, fund, syncer_pool, roles):
+def test_election_is_stake_weighted(registry, fund, syncer_pool, roles):
     """The heavy candidate (9x the stake) wins most of 40 draws (binomial, p = 0.9)."""
     heavy = roles.other_syncer
     fund(heavy, 900 * E18)
     registry.registerSyncer(900 * E18, sender=heavy)
+    trainer = roles.trainers[0]
+    fund(roles.sponsor, 40 * E18)
+    fund(trainer, 40 * MIN_STAKE)
     wins = 0
     for i in range(40):
-        task = post_task(f"draw-{i}", rewardPool=0)
-        wins += registry.electSyncer(task, sender=roles.stranger).events[0].syncer == heavy.address
+        p = params(f"draw-{i}", trainerCount=1, quorum=1, maxRounds=1, rewardPool=E18)
+        registry.postTask(as_tuple(p), sender=roles.sponsor)
+        registry.enrollTrainer(p["taskId"], MIN_STAKE, "did:x", sender=trainer)  # M = 1: Training
+        registry.requestSyncerElection(p["taskId"], sender=roles.stranger)
+        wins += registry.electSyncer(p["taskId"], sender=roles.stranger).events[0].syncer == heavy.address
     assert 28 <= wins <= 40  # P(wins < 28) < 1e-3 for p = 0.9
+    # every elected syncer locked one bond per run it holds
+    for s in (heavy, roles.syncer):
+        stake, active, _, locked = registry.syncerInfo(s)
+        assert locked == active * SYNCER_BOND
+    assert registry.syncerInfo(heavy)[1] == wins
 
 
-def test_enroll_assigns_balanced_shards_and_opens_round_0(registry, token, start_run, post_task, enroll,
-                                                          syncer_pool, roles, chain):
+def test_enroll_assigns_balanced_shards_and_opens_round_0(registry, post_task, enroll, roles, chain):
     task = post_task("task-enroll", trainerCount=3)
-    registry.electSyncer(task, sender=roles.stranger)
     for i, t in enumerate(roles.trainers[:3]):
         tx = enroll(task, t, MIN_STAKE + i, did=f"did:tenzro:{i}")
         (ev,) = events(tx, "TrainerEnrolled")
@@ -166,27 +206,50 @@ def test_enroll_assigns_balanced_shards_and_opens_round_0(registry, token, start
     assert (m.index, m.enrolled, m.evicted, m.stake, m.did) == (1, True, False, MIN_STAKE + 1, "did:tenzro:1")
 
 
-def test_close_enrollment_with_quorum(registry, post_task, enroll, syncer_pool, roles):
+def test_close_enrollment_by_anyone_after_the_deadline(registry, post_task, enroll, elect, syncer_pool, roles,
+                                                       chain):
+    """With K <= enrolled < M, anyone opens round 0 once the enrollment deadline has passed;
+    only then can a syncer be elected."""
     task = post_task("task-close", trainerCount=4, quorum=2)
-    registry.electSyncer(task, sender=roles.stranger)
     enroll(task, roles.trainers[0])
     enroll(task, roles.trainers[1])
-    tx = registry.closeEnrollment(task, sender=roles.syncer)
-    assert events(tx, "RoundOpened")[0].round == 0
+    chain.mine(deltatime=ENROLL_S + 1)
+    assert chain.blocks.head.timestamp > registry.getRun(task).enrollmentDeadline
+    tx = registry.closeEnrollment(task, sender=roles.stranger)
+    (opened,) = events(tx, "RoundOpened")
+    assert opened.round == 0 and opened.openedAt == chain.blocks.head.timestamp
     run = registry.getRun(task)
     assert run.status == 2 and run.enrolledCount == 2 and run.trainerCount == 4
+    assert run.roundDeadline == opened.openedAt + GRACE_S
+    assert events(elect(task), "SyncerElected")[0].syncer == roles.syncer.address
 
 
-def test_cancel_task_refunds_pool_and_stakes(registry, post_task, enroll, syncer_pool, roles):
+def test_cancel_task_refunds_pool_and_stakes(registry, post_task, enroll, roles):
     task = post_task("task-cancel")
-    registry.electSyncer(task, sender=roles.stranger)
     enroll(task, roles.trainers[0], 12 * E18)
     tx = registry.cancelTask(task, sender=roles.sponsor)
     assert events(tx, "TaskCancelled")[0].poolRefunded == POOL
     assert registry.getRun(task).status == 5
     assert registry.withdrawable(roles.sponsor) == POOL
     assert registry.withdrawable(roles.trainers[0]) == 12 * E18
-    assert tuple(registry.syncerInfo(roles.syncer))[1] == 0  # syncer released
+
+
+def test_cancel_by_anyone_after_the_deadline_short_of_quorum(registry, token, post_task, enroll, roles, chain):
+    """A run that missed its enrollment deadline with fewer than K trainers can be ended by
+    anyone: the pool goes back to the sponsor, every stake to its trainer."""
+    task = post_task("task-stale", trainerCount=3, quorum=2)
+    enroll(task, roles.trainers[0], 11 * E18)
+    chain.mine(deltatime=ENROLL_S + 1)
+    balance = token.balanceOf(registry)
+    tx = registry.cancelTask(task, sender=roles.stranger)
+    ev = events(tx, "TaskCancelled")[0]
+    assert (ev.poolRefunded, ev.trainersRefunded) == (POOL, 1)
+    assert registry.getRun(task).status == 5
+    assert registry.withdrawable(roles.sponsor) == POOL
+    assert registry.withdrawable(roles.trainers[0]) == 11 * E18
+    run = registry.getRun(task)
+    assert (run.rewardPoolLeft, run.stakeHeld) == (0, 0)  # all of it now withdrawable
+    assert token.balanceOf(registry) == balance  # nothing paid out before withdraw
 
 
 # ---------------------------------------------------------------- rounds
@@ -229,6 +292,7 @@ def test_submit_relayed_and_by_syncer(registry, start_run, sign, roles):
 
 
 def test_finalize_round_records_credits_and_opens_next(registry, start_run, submit, roles, chain):
+    fee = fee_per_round(POOL, SYNCER_FEE_BPS, 2)
     task = start_run("task-fin", m=3)
     tr = roles.trainers
     for t in tr[:3]:
@@ -256,8 +320,11 @@ def test_finalize_round_records_credits_and_opens_next(registry, start_run, subm
     m2 = registry.trainerMetrics(task, tr[2])
     assert (m2.submitted, m2.accepted, m2.credits, m2.missedRounds) == (1, 1, 1000, 0)
     assert tuple(registry.submissionsOf(task, 0, tr[0])) == (0b11, 0, 0b11)
-    # estimated reward so far: pool * 3000 / 7000 for trainer 0
-    assert registry.trainerMetrics(task, tr[0]).currentReward == POOL * 3000 // 7000
+    # the round's syncer fee left the pool for the finalizing syncer
+    assert run.rewardPoolLeft == POOL - fee and run.syncerFeesAccrued == fee
+    assert registry.syncerFeeOf(task, roles.syncer) == fee
+    # estimated reward so far: what is left of the pool * 3000 / 7000 for trainer 0
+    assert registry.trainerMetrics(task, tr[0]).currentReward == (POOL - fee) * 3000 // 7000
 
 
 def test_finalize_after_deadline_with_fewer_than_quorum(registry, start_run, submit, roles, chain):
@@ -278,8 +345,9 @@ def test_empty_round_after_deadline(registry, start_run, roles, chain):
     assert events(tx, "RoundFinalized")[0].acceptedCount == 0
 
 
-def test_misses_evict_and_slash(registry, start_run, submit, roles, chain):
+def test_misses_evict_and_slash(registry, token, start_run, submit, roles, chain):
     task = start_run("task-evict", m=2, quorum=1, maxMisses=1, maxRounds=3)
+    burned0, balance0 = registry.burned(), token.balanceOf(registry)
     a, b = roles.trainers[:2]
     for r in range(2):
         submit(task, a, r, 0)
@@ -292,35 +360,54 @@ def test_misses_evict_and_slash(registry, start_run, submit, roles, chain):
     assert sl.stakeLeft == MIN_STAKE - MIN_STAKE // 10
     m = registry.trainerMetrics(task, b)
     assert m.evicted and m.slashed == MIN_STAKE // 10 and m.totalMissed == 2
+    (burn,) = events(tx, "StakeBurned")
+    assert (burn.taskId, burn["from"], burn.amount) == (task, b.address, MIN_STAKE // 10)
     run = registry.getRun(task)
-    assert run.activeCount == 1 and run.rewardPoolLeft == POOL + MIN_STAKE // 10
+    # the slash is burned: the pool only lost the two rounds' syncer fees
+    assert run.activeCount == 1
+    assert run.rewardPoolLeft == POOL - 2 * fee_per_round(POOL, SYNCER_FEE_BPS, 3)
     assert run.stakeHeld == 2 * MIN_STAKE - MIN_STAKE // 10
+    assert registry.burned() - burned0 == MIN_STAKE // 10
+    assert token.balanceOf(registry) == balance0  # burned tokens stay in the registry
 
 
-def test_report_invalid_slashes(registry, start_run, submit, roles):
+def test_report_invalid_slashes_and_burns(registry, start_run, submit, roles):
     task = start_run("task-invalid", m=2, quorum=1)
     t = roles.trainers[1]
     submit(task, t, 0, 1)
+    burned0 = registry.burned()
     tx = registry.reportInvalid(task, 0, 1, t, 2, sender=roles.syncer)  # Malformed
     (ev,) = events(tx, "TrainerSlashed")
     assert (ev.trainer, ev.reason, ev.round, ev.fragment) == (t.address, 2, 0, 1)
     assert ev.amount == MIN_STAKE * 500 // 10_000
     assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0b10, 0)
-    assert registry.getRun(task).rewardPoolLeft == POOL + ev.amount
+    (burn,) = events(tx, "StakeBurned")
+    assert (burn.taskId, burn["from"], burn.amount) == (task, t.address, ev.amount)
+    run = registry.getRun(task)
+    assert run.rewardPoolLeft == POOL  # the pool never grows: nobody gains by a slash
+    assert run.stakeHeld == 2 * MIN_STAKE - ev.amount
+    assert registry.burned() - burned0 == ev.amount
 
 
-def test_replace_silent_syncer(registry, start_run, fund, roles, chain):
+def test_replace_silent_syncer_burns_its_bond(registry, token, start_run, elect, fund, roles, chain):
     fund(roles.other_syncer, MIN_SYNCER_STAKE)
     registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.other_syncer)
     task = start_run("task-replace", m=2)
     first = registry.getRun(task).syncer
+    burned0, balance0 = registry.burned(), token.balanceOf(registry)
     chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
-    tx = registry.electSyncer(task, sender=roles.stranger)
+    tx = elect(task)
     (ev,) = events(tx, "SyncerElected")
     assert ev.previous == first and ev.syncer != first
-    assert ev.previousSlashed == MIN_SYNCER_STAKE // 10
-    assert tuple(registry.syncerInfo(first))[:2] == (MIN_SYNCER_STAKE - MIN_SYNCER_STAKE // 10, 0)
-    assert registry.getRun(task).rewardPoolLeft == POOL + MIN_SYNCER_STAKE // 10
+    assert ev.previousSlashed == SYNCER_BOND
+    (burn,) = events(tx, "StakeBurned")
+    assert (burn.taskId, burn["from"], burn.amount) == (task, first, SYNCER_BOND)
+    # the replaced syncer lost exactly its bond for this run, and is no longer busy
+    assert tuple(registry.syncerInfo(first)) == (MIN_SYNCER_STAKE - SYNCER_BOND, 0, True, 0)
+    assert tuple(registry.syncerInfo(ev.syncer)) == (MIN_SYNCER_STAKE, 1, True, SYNCER_BOND)
+    assert registry.getRun(task).rewardPoolLeft == POOL  # burned, not paid into the pool
+    assert registry.burned() - burned0 == SYNCER_BOND
+    assert token.balanceOf(registry) == balance0
 
 
 # ---------------------------------------------------------------- seal and withdraw
@@ -328,6 +415,8 @@ def test_replace_silent_syncer(registry, start_run, fund, roles, chain):
 
 def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_round, submit, roles, chain):
     task = start_run("task-seal", m=3, maxRounds=2)
+    fee = fee_per_round(POOL, SYNCER_FEE_BPS, 2)
+    pool = POOL - 2 * fee  # what the trainers share after the two rounds' syncer fees
     tr = roles.trainers
     full_round(task, 0, 3, 2)
     # round 1: trainer 2 submits only fragment 0
@@ -356,12 +445,12 @@ def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_rou
 
     # credits: t0 = t1 = 2 * 3000, t2 = 3000 + 1000 -> total 16000
     credits = [6000, 6000, 4000]
-    rewards = [POOL * c // 16000 for c in credits]
+    rewards = [pool * c // 16000 for c in credits]
     payouts = {e.account: (e.reward, e.stakeRefund) for e in events(tx, "PayoutCredited")}
     for t, r in zip(tr[:3], rewards):
         assert payouts[t.address] == (r, MIN_STAKE)
         assert registry.trainerMetrics(task, t).currentReward == r
-    dust = POOL - sum(rewards)
+    dust = pool - sum(rewards)
     assert payouts[roles.sponsor.address] == (dust, 0)
     assert ev.rewardsCredited == sum(rewards) and ev.dustToSponsor == dust
 
@@ -372,34 +461,46 @@ def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_rou
     assert registry.withdrawable(tr[0]) == 0
     run = registry.getRun(task)
     assert run.status == 4 and run.rewardPoolLeft == 0 and run.stakeHeld == 0
-    assert tuple(registry.syncerInfo(roles.syncer))[1] == 0
+    assert run.syncerFeesAccrued == 2 * fee
+    # the seal unlocks the syncer's bond; its fees wait for claimSyncerFee
+    assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 0, True, 0)
+    assert registry.syncerFeeOf(task, roles.syncer) == 2 * fee
+    assert registry.runBinding(task) == (receipt.runRoot, roles.sponsor.address, dec.spec_hash, 16000)
 
 
 def test_seal_without_credits_returns_pool_to_sponsor(registry, start_run, roles, chain):
+    """Nobody earned credit: the pool minus the syncer's fee goes back to the sponsor."""
     task = start_run("task-nocredit", m=2, maxRounds=1)
     chain.mine(deltatime=GRACE_S + 1)
     registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
     registry.seal(task, sender=roles.stranger)
-    assert registry.withdrawable(roles.sponsor) == POOL
+    fee = fee_per_round(POOL, SYNCER_FEE_BPS, 1)
+    assert registry.withdrawable(roles.sponsor) == POOL - fee
     assert registry.withdrawable(roles.trainers[0]) == MIN_STAKE
+    assert registry.claimSyncerFee(task, sender=roles.syncer).return_value in (fee, None)
+    assert registry.withdrawable(roles.syncer) == fee
 
 
 def test_works_with_a_token_without_return_values(project, mocks, roles, chain):
     """USDT-style token (no bool returned): SafeERC20 copes, a whole run pays out."""
     tok = roles.owner.deploy(mocks("NoReturnToken"))
-    reg = roles.owner.deploy(project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    reg = roles.owner.deploy(project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, MIN_SYNCER_FEE_PER_ROUND)
     for a, amt in [(roles.sponsor, POOL), (roles.syncer, MIN_SYNCER_STAKE), (roles.trainers[0], MIN_STAKE)]:
         tok.mint(a, amt, sender=roles.owner)
         tok.approve(reg, amt, sender=a)
     reg.registerSyncer(MIN_SYNCER_STAKE, sender=roles.syncer)
     p = params("nr", trainerCount=1, quorum=1, maxRounds=1)
     reg.postTask(as_tuple(p), sender=roles.sponsor)
-    reg.electSyncer(p["taskId"], sender=roles.stranger)
     reg.enrollTrainer(p["taskId"], MIN_STAKE, "did:x", sender=roles.trainers[0])
+    reg.requestSyncerElection(p["taskId"], sender=roles.stranger)
+    reg.electSyncer(p["taskId"], sender=roles.stranger)
     chain.mine(deltatime=GRACE_S + 1)
     reg.finalizeRound(commit(p["taskId"], 0, 2, [0]), sender=roles.syncer)
     reg.seal(p["taskId"], sender=roles.stranger)
-    reg.withdraw(sender=roles.sponsor)
-    reg.withdraw(sender=roles.trainers[0])
-    assert tok.balanceOf(roles.sponsor) == POOL and tok.balanceOf(roles.trainers[0]) == MIN_STAKE
+    reg.claimSyncerFee(p["taskId"], sender=roles.syncer)
+    for a in (roles.sponsor, roles.trainers[0], roles.syncer):
+        reg.withdraw(sender=a)
+    fee = fee_per_round(POOL, SYNCER_FEE_BPS, 1)
+    assert tok.balanceOf(roles.sponsor) == POOL - fee and tok.balanceOf(roles.trainers[0]) == MIN_STAKE
+    assert tok.balanceOf(roles.syncer) == fee
     assert tok.balanceOf(reg) == MIN_SYNCER_STAKE

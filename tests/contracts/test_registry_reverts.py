@@ -1,6 +1,10 @@
 """ape tests of TrainingRegistry: every named revert, each checked to leave token balances,
-withdrawable balances, the syncer pool, the run view, every trainer's metrics and the open
-round's submission bitmaps unchanged (``unchanged`` below).
+withdrawable balances, the syncer pool (stakes, locked bonds), the burned total, the run
+view, every trainer's metrics, the open round's submission bitmaps and the syncers' accrued
+fees unchanged (``unchanged`` below).
+
+The reverts of a full syncer pool are in test_registry_syncers.py, those of syncer fees in
+test_registry_fees.py (both need a registry of their own).
 """
 
 from __future__ import annotations
@@ -8,18 +12,23 @@ from __future__ import annotations
 import ape
 import pytest
 from registry_helpers import (
-    E18,
+    ENROLL_S,
     GRACE_S,
     MIN_STAKE,
+    MIN_SYNCER_FEE_PER_ROUND,
     MIN_SYNCER_STAKE,
     POOL,
     SYNCER_TIMEOUT,
     as_tuple,
     commit,
+    inline_contract_type,
     params,
     sha,
     task_id,
 )
+
+MAX_ENROLL_S = 30 * 86_400
+ELECTION_WINDOW = 256  # blocks
 
 
 @pytest.fixture(scope="module")
@@ -41,23 +50,25 @@ def unchanged(state):
 
 def test_constructor_zero_token(project, roles):
     with ape.reverts(project.TrainingRegistry.Registry__ZeroAddress):
-        roles.owner.deploy(project.TrainingRegistry, "0x" + "00" * 20, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+        roles.owner.deploy(project.TrainingRegistry, "0x" + "00" * 20, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
+                           MIN_SYNCER_FEE_PER_ROUND)
 
 
 def test_register_zero_amount(registry, roles, unchanged):
     unchanged([], registry.Registry__ZeroAmount, lambda: registry.registerSyncer(0, sender=roles.other_syncer))
 
 
-def test_syncer_pool_full(registry, accounts, fund, roles, unchanged, chain):
-    cap = registry.MAX_SYNCER_CANDIDATES()
-    for _ in range(cap):
-        a = accounts.generate_test_account()
-        chain.provider.set_balance(a.address, 10 * E18)
-        fund(a, 1)
-        registry.registerSyncer(1, sender=a)
-    fund(roles.other_syncer, 1)
-    unchanged([], registry.Registry__SyncerPoolFull,
-              lambda: registry.registerSyncer(1, sender=roles.other_syncer), max=cap)
+def test_first_registration_below_min_syncer_stake(registry, fund, roles, unchanged):
+    """A first registration needs minSyncerStake; a candidate may then top up by any amount."""
+    s = roles.other_syncer
+    fund(s, MIN_SYNCER_STAKE)
+    unchanged([], registry.Registry__SyncerStakeTooLow,
+              lambda: registry.registerSyncer(MIN_SYNCER_STAKE - 1, sender=s),
+              stake=MIN_SYNCER_STAKE - 1, minStake=MIN_SYNCER_STAKE)
+    registry.registerSyncer(MIN_SYNCER_STAKE, sender=s)
+    fund(s, 1)
+    registry.registerSyncer(1, sender=s)  # a top-up below the minimum is fine
+    assert tuple(registry.syncerInfo(s)) == (MIN_SYNCER_STAKE + 1, 0, True, 0)
 
 
 def test_unregister_not_candidate(registry, roles, unchanged):
@@ -93,15 +104,53 @@ BAD_PARAMS = [
     ("Registry__UnsupportedTier", dict(tier=1), dict(tier=1)),
     ("Registry__UnknownAggregation", dict(aggregation=4), dict(rule=4)),
     ("Registry__ZeroMinStake", dict(minStake=0), {}),
+    # v2: Krum cannot be refereed coordinate by coordinate, so no Open-tier task may use it
+    ("Registry__RuleNotProvable", dict(aggregation=3), dict(rule=3, tier=0)),
+    # v2: M * F bounded by MAX_SUBMISSION_SLOTS = 2048 (256 x 8 fits, 256 x 9 does not)
+    ("Registry__ShapeTooLarge", dict(trainerCount=256, quorum=1, fragmentCount=9, fragmentSizes=[1] * 9),
+     dict(m=256, f=9, maxSlots=2048)),
+    ("Registry__BadEnrollmentWindow", dict(enrollmentSeconds=0), dict(seconds_=0, max=MAX_ENROLL_S)),
+    ("Registry__BadEnrollmentWindow", dict(enrollmentSeconds=MAX_ENROLL_S + 1),
+     dict(seconds_=MAX_ENROLL_S + 1, max=MAX_ENROLL_S)),
+    ("Registry__SyncerFeeTooHigh", dict(syncerFeeBps=2001), dict(bps=2001, max=2000)),
+    ("Registry__ZeroSyncerBond", dict(syncerBond=0), {}),
+    # fee per round = pool * bps / 10000 / rounds must reach minSyncerFeePerRound (1e15 here)
+    ("Registry__SyncerFeeTooLow", dict(rewardPool=0), dict(perRound=0, minPerRound=MIN_SYNCER_FEE_PER_ROUND)),
+    ("Registry__SyncerFeeTooLow", dict(syncerFeeBps=0), dict(perRound=0, minPerRound=MIN_SYNCER_FEE_PER_ROUND)),
+    # 100 bps, 2 rounds: floor(pool / 200) = 1e15 - 1, one atto-unit short
+    ("Registry__SyncerFeeTooLow", dict(rewardPool=200 * (MIN_SYNCER_FEE_PER_ROUND - 1) + 199),
+     dict(perRound=MIN_SYNCER_FEE_PER_ROUND - 1, minPerRound=MIN_SYNCER_FEE_PER_ROUND)),
 ]
 
 
-@pytest.mark.parametrize("error,over,args", BAD_PARAMS, ids=[b[0] for b in BAD_PARAMS])
+@pytest.mark.parametrize("error,over,args", BAD_PARAMS, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD_PARAMS)])
 def test_post_task_inconsistent_spec(registry, fund, roles, unchanged, error, over, args):
     p = params("bad", **over)
     fund(roles.sponsor, POOL)
     unchanged([], getattr(registry, error), lambda: registry.postTask(as_tuple(p), sender=roles.sponsor), **args)
     assert registry.listRuns(0, 10)[1] == 0
+
+
+def test_post_task_shape_and_fee_limits_are_inclusive(registry, fund, roles):
+    """The accepted edges of the v2 limits: M * F = 2048, a 30-day enrollment window, a 20 %
+    fee, and a pool whose fee per round is exactly minSyncerFeePerRound."""
+    fund(roles.sponsor, 4 * POOL)
+    edges = [
+        ("edge-shape", dict(trainerCount=256, quorum=1, fragmentCount=8, fragmentSizes=[1] * 8)),
+        ("edge-window", dict(enrollmentSeconds=MAX_ENROLL_S)),
+        ("edge-fee", dict(syncerFeeBps=2000)),
+        ("edge-pool", dict(rewardPool=200 * MIN_SYNCER_FEE_PER_ROUND)),
+    ]
+    for name, over in edges:
+        registry.postTask(as_tuple(params(name, **over)), sender=roles.sponsor)
+        assert registry.getRun(task_id(name)).status == 1, name
+
+
+def test_min_fee_zero_admits_a_task_without_pool(project, token, roles):
+    """With minSyncerFeePerRound = 0 (a registry choice), a task may offer no pool and no fee."""
+    reg = roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0)
+    reg.postTask(as_tuple(params("free", rewardPool=0, syncerFeeBps=0)), sender=roles.sponsor)
+    assert reg.getRun(task_id("free")).rewardPool == 0
 
 
 def test_post_task_id_reused(registry, post_task, fund, roles, unchanged):
@@ -122,7 +171,8 @@ def test_post_task_without_allowance(registry, roles, unchanged, token):
 def test_post_task_fee_on_transfer_shortfall(mocks, roles, chain):
     """A fee-on-transfer token delivers less than the pool: the post reverts, nothing kept."""
     tok = roles.owner.deploy(mocks("FeeOnTransferToken"), 100)  # 1 % fee
-    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
+                             MIN_SYNCER_FEE_PER_ROUND)
     tok.mint(roles.sponsor, POOL, sender=roles.owner)
     tok.approve(reg, POOL, sender=roles.sponsor)
     with ape.reverts(reg.Registry__TransferShortfall, expected=POOL, received=POOL - POOL // 100):
@@ -134,7 +184,8 @@ def test_post_task_fee_on_transfer_shortfall(mocks, roles, chain):
 def test_post_task_false_returning_token(mocks, roles):
     """A token that returns false instead of reverting: SafeERC20 turns it into a revert."""
     tok = roles.owner.deploy(mocks("FalseReturnToken"))
-    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
+                             MIN_SYNCER_FEE_PER_ROUND)
     tok.mint(roles.sponsor, POOL, sender=roles.owner)
     tok.approve(reg, POOL, sender=roles.sponsor)
     tok.setRefuseAll(True, sender=roles.owner)
@@ -148,15 +199,111 @@ def test_post_task_false_returning_token(mocks, roles):
 
 def test_unknown_task(registry, roles, unchanged):
     t = task_id("nope")
+    unchanged([], registry.Registry__UnknownTask,
+              lambda: registry.requestSyncerElection(t, sender=roles.stranger), taskId=t)
     unchanged([], registry.Registry__UnknownTask, lambda: registry.electSyncer(t, sender=roles.stranger), taskId=t)
     with ape.reverts(registry.Registry__UnknownTask):
         registry.getRun(t)
 
 
+@pytest.fixture
+def training(registry, post_task, enroll, syncer_pool, roles):
+    """A Training run (M = 3 enrolled: round 0 open) without a syncer yet."""
+    task = post_task("training", trainerCount=3, quorum=2)
+    for t in roles.trainers[:3]:
+        enroll(task, t)
+    return task
+
+
+def test_no_election_while_enrolling(registry, post_task, enroll, syncer_pool, roles, unchanged):
+    """v2: a syncer is elected only for a Training run (round 0 open)."""
+    task = post_task("enrolling-elect", trainerCount=3, quorum=2)
+    enroll(task, roles.trainers[0])
+    enroll(task, roles.trainers[1])
+    unchanged([task], registry.Registry__WrongStatus,
+              lambda: registry.requestSyncerElection(task, sender=roles.stranger), taskId=task, have=1)
+    unchanged([task], registry.Registry__WrongStatus,
+              lambda: registry.electSyncer(task, sender=roles.stranger), taskId=task, have=1)
+
+
+def test_elect_without_request(registry, training, roles, unchanged):
+    unchanged([training], registry.Registry__NoElectionRequested,
+              lambda: registry.electSyncer(training, sender=roles.stranger), taskId=training)
+
+
+def test_request_while_a_request_is_pending(registry, training, roles, unchanged, chain):
+    """A second request is refused while the first can still be resolved (256 blocks); one
+    block later it is allowed again and replaces the stale one."""
+    n = registry.requestSyncerElection(training, sender=roles.stranger).block_number
+    unchanged([training], registry.Registry__ElectionPending,
+              lambda: registry.requestSyncerElection(training, sender=roles.relayer), taskId=training, requestBlock=n)
+    chain.mine(n + ELECTION_WINDOW - 1 - chain.blocks.head.number)  # the next transaction lands in n + 256
+    unchanged([training], registry.Registry__ElectionPending,
+              lambda: registry.requestSyncerElection(training, sender=roles.relayer), taskId=training, requestBlock=n)
+    # (a reverted transaction is mined too: count from the head)
+    chain.mine(n + ELECTION_WINDOW - chain.blocks.head.number)  # the next lands in n + 257: expired
+    tx = registry.requestSyncerElection(training, sender=roles.relayer)
+    assert tx.block_number == n + ELECTION_WINDOW + 1
+    assert registry.getRun(training).electionBlock == tx.block_number
+
+
+SAME_BLOCK_ELECTOR = """// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+interface IRegistry {
+    function requestSyncerElection(bytes32 taskId) external;
+    function electSyncer(bytes32 taskId) external returns (address);
+}
+/// Requests and elects in one transaction, i.e. in the block of the request.
+contract SameBlockElector {
+    function requestAndElect(IRegistry registry, bytes32 taskId) external {
+        registry.requestSyncerElection(taskId);
+        registry.electSyncer(taskId); // its revert data bubbles up unchanged
+    }
+}
+"""
+
+
+def test_elect_in_the_block_of_the_request(registry, training, roles, unchanged, chain):
+    """blockhash(n) is unknown inside block n: an election in the request's block is refused,
+    and the request made in the same transaction is undone with it."""
+    elector = roles.owner.deploy(ape.contracts.ContractContainer(inline_contract_type(SAME_BLOCK_ELECTOR,
+                                                                                      "SameBlockElector")))
+    unchanged([training], registry.Registry__ElectionNotReady,
+              lambda: elector.requestAndElect(registry, training, sender=roles.stranger),
+              taskId=training, requestBlock=chain.blocks.head.number + 1)
+    assert registry.getRun(training).electionBlock == 0
+
+
+def test_elect_after_the_election_window(registry, training, roles, unchanged, chain):
+    """electSyncer works up to 256 blocks after the request (blockhash is still known), not after."""
+    n = registry.requestSyncerElection(training, sender=roles.stranger).block_number
+    chain.mine(n + ELECTION_WINDOW - chain.blocks.head.number)  # the next transaction lands in n + 257
+    unchanged([training], registry.Registry__ElectionExpired,
+              lambda: registry.electSyncer(training, sender=roles.stranger), taskId=training, requestBlock=n)
+    # a fresh request is allowed (the old one can no longer be resolved) and resolves a block later
+    registry.requestSyncerElection(training, sender=roles.stranger)
+    assert registry.electSyncer(training, sender=roles.stranger).events[-1].syncer == roles.syncer.address
+
+
+def test_elect_at_the_last_block_of_the_window(registry, training, roles, chain):
+    n = registry.requestSyncerElection(training, sender=roles.stranger).block_number
+    chain.mine(n + ELECTION_WINDOW - 1 - chain.blocks.head.number)  # the next transaction lands in n + 256
+    tx = registry.electSyncer(training, sender=roles.stranger)
+    assert tx.block_number == n + ELECTION_WINDOW
+    assert registry.getRun(training).syncer == roles.syncer.address
+
+
 def test_elect_without_candidates(project, token, roles):
-    reg = roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
-    p = params("nocand", rewardPool=0)
+    """A registry without syncer candidates (and minSyncerFeePerRound = 0: this test is about
+    the draw, not the fee) refuses the election; the run keeps no syncer."""
+    reg = roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0)
+    p = params("nocand", rewardPool=0, syncerFeeBps=0, trainerCount=1, quorum=1)
     reg.postTask(as_tuple(p), sender=roles.sponsor)
+    t = roles.trainers[0]
+    token.mint(t, MIN_STAKE, sender=roles.owner)
+    token.approve(reg, MIN_STAKE, sender=t)
+    reg.enrollTrainer(p["taskId"], MIN_STAKE, "did:x", sender=t)
+    reg.requestSyncerElection(p["taskId"], sender=roles.stranger)
     with ape.reverts(reg.Registry__NoSyncerCandidates):
         reg.electSyncer(p["taskId"], sender=roles.stranger)
     assert int(reg.getRun(p["taskId"]).syncer, 16) == 0
@@ -165,16 +312,36 @@ def test_elect_without_candidates(project, token, roles):
 def test_elect_while_syncer_active(registry, start_run, roles, unchanged, chain):
     task = start_run("active")
     run = registry.getRun(task)
+    # elected right after round 0 opened: the clock runs from the round deadline
+    assert run.syncerElectedAt < run.roundDeadline
+    replaceable_at = run.roundDeadline + SYNCER_TIMEOUT
+    assert run.syncerReplaceableAt == replaceable_at
+    unchanged([task], registry.Registry__SyncerStillActive,
+              lambda: registry.requestSyncerElection(task, sender=roles.stranger),
+              taskId=task, syncer=roles.syncer.address, replaceableAt=replaceable_at)
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT - 40)  # not yet past the timeout
+    unchanged([task], registry.Registry__SyncerStillActive,
+              lambda: registry.requestSyncerElection(task, sender=roles.stranger))
+
+
+def test_elect_rechecks_replaceability(registry, start_run, roles, unchanged, chain):
+    """The syncer finalizes between the request and the election: it is active again (a new
+    round, a new deadline), so electSyncer refuses to replace it."""
+    task = start_run("comeback", m=2, quorum=1)
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
+    registry.requestSyncerElection(task, sender=roles.stranger)
+    registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
+    run = registry.getRun(task)
+    assert run.currentRound == 1
     unchanged([task], registry.Registry__SyncerStillActive,
               lambda: registry.electSyncer(task, sender=roles.stranger),
               taskId=task, syncer=roles.syncer.address, replaceableAt=run.roundDeadline + SYNCER_TIMEOUT)
-    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT - 40)  # not yet past the timeout
-    unchanged([task], registry.Registry__SyncerStillActive, lambda: registry.electSyncer(task, sender=roles.stranger))
 
 
 def test_replacement_needs_another_candidate(registry, start_run, roles, unchanged, chain):
     task = start_run("alone")
     chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
+    registry.requestSyncerElection(task, sender=roles.stranger)
     unchanged([task], registry.Registry__NoSyncerCandidates, lambda: registry.electSyncer(task, sender=roles.stranger))
 
 
@@ -182,6 +349,8 @@ def test_elect_after_completion(registry, start_run, roles, unchanged, chain):
     task = start_run("done", m=1, quorum=1, maxRounds=1)
     chain.mine(deltatime=GRACE_S + 1)
     registry.finalizeRound(commit(task, 0, 2, [0]), sender=roles.syncer)
+    unchanged([task], registry.Registry__WrongStatus,
+              lambda: registry.requestSyncerElection(task, sender=roles.stranger), taskId=task, have=3)
     unchanged([task], registry.Registry__WrongStatus, lambda: registry.electSyncer(task, sender=roles.stranger),
               taskId=task, have=3)
 
@@ -191,9 +360,7 @@ def test_elect_after_completion(registry, start_run, roles, unchanged, chain):
 
 @pytest.fixture
 def enrolling(registry, post_task, syncer_pool, roles):
-    task = post_task("enr", trainerCount=3, quorum=2)
-    registry.electSyncer(task, sender=roles.stranger)
-    return task
+    return post_task("enr", trainerCount=3, quorum=2)
 
 
 def test_enroll_stake_too_low(registry, enrolling, fund, roles, unchanged):
@@ -227,14 +394,27 @@ def test_enroll_full(registry, enrolling, enroll, fund, roles, unchanged):
               lambda: registry.enrollTrainer(enrolling, MIN_STAKE, "did:x", sender=t), taskId=enrolling, m=3)
 
 
-def test_enroll_after_enrollment_closed(registry, enrolling, enroll, fund, roles, unchanged):
+def test_enroll_after_enrollment_closed(registry, enrolling, enroll, fund, roles, unchanged, chain):
     enroll(enrolling, roles.trainers[0])
     enroll(enrolling, roles.trainers[1])
-    registry.closeEnrollment(enrolling, sender=roles.syncer)
+    chain.mine(deltatime=ENROLL_S + 1)
+    registry.closeEnrollment(enrolling, sender=roles.stranger)
     t = roles.trainers[2]
     fund(t, MIN_STAKE)
     unchanged([enrolling], registry.Registry__WrongStatus,
               lambda: registry.enrollTrainer(enrolling, MIN_STAKE, "did:x", sender=t), taskId=enrolling, have=2)
+
+
+def test_enroll_after_the_enrollment_deadline(registry, enrolling, enroll, fund, roles, unchanged, chain):
+    """Still Enrolling (nobody closed it), but the window is over: no more trainers."""
+    enroll(enrolling, roles.trainers[0])
+    deadline = registry.getRun(enrolling).enrollmentDeadline
+    chain.mine(deltatime=ENROLL_S + 1)
+    t = roles.trainers[1]
+    fund(t, MIN_STAKE)
+    unchanged([enrolling], registry.Registry__EnrollmentClosed,
+              lambda: registry.enrollTrainer(enrolling, MIN_STAKE, "did:x", sender=t),
+              taskId=enrolling, deadline=deadline)
 
 
 def test_enroll_without_tokens(registry, enrolling, fund, roles, unchanged, token):
@@ -244,24 +424,39 @@ def test_enroll_without_tokens(registry, enrolling, fund, roles, unchanged, toke
     unchanged([enrolling], None, lambda: registry.enrollTrainer(enrolling, bal + MIN_STAKE, "did:x", sender=t))
 
 
-def test_close_enrollment_not_syncer(registry, enrolling, enroll, roles, unchanged):
+def test_close_enrollment_before_the_deadline(registry, enrolling, enroll, roles, unchanged):
+    """v2: nobody, not even the sponsor, shortens the enrollment window (K are enrolled)."""
     enroll(enrolling, roles.trainers[0])
     enroll(enrolling, roles.trainers[1])
-    unchanged([enrolling], registry.Registry__NotSyncer,
-              lambda: registry.closeEnrollment(enrolling, sender=roles.stranger), taskId=enrolling,
-              caller=roles.stranger.address)
+    deadline = registry.getRun(enrolling).enrollmentDeadline
+    for who in (roles.stranger, roles.sponsor):
+        unchanged([enrolling], registry.Registry__EnrollmentStillOpen,
+                  lambda: registry.closeEnrollment(enrolling, sender=who), taskId=enrolling, deadline=deadline)
 
 
-def test_close_enrollment_below_quorum(registry, enrolling, enroll, roles, unchanged):
+def test_close_enrollment_below_quorum(registry, enrolling, enroll, roles, unchanged, chain):
     enroll(enrolling, roles.trainers[0])
+    chain.mine(deltatime=ENROLL_S + 1)
     unchanged([enrolling], registry.Registry__NotEnoughEnrolled,
-              lambda: registry.closeEnrollment(enrolling, sender=roles.syncer), enrolled=1, quorum=2)
+              lambda: registry.closeEnrollment(enrolling, sender=roles.stranger), enrolled=1, quorum=2)
 
 
 def test_cancel_not_sponsor(registry, enrolling, roles, unchanged):
     unchanged([enrolling], registry.Registry__NotSponsor,
               lambda: registry.cancelTask(enrolling, sender=roles.stranger), taskId=enrolling,
               caller=roles.stranger.address)
+
+
+def test_cancel_by_anyone_when_the_run_can_train(registry, enrolling, enroll, roles, unchanged, chain):
+    """After the deadline with >= K enrolled the run can start (closeEnrollment): a stranger
+    may not cancel it; the sponsor still may while it is Enrolling."""
+    enroll(enrolling, roles.trainers[0])
+    enroll(enrolling, roles.trainers[1])
+    chain.mine(deltatime=ENROLL_S + 1)
+    unchanged([enrolling], registry.Registry__RunCanTrain,
+              lambda: registry.cancelTask(enrolling, sender=roles.stranger), taskId=enrolling, enrolled=2, quorum=2)
+    registry.cancelTask(enrolling, sender=roles.sponsor)
+    assert registry.getRun(enrolling).status == 5
 
 
 def test_cancel_after_start(registry, start_run, roles, unchanged):
@@ -488,7 +683,8 @@ def test_withdraw_blocked_token_blocks_only_that_call(mocks, roles, chain):
     """A token that refuses transfers makes withdraw revert for its caller; the balance stays
     credited and withdrawable once the token works again (pull payments)."""
     tok = roles.owner.deploy(mocks("FalseReturnToken"))
-    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
+                             MIN_SYNCER_FEE_PER_ROUND)
     tok.mint(roles.sponsor, POOL, sender=roles.owner)
     tok.approve(reg, POOL, sender=roles.sponsor)
     p = params("blocked")

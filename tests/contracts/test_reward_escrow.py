@@ -1,11 +1,15 @@
 """ape tests of RewardEscrow: release on a verified and sealed receipt, refusals, refunds, re-entry.
 
 Every escrow names a registry (deposit refuses address(0)): the verifier alone accepts any
-self-consistent receipt, so release also needs registry.sealedRunRoot(taskId) == runRoot.
+self-consistent receipt, so release also needs the registry to have sealed the task with
+that run root. Since protocol v2 an escrow names the whole run (RunTerms: task id, registry,
+sponsor, spec hash, least total credits) and release checks the registry's
+runBinding(taskId) against it, so a run posted under the same task id by someone else, with
+another spec, or with too little accepted work never pays.
 Receipts come from the Python encoder (tenzro_operator.receipt) and are "sealed" on
-MockReceiptRegistry (contracts/mocks), which answers getReceipt and sealedRunRoot like a TrainingRegistry
-without a training run; one test seals a real one-round run on the TrainingRegistry and
-releases against it. The verifier's runtime code is placed at 0x...1008 with
+MockReceiptRegistry (contracts/mocks), which answers getReceipt, sealedRunRoot and
+runBinding like a TrainingRegistry without a training run; two tests seal a real one-round
+run on the TrainingRegistry and release against it. The verifier's runtime code is placed at 0x...1008 with
 anvil_setCode, as on a devnet. Every revert path checks that balances and escrow state
 are unchanged.
 """
@@ -31,6 +35,8 @@ def h(label: str) -> bytes:
 
 
 TASK = rc.task_id_bytes("escrow-demo-task")
+SPEC = h("spec")  # the spec hash make_receipt puts in its receipts
+CREDITS = 100  # total credits the mock registry reports for a sealed run (setBinding)
 
 
 # ---------------------------------------------------------------- fixtures
@@ -54,6 +60,12 @@ def beneficiary(accounts):
 @pytest.fixture(scope="module")
 def stranger(accounts):
     return accounts[3]
+
+
+@pytest.fixture(scope="module")
+def run_sponsor(accounts):
+    """The sponsor of the runs the mock registry reports (an address only: it sends nothing)."""
+    return accounts[7]
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +113,16 @@ def make_receipt(chain, mock_registry):
 
 
 @pytest.fixture
-def seal(mock_registry, owner):
-    """Seal `data` on the mock registry (replacing any receipt of its task); returns the run
-    root the registry now answers, which must be the Python reference's."""
+def seal(mock_registry, owner, run_sponsor):
+    """Seal `data` on the mock registry (replacing any receipt of its task), posted by
+    `sponsor` (default run_sponsor) with `credits` total credits; returns the run root the
+    registry now answers, which must be the Python reference's."""
 
-    def do(data: bytes) -> bytes:
+    def do(data: bytes, sponsor=None, credits: int = CREDITS) -> bytes:
         mock_registry.seal(data, sender=owner)
-        stored, serialized = mock_registry.getReceipt(data[53:85])
+        task = data[53:85]
+        mock_registry.setBinding(task, sponsor or run_sponsor, credits, sender=owner)
+        stored, serialized = mock_registry.getReceipt(task)
         assert bytes(serialized) == data
         assert bytes(stored[3]) == rc.run_root(data)  # TrainingReceipt.runRoot
         return bytes(stored[3])
@@ -115,12 +130,19 @@ def seal(mock_registry, owner):
     return do
 
 
+def terms(task_id=TASK, registry=None, sponsor=None, spec_hash=SPEC, min_credits=0) -> tuple:
+    """RewardEscrow.RunTerms (taskId, registry, sponsor, specHash, minCredits)."""
+    return (task_id, registry, sponsor, spec_hash, min_credits)
+
+
 @pytest.fixture
-def deposit(chain, escrow, tnzo, payer, beneficiary, mock_registry):
-    def dep(amount=5 * E18, task_id=TASK, registry=mock_registry.address, life=DAY, token=None):
+def deposit(chain, escrow, tnzo, payer, beneficiary, mock_registry, run_sponsor):
+    def dep(amount=5 * E18, task_id=TASK, registry=mock_registry.address, life=DAY, token=None, sponsor=None,
+            spec_hash=SPEC, min_credits=0):
         tok = token or tnzo
         tok.approve(escrow, amount, sender=payer)
-        tx = escrow.deposit(tok, beneficiary, amount, task_id, registry, chain.pending_timestamp + life, sender=payer)
+        run = terms(task_id, registry, sponsor or run_sponsor, spec_hash, min_credits)
+        tx = escrow.deposit(tok, beneficiary, amount, run, chain.pending_timestamp + life, sender=payer)
         return tx.return_value if tx.return_value is not None else escrow.escrowCount() - 1
 
     return dep
@@ -151,13 +173,21 @@ def test_constructor_and_views(escrow):
     assert escrow.getEscrow(10**6).status == 0
 
 
-def test_deposit_and_release(escrow, mock_registry, tnzo, payer, beneficiary, stranger, deposit, make_receipt, seal):
+def test_deposit_and_release(chain, escrow, mock_registry, tnzo, payer, beneficiary, stranger, run_sponsor,
+                             make_receipt, seal):
     before_b = tnzo.balanceOf(beneficiary)
     before_p = tnzo.balanceOf(payer)
-    eid = deposit(amount=7 * E18)
+    tnzo.approve(escrow, 7 * E18, sender=payer)
+    run = terms(TASK, mock_registry.address, run_sponsor.address, SPEC, CREDITS)
+    tx = escrow.deposit(tnzo, beneficiary, 7 * E18, run, chain.pending_timestamp + DAY, sender=payer)
+    eid = escrow.escrowCount() - 1
+    (bound,) = tx.events.filter(escrow.Bound)
+    assert (bound.escrowId, bound.sponsor, bytes(bound.specHash), bound.minCredits) == (
+        eid, run_sponsor.address, SPEC, CREDITS)
     e = escrow.getEscrow(eid)
     assert (e.payer, e.beneficiary, e.amount, e.status) == (payer.address, beneficiary.address, 7 * E18, 1)
     assert e.registry == mock_registry.address
+    assert (e.sponsor, bytes(e.specHash), e.minCredits) == (run_sponsor.address, SPEC, CREDITS)
     assert tnzo.balanceOf(payer) == before_p - 7 * E18
     data, root = make_receipt()
     seal(data)
@@ -171,11 +201,12 @@ def test_deposit_and_release(escrow, mock_registry, tnzo, payer, beneficiary, st
 
 
 def test_release_through_normally_deployed_verifier(project, owner, chain, tnzo, mock_registry, payer, beneficiary,
-                                                     make_receipt, seal):
+                                                     run_sponsor, make_receipt, seal):
     v = owner.deploy(project.ReceiptVerifier)
     esc = owner.deploy(project.RewardEscrow, v.address)
     tnzo.approve(esc, E18, sender=payer)
-    esc.deposit(tnzo, beneficiary, E18, TASK, mock_registry, chain.pending_timestamp + 100, sender=payer)
+    esc.deposit(tnzo, beneficiary, E18, terms(TASK, mock_registry.address, run_sponsor.address),
+                chain.pending_timestamp + 100, sender=payer)
     data, root = make_receipt(rounds=5)
     seal(data)
     before = tnzo.balanceOf(beneficiary)
@@ -272,29 +303,36 @@ def test_forged_receipt_verifier_accepts_registry_never_sealed(chain, escrow, tn
     assert tnzo.balanceOf(beneficiary) == before + 4 * E18
 
 
-def test_deposit_without_registry_reverts(chain, escrow, tnzo, payer, beneficiary, snapshot):
+def test_deposit_without_registry_reverts(chain, escrow, tnzo, payer, beneficiary, run_sponsor, snapshot):
     tnzo.approve(escrow, 10 * E18, sender=payer)
     s = snapshot(0)
     with ape.reverts(escrow.RewardEscrow__RegistryRequired):
-        escrow.deposit(tnzo, beneficiary, 10 * E18, TASK, ape.utils.ZERO_ADDRESS, chain.pending_timestamp + 100,
-                       sender=payer)
+        escrow.deposit(tnzo, beneficiary, 10 * E18, terms(TASK, ape.utils.ZERO_ADDRESS, run_sponsor.address),
+                       chain.pending_timestamp + 100, sender=payer)
     assert snapshot(0) == s  # escrowCount and all balances unchanged
     tnzo.approve(escrow, 0, sender=payer)
 
 
-def test_deposit_reverts_leave_state_unchanged(chain, escrow, mock_registry, tnzo, payer, beneficiary, snapshot):
+def test_deposit_reverts_leave_state_unchanged(chain, escrow, mock_registry, tnzo, payer, beneficiary, run_sponsor,
+                                               snapshot):
     tnzo.approve(escrow, 10 * E18, sender=payer)
     s = snapshot(0)
     now = chain.pending_timestamp
     zero = ape.utils.ZERO_ADDRESS
     reg = mock_registry.address
+    ok = terms(TASK, reg, run_sponsor.address)
     cases = [
-        (escrow.RewardEscrow__ZeroAddress, (zero, beneficiary, E18, TASK, reg, now + 10)),
-        (escrow.RewardEscrow__ZeroAddress, (tnzo, zero, E18, TASK, reg, now + 10)),
-        (escrow.RewardEscrow__RegistryRequired, (tnzo, beneficiary, E18, TASK, zero, now + 10)),
-        (escrow.RewardEscrow__ZeroAmount, (tnzo, beneficiary, 0, TASK, reg, now + 10)),
-        (escrow.RewardEscrow__ZeroTaskId, (tnzo, beneficiary, E18, bytes(32), reg, now + 10)),
-        (escrow.RewardEscrow__ExpiryNotInFuture, (tnzo, beneficiary, E18, TASK, reg, now - 1)),
+        (escrow.RewardEscrow__ZeroAddress, (zero, beneficiary, E18, ok, now + 10)),
+        (escrow.RewardEscrow__ZeroAddress, (tnzo, zero, E18, ok, now + 10)),
+        (escrow.RewardEscrow__ZeroAddress, (tnzo, beneficiary, E18, terms(TASK, reg, zero), now + 10)),
+        (escrow.RewardEscrow__RegistryRequired, (tnzo, beneficiary, E18, terms(TASK, zero, run_sponsor.address),
+                                                 now + 10)),
+        (escrow.RewardEscrow__ZeroAmount, (tnzo, beneficiary, 0, ok, now + 10)),
+        (escrow.RewardEscrow__ZeroTaskId, (tnzo, beneficiary, E18, terms(bytes(32), reg, run_sponsor.address),
+                                           now + 10)),
+        (escrow.RewardEscrow__ZeroSpecHash, (tnzo, beneficiary, E18,
+                                             terms(TASK, reg, run_sponsor.address, spec_hash=bytes(32)), now + 10)),
+        (escrow.RewardEscrow__ExpiryNotInFuture, (tnzo, beneficiary, E18, ok, now - 1)),
     ]
     for err, args in cases:
         with ape.reverts(err):
@@ -303,8 +341,54 @@ def test_deposit_reverts_leave_state_unchanged(chain, escrow, mock_registry, tnz
     # not enough allowance: the token's own error, nothing recorded
     tnzo.approve(escrow, 0, sender=payer)
     with ape.reverts():
-        escrow.deposit(tnzo, beneficiary, E18, TASK, reg, now + 10, sender=payer)
+        escrow.deposit(tnzo, beneficiary, E18, ok, now + 10, sender=payer)
     assert snapshot(0) == s
+
+
+# ---------------------------------------------------------------- binding to the run (v2)
+
+
+def test_release_only_for_the_run_the_escrow_names(escrow, mock_registry, tnzo, beneficiary, stranger, run_sponsor,
+                                                  deposit, snapshot, make_receipt, seal):
+    """One sealed receipt (sponsor run_sponsor, spec SPEC, CREDITS credits); escrows for the
+    same task that name another sponsor, another spec or more work are refused with the
+    mismatch; the escrow that names this run is paid."""
+    data, root = make_receipt()
+    seal(data)
+    assert tuple(mock_registry.runBinding(TASK)) == (root, run_sponsor.address, SPEC, CREDITS)
+    refused = [
+        (dict(sponsor=stranger), escrow.RewardEscrow__SponsorMismatch,
+         dict(expected=stranger.address, runSponsor=run_sponsor.address)),
+        (dict(spec_hash=h("another spec")), escrow.RewardEscrow__SpecMismatch,
+         dict(expected=h("another spec"), runSpecHash=SPEC)),
+        (dict(min_credits=CREDITS + 1), escrow.RewardEscrow__NotEnoughWork,
+         dict(minCredits=CREDITS + 1, runCredits=CREDITS)),
+    ]
+    for over, err, args in refused:
+        eid = deposit(amount=2 * E18, **over)
+        s = snapshot(eid)
+        assert not escrow.canRelease(eid, data, root), over
+        with ape.reverts(err, **args):
+            escrow.release(eid, data, root, sender=stranger)
+        assert snapshot(eid) == s, over
+    eid = deposit(amount=2 * E18, min_credits=CREDITS)  # exactly enough work
+    assert escrow.canRelease(eid, data, root)
+    before = tnzo.balanceOf(beneficiary)
+    escrow.release(eid, data, root, sender=stranger)
+    assert tnzo.balanceOf(beneficiary) == before + 2 * E18
+    assert escrow.getEscrow(eid).status == 2
+
+
+def test_junk_run_under_the_same_task_id_pays_nothing(escrow, stranger, payer, deposit, snapshot, make_receipt, seal):
+    """Attack 7 (THREATS.md): someone else posts the escrow's task id first, with the same spec
+    hash, and seals a run; the escrow names the real sponsor and is refused."""
+    eid = deposit(amount=E18)
+    data, root = make_receipt(salt="junk")
+    seal(data, sponsor=payer)  # the attacker (here: the payer's address) posted and sealed it
+    s = snapshot(eid)
+    with ape.reverts(escrow.RewardEscrow__SponsorMismatch):
+        escrow.release(eid, data, root, sender=stranger)
+    assert snapshot(eid) == s and not escrow.canRelease(eid, data, root)
 
 
 def test_constructor_rejects_zero_verifier(project, owner):
@@ -379,15 +463,18 @@ def sealed_run(project, chain, owner, accounts, tnzo):
     """A one-round run (M=K=F=1) sealed on the TrainingRegistry; the round is finalized after
     its deadline with no accepted submission, which the registry allows."""
     sponsor, syncer, trainer = accounts[4], accounts[5], accounts[6]
-    reg = owner.deploy(project.TrainingRegistry, tnzo, E18, 60)
+    # minSyncerStake 1 TNZO, timeout 60 s, min syncer fee 0.001 TNZO per round
+    reg = owner.deploy(project.TrainingRegistry, tnzo, E18, 60, 10**15)
     for a in (sponsor, syncer, trainer):
         tnzo.transfer(a, 100 * E18, sender=owner)
         tnzo.approve(reg, 100 * E18, sender=a)
     reg.registerSyncer(2 * E18, sender=syncer)
     task = rc.task_id_bytes("escrow-sealed-run")
     frag = h("fragment-0 safetensors")
+    # TaskParams: M = K = F = 1, H = 24, R = 1, tau 5 s, Mean, Open, maxMisses 2, minStake 1 TNZO,
+    # pool 10 TNZO, one fragment of 1000, enrollment 1 h, syncer fee 1 %, syncer bond 1 TNZO
     params = (task, h("spec json"), "bafyspec", h("initial weights"), 1, 1, 1, 24, 1, 5_000, 0, 0, 2,
-              E18, 10 * E18, [1000])
+              E18, 10 * E18, [1000], 3600, 100, E18)
     reg.postTask(params, sender=sponsor)
     return reg, task, frag, sponsor, syncer, trainer
 
@@ -395,7 +482,14 @@ def sealed_run(project, chain, owner, accounts, tnzo):
 def test_registry_receipt_matches_python_and_releases(chain, escrow, tnzo, payer, beneficiary, stranger,
                                                        sealed_run, deposit, snapshot, make_receipt):
     reg, task, frag, sponsor, syncer, trainer = sealed_run
-    eid = deposit(amount=3 * E18, task_id=task, registry=reg.address, life=10 * DAY)
+    eid = deposit(amount=3 * E18, task_id=task, registry=reg.address, life=10 * DAY, sponsor=sponsor,
+                  spec_hash=h("spec json"))
+    # escrows for the same task id that name another sponsor, or ask for accepted work this
+    # run (finalized with no accepted submission: 0 credits) did not do
+    other_sponsor = deposit(amount=E18, task_id=task, registry=reg.address, life=10 * DAY, sponsor=payer,
+                            spec_hash=h("spec json"))
+    more_work = deposit(amount=E18, task_id=task, registry=reg.address, life=10 * DAY, sponsor=sponsor,
+                        spec_hash=h("spec json"), min_credits=1)
     # Not sealed yet: a self-consistent receipt for this task and registry passes the verifier
     # but the anchor refuses it.
     forged, forged_root = make_receipt(task_id=task, registry=reg.address, rounds=1)
@@ -404,8 +498,9 @@ def test_registry_receipt_matches_python_and_releases(chain, escrow, tnzo, payer
         escrow.release(eid, forged, forged_root, sender=stranger)
     assert snapshot(eid) == s
 
-    reg.electSyncer(task, sender=stranger)
-    reg.enrollTrainer(task, 2 * E18, "did:key:z6Mk-trainer", sender=trainer)
+    reg.enrollTrainer(task, 2 * E18, "did:key:z6Mk-trainer", sender=trainer)  # M = 1: round 0 opens
+    reg.requestSyncerElection(task, sender=stranger)
+    reg.electSyncer(task, sender=stranger)  # the next block
     chain.mine(deltatime=10)
     th = h("transcript round 0")
     reg.finalizeRound((task, 0, [frag], ["bafyweights"], [0], th, "bafytranscript"), sender=syncer)
@@ -424,10 +519,22 @@ def test_registry_receipt_matches_python_and_releases(chain, escrow, tnzo, payer
     assert sealed_root == rc.run_root(serialized)
     assert sealed_troot == rc.transcript_root([th])
 
+    # the registry's binding of the run, as the escrow reads it
+    assert tuple(reg.runBinding(task)) == (sealed_root, sponsor.address, h("spec json"), 0)
+
     # Sealed: the forged receipt is still refused (another root), the real one releases.
     with ape.reverts(escrow.RewardEscrow__RunRootMismatch):
         escrow.release(eid, forged, forged_root, sender=stranger)
     assert snapshot(eid) == s
+    for other, err, args in [
+        (other_sponsor, escrow.RewardEscrow__SponsorMismatch, dict(expected=payer.address, runSponsor=sponsor.address)),
+        (more_work, escrow.RewardEscrow__NotEnoughWork, dict(minCredits=1, runCredits=0)),
+    ]:
+        so = snapshot(other)
+        assert not escrow.canRelease(other, serialized, sealed_root)
+        with ape.reverts(err, **args):
+            escrow.release(other, serialized, sealed_root, sender=stranger)
+        assert snapshot(other) == so
     before = tnzo.balanceOf(beneficiary)
     assert escrow.canRelease(eid, serialized, sealed_root)
     tx = escrow.release(eid, serialized, sealed_root, sender=stranger)

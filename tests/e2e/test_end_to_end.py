@@ -53,15 +53,26 @@ def test_full_run_seals_verifies_and_conserves_tokens(deployed, tmp_path):
                     checked += 1
     assert checked >= 3 * 2 * 4  # 3 rounds x K=2 x 4 fragments at least
 
-    # Rewards + refunds (+ dust to the sponsor) add up exactly to the pool and the stakes escrowed.
+    # Rewards + refunds (+ dust to the sponsor) + the syncer's fees + what slashes burned add up
+    # exactly to the pool and the stakes escrowed; the syncer claimed its fee after the seal.
     run = chain.get_run(task_id)
     stakes = sum(chain.trainer_stats(task_id, t).stake for t in chain.trainers_of(task_id))
     slashed = sum(chain.trainer_stats(task_id, t).slashed for t in chain.trainers_of(task_id))
     payouts = _events(chain, summary, "PayoutCredited")
     rewards = sum(p["args"]["reward"] for p in payouts)
     refunds = sum(p["args"]["stakeRefund"] for p in payouts)
-    assert rewards + refunds == run.reward_pool + stakes
+    fee_per_round = run.reward_pool * 100 // 10_000 // 3  # the demo's 1 % over 3 rounds
+    assert run.syncer_fees_accrued == 3 * fee_per_round
+    assert rewards == run.reward_pool - run.syncer_fees_accrued
     assert refunds == stakes - slashed
+    assert sum(e["args"]["amount"] for e in _events(chain, summary, "StakeBurned")) == slashed
+    claimed = _events(chain, summary, "SyncerFeeClaimed")
+    assert [e["args"]["amount"] for e in claimed] == [run.syncer_fees_accrued]
+    assert chain.syncer_fee_of(task_id, run.syncer) == 0
+    # the demo's own accounting (read from the chain) balances to the atto-unit
+    acct = summary["accounting"]
+    assert acct["conserved"] is True and acct["in"] == acct["out"]
+    assert int(acct["syncer_fees"]) == run.syncer_fees_accrued and int(acct["pool"]) == run.reward_pool
 
     # The receipt verifies on-chain (0x...1008) and by replay from IPFS.
     assert summary["receipt"]["verifier_ok"] and summary["receipt"]["replay_ok"]
@@ -87,3 +98,4 @@ def test_trainer_killed_mid_run_is_counted_missed_and_run_seals(deployed, tmp_pa
     assert rows["trainer-0"]["missed_rounds"] == 0 and rows["trainer-1"]["missed_rounds"] == 0
     assert rows["trainer-2"]["accepted"] < rows["trainer-0"]["accepted"]
     assert summary["receipt"]["verifier_ok"] and summary["receipt"]["replay_ok"]
+    assert summary["accounting"]["conserved"] is True  # an eviction's slash is burned, and counted

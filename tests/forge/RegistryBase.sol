@@ -13,6 +13,8 @@ abstract contract RegistryBase is TestBase {
     uint32 internal constant SYNCER_TIMEOUT = 60;
     uint256 internal constant MIN_STAKE = 10e18;
     uint64 internal constant GRACE_MS = 30_000;
+    uint32 internal constant ENROLL_SECONDS = 1 days;
+    uint256 internal constant SYNCER_BOND = 50e18;
 
     MockERC20 internal token;
     TrainingRegistry internal reg;
@@ -25,7 +27,9 @@ abstract contract RegistryBase is TestBase {
     function _deploy() internal {
         vm.warp(1_700_000_000);
         token = new MockERC20();
-        reg = new TrainingRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT);
+        // no minimum syncer fee here, so fixtures may post pools of 0; the attack tests
+        // deploy registries with one (ProtocolV2Attacks.t.sol)
+        reg = new TrainingRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0);
         for (uint256 i = 0; i < 16; ++i) {
             uint256 key = 0xA11CE + i;
             keys.push(key);
@@ -43,6 +47,7 @@ abstract contract RegistryBase is TestBase {
         _fund(who, amount);
         vm.prank(who);
         reg.registerSyncer(amount);
+        vm.roll(block.number + 1); // stake counts in elections requested from the next block on
     }
 
     function _params(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool)
@@ -69,6 +74,9 @@ abstract contract RegistryBase is TestBase {
         for (uint256 i = 0; i < f; ++i) {
             p.fragmentSizes[i] = uint64(1000 * (i + 1));
         }
+        p.enrollmentSeconds = ENROLL_SECONDS;
+        p.syncerFeeBps = 0;
+        p.syncerBond = SYNCER_BOND;
     }
 
     function _post(ITrainingRegistry.TaskParams memory p) internal {
@@ -131,12 +139,19 @@ abstract contract RegistryBase is TestBase {
         reg.finalizeRound(_commit(id, round, f, acc));
     }
 
-    /// @dev Posts, elects `syncer`, enrolls m trainers (opens round 0).
+    /// @dev Both steps of an election: request in this block, resolve in the next.
+    function _elect(bytes32 id) internal returns (address) {
+        reg.requestSyncerElection(id);
+        vm.roll(block.number + 1);
+        return reg.electSyncer(id);
+    }
+
+    /// @dev Posts, enrolls m trainers (opens round 0), elects a syncer.
     function _startRun(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool) internal {
         _post(_params(id, m, k, f, rounds, pool));
-        reg.electSyncer(id);
         for (uint256 i = 0; i < m; ++i) {
             _enroll(id, i, MIN_STAKE);
         }
+        _elect(id);
     }
 }

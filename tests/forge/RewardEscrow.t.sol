@@ -111,6 +111,9 @@ abstract contract EscrowFixture is TestBase {
     address internal payer = address(0xA11CE);
     address internal beneficiary = address(0xB0B);
     bytes32 internal constant TASK = keccak256("demo-task");
+    address internal constant SPONSOR = address(0x5905);
+    bytes32 internal constant SPEC = keccak256("spec"); // the spec hash of every _receipt
+    uint256 internal constant CREDITS = 1000; // TASK's total credits at the fixture registry
 
     RewardEscrow internal escrow;
     PlainToken internal token;
@@ -121,7 +124,13 @@ abstract contract EscrowFixture is TestBase {
         escrow = new RewardEscrow(PRECOMPILE);
         token = new PlainToken();
         registry = new MockReceiptRegistry();
+        registry.setBinding(TASK, SPONSOR, CREDITS);
         vm.warp(1_000_000);
+    }
+
+    /// The run an escrow of `taskId` at `reg` pays for: SPONSOR's run with spec SPEC, any work.
+    function _terms(bytes32 taskId, address reg) internal pure returns (RewardEscrow.RunTerms memory t) {
+        t = RewardEscrow.RunTerms({taskId: taskId, registry: reg, sponsor: SPONSOR, specHash: SPEC, minCredits: 0});
     }
 
     /// A receipt of `taskId` sealed by `reg` on `chainId`, built with RunRoot (whose encoding
@@ -168,7 +177,7 @@ abstract contract EscrowFixture is TestBase {
     {
         vm.startPrank(payer);
         IERC20(tok).approve(address(escrow), amount);
-        id = escrow.deposit(IERC20(tok), beneficiary, amount, taskId, reg, expiry);
+        id = escrow.deposit(IERC20(tok), beneficiary, amount, _terms(taskId, reg), expiry);
         vm.stopPrank();
     }
 }
@@ -215,13 +224,61 @@ contract RewardEscrowTest is EscrowFixture {
         assertEq(_state(id), s, "second release changed nothing");
     }
 
+    function test_release_refusesAnotherSponsorsRun() public {
+        (bytes memory receipt, bytes32 root) = _sealedReceipt(2);
+        RewardEscrow.RunTerms memory t = _terms(TASK, address(registry));
+        t.sponsor = address(0xA77AC);
+        vm.startPrank(payer);
+        token.approve(address(escrow), 1e18);
+        uint256 id = escrow.deposit(token, beneficiary, 1e18, t, uint64(block.timestamp + 100));
+        vm.stopPrank();
+        assertTrue(!escrow.canRelease(id, receipt, root), "canRelease says no");
+        vm.expectRevert(
+            abi.encodeWithSelector(RewardEscrow.RewardEscrow__SponsorMismatch.selector, address(0xA77AC), SPONSOR)
+        );
+        escrow.release(id, receipt, root);
+    }
+
+    function test_release_refusesAnotherSpec() public {
+        (bytes memory receipt, bytes32 root) = _sealedReceipt(2);
+        RewardEscrow.RunTerms memory t = _terms(TASK, address(registry));
+        t.specHash = keccak256("the spec the payer wanted");
+        vm.startPrank(payer);
+        token.approve(address(escrow), 1e18);
+        uint256 id = escrow.deposit(token, beneficiary, 1e18, t, uint64(block.timestamp + 100));
+        vm.stopPrank();
+        vm.expectRevert(abi.encodeWithSelector(RewardEscrow.RewardEscrow__SpecMismatch.selector, t.specHash, SPEC));
+        escrow.release(id, receipt, root);
+    }
+
+    function testFuzz_release_needsMinimumWork(uint256 minCredits) public {
+        minCredits = bound(minCredits, 0, 2 * CREDITS);
+        (bytes memory receipt, bytes32 root) = _sealedReceipt(2);
+        RewardEscrow.RunTerms memory t = _terms(TASK, address(registry));
+        t.minCredits = minCredits;
+        vm.startPrank(payer);
+        token.approve(address(escrow), 1e18);
+        uint256 id = escrow.deposit(token, beneficiary, 1e18, t, uint64(block.timestamp + 100));
+        vm.stopPrank();
+        if (minCredits > CREDITS) {
+            vm.expectRevert(
+                abi.encodeWithSelector(RewardEscrow.RewardEscrow__NotEnoughWork.selector, minCredits, CREDITS)
+            );
+            escrow.release(id, receipt, root);
+            assertTrue(escrow.getEscrow(id).status == RewardEscrow.Status.Open, "still open");
+        } else {
+            escrow.release(id, receipt, root);
+            assertEq(token.balanceOf(beneficiary), 1e18, "paid");
+        }
+    }
+
     function test_depositWithoutRegistry_reverts() public {
         uint256 payerBefore = token.balanceOf(payer);
         vm.startPrank(payer);
         token.approve(address(escrow), 5e18);
         bytes32 s = _state(0);
         vm.expectRevert(RewardEscrow.RewardEscrow__RegistryRequired.selector);
-        escrow.deposit(token, beneficiary, 5e18, TASK, address(0), uint64(block.timestamp + 10));
+        escrow.deposit(token, beneficiary, 5e18, _terms(TASK, address(0)), uint64(block.timestamp + 10));
         vm.stopPrank();
         assertEq(_state(0), s, "nothing changed");
         assertEq(escrow.escrowCount(), 0, "no escrow");
@@ -285,7 +342,7 @@ contract RewardEscrowTest is EscrowFixture {
         (bytes memory receipt, bytes32 root) = _receipt(TASK, address(registry), block.chainid, 1);
         vm.startPrank(payer);
         token.approve(address(e2), 1e18);
-        uint256 id = e2.deposit(token, beneficiary, 1e18, TASK, address(registry), uint64(block.timestamp + 100));
+        uint256 id = e2.deposit(token, beneficiary, 1e18, _terms(TASK, address(registry)), uint64(block.timestamp + 100));
         vm.stopPrank();
 
         // not sealed at all
@@ -408,7 +465,7 @@ contract RewardEscrowTest is EscrowFixture {
         (bytes memory receipt, bytes32 root) = _sealedReceipt(1);
         vm.startPrank(payer);
         token.approve(address(e2), 1e18);
-        uint256 id = e2.deposit(token, beneficiary, 1e18, TASK, address(registry), uint64(block.timestamp + 10));
+        uint256 id = e2.deposit(token, beneficiary, 1e18, _terms(TASK, address(registry)), uint64(block.timestamp + 10));
         vm.stopPrank();
         vm.expectRevert(
             abi.encodeWithSelector(RewardEscrow.RewardEscrow__ReceiptRejected.selector, address(0x1009), root)
@@ -445,21 +502,29 @@ contract RewardEscrowTest is EscrowFixture {
         bytes32 s = _state(0);
         address reg = address(registry);
         vm.expectRevert(RewardEscrow.RewardEscrow__ZeroAddress.selector);
-        escrow.deposit(IERC20(address(0)), beneficiary, 1, TASK, reg, exp);
+        escrow.deposit(IERC20(address(0)), beneficiary, 1, _terms(TASK, reg), exp);
         vm.expectRevert(RewardEscrow.RewardEscrow__ZeroAddress.selector);
-        escrow.deposit(token, address(0), 1, TASK, reg, exp);
+        escrow.deposit(token, address(0), 1, _terms(TASK, reg), exp);
         vm.expectRevert(RewardEscrow.RewardEscrow__RegistryRequired.selector);
-        escrow.deposit(token, beneficiary, 1, TASK, address(0), exp);
+        escrow.deposit(token, beneficiary, 1, _terms(TASK, address(0)), exp);
         vm.expectRevert(RewardEscrow.RewardEscrow__ZeroAmount.selector);
-        escrow.deposit(token, beneficiary, 0, TASK, reg, exp);
+        escrow.deposit(token, beneficiary, 0, _terms(TASK, reg), exp);
         vm.expectRevert(RewardEscrow.RewardEscrow__ZeroTaskId.selector);
-        escrow.deposit(token, beneficiary, 1, bytes32(0), reg, exp);
+        escrow.deposit(token, beneficiary, 1, _terms(bytes32(0), reg), exp);
+        RewardEscrow.RunTerms memory unbound = _terms(TASK, reg);
+        unbound.sponsor = address(0);
+        vm.expectRevert(RewardEscrow.RewardEscrow__ZeroAddress.selector);
+        escrow.deposit(token, beneficiary, 1, unbound, exp);
+        unbound = _terms(TASK, reg);
+        unbound.specHash = bytes32(0);
+        vm.expectRevert(RewardEscrow.RewardEscrow__ZeroSpecHash.selector);
+        escrow.deposit(token, beneficiary, 1, unbound, exp);
         vm.expectRevert(
             abi.encodeWithSelector(
                 RewardEscrow.RewardEscrow__ExpiryNotInFuture.selector, uint64(block.timestamp), block.timestamp
             )
         );
-        escrow.deposit(token, beneficiary, 1, TASK, reg, uint64(block.timestamp));
+        escrow.deposit(token, beneficiary, 1, _terms(TASK, reg), uint64(block.timestamp));
         vm.stopPrank();
         assertEq(_state(0), s, "nothing changed");
         vm.expectRevert(RewardEscrow.RewardEscrow__ZeroAddress.selector);
@@ -484,7 +549,7 @@ contract RewardEscrowTest is EscrowFixture {
         nr.approve(address(escrow), 500);
         vm.prank(payer);
         uint256 id =
-            escrow.deposit(IERC20(address(nr)), beneficiary, 500, TASK, address(registry), uint64(block.timestamp + 5));
+            escrow.deposit(IERC20(address(nr)), beneficiary, 500, _terms(TASK, address(registry)), uint64(block.timestamp + 5));
         (bytes memory receipt, bytes32 root) = _sealedReceipt(1);
         escrow.release(id, receipt, root);
         assertEq(nr.balanceOf(beneficiary), 500, "paid");
@@ -557,7 +622,7 @@ contract EscrowHandler is EscrowFixture {
         address reg = named ? address(registry) : address(0);
         vm.startPrank(payer);
         token.approve(address(escrow), a);
-        try escrow.deposit(token, beneficiary, a, TASK, reg, uint64(block.timestamp + 1 + life)) {
+        try escrow.deposit(token, beneficiary, a, _terms(TASK, reg), uint64(block.timestamp + 1 + life)) {
             deposited += a;
             if (!named) unanchoredDeposit = true;
         } catch {}

@@ -6,8 +6,9 @@ import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
 
-/// @notice Drives random sequences of registry calls (post, elect, enroll, submit, report,
-/// finalize, warp, seal, cancel, withdraw) and keeps ghost books the invariants compare with.
+/// @notice Drives random sequences of registry calls (post, elect in two steps, enroll, close
+/// enrollment, submit, report, finalize, warp, roll, seal, cancel, claim fees, withdraw) with two
+/// syncer candidates, and keeps ghost books the invariants compare with.
 contract RegistryHandler is TestBase {
     uint256 internal constant MIN_STAKE = 10e18;
     uint256 internal constant N_TRAINERS = 5;
@@ -15,6 +16,7 @@ contract RegistryHandler is TestBase {
     MockERC20 public token;
     TrainingRegistry public reg;
     address public syncer = address(0x5c);
+    address public syncer2 = address(0x5d);
     address public sponsor = address(0x5905);
     uint256[] internal keys;
     address[] public trainers;
@@ -28,21 +30,28 @@ contract RegistryHandler is TestBase {
     bool public sealedTwice; // set if a second seal of a run succeeded
     uint256 public seals; // successful seals (progress check: runs do reach the seal)
     uint256 public finalizes; // successful finalizeRound calls
+    uint256 public replacements; // successful elections that replaced a syncer (its bond burned)
 
     constructor() {
         token = new MockERC20();
-        reg = new TrainingRegistry(token, 100e18, 60);
+        reg = new TrainingRegistry(token, 100e18, 60, 0);
         for (uint256 i = 0; i < N_TRAINERS; ++i) {
             keys.push(0xB0B + i);
             trainers.push(vm.addr(0xB0B + i));
             _approve(trainers[i]);
         }
-        _approve(syncer);
         _approve(sponsor);
-        token.mint(syncer, 100e18);
-        vm.prank(syncer);
-        reg.registerSyncer(100e18);
-        deposited += 100e18;
+        _register(syncer, 100e18);
+        _register(syncer2, 150e18);
+    }
+
+    function _register(address who, uint256 amount) internal {
+        _approve(who);
+        token.mint(who, amount);
+        vm.prank(who);
+        reg.registerSyncer(amount);
+        deposited += amount;
+        vm.roll(block.number + 1); // stake counts in elections requested from the next block on
     }
 
     function _approve(address who) internal {
@@ -85,18 +94,37 @@ contract RegistryHandler is TestBase {
         for (uint256 j = 0; j < p.fragmentCount; ++j) {
             p.fragmentSizes[j] = uint64(100 + 37 * j);
         }
+        p.enrollmentSeconds = 300;
+        p.syncerFeeBps = shape % 2 == 0 ? 0 : 700;
+        p.syncerBond = 40e18 + uint256(shape % 4) * 10e18; // 40..70: sometimes only one candidate covers two
         token.mint(sponsor, pool);
         vm.prank(sponsor);
         reg.postTask(p);
         tasks.push(id);
         deposited += pool;
-        if (shape % 5 != 0) reg.electSyncer(id); // most runs get their syncer at once
-
     }
 
+    /// @dev Both steps of an election (request, next block, resolve), each allowed to fail.
     function electSyncer(uint256 seed) external {
         if (tasks.length == 0) return;
-        try reg.electSyncer(_task(seed)) {} catch {}
+        bytes32 id = _task(seed);
+        try reg.requestSyncerElection(id) {} catch {}
+        vm.roll(block.number + 1 + seed % 3);
+        address previous = reg.getRun(id).syncer;
+        try reg.electSyncer(id) {
+            if (previous != address(0)) ++replacements;
+        } catch {}
+    }
+
+    function closeEnrollment(uint256 seed) external {
+        if (tasks.length == 0) return;
+        try reg.closeEnrollment(_task(seed)) {} catch {}
+    }
+
+    function claimFee(uint256 seed, bool second) external {
+        if (tasks.length == 0) return;
+        vm.prank(second ? syncer2 : syncer);
+        try reg.claimSyncerFee(_task(seed)) {} catch {}
     }
 
     function enroll(uint256 seed, uint256 who, uint64 extra) external {
@@ -159,6 +187,7 @@ contract RegistryHandler is TestBase {
 
     function warp(uint16 secs) external {
         vm.warp(block.timestamp + secs % 200);
+        vm.roll(block.number + 1);
     }
 
     function seal(uint256 seed) external {
@@ -171,14 +200,14 @@ contract RegistryHandler is TestBase {
         } catch {}
     }
 
-    function cancel(uint256 seed) external {
+    function cancel(uint256 seed, bool asStranger) external {
         if (tasks.length == 0) return;
-        vm.prank(sponsor);
+        vm.prank(asStranger ? address(0xBAD) : sponsor);
         try reg.cancelTask(_task(seed)) {} catch {}
     }
 
     function withdraw(uint256 who) external {
-        address a = who % 3 == 0 ? sponsor : trainers[who % N_TRAINERS];
+        address a = who % 5 == 0 ? syncer2 : who % 4 == 0 ? syncer : who % 3 == 0 ? sponsor : trainers[who % N_TRAINERS];
         vm.prank(a);
         try reg.withdraw() returns (uint256 amount) {
             withdrawn += amount;
@@ -206,31 +235,72 @@ contract TrainingRegistryInvariantTest is TestBase {
 
     function _accounts() internal view returns (address[] memory a) {
         uint256 n = h.trainersLength();
-        a = new address[](n + 2);
+        a = new address[](n + 3);
         for (uint256 i = 0; i < n; ++i) {
             a[i] = h.trainers(i);
         }
         a[n] = h.sponsor();
         a[n + 1] = h.syncer();
+        a[n + 2] = h.syncer2();
+    }
+
+    function _syncers() internal view returns (address[] memory s) {
+        s = new address[](2);
+        s[0] = h.syncer();
+        s[1] = h.syncer2();
     }
 
     /// @notice Tokens are conserved: the registry's balance = reward pools left + stakes held
-    /// + syncer stakes + credited-but-unwithdrawn = deposited - withdrawn.
+    /// + unclaimed syncer fees + syncer stakes + credited-but-unwithdrawn + burned
+    /// = deposited - withdrawn.
     function invariant_tokensConserved() public view {
         uint256 held;
+        address[] memory s = _syncers();
         for (uint256 i = 0; i < h.tasksLength(); ++i) {
-            ITrainingRegistry.RunView memory v = reg.getRun(h.tasks(i));
+            bytes32 id = h.tasks(i);
+            ITrainingRegistry.RunView memory v = reg.getRun(id);
             held += v.rewardPoolLeft + v.stakeHeld;
+            for (uint256 j = 0; j < s.length; ++j) {
+                held += reg.syncerFeeOf(id, s[j]);
+            }
         }
-        (uint256 syncerStake,,) = reg.syncerInfo(h.syncer());
-        held += syncerStake;
+        for (uint256 j = 0; j < s.length; ++j) {
+            (uint256 syncerStake,,,) = reg.syncerInfo(s[j]);
+            held += syncerStake;
+        }
         address[] memory a = _accounts();
         for (uint256 i = 0; i < a.length; ++i) {
             held += reg.withdrawable(a[i]);
         }
+        held += reg.burned();
         uint256 bal = h.token().balanceOf(address(reg));
-        assertEq(bal, held, "balance = pools + stakes + syncer stakes + withdrawable");
+        assertEq(bal, held, "balance = pools + stakes + fees + syncer stakes + withdrawable + burned");
         assertEq(bal, h.deposited() - h.withdrawn(), "balance = deposited - withdrawn");
+    }
+
+    /// @notice Bond accounting: each candidate's locked stake is exactly the bonds of the runs it
+    /// is the syncer of and that are not settled yet, it is never more than its stake, and its
+    /// active-task count is the number of those runs.
+    function invariant_bondsAccounted() public view {
+        address[] memory s = _syncers();
+        for (uint256 j = 0; j < s.length; ++j) {
+            uint256 bonds;
+            uint256 runs;
+            for (uint256 i = 0; i < h.tasksLength(); ++i) {
+                ITrainingRegistry.RunView memory v = reg.getRun(h.tasks(i));
+                bool live = v.status == ITrainingRegistry.RunStatus.Training
+                    || v.status == ITrainingRegistry.RunStatus.Completed;
+                if (live && v.syncer == s[j]) {
+                    bonds += v.syncerBond;
+                    ++runs;
+                }
+            }
+            (uint256 stake, uint32 active, bool registered, uint256 locked) = reg.syncerInfo(s[j]);
+            assertEq(locked, bonds, "locked = bonds of live runs");
+            assertEq(active, runs, "active tasks = live runs");
+            assertTrue(locked <= stake, "locked <= stake");
+            assertTrue(registered || locked == 0, "only candidates hold bonds");
+        }
     }
 
     /// @notice Nothing is credited twice: a run's credits are the sum of its trainers' credits,
@@ -270,6 +340,31 @@ contract TrainingRegistryInvariantTest is TestBase {
             }
             assertEq(reg.withdrawable(t) + h.withdrawnBy(t), owed, "credited = payouts of settled runs");
         }
+    }
+
+    /// @notice The handler's actions reach the states the invariants are about: a sealed run and
+    /// a replaced syncer (so the books above are checked across both).
+    function test_handlerReachesSealAndReplacement() public {
+        h.postTask(1_000e18, 1); // M = 3, K = 1, F = 1, one round, 7 % fee
+        for (uint256 i = 0; i < 3; ++i) {
+            h.enroll(0, i, 0);
+        }
+        h.electSyncer(0);
+        h.submit(0, 0, 0);
+        h.finalize(0, type(uint256).max, false);
+        h.seal(0);
+        assertEq(h.seals(), 1, "sealed");
+        h.postTask(1_000e18, 1);
+        for (uint256 i = 0; i < 3; ++i) {
+            h.enroll(1, i, 0);
+        }
+        h.electSyncer(1);
+        h.warp(199); // past the deadline (30 s) + the syncer timeout (60 s)
+        h.electSyncer(1);
+        assertEq(h.replacements(), 1, "replaced");
+        assertTrue(reg.burned() > 0, "bond burned");
+        invariant_tokensConserved();
+        invariant_bondsAccounted();
     }
 
     /// @notice Only the syncer finalizes.

@@ -49,6 +49,9 @@ contract TrainingRegistryTest is RegistryBase {
         vm.prank(sponsor);
         reg.withdraw();
         assertEq(_total(), MIN_SYNCER_STAKE, "only the syncer stake is left");
+        (, uint32 active,, uint256 locked) = reg.syncerInfo(syncer);
+        assertEq(active, 0, "syncer released at the seal");
+        assertEq(locked, 0, "bond unlocked at the seal");
     }
 
     function test_creditsWeightedByFragmentSize() public {
@@ -100,9 +103,9 @@ contract TrainingRegistryTest is RegistryBase {
         ITrainingRegistry.TaskParams memory p = _params(ID, 2, 1, 1, 3, 1e18);
         p.maxMisses = 0;
         _post(p);
-        reg.electSyncer(ID);
         _enroll(ID, 0, MIN_STAKE);
         _enroll(ID, 1, MIN_STAKE);
+        _elect(ID);
         _submit(ID, 0, 0, 0);
         uint256[] memory acc = new uint256[](2);
         acc[0] = 1;
@@ -111,7 +114,8 @@ contract TrainingRegistryTest is RegistryBase {
         ITrainingRegistry.TrainerMetrics memory m = reg.trainerMetrics(ID, trainers[1]);
         assertTrue(m.evicted, "evicted");
         assertEq(m.slashed, MIN_STAKE / 10, "10 % slashed");
-        assertEq(reg.getRun(ID).rewardPoolLeft, 1e18 + MIN_STAKE / 10, "slash to the pool");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 1e18, "a slash never feeds the pool");
+        assertEq(reg.burned(), MIN_STAKE / 10, "the slash is burned");
         string memory cid = "bafkreix";
         bytes memory sig = _sig(keys[1], ID, 1, 0, cid, bytes32(uint256(1)));
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__TrainerIsEvicted.selector, ID, trainers[1]));
@@ -125,6 +129,7 @@ contract TrainingRegistryTest is RegistryBase {
         vm.prank(syncer);
         reg.reportInvalid(ID, 0, 0, trainers[1], uint8(ITrainingRegistry.SlashReason.HashMismatch));
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, MIN_STAKE / 20, "5 %");
+        assertEq(reg.burned(), MIN_STAKE / 20, "burned");
         (uint256 sub, uint256 rej, uint256 acc_) = reg.submissionsOf(ID, 0, trainers[1]);
         assertEq(sub, 1, "submitted");
         assertEq(rej, 1, "rejected");
@@ -142,20 +147,80 @@ contract TrainingRegistryTest is RegistryBase {
         _registerSyncer(other, MIN_SYNCER_STAKE);
         _startRun(ID, 1, 1, 1, 1, 1e18);
         address first = reg.getRun(ID).syncer;
-        vm.expectRevert();
-        reg.electSyncer(ID);
+        uint64 replaceableAt = reg.getRun(ID).syncerReplaceableAt;
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistry.Registry__SyncerStillActive.selector, ID, first, replaceableAt)
+        );
+        reg.requestSyncerElection(ID);
         vm.warp(block.timestamp + 30 + SYNCER_TIMEOUT + 1);
-        address second = reg.electSyncer(ID);
+        address second = _elect(ID);
         assertTrue(second != first, "replaced by the other candidate");
-        (uint256 stake, uint32 active,) = reg.syncerInfo(first);
-        assertEq(stake, MIN_SYNCER_STAKE - MIN_SYNCER_STAKE / 10, "old syncer slashed");
+        (uint256 stake, uint32 active,, uint256 locked) = reg.syncerInfo(first);
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "old syncer loses its bond for the run");
         assertEq(active, 0, "old syncer released");
-        assertEq(reg.getRun(ID).rewardPoolLeft, 1e18 + MIN_SYNCER_STAKE / 10, "syncer slash to the pool");
+        assertEq(locked, 0, "old syncer's bond no longer locked");
+        assertEq(reg.burned(), SYNCER_BOND, "bond burned");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 1e18, "a slash never feeds the pool");
         uint256[] memory acc = new uint256[](1);
         vm.prank(second);
         reg.finalizeRound(_commit(ID, 0, 1, acc));
         vm.prank(first);
         reg.unregisterSyncer();
+    }
+
+    function test_syncerFee_accruesPerRound_claimableAfterSeal() public {
+        ITrainingRegistry.TaskParams memory p = _params(ID, 2, 1, 1, 2, 1_000e18);
+        p.syncerFeeBps = 1_000; // 10 % of the pool over 2 rounds: 50e18 a round
+        _post(p);
+        _enroll(ID, 0, MIN_STAKE);
+        _enroll(ID, 1, MIN_STAKE);
+        _elect(ID);
+        _fullRound(ID, 0, 2, 1);
+        assertEq(reg.syncerFeeOf(ID, syncer), 50e18, "one round's fee");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 950e18, "taken from the pool");
+        vm.prank(syncer);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistry.Registry__WrongStatus.selector, ID, ITrainingRegistry.RunStatus.Training)
+        );
+        reg.claimSyncerFee(ID);
+        _fullRound(ID, 1, 2, 1);
+        reg.seal(ID);
+        vm.prank(syncer);
+        assertEq(reg.claimSyncerFee(ID), 100e18, "claimed");
+        assertEq(reg.withdrawable(syncer), 100e18, "withdrawable");
+        assertEq(reg.withdrawable(trainers[0]), 450e18 + MIN_STAKE, "trainers share the rest");
+        vm.prank(syncer);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__NoSyncerFee.selector, ID, syncer));
+        reg.claimSyncerFee(ID);
+    }
+
+    function test_enrollmentDeadline_closeByAnyone_orCancelByAnyone() public {
+        bytes32 other = keccak256("task-2");
+        _post(_params(ID, 3, 2, 1, 1, 5e18));
+        _post(_params(other, 3, 2, 1, 1, 5e18));
+        _enroll(ID, 0, MIN_STAKE);
+        _enroll(ID, 1, MIN_STAKE);
+        _enroll(other, 0, MIN_STAKE);
+        uint64 deadline = reg.getRun(ID).enrollmentDeadline;
+        assertEq(deadline, block.timestamp + ENROLL_SECONDS, "deadline");
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__EnrollmentStillOpen.selector, ID, deadline));
+        reg.closeEnrollment(ID);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__NotSponsor.selector, other, address(this)));
+        reg.cancelTask(other);
+        vm.warp(uint256(deadline) + 1);
+        _fund(trainers[2], MIN_STAKE);
+        vm.prank(trainers[2]);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__EnrollmentClosed.selector, ID, deadline));
+        reg.enrollTrainer(ID, MIN_STAKE, "did:tenzro:late");
+        // K = 2 enrolled: the run can train, nobody but the sponsor cancels it; anyone opens round 0
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__RunCanTrain.selector, ID, uint16(2), uint16(2)));
+        reg.cancelTask(ID);
+        reg.closeEnrollment(ID);
+        assertTrue(reg.getRun(ID).status == ITrainingRegistry.RunStatus.Training, "round 0 open");
+        // 1 of K = 2 enrolled: anyone cancels, everything is refunded
+        reg.cancelTask(other);
+        assertEq(reg.withdrawable(trainers[0]), MIN_STAKE, "stake back");
+        assertEq(reg.withdrawable(sponsor), 5e18, "pool back");
     }
 
     function test_cancelRefundsEverything() public {
@@ -172,11 +237,12 @@ contract TrainingRegistryTest is RegistryBase {
     function testFuzz_sealConservesTokens(uint96 pool, uint96 extraStake, uint8 pattern, uint8 misses) public {
         ITrainingRegistry.TaskParams memory p = _params(ID, 3, 1, 2, 2, pool);
         p.maxMisses = misses % 2;
+        p.syncerFeeBps = uint16(pattern) * 7; // 0 .. 1785 bps
         _post(p);
-        reg.electSyncer(ID);
         for (uint256 i = 0; i < 3; ++i) {
             _enroll(ID, i, MIN_STAKE + uint256(extraStake) * (i + 1));
         }
+        _elect(ID);
         for (uint32 r = 0; r < 2; ++r) {
             uint256[] memory acc = new uint256[](3);
             for (uint256 i = 0; i < 3; ++i) {
@@ -199,9 +265,16 @@ contract TrainingRegistryTest is RegistryBase {
             reg.withdraw();
         }
         out += reg.withdrawable(sponsor);
+        uint256 fees = reg.syncerFeeOf(ID, syncer);
+        if (fees != 0) {
+            vm.prank(syncer);
+            reg.claimSyncerFee(ID);
+        }
         uint256 staked = 3 * MIN_STAKE + 6 * uint256(extraStake);
-        assertEq(out, uint256(pool) + staked, "payouts = pool + stakes");
-        assertEq(_total(), MIN_SYNCER_STAKE + reg.withdrawable(sponsor), "registry keeps the rest");
+        assertEq(out + fees + reg.burned(), uint256(pool) + staked, "payouts + fees + burned = pool + stakes");
+        assertEq(
+            _total(), MIN_SYNCER_STAKE + reg.withdrawable(sponsor) + fees + reg.burned(), "registry keeps the rest"
+        );
     }
 
     function testFuzz_postTaskEscrowsExactly(uint128 pool) public {

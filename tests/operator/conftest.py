@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from op_stack import Anvil, make_spec
+from op_stack import Anvil, ensure_syncer_stake, make_spec
 from stack import fund
 from stack import MIN_SYNCER_STAKE, TOKEN, deploy_stack, free_port
 from tenzro_operator.keys import anvil_account
@@ -68,17 +68,17 @@ def roles(stack):
 
 @pytest.fixture
 def running_task(roles):
-    """A posted run (M=2, K=1, F=2, 2 rounds) with a syncer elected and trainers 3 and 4 enrolled:
-    round 0 is open. Returns (spec, task id bytes)."""
+    """A posted run (M=2, K=1, F=2, 2 rounds) with trainers 3 and 4 enrolled (the second opens
+    round 0) and then a syncer elected (two steps: request, elect): round 0 is open.
+    Returns (spec, task id bytes)."""
     spec = make_spec()
     roles["sponsor"].post_task(spec, "bafyspec")
     syncer = roles["syncer"]
-    if not syncer.syncer_info()[2]:
-        syncer.register_syncer(MIN_SYNCER_STAKE)
+    ensure_syncer_stake(syncer, spec.syncer_bond_atto, MIN_SYNCER_STAKE)
     tid = spec.task_id_bytes
-    assert syncer.elect_syncer(tid) == syncer.address  # the only candidate
     for t in roles["trainers"][:2]:
         t.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{t.address}")
+    assert syncer.run_syncer_election(tid) == syncer.address  # the only candidate
     return spec, tid
 
 

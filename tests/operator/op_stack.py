@@ -105,3 +105,14 @@ def make_spec(**overrides):
     return parse_spec(raw)
 
 
+
+
+def ensure_syncer_stake(client, bond: int, min_stake: int) -> None:
+    """Make ``client``'s account a syncer candidate whose unlocked stake covers ``bond`` atto-units
+    (the runs of the shared session chain are left unsealed, each holding a bond): registers
+    ``max(min_stake, bond)`` the first time, else tops the stake up by the shortfall."""
+    info = client.syncer_info()
+    if not info.registered:
+        client.register_syncer(max(min_stake, bond))
+    elif info.free < bond:
+        client.register_syncer(bond - info.free)

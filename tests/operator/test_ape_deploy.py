@@ -31,6 +31,8 @@ def test_ape_run_deploy_record_drives_the_client(tmp_path):
         assert record["chain_id"] == 31337 and record["verifier_precompile"].endswith("1008")
 
         base = ChainClient(anvil.url, out)  # start-up checks: chain id, code at every address and at 0x…1008
+        # the script's defaults: 100 TNZO minimum syncer stake, 0.001 TNZO minimum syncer pay per round
+        assert (base.min_syncer_stake(), base.min_syncer_fee_per_round()) == (100 * 10**18, 10**15)
         fund(anvil.url, out, [1], 10**24)
         sponsor = base.with_account(anvil_account(1))
         spec = make_spec()

@@ -12,8 +12,8 @@ import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
-from op_stack import make_spec
-from stack import TOKEN, free_port
+from op_stack import ensure_syncer_stake, make_spec
+from stack import MIN_SYNCER_STAKE, TOKEN, free_port
 from tenzro_operator.chain import (
     ChainClient,
     RoundCommit,
@@ -80,7 +80,13 @@ def test_full_lifecycle_and_conservation(roles, running_task):
     assert run.reward_pool == spec.reward_pool_atto and run.aggregation_name == "TrimmedMean"
     assert base.trainers_of(tid) == [t1.address, t2.address]
     assert tid in base.all_runs()
+    assert (run.syncer_fee_bps, run.syncer_bond) == (100, 10 * TOKEN)  # the spec's defaults
+    assert run.enrollment_deadline == run.posted_at + 3600 and run.syncer_elected_at >= run.round_opened_at
+    assert run.election_block == 0  # resolved
+    bonded = syncer.syncer_info()
+    assert bonded.locked >= run.syncer_bond and bonded.active_tasks >= 1
     escrowed = spec.reward_pool_atto + 2 * 100 * TOKEN
+    fee_per_round = 1000 * TOKEN * 100 // 10_000 // 2  # pool 1000 TNZO, 1 %, over 2 rounds: 5 TNZO
 
     for rnd in range(2):
         # t1 submits both fragments with both transactions in flight; t2 submits fragment 0 only.
@@ -104,7 +110,13 @@ def test_full_lifecycle_and_conservation(roles, running_task):
         assert rec.weights_root == R.weights_root(commit.fragment_hashes) == fin["weightsRoot"]
         assert rec.round_digest == R.round_digest(rnd, rec.weights_root, commit.transcript_hash, 3)
 
-    assert base.get_run(tid).status == RunStatus.COMPLETED
+    done = base.get_run(tid)
+    assert done.status == RunStatus.COMPLETED
+    # each finalized round moved one fee from the pool to the finalizing syncer
+    assert done.syncer_fees_accrued == 2 * fee_per_round == base.syncer_fee_of(tid, syncer.address)
+    assert done.reward_pool_left == spec.reward_pool_atto - 2 * fee_per_round
+    with pytest.raises(ChainRevert, match="Registry__WrongStatus"):
+        syncer.claim_syncer_fee(tid)  # only after the seal
     sealed = sponsor.seal(tid)
     assert sealed.event("RunSealed")["rounds"] == 2
     receipt = base.get_receipt(tid)
@@ -115,12 +127,20 @@ def test_full_lifecycle_and_conservation(roles, running_task):
     assert base.verify_receipt(receipt.serialized, receipt.run_root) is True
     assert base.verify_receipt(receipt.serialized, b"\x00" * 32) is False
 
-    # Payouts: t1 earned credits 2*(600+400), t2 2*600; rewards + refunds + dust == escrowed.
+    # Payouts: t1 earned credits 2*(600+400), t2 2*600 of what the syncer fees left in the pool;
+    # rewards + refunds + dust + syncer fees == escrowed.
     s1, s2 = base.trainer_stats(tid, t1.address), base.trainer_stats(tid, t2.address)
     assert (s1.accepted, s2.accepted, s1.credits, s2.credits) == (4, 2, 2000, 1200)
-    assert s1.current_reward == spec.reward_pool_atto * 2000 // 3200
+    assert s1.current_reward == (spec.reward_pool_atto - 2 * fee_per_round) * 2000 // 3200
     credited = {ev["account"]: ev["reward"] + ev["stakeRefund"] for ev in sealed.events_named("PayoutCredited")}
-    assert sum(credited.values()) == escrowed
+    assert sum(credited.values()) + 2 * fee_per_round == escrowed
+    # the seal unlocked the syncer's bond; the fee is claimed once, to the withdrawable balance
+    assert syncer.syncer_info().locked == bonded.locked - run.syncer_bond
+    owed = syncer.withdrawable()
+    assert syncer.claim_syncer_fee(tid) == 2 * fee_per_round
+    assert syncer.withdrawable() == owed + 2 * fee_per_round and syncer.syncer_fee_of(tid) == 0
+    with pytest.raises(ChainRevert, match="Registry__NoSyncerFee"):
+        syncer.claim_syncer_fee(tid)
     before = [base.token_balance(a) for a in (t1.address, t2.address)]
     got1 = t1.withdraw().event("Withdrawn")["amount"]
     got2 = t2.withdraw().event("Withdrawn")["amount"]
@@ -268,7 +288,8 @@ def test_report_invalid_slashes_as_the_contract_says(roles, running_task):
     base, syncer, t1 = roles["base"], roles["syncer"], roles["trainers"][0]
     t1.submit_outer_gradient(tid, 0, 0, "bafk-bad", sha(b"bad"))
     bps = base.call("INVALID_SLASH_BPS")
-    held_before = base.get_run(tid).stake_held
+    before = base.get_run(tid)
+    held_before, burned_before = before.stake_held, base.burned()
     res = syncer.report_invalid(tid, 0, 0, t1.address, SlashReason.HASH_MISMATCH)
     ev = res.event("TrainerSlashed")
     assert ev["trainer"] == t1.address and ev["reason"] == SlashReason.HASH_MISMATCH
@@ -277,6 +298,10 @@ def test_report_invalid_slashes_as_the_contract_says(roles, running_task):
     run = base.get_run(tid)
     assert run.stake_held == held_before - ev["amount"]
     assert base.trainer_stats(tid, t1.address).slashed == ev["amount"]
+    # the slash is burned: kept by the registry, not added to the run's pool
+    assert base.burned() == burned_before + ev["amount"]
+    assert run.reward_pool_left == before.reward_pool_left
+    assert res.event("StakeBurned") == {"taskId": tid, "from": t1.address, "amount": ev["amount"]}
 
 
 def test_cancel_during_enrollment_refunds(roles):
@@ -308,3 +333,91 @@ def test_run_start_block_is_the_block_of_posting(roles):
     assert [e["block_number"] for e in posted] == [tx.block_number]
     assert base.first_block_at(base.block_timestamp("latest") + 1000) == base.block_number() + 1
     assert base.first_block_at(0) == base.deployment.deploy_block
+
+
+# -- enrollment deadline, two-step elections, syncer replacement ---------------------------------
+
+
+def test_enrollment_deadline_lets_anyone_close_or_cancel(roles):
+    """After the spec's enrollment window anyone opens round 0 with >= K enrolled, or cancels
+    with fewer; before it only the sponsor may cancel, and nobody may close."""
+    base, sponsor, outsider = roles["base"], roles["sponsor"], roles["trainers"][2]
+    t1 = roles["trainers"][0]
+    ready = make_spec(enrollment_window_ms=20_000)  # M=2, K=1
+    short = make_spec(enrollment_window_ms=20_000, quorum=2)  # M=2, K=2
+    for spec in (ready, short):
+        sponsor.post_task(spec, "bafyspec")
+        t1.enroll_trainer(spec.task_id_bytes, 100 * TOKEN, "did:tenzro:machine:t1")
+    run = base.get_run(ready.task_id_bytes)
+    assert run.enrollment_deadline == run.posted_at + 20
+    with pytest.raises(ChainRevert) as ei:
+        outsider.close_enrollment(ready.task_id_bytes)
+    assert ei.value.error_name == "Registry__EnrollmentStillOpen" and ei.value.args_["deadline"] == run.enrollment_deadline
+    with pytest.raises(ChainRevert, match="Registry__NotSponsor"):
+        outsider.cancel_task(short.task_id_bytes)
+    with pytest.raises(ChainRevert, match="Registry__WrongStatus"):  # no election while Enrolling
+        outsider.request_syncer_election(ready.task_id_bytes)
+
+    base.mine(seconds=21)
+    with pytest.raises(ChainRevert, match="Registry__EnrollmentClosed"):
+        roles["trainers"][1].enroll_trainer(ready.task_id_bytes, 100 * TOKEN, "did:late")
+    with pytest.raises(ChainRevert, match="Registry__RunCanTrain"):
+        outsider.cancel_task(ready.task_id_bytes)  # K enrolled: the run can still train
+    with pytest.raises(ChainRevert, match="Registry__NotEnoughEnrolled"):
+        outsider.close_enrollment(short.task_id_bytes)
+    opened = outsider.close_enrollment(ready.task_id_bytes).event("RoundOpened")
+    assert opened["round"] == 0 and base.get_run(ready.task_id_bytes).status == RunStatus.TRAINING
+    owed = t1.withdrawable()
+    ev = outsider.cancel_task(short.task_id_bytes).event("TaskCancelled")
+    assert (ev["poolRefunded"], ev["trainersRefunded"]) == (short.reward_pool_atto, 1)
+    assert t1.withdrawable() == owed + 100 * TOKEN
+    assert base.get_run(short.task_id_bytes).status == RunStatus.CANCELLED
+
+
+def test_election_is_two_steps_and_pending_requests_are_shared(roles):
+    base, sponsor, syncer, outsider = roles["base"], roles["sponsor"], roles["syncer"], roles["trainers"][2]
+    spec = make_spec(trainer_count=1, quorum=1)
+    sponsor.post_task(spec, "bafyspec")
+    tid = spec.task_id_bytes
+    roles["trainers"][0].enroll_trainer(tid, 100 * TOKEN, "did:tenzro:machine:t1")  # M-th: Training
+    ensure_syncer_stake(syncer, spec.syncer_bond_atto, MIN_SYNCER_STAKE)
+    with pytest.raises(ChainRevert, match="Registry__NoElectionRequested"):
+        outsider.elect_syncer(tid)
+    req = outsider.request_syncer_election(tid)  # anyone may ask
+    assert req.event("SyncerElectionRequested")["requestBlock"] == req.block_number
+    assert base.get_run(tid).election_block == req.block_number
+    with pytest.raises(ChainRevert) as ei:
+        syncer.request_syncer_election(tid)
+    assert ei.value.error_name == "Registry__ElectionPending" and ei.value.args_["requestBlock"] == req.block_number
+    # the helper resolves someone else's pending request instead of asking again
+    assert syncer.run_syncer_election(tid) == syncer.address
+    run = base.get_run(tid)
+    assert run.syncer == syncer.address and run.election_block == 0 and run.syncer_elected_at > 0
+    assert run.syncer_replaceable_at == max(run.round_deadline, run.syncer_elected_at) + base.syncer_timeout()
+    with pytest.raises(ChainRevert, match="Registry__SyncerStillActive"):
+        outsider.request_syncer_election(tid)
+
+
+def test_silent_syncer_is_replaced_and_its_bond_burned(fresh_stack):
+    """Own chain: two candidates. Syncer A is elected, stays silent past syncerReplaceableAt;
+    anyone's two-step election replaces it by B (A excluded) and burns A's bond for the run."""
+    base = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments)
+    sponsor, a, b, trainer = (base.with_account(anvil_account(i)) for i in (1, 2, 4, 3))
+    spec = make_spec(trainer_count=1, quorum=1)
+    sponsor.post_task(spec, "bafyspec")
+    tid = spec.task_id_bytes
+    trainer.enroll_trainer(tid, 100 * TOKEN, "did:tenzro:machine:t")
+    a.register_syncer(base.min_syncer_stake())
+    assert a.run_syncer_election(tid) == a.address  # the only candidate
+    b.register_syncer(base.min_syncer_stake())
+    stake_a = a.syncer_info().stake
+    run = base.get_run(tid)
+    base.mine(seconds=run.syncer_replaceable_at - base.block_timestamp() + 1)
+    assert trainer.run_syncer_election(tid) == b.address  # anyone drives it; A is excluded
+    elected = base.get_logs(base.run_start_block(run), base.block_number(), ["SyncerElected"],
+                            task_id=tid)[-1]["args"]
+    assert (elected["previous"], elected["previousSlashed"]) == (a.address, spec.syncer_bond_atto)
+    assert base.burned() == spec.syncer_bond_atto
+    assert a.syncer_info() == (stake_a - spec.syncer_bond_atto, 0, True, 0)
+    assert b.syncer_info().locked == spec.syncer_bond_atto
+    assert base.get_run(tid).syncer == b.address

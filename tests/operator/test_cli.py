@@ -9,8 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from op_stack import make_spec
-from stack import TOKEN, free_port
+from op_stack import ensure_syncer_stake, make_spec
+from stack import MIN_SYNCER_STAKE, TOKEN, free_port
 from tenzro_operator.cli import cli
 from tenzro_operator.keys import anvil_account, create_keystore
 from tenzro_operator.spec import canonical_json, spec_hash
@@ -60,12 +60,16 @@ def test_get_run_json_and_table(run_cli, roles, running_task):
     assert doc["task_id"] == "0x" + tid.hex()
     assert doc["status"] == "TRAINING" and doc["current_round"] == run.current_round
     assert doc["reward_pool"] == spec.reward_pool and doc["aggregation"] == "TrimmedMean"
+    assert (doc["syncer_fee_bps"], doc["syncer_bond"]) == (100, "10000000000000000000")
+    assert doc["enrollment_deadline"] == run.posted_at + 3600 and doc["syncer"] == roles["syncer"].address
+    assert doc["syncer_replaceable_at"] == run.syncer_replaceable_at > 0 and doc["syncer_fees_accrued"] == "0"
     assert [t["trainer"] for t in doc["trainers"]] == roles["base"].trainers_of(tid)
     # the 0x-hex32 form of the id works too
     res2 = run_cli("train", "get-run", "--task-id", "0x" + tid.hex(), "--format", "json")
     assert json.loads(res2.output)["spec_hash"] == doc["spec_hash"]
     table = run_cli("train", "get-run", "--task-id", spec.task_id)
     assert table.exit_code == 0 and "TRAINING" in table.output and "1,000 TNZO" in table.output
+    assert "syncer bond" in table.output and "10 TNZO" in table.output and "100 bps of the pool" in table.output
 
 
 def test_rpc_down_is_one_clear_line(run_cli):
@@ -134,15 +138,19 @@ def test_enroll_submit_finalize_list_by_hand(run_cli, roles, keystores, tmp_path
     roles["sponsor"].post_task(spec, "bafyspec")
     tid = spec.task_id
     syncer = roles["syncer"]
-    if not syncer.syncer_info()[2]:
-        syncer.register_syncer(10 * TOKEN)
-    res = run_cli("train", "elect-syncer", "--task-id", tid, "--format", "json", keystore=keystores["syncer"])
-    assert json.loads(res.output)["syncer"] == syncer.address
+    ensure_syncer_stake(syncer, spec.syncer_bond_atto, MIN_SYNCER_STAKE)
+    # no election while the run is Enrolling: it is refused by name, in one line
+    line = one_line_error(run_cli("train", "elect-syncer", "--task-id", tid, keystore=keystores["syncer"]))
+    assert "Registry__WrongStatus" in line
     for i, ks in enumerate((keystores["t0"], keystores["t1"])):
         res = run_cli("train", "enroll-trainer", "--task-id", tid, "--stake", "100", "--did", f"did:tenzro:machine:{i}",
                       "--format", "json", keystore=ks)
         assert res.exit_code == 0, res.output
         assert json.loads(res.output)["shard"] == i
+    # the M-th enrollment opened round 0: anyone (here a trainer) runs the two-step election
+    res = run_cli("train", "elect-syncer", "--task-id", tid, "--format", "json", keystore=keystores["t0"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["syncer"] == syncer.address  # the only candidate
     payload = tmp_path / "delta.safetensors"
     payload.write_bytes(b"not really safetensors, but bytes are bytes" * 10)
     res = run_cli("train", "submit-gradient", "--task-id", tid, "--round", "0", "--fragment", "1", "--payload",
@@ -177,23 +185,24 @@ def test_enroll_submit_finalize_list_by_hand(run_cli, roles, keystores, tmp_path
     assert stats["accepted"] == 1 and stats["submitted"] == 1
 
 
-def test_close_enrollment_and_seal_by_hand(run_cli, roles, keystores, tmp_path):
-    """A one-round run driven through the CLI: the syncer opens round 0 with one of two slots
-    filled, and someone other than the syncer seals it; refusals are one line each."""
-    spec = make_spec(max_rounds=1)
+def test_close_enrollment_seal_and_claim_by_hand(run_cli, roles, keystores, tmp_path):
+    """A one-round run driven through the CLI: after its enrollment deadline a trainer (anyone)
+    opens round 0 with one of two slots filled, the syncer is elected, someone other than the
+    syncer seals, and the syncer claims its fee; refusals are one line each."""
+    spec = make_spec(max_rounds=1, enrollment_window_ms=15_000)
     roles["sponsor"].post_task(spec, "bafyspec")
-    tid, syncer = spec.task_id, roles["syncer"]
-    if not syncer.syncer_info()[2]:
-        syncer.register_syncer(10 * TOKEN)
-    run_cli("train", "elect-syncer", "--task-id", tid, keystore=keystores["syncer"])
+    tid, syncer, base = spec.task_id, roles["syncer"], roles["base"]
+    ensure_syncer_stake(syncer, spec.syncer_bond_atto, MIN_SYNCER_STAKE)
     assert run_cli("train", "enroll-trainer", "--task-id", tid, "--stake", "100", "--did", "did:tenzro:machine:t0",
                    keystore=keystores["t0"]).exit_code == 0
     line = one_line_error(run_cli("train", "close-enrollment", "--task-id", tid, keystore=keystores["t0"]))
-    assert "Registry__NotSyncer" in line
-    res = run_cli("train", "close-enrollment", "--task-id", tid, "--format", "json", keystore=keystores["syncer"])
+    assert "Registry__EnrollmentStillOpen" in line
+    base.mine(seconds=16)
+    res = run_cli("train", "close-enrollment", "--task-id", tid, "--format", "json", keystore=keystores["t0"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["round"] == 0
-    assert roles["base"].get_run(spec.task_id_bytes).status.name == "TRAINING"
+    assert base.get_run(spec.task_id_bytes).status.name == "TRAINING"
+    assert run_cli("train", "elect-syncer", "--task-id", tid, keystore=keystores["t1"]).exit_code == 0
     assert "Registry__WrongStatus" in one_line_error(run_cli("train", "seal", "--task-id", tid,
                                                              keystore=keystores["t1"]))
     payload = tmp_path / "delta.bin"
@@ -209,8 +218,16 @@ def test_close_enrollment_and_seal_by_hand(run_cli, roles, keystores, tmp_path):
     assert run_cli("train", "finalize-round", "--commit", str(cf), keystore=keystores["syncer"]).exit_code == 0
     res = run_cli("train", "seal", "--task-id", tid, "--format", "json", keystore=keystores["t1"])  # not the syncer
     assert res.exit_code == 0, res.output
-    receipt = roles["base"].get_receipt(spec.task_id_bytes)
+    receipt = base.get_receipt(spec.task_id_bytes)
     assert json.loads(res.output)["run_root"] == "0x" + receipt.run_root.hex()
+    # one round of 1000 TNZO at 1 %: 10 TNZO accrued to the syncer, claimable once, by it only
+    assert "Registry__NoSyncerFee" in one_line_error(run_cli("train", "claim-syncer-fee", "--task-id", tid,
+                                                             keystore=keystores["t1"]))
+    owed = syncer.withdrawable()
+    res = run_cli("train", "claim-syncer-fee", "--task-id", tid, "--format", "json", keystore=keystores["syncer"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["amount"] == str(10 * TOKEN)
+    assert syncer.withdrawable() == owed + 10 * TOKEN
 
 
 def test_cancel_task_refunds_pool_and_stakes(run_cli, roles, keystores):
@@ -231,6 +248,29 @@ def test_cancel_task_refunds_pool_and_stakes(run_cli, roles, keystores):
     # cancelling twice is refused by name
     assert "Registry__WrongStatus" in one_line_error(run_cli("train", "cancel-task", "--task-id", spec.task_id,
                                                              keystore=keystores["sponsor"]))
+
+
+def test_anyone_cancels_a_run_short_of_quorum_after_its_deadline(run_cli, roles, keystores):
+    spec = make_spec(quorum=2, enrollment_window_ms=10_000)
+    roles["sponsor"].post_task(spec, "bafyspec")
+    assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
+                   "--did", "did:tenzro:machine:t1", keystore=keystores["t1"]).exit_code == 0
+    roles["base"].mine(seconds=11)
+    assert "Registry__NotEnoughEnrolled" in one_line_error(run_cli("train", "close-enrollment", "--task-id",
+                                                                   spec.task_id, keystore=keystores["t0"]))
+    owed = roles["trainers"][1].withdrawable()
+    res = run_cli("train", "cancel-task", "--task-id", spec.task_id, "--format", "json", keystore=keystores["t0"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["trainers_refunded"] == 1
+    assert roles["trainers"][1].withdrawable() == owed + 100 * TOKEN
+
+
+def test_register_syncer_below_the_minimum_is_one_line(run_cli, roles, keystores):
+    assert not roles["sponsor"].syncer_info().registered
+    nonce = roles["base"].w3.eth.get_transaction_count(roles["sponsor"].address)
+    line = one_line_error(run_cli("train", "register-syncer", "--stake", "1", keystore=keystores["sponsor"]))
+    assert "at least 10 TNZO" in line and "minSyncerStake" in line and "got 1 TNZO" in line
+    assert roles["base"].w3.eth.get_transaction_count(roles["sponsor"].address) == nonce  # nothing sent
 
 
 def test_withdraw_with_nothing_and_missing_keystore(run_cli, keystores):

@@ -69,7 +69,6 @@ def test_example_file_loads_with_protocol():
     ("Mean", "Mean", 0, 0),
     ({"TrimmedMean": {"alpha_bps": 1250}}, "TrimmedMean", 1, 1250),
     ("CoordinateMedian", "CoordinateMedian", 2, 0),
-    ({"Krum": {"f": 1}}, "Krum", 3, 1),
 ])
 def test_aggregation_forms_round_trip(raw, rule, name, rule_id, param):
     raw.update(aggregation=rule, trainer_count=8, quorum=6)
@@ -101,7 +100,18 @@ def _mutate(raw, fn):
     (lambda d: d.update(aggregation="Median"), "aggregation", "unknown aggregation rule"),
     (lambda d: d.update(aggregation={"TrimmedMean": {"alpha_bps": 6000}}), "aggregation.TrimmedMean.alpha_bps",
      "less than 5000"),
-    (lambda d: d.update(aggregation={"Krum": {"f": 1}}), "aggregation.Krum.f", "2f+3"),
+    # Krum is not provable coordinate by coordinate: the registry reverts RuleNotProvable in the Open tier
+    (lambda d: d.update(aggregation={"Krum": {"f": 1}}, trainer_count=8, quorum=6), "aggregation",
+     "Krum cannot be posted in the Open tier"),
+    (lambda d: d.update(trainer_count=1025, quorum=1), "trainer_count", "exceeds 2048"),  # M*F = 2050
+    (lambda d: d.update(syncer_fee_bps=2001), "syncer_fee_bps", "less than or equal to 2000"),
+    (lambda d: d.update(syncer_fee_bps=-1), "syncer_fee_bps", "greater than or equal to 0"),
+    (lambda d: d.update(syncer_bond="0"), "syncer_bond", "positive"),
+    (lambda d: d.update(syncer_bond=10**19), "syncer_bond", "JSON string"),
+    (lambda d: d.update(syncer_bond="ten"), "syncer_bond", "decimal integer string"),
+    (lambda d: d.update(enrollment_window_ms=0), "enrollment_window_ms", "greater than 0"),
+    (lambda d: d.update(enrollment_window_ms=30 * 86_400_000 + 1), "enrollment_window_ms",
+     "less than or equal to 2592000000"),
     (lambda d: d.update(dataset_ref="https://x"), "dataset_ref", "ipfs://"),
     (lambda d: d.update(sponsor_did="alice"), "sponsor_did", "DID"),
     (lambda d: d.pop("quorum"), "quorum", "Field required"),
@@ -131,6 +141,25 @@ def test_each_error_names_its_field(raw, mutation, path, fragment):
         parse_spec(_mutate(raw, mutation))
     assert ei.value.path == path
     assert fragment in str(ei.value)
+
+
+def test_v2_fields_default_and_are_hashed(raw):
+    """A spec without the protocol-v2 fields still parses, with the defaults; its canonical bytes
+    (what is pinned and hashed at posting) carry them, so the spec hash covers them."""
+    for key in ("enrollment_window_ms", "syncer_fee_bps", "syncer_bond"):
+        raw.pop(key, None)
+    spec = parse_spec(raw)
+    assert (spec.enrollment_window_ms, spec.syncer_fee_bps, spec.syncer_bond_atto) == (3_600_000, 100, 10 * 10**18)
+    doc = json.loads(canonical_json(spec))
+    assert (doc["enrollment_window_ms"], doc["syncer_fee_bps"], doc["syncer_bond"]) == (3_600_000, 100,
+                                                                                       "10000000000000000000")
+    assert spec_hash(parse_spec(doc)) == spec_hash(spec)
+    assert spec_hash(parse_spec(dict(doc, syncer_fee_bps=200))) != spec_hash(spec)
+    # the registry stores the window in whole seconds, rounded up
+    assert parse_spec(dict(doc, enrollment_window_ms=1)).enrollment_seconds == 1
+    assert parse_spec(dict(doc, enrollment_window_ms=1_001)).enrollment_seconds == 2
+    # the pay per round is the registry's integer division: 1000 TNZO * 1 % / 2 rounds
+    assert spec.syncer_fee_per_round_atto == 5 * 10**18
 
 
 def test_error_message_names_the_file(tmp_path, raw):

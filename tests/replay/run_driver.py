@@ -6,13 +6,14 @@ syncer daemons, and later can cross-check the daemons' rounds against it.
 
 1. the contracts come from `stack.deploy_stack` (ape's build artifacts through web3, in the
    shape of ``deployments/<network>.json``); `fund` mints TNZO to the role accounts.
-2. `play_run`: the sponsor builds and posts a spec (`roles.sponsor`); the syncer registers and
-   is elected; the trainers enroll; for each round every trainer runs H inner AdamW steps
-   (`InnerTrainer`) on its shard, and per fragment pins ``pseudo_gradient`` as safetensors and
-   submits it (EIP-712 signed); the syncer fetches each payload from IPFS, checks it,
-   aggregates with the spec's rule (inputs keyed by lower-case trainer address), applies the
-   outer Nesterov step, pins the new weights (`TaskRuntime.encode_weights`) and the
-   `RoundTranscript`, and calls ``finalizeRound``; finally anyone seals.
+2. `play_run`: the sponsor builds and posts a spec (`roles.sponsor`); the syncer registers; the
+   trainers enroll (the M-th opens round 0); the syncer is elected (request, then elect); for
+   each round every trainer runs H inner AdamW steps (`InnerTrainer`) on its shard, and per
+   fragment pins ``pseudo_gradient`` as safetensors and submits it (EIP-712 signed); the
+   syncer fetches each payload from IPFS, checks it, aggregates with the spec's rule (inputs
+   keyed by lower-case trainer address), applies the outer Nesterov step, pins the new weights
+   (`TaskRuntime.encode_weights`) and the `RoundTranscript`, and calls ``finalizeRound``;
+   finally anyone seals.
 
 `Faults` makes the syncer (or a trainer) misbehave in ways only a replay can see.
 """
@@ -121,11 +122,14 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
                                       grace_window_ms=600_000, aggregation=aggregation, reward_pool=100 * TOKEN,
                                       min_stake=10 * TOKEN, max_missed_rounds=2), df)
     task_id, _ = post_task(sponsor, ipfs, spec)
-    if not syncer.syncer_info()[2]:
-        syncer.register_syncer(MIN_SYNCER_STAKE)
-    assert syncer.elect_syncer(task_id) == syncer.address
-    for t in trainers:
+    info = syncer.syncer_info()  # candidate with an unlocked stake that covers the run's bond
+    if not info.registered:
+        syncer.register_syncer(max(MIN_SYNCER_STAKE, spec.syncer_bond_atto))
+    elif info.free < spec.syncer_bond_atto:
+        syncer.register_syncer(spec.syncer_bond_atto - info.free)
+    for t in trainers:  # the M-th enrollment opens round 0
         t.enroll_trainer(task_id, 10 * TOKEN, f"did:tenzro:machine:{t.address}")
+    assert syncer.run_syncer_election(task_id) == syncer.address  # the only candidate; elections need Training
     order = [a.lower() for a in c["base"].trainers_of(task_id)]
     positions = {t.address.lower(): i for i, t in enumerate(trainers)}
 

@@ -185,7 +185,7 @@ def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, **cfg):
     cfg.setdefault("straggler_wait_s", 1.0)
     config = SyncerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
                                 task_id=task_id and "0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
-                                poll_interval_s=0.3, register_stake="10", **cfg)
+                                poll_interval_s=0.3, register_stake="100", **cfg)  # bonds of 10 runs
     return SyncerDaemon(config, anvil_account(SYNCER), dev.client(SYNCER), dev.ipfs())
 
 

@@ -58,10 +58,22 @@ def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
     for idx in TRAINERS[:3]:
         st = client.trainer_stats(tid, dev.client(idx).address)
         assert (st.accepted, st.total_missed, st.slashed) == (4, 0, 0)
-    # conservation: rewards + refunds credited == reward pool + stakes (nothing slashed)
+    # the syncer was elected once the run trained, earned one fee per round and claimed it after the seal
+    fee_per_round = run.reward_pool * run.syncer_fee_bps // 10_000 // run.max_rounds
+    assert run.syncer_fees_accrued == 2 * fee_per_round > 0
+    syncer = runner.daemons["syncer"]
+    assert syncer.summary == {"rounds_finalized": 2, "runs_sealed": 1, "fees_claimed_atto": 2 * fee_per_round}
+    assert client.syncer_fee_of(tid, syncer.account.address) == 0
+    claimed = _events(client, tid, "SyncerFeeClaimed")
+    assert [(e["args"]["syncer"], e["args"]["amount"]) for e in claimed] == [(syncer.account.address,
+                                                                              2 * fee_per_round)]
+    elected = _events(client, tid, "SyncerElected")[0]
+    assert elected["block_number"] > _events(client, tid, "RoundOpened")[0]["block_number"]
+    # conservation: rewards + refunds + dust credited + syncer fees == reward pool + stakes (nothing slashed)
     payouts = _events(client, tid, "PayoutCredited")
     credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
-    assert credited == run.reward_pool + 3 * 100 * 10**18
+    assert credited + run.syncer_fees_accrued == run.reward_pool + 3 * 100 * 10**18
+    assert _events(client, tid, "StakeBurned") == []
     # the sealed receipt verifies at the TRAINING_VERIFY address
     receipt = client.get_receipt(tid)
     assert client.verify_receipt(receipt.serialized, receipt.run_root)
@@ -140,11 +152,20 @@ def test_invalid_payloads_are_rejected_logged_and_slashed(dev, runner, tmp_path,
     assert f"trainer={wrong_addr} fragment=1" in text and "reason=HashMismatch" in text
     assert f"trainer={nan_addr} fragment=0" in text and "reason=NonFinite" in text
     assert f"trainer={big_addr} fragment=0" in text and "reason=NormOutlier" in text
-    # conservation: payouts + what stays slashed in nobody's hands == pool + stakes
+    # slashes are burned, not paid to anyone: every TrainerSlashed amount has its StakeBurned
+    slashed = [e["args"]["amount"] for e in _events(client, tid, "TrainerSlashed")]
+    burned = _events(client, tid, "StakeBurned")
+    assert sorted(e["args"]["amount"] for e in burned) == sorted(slashed) and sum(slashed) > 0
+    assert {e["args"]["from"] for e in burned} == {nan_addr, wrong_addr, big_addr}
+    trainers = [dev.client(i).address for i in TRAINERS[:5]]
+    assert sum(client.trainer_stats(tid, t).slashed for t in trainers) == sum(slashed)
+    # conservation: payouts + syncer fees + burned == pool + stakes; the pool never grew by a slash
     run = client.get_run(tid)
     payouts = _events(client, tid, "PayoutCredited")
     credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
-    assert credited == run.reward_pool + 5 * 100 * 10**18
+    assert credited + run.syncer_fees_accrued + sum(slashed) == run.reward_pool + 5 * 100 * 10**18
+    rewards = sum(p["args"]["reward"] for p in payouts)  # trainers' rewards + the sponsor's dust
+    assert rewards == run.reward_pool - run.syncer_fees_accrued
     _check_committed_weights(dev, client, tid)
 
 
@@ -218,3 +239,34 @@ def test_absent_trainer_is_missed_and_round_closes_at_the_deadline(dev, runner, 
     assert (st.accepted, st.total_missed) == (0, 1)
     for idx in TRAINERS[:2]:
         assert client.trainer_stats(tid, dev.client(idx).address).accepted == 2
+
+
+@pytest.mark.slow
+def test_enrollment_deadline_opens_a_short_run_and_cancels_one_below_quorum(dev, runner, tmp_path):
+    """Run A: M=3, K=2, only two trainers come; once its enrollment window has passed the syncer
+    opens round 0 itself (closeEnrollment), is then elected (there is no election while a run
+    enrolls) and the run seals. Run B: K=2, one trainer comes; after its window that trainer
+    cancels the run (anyone may) and gets its stake back."""
+    short = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=1, enrollment_window_ms=20_000)
+    lonely = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, enrollment_window_ms=20_000)
+    runner.start("syncer", syncer_daemon(dev, short, tmp_path / "syncer"))
+    for i, idx in enumerate(TRAINERS[:2]):
+        runner.start(f"trainer{i}", trainer_daemon(dev, idx, short, tmp_path / f"t{i}"))
+    loner = dev.client(TRAINERS[2])
+    owed = loner.withdrawable()
+    runner.start("lonely", trainer_daemon(dev, TRAINERS[2], lonely, tmp_path / "t2"))
+    results = runner.join(200)
+    assert all(v == 0 for v in results.values()), results
+
+    client = dev.client()
+    a = client.get_run(short)
+    assert a.status == RunStatus.SEALED and (a.enrolled_count, a.trainer_count) == (2, 3)
+    opened = _events(client, short, "RoundOpened")[0]
+    assert client.block_timestamp(opened["block_number"]) > a.enrollment_deadline  # not before the deadline
+    assert _events(client, short, "SyncerElected")[0]["block_number"] > opened["block_number"]
+    assert runner.daemons["syncer"].summary["fees_claimed_atto"] == a.syncer_fees_accrued > 0
+    b = client.get_run(lonely)
+    assert b.status == RunStatus.CANCELLED
+    cancelled = _events(client, lonely, "TaskCancelled")[0]
+    assert client.block_timestamp(cancelled["block_number"]) > b.enrollment_deadline
+    assert loner.withdrawable() == owed + 100 * 10**18  # its whole stake back

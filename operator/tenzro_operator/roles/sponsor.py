@@ -16,7 +16,15 @@ import pandas as pd
 
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.spec import TaskSpec, canonical_json, parse_spec, task_id_bytes32
+from tenzro_operator.spec import (
+    DEFAULT_ENROLLMENT_WINDOW_MS,
+    DEFAULT_SYNCER_BOND,
+    DEFAULT_SYNCER_FEE_BPS,
+    TaskSpec,
+    canonical_json,
+    parse_spec,
+    task_id_bytes32,
+)
 from tenzro_operator.task_assets import pin_dataset
 from tenzro_operator.task_runtime import INITIAL_ROUND, TaskRuntime
 from tenzro_trainer.config import ModelConfig
@@ -28,8 +36,10 @@ TOKEN = 10**18  # atto-units per TNZO
 class SpecDraft:
     """What a sponsor chooses; `build_spec` fills in the dataset, fragment sizes and initial weights.
 
-    Amounts are token atto-units; `grace_window_ms` milliseconds. Defaults are the
-    Phase-1 reference hyperparameters of DESIGN.md except the model (the `demo` preset).
+    Amounts are token atto-units; `grace_window_ms` and `enrollment_window_ms` milliseconds.
+    Defaults are the Phase-1 reference hyperparameters of DESIGN.md except the model (the `demo`
+    preset); the protocol-v2 fields default as in `tenzro_operator.spec` (one hour of enrollment,
+    1 % of the pool to the syncers, a 10 TNZO syncer bond).
     """
 
     task_id: str
@@ -43,6 +53,9 @@ class SpecDraft:
     inner_steps: int = 24
     max_rounds: int = 5
     grace_window_ms: int = 30_000
+    enrollment_window_ms: int = DEFAULT_ENROLLMENT_WINDOW_MS
+    syncer_fee_bps: int = DEFAULT_SYNCER_FEE_BPS
+    syncer_bond: int = int(DEFAULT_SYNCER_BOND)
     aggregation: str | dict = "Mean"
     reward_pool: int = 1_000 * TOKEN
     min_stake: int = 100 * TOKEN
@@ -79,7 +92,10 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
         "inner_steps": d.inner_steps,
         "max_rounds": d.max_rounds,
         "grace_window_ms": d.grace_window_ms,
+        "enrollment_window_ms": d.enrollment_window_ms,
         "reward_pool": str(d.reward_pool),
+        "syncer_fee_bps": d.syncer_fee_bps,
+        "syncer_bond": str(d.syncer_bond),
         "dataset_ref": dataset_ref,
         "dataset_hash": dhash,
         "min_throughput": None,

@@ -31,7 +31,20 @@ round. When the state file is missing or one finalized round behind (a crash aft
 from IPFS (accepted payloads, same rule, same outer step) and every rebuilt fragment's sha256 is
 checked against the committed one; a mismatch stops the daemon with a clear error.
 
-After the last round the syncer calls ``seal`` (anyone may) and returns.
+Election (contracts/PROTOCOL.md §4): a syncer is elected only for a Training run, in two steps
+(``requestSyncerElection``, then ``electSyncer`` from the next block, `ChainClient.run_syncer_election`).
+While the run is Enrolling the syncer waits: round 0 opens with the M-th enrollment, or, once the
+spec's enrollment deadline has passed, the syncer opens it itself with ``closeEnrollment`` (>= K
+enrolled) or cancels a run short of K (``close_enrollment``, default on; anyone may do either).
+Then it requests and resolves the election; if another candidate is drawn it leaves the run (or,
+serving one configured run, waits as a stand-in). A silent syncer is replaced the same way once
+``syncerReplaceableAt`` has passed (its bond is burned). The elected syncer locks the run's
+``syncerBond`` of its pool stake until the seal, so its unlocked stake must cover the bond to be
+drawn at all.
+
+After the last round the syncer calls ``seal`` (anyone may), claims the fees it accrued (one per
+round it finalized: ``rewardPool * syncerFeeBps / 10000 / maxRounds``) with ``claimSyncerFee``,
+and returns; ``summary`` counts rounds, seals and fees.
 
 Many runs: with a ``task_id`` in the config the daemon serves that run only. Without one it
 serves every run it is (or gets) elected for at once, one thread per run (`serve_elected`):
@@ -166,6 +179,14 @@ class SyncerDaemon(Daemon):
         self.reset_run()
         self.finalized_here = 0
         self.history: list[dict[str, Any]] = []
+        # what this process did, over every run it served (shared with the per-run workers)
+        self.summary: dict[str, int] = {"rounds_finalized": 0, "runs_sealed": 0, "fees_claimed_atto": 0}
+
+    _tally_lock = threading.Lock()  # the per-run threads of `serve_elected` share one `summary`
+
+    def _tally(self, key: str, n: int) -> None:
+        with self._tally_lock:
+            self.summary[key] += n
 
     @property
     def state_path(self):
@@ -192,17 +213,21 @@ class SyncerDaemon(Daemon):
                     self.serve_elected()
             except StopRequested:
                 log.info("stop requested: state saved, exiting")
+        log.info("syncer done: %s", self.summary)
         return 0
 
     def ensure_registered(self) -> None:
-        """Join the syncer pool (approve + registerSyncer) unless registered with enough stake."""
-        stake, _, registered = self.chain.syncer_info()
+        """Join the syncer pool (approve + registerSyncer) unless registered with enough stake.
+        The stake must be at least the registry's ``minSyncerStake`` (a first registration below
+        it reverts); each run it is elected for locks that run's ``syncerBond`` of it."""
+        info = self.chain.syncer_info()
         need = self.chain.min_syncer_stake()
-        if registered and stake >= need:
+        if info.registered and info.stake >= need:
+            log.info("syncer candidate with %d atto stake (%d locked as bonds)", info.stake, info.locked)
             return
-        amount = self.config.register_stake_atto or (need - stake)
-        self.chain.register_syncer(max(amount, need - stake))
-        log.info("registered as syncer candidate with %d atto stake", max(amount, need - stake))
+        amount = max(self.config.register_stake_atto or 0, need - info.stake)
+        self.chain.register_syncer(amount)
+        log.info("registered as syncer candidate with %d atto stake", info.stake + amount)
 
     def find_task(self, patient: bool = False) -> bytes:
         """The config's ``task_id`` (waits until posted), else the first run `_candidates` lists.
@@ -291,6 +316,7 @@ class SyncerDaemon(Daemon):
         worker = SyncerDaemon(cfg, self.account, self.chain, self.ipfs, metrics=self.metrics, stop=self.stop,
                               leave_to_others=True)
         worker.history = self.history  # one record list (list.append is atomic)
+        worker.summary = self.summary  # one tally (`_tally` updates it under a lock)
 
         def target() -> None:
             with log_context(role="syncer"):
@@ -305,50 +331,60 @@ class SyncerDaemon(Daemon):
         return th
 
     def ensure_elected(self, run: RunView) -> bool:
-        """Elect a syncer when none is set, or replace a silent one; True iff it is this account."""
+        """For a Training run without a syncer, or whose syncer became replaceable
+        (``syncerReplaceableAt`` passed): run the two-step election (anyone may). True iff this
+        account is the run's syncer afterwards."""
         me = self.account.address
         if run.syncer == me:
             return True
-        if run.status not in (RunStatus.ENROLLING, RunStatus.TRAINING):
+        if run.status != RunStatus.TRAINING:
+            return False  # no election while Enrolling (nor after the last round)
+        replaceable = run.syncer != ZERO_ADDRESS and run.syncer_replaceable_at and \
+            self.chain_now() > run.syncer_replaceable_at
+        if run.syncer != ZERO_ADDRESS and not replaceable:
             return False
-        replaceable = run.syncer != ZERO_ADDRESS and run.status == RunStatus.TRAINING and \
-            run.syncer_replaceable_at and self.chain_now() > run.syncer_replaceable_at
-        if run.syncer == ZERO_ADDRESS or replaceable:
-            try:
-                elected = self.chain.elect_syncer(self.task_id)
-            except ChainRevert as exc:
-                log.info("electSyncer refused: %s", exc)
-                return False
-            log.info("electSyncer chose %s%s", elected, " (this account)" if elected == me else "")
-            return elected == me
-        return False
+        info = self.chain.syncer_info()
+        if info.free < run.syncer_bond:
+            log.warning("this account cannot be drawn for this run: unlocked stake %d atto < the run's bond %d "
+                        "(register more stake); running the election for the others", info.free, run.syncer_bond)
+        if replaceable:
+            self.nudge_devnet(run.syncer_replaceable_at)
+        try:
+            elected = self.chain.run_syncer_election(self.task_id)
+        except ChainRevert as exc:
+            log.info("syncer election refused: %s", exc)
+            return False
+        log.info("syncer election chose %s%s%s", elected, " (this account)" if elected == me else "",
+                 f", replacing {run.syncer} (its bond burned)" if replaceable else "")
+        return elected == me
 
     # ------------------------------------------------------------------ one run
 
     def serve(self, task_id: bytes) -> bool:
-        """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``); True then. With
-        ``leave_to_others``, a run another syncer holds is left to it (False; `serve_elected`
-        comes back to it if that syncer misses a round deadline); else this syncer waits as a
-        stand-in, ready to replace it."""
+        """Serve run ``task_id`` until it is sealed (or ``exit_after_rounds``); True then. While
+        the run is Enrolling, wait (closing or cancelling it after its enrollment deadline,
+        `maybe_close_enrollment`); once it is Training, get elected. With ``leave_to_others``, a run
+        another syncer holds is left to it (False; `serve_elected` comes back to it if that
+        syncer becomes replaceable); else this syncer waits as a stand-in, ready to replace it."""
         self.open_task(task_id)
-        opened_wait = time.monotonic()
         while True:
             self.check_stop()
             run = self.chain.get_run(task_id)
             if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
                 log.info("run is %s: nothing to do", run.status.name)
+                if run.status == RunStatus.SEALED:
+                    self.claim_fee()  # fees of rounds finalized before a restart
                 return True
-            if not self.ensure_elected(run):
-                if self.leave_to_others and run.syncer != ZERO_ADDRESS:
-                    log.info("run is served by syncer %s: looking for another run", run.syncer)
-                    return False
-                self.sleep(self.poll_s)
-                continue
             if run.status == RunStatus.ENROLLING:
-                self.maybe_close_enrollment(run, opened_wait)
-                self.sleep(self.poll_s)
+                if self.guarded("close enrollment", lambda: self.maybe_close_enrollment(run)) is None:
+                    self.sleep(self.backoff_s() if self.consecutive_failures else self.poll_s)
                 continue
-            break
+            if self.ensure_elected(run):
+                break
+            if self.leave_to_others and run.syncer != ZERO_ADDRESS:
+                log.info("run is served by syncer %s: looking for another run", run.syncer)
+                return False
+            self.sleep(self.poll_s)
         self.restore()
         self.step_until_done("syncer round")
         return True
@@ -376,13 +412,12 @@ class SyncerDaemon(Daemon):
                  self.outer_cfg, self.spec.quorum, self.spec.trainer_count, len(self.runtime.fragments),
                  self.spec.max_rounds)
 
-    def maybe_close_enrollment(self, run: RunView, since: float) -> None:
-        after = self.config.close_enrollment_after_s
-        if after is None or run.enrolled_count < run.quorum:
-            return
-        if time.monotonic() - since >= after:
-            self.chain.close_enrollment(self.task_id)
-            log.info("closed enrollment with %d of %d trainers", run.enrolled_count, run.trainer_count)
+    def maybe_close_enrollment(self, run: RunView) -> str | None:
+        """After the run's enrollment deadline, open round 0 or cancel a run short of K
+        (`Daemon.settle_enrollment`, whose outcome it returns); off with ``close_enrollment: false``."""
+        if getattr(self.config, "close_enrollment", True):
+            return self.settle_enrollment(run)
+        return None
 
     # ------------------------------------------------------------------ state
 
@@ -481,8 +516,11 @@ class SyncerDaemon(Daemon):
         run = self.chain.get_run(self.task_id)
         if run.status == RunStatus.COMPLETED:
             self.seal()
+            self.claim_fee()
             return "done"
         if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
+            if run.status == RunStatus.SEALED:
+                self.claim_fee()
             return "done"
         if run.syncer != self.account.address:
             log.warning("no longer the syncer of this run (now %s): stopping", run.syncer)
@@ -620,7 +658,7 @@ class SyncerDaemon(Daemon):
         """Time to finalize? (quorum + all in or straggler wait passed; or the deadline passed)."""
         rs = self._round
         if self.chain_now() > run.round_deadline:
-            self._nudge_devnet(run.round_deadline)
+            self.nudge_devnet(run.round_deadline)
             return True
         if not self.config.finalize_early:
             return False
@@ -634,14 +672,6 @@ class SyncerDaemon(Daemon):
         if all(n >= run.active_count for n in per_fragment):
             return True
         return time.monotonic() - rs.quorum_since >= float(self.opt("straggler_wait_s", 2.0))
-
-    def _nudge_devnet(self, deadline: int) -> None:
-        """On a devnet (chain id 31337 / 1337) blocks are mined only for transactions, so the head's
-        timestamp can stay at or before the deadline long after it passed, and a finalize with a
-        quorum shortfall would be refused at estimation; mine one empty block (anvil stamps it with
-        the current time). On other chains new blocks come by themselves."""
-        if self.chain.chain_id in (31337, 1337) and self.chain.block_timestamp("latest") <= deadline:
-            self.chain.mine()
 
     def finalize(self, run: RunView) -> bool:
         """Norm screen, slash outliers, aggregate + outer step, pin, ``finalizeRound``, persist.
@@ -712,6 +742,7 @@ class SyncerDaemon(Daemon):
         fin = res.event("RoundFinalized")
         self.last_finalized = r
         self.finalized_here += 1
+        self._tally("rounds_finalized", 1)
         self.persist()
         wall = max(0.0, time.time() - run.round_opened_at)
         self.metrics.round_latency.observe(wall)
@@ -749,9 +780,27 @@ class SyncerDaemon(Daemon):
         try:
             res = self.chain.seal(self.task_id)
             ev = res.event("RunSealed")
+            self._tally("runs_sealed", 1)
             log.info("sealed: run root 0x%s, %d rounds, rewards credited %d atto", bytes(ev["runRoot"]).hex(),
                      ev["rounds"], ev["rewardsCredited"])
         except ChainRevert as exc:
             if exc.error_name != "Registry__WrongStatus":
                 raise
             log.info("already sealed")
+
+    def claim_fee(self) -> int:
+        """After the seal: ``claimSyncerFee`` for the rounds this account finalized (their fees
+        become withdrawable). Returns the atto-units claimed; 0 when nothing is owed (never
+        elected, or claimed already, e.g. before a restart)."""
+        if self.chain.syncer_fee_of(self.task_id) == 0:
+            return 0
+        try:
+            amount = self.chain.claim_syncer_fee(self.task_id)
+        except ChainRevert as exc:
+            if exc.error_name != "Registry__NoSyncerFee":
+                raise
+            return 0
+        self._tally("fees_claimed_atto", amount)
+        self.metrics.fees_claimed.inc(amount / 10**18)
+        log.info("claimed %d atto of syncer fees (now withdrawable)", amount)
+        return amount

@@ -17,6 +17,11 @@ One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9):
    nonces);
 5. wait for the syncer's ``finalizeRound`` of round r and count the accepted fragments.
 
+Before round 0: a trainer enrolls only while the run's enrollment deadline has not passed. While
+it waits for the run to fill, once the deadline passes with fewer than K enrolled it cancels the
+run, as anyone may (its stake is refunded; `Daemon.settle_enrollment`); opening round 0 with K..M-1
+trainers after the deadline is left to the syncer.
+
 Fault injection (tests and the demo only, off by default): ``fault: {kind, rounds}`` in the
 config; ``nan`` sends non-finite values, ``scale100`` / ``sign_flip`` scale the delta,
 ``wrong_hash`` posts a payloadHash that is not the sha256 of the pinned bytes.
@@ -195,8 +200,12 @@ class TrainerDaemon(Daemon):
                 if stats.enrolled and not stats.evicted:
                     return tid
         family = getattr(self.config, "family", None)
+        now = None
         for tid, run in runs:
             if run.status != RunStatus.ENROLLING or run.enrolled_count >= run.trainer_count:
+                continue
+            now = self.chain_now() if now is None else now
+            if now >= run.enrollment_deadline:  # enrolling now would be refused (EnrollmentClosed)
                 continue
             if family is not None and self._family_of(tid, run) != family:
                 continue
@@ -284,6 +293,8 @@ class TrainerDaemon(Daemon):
         if run.status in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
             log.info("run is %s: done", run.status.name)
             return "done"
+        if run.status == RunStatus.ENROLLING and self.settle_enrollment(run, open_round=False) == "cancelled":
+            return "done"  # the deadline passed short of K: cancelled, this trainer's stake refunded
         if run.status != RunStatus.TRAINING:
             self.sleep(self.poll_s)
             return "next"

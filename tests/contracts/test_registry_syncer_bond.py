@@ -1,0 +1,196 @@
+"""ape tests of the elected syncer's bond and replacement clock (TrainingRegistry, protocol v2).
+
+- The elected syncer locks the run's syncerBond out of its stake until the seal; a candidate
+  is drawn only if stake >= minSyncerStake and stake - locked >= bond.
+- A syncer is replaceable at max(roundDeadline, syncerElectedAt) + syncerTimeout: one
+  elected late (after the round deadline) gets the whole timeout.
+- Replacing it burns its bond for that run (stake and lock both drop by the bond, burned()
+  grows by it, the token balance of the registry does not move); the rest of its stake stays
+  its own.
+
+Draws are made deterministic by controlling who is eligible (a single candidate, or the
+replaced syncer excluded), never by reading the seed.
+"""
+
+from __future__ import annotations
+
+import ape
+import pytest
+from registry_helpers import E18, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit, ledger
+
+BIG_BOND = 60 * E18  # more than half of MIN_SYNCER_STAKE: one candidate can hold one such run
+
+
+def events(tx, name):
+    return [log for log in tx.events if log.event_name == name]
+
+
+@pytest.fixture(scope="module")
+def one_syncer(registry, fund, roles):
+    """`syncer` is the only candidate, with MIN_SYNCER_STAKE."""
+    fund(roles.syncer, MIN_SYNCER_STAKE)
+    registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.syncer)
+
+
+@pytest.fixture(scope="module")
+def open_run(post_task, enroll, roles):
+    """open_run(name, m=2, **over) -> taskId of a posted run whose m = M trainers enrolled
+    (round 0 open), no syncer yet."""
+
+    def _open(name: str, m: int = 2, **over) -> bytes:
+        over.setdefault("trainerCount", m)
+        over.setdefault("quorum", 1)
+        task = post_task(name, **over)
+        for t in roles.trainers[:m]:
+            enroll(task, t)
+        return task
+
+    return _open
+
+
+@pytest.fixture(scope="module")
+def accounts_seen(roles):
+    return [roles.sponsor, roles.syncer, roles.other_syncer, roles.stranger, roles.relayer, *roles.trainers]
+
+
+def _balanced(registry, token, accounts):
+    terms = ledger(registry, token, accounts)
+    return terms.pop("balance") == sum(terms.values())
+
+
+# ---------------------------------------------------------------- replacement clock
+
+
+def test_syncer_elected_late_gets_the_whole_timeout(registry, one_syncer, open_run, elect, fund, roles, chain):
+    """Elected after round deadline + timeout: not replaceable at once, only after
+    electedAt + syncerTimeout."""
+    task = open_run("late")
+    deadline = registry.getRun(task).roundDeadline
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 100)
+    elect(task)
+    run = registry.getRun(task)
+    elected_at = run.syncerElectedAt
+    assert elected_at > deadline + SYNCER_TIMEOUT  # the round's own clock ran out long ago
+    assert run.syncerReplaceableAt == elected_at + SYNCER_TIMEOUT
+
+    before = (tuple(registry.getRun(task)), tuple(registry.syncerInfo(roles.syncer)), registry.burned())
+    with ape.reverts(registry.Registry__SyncerStillActive, taskId=task, syncer=roles.syncer.address,
+                     replaceableAt=elected_at + SYNCER_TIMEOUT):
+        registry.requestSyncerElection(task, sender=roles.stranger)
+    fund(roles.other_syncer, MIN_SYNCER_STAKE)
+    registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.other_syncer)
+    chain.mine(deltatime=SYNCER_TIMEOUT - 15)  # still inside the syncer's own timeout
+    with ape.reverts(registry.Registry__SyncerStillActive, replaceableAt=elected_at + SYNCER_TIMEOUT):
+        registry.requestSyncerElection(task, sender=roles.stranger)
+    assert (tuple(registry.getRun(task)), tuple(registry.syncerInfo(roles.syncer)), registry.burned()) == before
+
+    chain.mine(deltatime=16)
+    assert chain.blocks.head.timestamp > elected_at + SYNCER_TIMEOUT
+    tx = elect(task)
+    ev = events(tx, "SyncerElected")[0]
+    assert (ev.previous, ev.syncer) == (roles.syncer.address, roles.other_syncer.address)
+
+
+def test_clock_restarts_with_each_round(registry, one_syncer, open_run, elect, roles, chain):
+    """Finalizing opens the next round: replaceable at the new deadline + timeout."""
+    task = open_run("rounds", maxRounds=3)
+    elect(task)
+    chain.mine(deltatime=GRACE_S + 1)
+    registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
+    run = registry.getRun(task)
+    assert run.syncerElectedAt < run.roundDeadline
+    assert run.syncerReplaceableAt == run.roundDeadline + SYNCER_TIMEOUT
+    assert run.roundDeadline == run.roundOpenedAt + GRACE_S == chain.blocks.head.timestamp + GRACE_S
+
+
+# ---------------------------------------------------------------- bond
+
+
+def test_bond_locks_stake_until_the_seal(registry, token, one_syncer, open_run, elect, roles, chain, accounts_seen):
+    """A candidate whose unlocked stake is below a run's bond is not drawn; the seal unlocks it."""
+    a = open_run("bond-a", m=1, maxRounds=1, syncerBond=BIG_BOND)
+    b = open_run("bond-b", m=1, syncerBond=BIG_BOND)
+    elect(a)
+    assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 1, True, BIG_BOND)
+    assert registry.getRun(a).syncerBond == BIG_BOND
+
+    # run b: the only candidate has 40 TNZO unlocked < 60 TNZO bond
+    registry.requestSyncerElection(b, sender=roles.stranger)
+    before = (tuple(registry.getRun(b)), tuple(registry.syncerInfo(roles.syncer)), token.balanceOf(registry))
+    with ape.reverts(registry.Registry__NoSyncerCandidates):
+        registry.electSyncer(b, sender=roles.stranger)
+    assert (tuple(registry.getRun(b)), tuple(registry.syncerInfo(roles.syncer)), token.balanceOf(registry)) == before
+    with ape.reverts(registry.Registry__SyncerBusy, syncer=roles.syncer.address, activeTasks=1):
+        registry.unregisterSyncer(sender=roles.syncer)
+
+    # run a ends: the seal unlocks the bond, whole
+    chain.mine(deltatime=GRACE_S + 1)
+    registry.finalizeRound(commit(a, 0, 2, [0]), sender=roles.syncer)
+    registry.seal(a, sender=roles.stranger)
+    assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 0, True, 0)
+
+    # the pending request of run b (still within 256 blocks) now resolves to the syncer
+    tx = registry.electSyncer(b, sender=roles.stranger)
+    assert events(tx, "SyncerElected")[0].syncer == roles.syncer.address
+    assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 1, True, BIG_BOND)
+    assert _balanced(registry, token, accounts_seen)
+
+
+def test_replacement_burns_the_bond_once(registry, token, one_syncer, open_run, elect, fund, roles, chain,
+                                         accounts_seen):
+    """The replaced syncer loses exactly its bond for that run (burned, nobody is paid); the
+    rest of its stake is its own; below minSyncerStake it is not drawn until it tops up."""
+    a = open_run("burn-a", syncerBond=BIG_BOND)
+    elect(a)  # the only candidate: syncer
+    fund(roles.other_syncer, MIN_SYNCER_STAKE)
+    registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.other_syncer)
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
+    balance, burned = token.balanceOf(registry), registry.burned()
+    tx = elect(a)
+    (ev,) = events(tx, "SyncerElected")
+    assert (ev.syncer, ev.previous, ev.previousSlashed) == (roles.other_syncer.address, roles.syncer.address, BIG_BOND)
+    assert ev.syncerStake == MIN_SYNCER_STAKE
+    (burn,) = events(tx, "StakeBurned")
+    assert (burn.taskId, burn["from"], burn.amount) == (a, roles.syncer.address, BIG_BOND)
+    assert registry.burned() == burned + BIG_BOND
+    assert token.balanceOf(registry) == balance
+    left = MIN_SYNCER_STAKE - BIG_BOND
+    assert tuple(registry.syncerInfo(roles.syncer)) == (left, 0, True, 0)
+    assert tuple(registry.syncerInfo(roles.other_syncer)) == (MIN_SYNCER_STAKE, 1, True, BIG_BOND)
+    run = registry.getRun(a)
+    assert run.syncer == roles.other_syncer.address and run.syncerElectedAt == chain.blocks.head.timestamp
+    assert _balanced(registry, token, accounts_seen)
+
+    # run b: syncer is below minSyncerStake (40 < 100), other_syncer has 40 unlocked < 60: nobody
+    b = open_run("burn-b", syncerBond=BIG_BOND, maxRounds=1)
+    registry.requestSyncerElection(b, sender=roles.stranger)
+    with ape.reverts(registry.Registry__NoSyncerCandidates):
+        registry.electSyncer(b, sender=roles.stranger)
+    fund(roles.syncer, BIG_BOND)
+    registry.registerSyncer(BIG_BOND, sender=roles.syncer)  # back to 100: eligible again
+    tx = registry.electSyncer(b, sender=roles.stranger)
+    assert events(tx, "SyncerElected")[0].syncer == roles.syncer.address
+    assert events(tx, "StakeBurned") == []  # run b had no syncer to punish
+    assert registry.burned() == burned + BIG_BOND  # burned once, for run a only
+
+    # what is left of a replaced syncer's stake is withdrawable once it is idle
+    chain.mine(deltatime=GRACE_S + 1)
+    registry.finalizeRound(commit(b, 0, 2, [0, 0]), sender=roles.syncer)
+    registry.seal(b, sender=roles.stranger)
+    registry.unregisterSyncer(sender=roles.syncer)
+    assert registry.withdrawable(roles.syncer) == MIN_SYNCER_STAKE  # 40 left + 60 topped up
+    assert _balanced(registry, token, accounts_seen)
+
+
+def test_replaced_syncer_can_no_longer_act(registry, one_syncer, open_run, elect, fund, roles, chain):
+    a = open_run("gone", syncerBond=BIG_BOND)
+    elect(a)
+    fund(roles.other_syncer, MIN_SYNCER_STAKE)
+    registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.other_syncer)
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
+    elect(a)
+    with ape.reverts(registry.Registry__NotSyncer, taskId=a, caller=roles.syncer.address):
+        registry.finalizeRound(commit(a, 0, 2, [0, 0]), sender=roles.syncer)
+    registry.finalizeRound(commit(a, 0, 2, [0, 0]), sender=roles.other_syncer)
+    assert registry.getRun(a).currentRound == 1
+    assert registry.trainerMetrics(a, roles.trainers[0]).stake == MIN_STAKE
