@@ -16,6 +16,9 @@ Modules, one job each:
 - :mod:`tenzro_trainer.codec`        fragment tensors <-> safetensors bytes
 - :mod:`tenzro_trainer.evaluate`     held-out loss, MASE, sMAPE on rolling-origin windows
 - :mod:`tenzro_trainer.simulate`     M workers + 1 syncer in one process, no chain
+- :mod:`tenzro_trainer.zeroshot`     zero-shot evaluation on unseen series: MASE / WQL relative to SeasonalNaive
+- :mod:`tenzro_trainer.forecast`     forecasts of raw histories of any length, any horizon (rollout)
+- :mod:`tenzro_trainer.model_dir`    a trained model on disk: model.safetensors + config.json
 
 This package knows nothing of chains or IPFS.
 """

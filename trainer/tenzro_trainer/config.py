@@ -13,7 +13,7 @@ from typing import Any
 
 from tenzro_trainer.errors import ConfigError
 
-FAMILIES = ("timesfm", "ttm")
+FAMILIES = ("timesfm", "ttm", "chronos_bolt")
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,9 @@ class ModelConfig:
 
     Attributes:
         family: catalog key, ``"timesfm"`` (decoder-only patch transformer, Das et al. 2024,
-            arXiv:2310.10688) or ``"ttm"`` (Granite-TTM-class patch mixer, Ekambaram et al. 2024,
-            arXiv:2401.03955).
+            arXiv:2310.10688), ``"ttm"`` (Granite-TTM-class patch mixer, Ekambaram et al. 2024,
+            arXiv:2401.03955) or ``"chronos_bolt"`` (patch encoder-decoder with a direct
+            multi-quantile head, Ansari et al. 2024, arXiv:2403.07815, Chronos-Bolt).
         context_len: input length in time steps; a multiple of ``patch_len``.
         horizon: forecast length in time steps (the output patch length).
         patch_len: input patch length in time steps.
@@ -32,6 +33,14 @@ class ModelConfig:
         n_heads: attention heads (timesfm only); ``d_model % n_heads == 0``.
         d_ff: hidden width of the MLPs.
         dropout: dropout probability (0 keeps the inner loop bit-for-bit reproducible).
+        quantiles: levels of the multi-quantile head, ascending in (0, 1) and including 0.5 (the
+            point forecast); trained with the quantile (pinball) loss. Empty: a point head trained
+            with MSE (the original presets). ``chronos_bolt`` always has a quantile head.
+        masked: inputs may hold NaN (missing values, left padding of short histories): the patch
+            embedding sees a mask channel, normalization statistics and the loss skip missing points.
+        min_context: shortest observed context a training window may have when ``masked``
+            (shorter ones are left-padded up to ``context_len``); 0 means ``context_len`` (full
+            windows only, the original behaviour).
     """
 
     family: str = "timesfm"
@@ -43,8 +52,12 @@ class ModelConfig:
     n_heads: int = 4
     d_ff: int = 128
     dropout: float = 0.0
+    quantiles: tuple[float, ...] = ()
+    masked: bool = False
+    min_context: int = 0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "quantiles", tuple(float(q) for q in self.quantiles))
         if self.family not in FAMILIES:
             raise ConfigError(f"unknown architecture family {self.family!r}; known: {', '.join(FAMILIES)}")
         for name in ("context_len", "horizon", "patch_len", "d_model", "n_layers", "n_heads", "d_ff"):
@@ -59,16 +72,37 @@ class ModelConfig:
             raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+        q = self.quantiles
+        if q and (list(q) != sorted(set(q)) or not all(0.0 < x < 1.0 for x in q) or 0.5 not in q):
+            raise ConfigError(f"quantiles must be distinct, ascending, in (0, 1) and include 0.5, got {q}")
+        if self.family == "chronos_bolt" and not q:
+            raise ConfigError("the chronos_bolt family needs quantiles (it has a multi-quantile head)")
+        if not isinstance(self.min_context, int) or not 0 <= self.min_context <= self.context_len:
+            raise ConfigError(f"min_context must be in [0, context_len], got {self.min_context!r}")
+        if self.min_context and not self.masked:
+            raise ConfigError("min_context < context_len pads short contexts: it needs masked=True")
 
     @property
     def n_patches(self) -> int:
         """Number of input patches (tokens): ``context_len // patch_len``."""
         return self.context_len // self.patch_len
 
+    @property
+    def n_quantiles(self) -> int:
+        """Outputs per forecast step: ``len(quantiles)``, or 1 for a point head."""
+        return len(self.quantiles) or 1
+
+    @property
+    def effective_min_context(self) -> int:
+        """Shortest training context: ``min_context`` when set, else ``context_len``."""
+        return self.min_context or self.context_len
+
     @classmethod
     def preset(cls, name: str, family: str = "timesfm") -> "ModelConfig":
         """A named size: ``"cpu-test"`` (~1M params), ``"demo"`` (~0.1M, a round in seconds on
-        1-2 CPU cores) or ``"reference-200m"`` (~200M params, the Phase-1 reference; GPU only).
+        1-2 CPU cores), ``"reference-200m"`` (~200M params, the Phase-1 reference; GPU only),
+        ``"cpu-ref"`` (~0.85M for timesfm, context 512, quantile head: the CPU reference recipe of the
+        zero-shot benchmark) or ``"gpu-ref"`` (~29M for timesfm, the same on one GPU).
 
         Raises:
             ConfigError: unknown preset name or family.
@@ -83,7 +117,8 @@ class ModelConfig:
 
         ``metadata`` may name a ``"preset"`` (see :meth:`preset`) and override any field
         (``context_len``, ``horizon``, ``patch_len``, ``d_model``, ``n_layers``, ``n_heads``,
-        ``d_ff``, ``dropout``). Integer fields given as strings are converted.
+        ``d_ff``, ``dropout``, ``quantiles`` as a list or a comma-separated string, ``masked``,
+        ``min_context``). Integer fields given as strings are converted.
 
         Raises:
             ConfigError: unknown keys, wrong types, or an inconsistent configuration.
@@ -105,7 +140,14 @@ class ModelConfig:
                 continue
             default = getattr(cls, key, None)
             try:
-                base[key] = float(value) if isinstance(default, float) else int(value)
+                if key == "quantiles":
+                    base[key] = tuple(float(x) for x in (value.split(",") if isinstance(value, str) else value))
+                elif key == "masked":
+                    if str(value).lower() not in ("true", "false", "1", "0"):
+                        raise ValueError(value)
+                    base[key] = str(value).lower() in ("true", "1")
+                else:
+                    base[key] = float(value) if isinstance(default, float) else int(value)
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"architecture.metadata[{key!r}] = {value!r} is not a number") from exc
         return cls(family=family, **base)
@@ -118,6 +160,9 @@ class ModelConfig:
 # Metadata keys a task spec may carry that do not shape the model (recorded, not used here).
 IGNORED_METADATA_KEYS = frozenset({"frequency", "freq", "dataset", "notes"})
 
+# The nine quantile levels of Chronos / Chronos-Bolt (Ansari et al. 2024) and of WQL.
+QUANTILE_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
 PRESETS: dict[str, dict[str, Any]] = {
     # ~0.85M parameters: for CPU tests.
     "cpu-test": dict(context_len=64, horizon=16, patch_len=16, d_model=128, n_layers=4, n_heads=4, d_ff=512),
@@ -127,6 +172,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     "reference-200m": dict(
         context_len=512, horizon=128, patch_len=32, d_model=1024, n_layers=16, n_heads=16, d_ff=4096
     ),
+    # ~0.85M parameters (timesfm; ttm 1.5M, chronos_bolt 1.1M): the CPU reference recipe of the
+    # zero-shot benchmark (context 512, quantile head, short histories padded).
+    "cpu-ref": dict(context_len=512, horizon=64, patch_len=32, d_model=128, n_layers=4, n_heads=4, d_ff=256,
+                    quantiles=QUANTILE_LEVELS, masked=True, min_context=32),
+    # ~29M parameters (timesfm; ttm 22M, chronos_bolt 42M): the single-GPU reference recipe (CUDA bf16).
+    "gpu-ref": dict(context_len=512, horizon=64, patch_len=32, d_model=512, n_layers=8, n_heads=8, d_ff=2048,
+                    quantiles=QUANTILE_LEVELS, masked=True, min_context=32),
 }
 
 

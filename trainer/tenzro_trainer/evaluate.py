@@ -56,8 +56,9 @@ class EvalResult:
 
 
 def normalized_mse(context: Tensor, target: Tensor, forecast: Tensor) -> Tensor:
-    """Per-window MSE in the context-normalized units. All (n, ·) tensors; returns (n,)."""
-    _, sigma = context_stats(context)
+    """Per-window MSE in the context-normalized units. All (n, ·) tensors; returns (n,).
+    NaN in ``context`` (padding of short histories) is skipped by the statistics."""
+    _, sigma = context_stats(context, masked=bool(torch.isnan(context).any()))
     return (((forecast - target) / sigma) ** 2).mean(dim=1)
 
 

@@ -89,7 +89,8 @@ class _Eval:
     def __init__(self, cfg: SimConfig, df: pd.DataFrame):
         if cfg.dataset_hash is not None:
             verify_dataset_hash(df, cfg.dataset_hash)
-        self.split = train_heldout_split(df, cfg.model.context_len, cfg.model.horizon, cfg.heldout_frac)
+        self.split = train_heldout_split(df, cfg.model.context_len, cfg.model.horizon, cfg.heldout_frac,
+                                         min_context=cfg.model.effective_min_context)
         self.heldout = HeldoutEvaluator(cfg.model, self.split, cfg.max_windows_per_series)
         self.train_windows = WindowDataset(self.split).fixed_windows(cfg.train_windows_per_series)
 

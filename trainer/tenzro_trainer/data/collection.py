@@ -112,16 +112,80 @@ def _vega(vg: Path) -> list[tuple[pd.DataFrame, dict]]:
     return out
 
 
-@lru_cache(maxsize=1)
-def _build() -> tuple[pd.DataFrame, tuple[SeriesInfo, ...]]:
-    parts = _statsmodels(_pkg_dir("statsmodels")) + _vega(_pkg_dir("vega_datasets"))
+def _statsmodels_extra(sm: Path) -> list[tuple[pd.DataFrame, dict]]:
+    """Series of the extended collection beyond the default one (statsmodels only)."""
+    out = []
+    d = sm / "datasets"
+    nile = pd.read_csv(d / "nile" / "nile.csv")
+    out.append((_long("nile_volume", pd.to_datetime(nile["year"].astype(int).astype(str), format="%Y"), nile["volume"]),
+                dict(source="statsmodels/datasets/nile/nile.csv:volume", domain="hydrology", frequency="Y",
+                     licence=_SM)))
+    dk = pd.read_csv(d / "danish_data" / "data.csv", encoding="utf-8-sig")
+    dk_ds = pd.PeriodIndex(dk["period"], freq="Q").to_timestamp()
+    for col in ("lrm", "lry", "lpy", "ibo", "ide"):
+        out.append((_long(f"danish_{col}", dk_ds, dk[col]),
+                    dict(source=f"statsmodels/datasets/danish_data/data.csv:{col}", domain="macroeconomics",
+                         frequency="Q", licence=_SM)))
+    e6 = pd.read_csv(d / "interest_inflation" / "E6.csv")
+    e6_ds = pd.PeriodIndex.from_fields(year=e6["year"].astype(int), quarter=e6["quarter"].astype(int),
+                                       freq="Q").to_timestamp()
+    for col in ("Dp", "R"):
+        out.append((_long(f"german_{col.lower()}", e6_ds, e6[col]),
+                    dict(source=f"statsmodels/datasets/interest_inflation/E6.csv:{col}", domain="macroeconomics",
+                         frequency="Q", licence=_SM)))
+    fe = pd.read_csv(d / "fertility" / "fertility.csv")
+    years = [c for c in fe.columns if c.isdigit()]
+    rows = fe.dropna(subset=years, thresh=len(years) - 2).sort_values("Country Code")
+    for _, r in rows.iloc[::FERTILITY_EVERY].iterrows():  # a sample of countries, not ~200 near-identical curves
+        vals = r[years].to_numpy(dtype="float64")
+        out.append((_long(f"fertility_{r['Country Code']}", pd.to_datetime(years, format="%Y"), vals),
+                    dict(source=f"statsmodels/datasets/fertility/fertility.csv:{r['Country Code']}",
+                         domain="demography", frequency="Y",
+                         licence=_SM + "; World Bank WDI (CC-BY-4.0)")))
+    return out
+
+
+FERTILITY_EVERY = 5  # every 5th country (by ISO code) of the fertility table
+
+
+def _assemble(parts: list[tuple[pd.DataFrame, dict]], name: str) -> tuple[pd.DataFrame, tuple[SeriesInfo, ...]]:
     frames, infos = [], []
     for frame, meta in parts:
         uid = frame["unique_id"].iloc[0]
         frames.append(frame)
         infos.append(SeriesInfo(unique_id=uid, length=len(frame), season=SEASON[meta["frequency"]], **meta))
-    df = validate_long_format(pd.concat(frames, ignore_index=True), source="default collection")
+    df = validate_long_format(pd.concat(frames, ignore_index=True), source=name)
     return df, tuple(sorted(infos, key=lambda i: i.unique_id))
+
+
+@lru_cache(maxsize=1)
+def _build_extended() -> tuple[pd.DataFrame, tuple[SeriesInfo, ...]]:
+    base_df, base_infos = _build()
+    extra_df, extra_infos = _assemble(_statsmodels_extra(_pkg_dir("statsmodels")), "extended collection")
+    df = pd.concat([base_df, extra_df], ignore_index=True)
+    return df, tuple(sorted(base_infos + extra_infos, key=lambda i: i.unique_id))
+
+
+def extended_collection() -> pd.DataFrame:
+    """The larger real collection of the zero-shot recipes: the default collection plus more series
+    statsmodels ships (Nile flow, Danish money demand, German interest and inflation, fertility of
+    every 5th country; see :func:`extended_manifest`). A fresh copy each call.
+
+    Raises:
+        DataError: statsmodels or vega_datasets is not installed.
+    """
+    return _build_extended()[0].copy()
+
+
+def extended_manifest() -> list[SeriesInfo]:
+    """The manifest rows of :func:`extended_collection`, sorted by ``unique_id``."""
+    return list(_build_extended()[1])
+
+
+@lru_cache(maxsize=1)
+def _build() -> tuple[pd.DataFrame, tuple[SeriesInfo, ...]]:
+    parts = _statsmodels(_pkg_dir("statsmodels")) + _vega(_pkg_dir("vega_datasets"))
+    return _assemble(parts, "default collection")
 
 
 def default_collection() -> pd.DataFrame:
@@ -141,8 +205,11 @@ def manifest() -> list[SeriesInfo]:
 
 
 def seasonality(unique_ids) -> dict[str, int]:
-    """Seasonal period per series of the default collection (1 for series it does not know)."""
+    """Seasonal period per series of the default or extended collection (1 for series it does not
+    know, e.g. synthetic ones)."""
     known = {i.unique_id: i.season for i in manifest()}
+    if any(u not in known for u in unique_ids):
+        known.update({i.unique_id: i.season for i in extended_manifest()})
     return {u: known.get(u, 1) for u in unique_ids}
 
 
@@ -188,9 +255,47 @@ def write_manifest(directory: str | Path) -> tuple[Path, Path]:
     ]
     for r in mf.itertuples():
         lines.append(f"| {r.unique_id} | {r.domain} | {r.frequency} | {r.season} | {r.length} | `{r.source}` | {r.licence} |")
+    lines += _extended_and_zero_shot_sections()
     md_path = directory / "DATA_MANIFEST.md"
     md_path.write_text("\n".join(lines) + "\n")
     return csv_path, md_path
+
+
+def _extended_and_zero_shot_sections() -> list[str]:
+    from tenzro_trainer.data.hashing import dataset_hash
+    from tenzro_trainer.data.heldout import zero_shot_manifest, zero_shot_manifest_lines
+
+    base = {i.unique_id for i in manifest()}
+    extra = [i for i in extended_manifest() if i.unique_id not in base]
+    zs = zero_shot_manifest()
+    lines = [
+        "",
+        "## Extended collection (the zero-shot recipes' real data)",
+        "",
+        f"`extended_collection()`: the {len(base)} series above plus these {len(extra)} "
+        f"({sum(i.length for i in extra)} points); dataset hash `{dataset_hash(extended_collection())}`.",
+        "The recipes train on the mixture of `tenzro_trainer.data.mixture`: these real series, TSMixup",
+        "mixtures of them and KernelSynth series (Ansari et al. 2024, Sec. 4); weights real 0.2, TSMixup",
+        "0.6, KernelSynth 0.2 as shares of the series (the sampler draws series uniformly). The synthetic",
+        "series are generated, not downloaded: their licence is the repository's.",
+        "",
+        "| unique_id | domain | frequency | season | length | source | licence |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in extra:
+        lines.append(f"| {r.unique_id} | {r.domain} | {r.frequency} | {r.season} | {r.length} | `{r.source}` | {r.licence} |")
+    lines += [
+        "",
+        "## Zero-shot collection (never trained on)",
+        "",
+        f"`tenzro_trainer.data.heldout.zero_shot_collection()`: {len(zs)} series from "
+        f"{len({i.domain for i in zs})} domains, read from files shipped by pmdarima, sktime and pvlib,",
+        "sources no training collection reads (series that share their underlying quantity with a",
+        "training series are left out; see the module docstring). Scored by `trainer/benchmarks/zero_shot.py`.",
+        "",
+        *zero_shot_manifest_lines(),
+    ]
+    return lines
 
 
 def _hash() -> str:

@@ -12,6 +12,12 @@ Held-out split by time: the last ``heldout_len`` points of every series (at leas
 horizons, about ``heldout_frac`` of the series) are held out. Training windows lie entirely
 before the cut; evaluation windows have their forecast origin inside the tail (rolling origins;
 their context may reach back before the cut, as in any rolling-origin evaluation).
+
+Padded windows (``min_context`` below ``context_len``, for masked models): a window's context may
+be shorter than ``context_len``, down to ``min_context`` observed points, and is left-padded with
+NaN; its target may run past the end of the training part, the missing steps are NaN (the loss
+skips them). Short series then train instead of being dropped; a series too short for a held-out
+tail is kept for training only (``cut == len``).
 """
 
 from __future__ import annotations
@@ -67,6 +73,11 @@ class Split:
     context_len: int
     horizon: int
     dropped: list[str] = field(default_factory=list)
+    min_context: int | None = None  # padded windows (see the module docstring) when below context_len
+
+    @property
+    def padded(self) -> bool:
+        return self.min_context is not None and self.min_context < self.context_len
 
     @property
     def unique_ids(self) -> list[str]:
@@ -101,6 +112,7 @@ def train_heldout_split(
     horizon: int,
     heldout_frac: float = 0.1,
     min_heldout: int | None = None,
+    min_context: int | None = None,
 ) -> Split:
     """Split every series by time: the last ``max(min_heldout, heldout_frac * len)`` points are held out.
 
@@ -108,16 +120,29 @@ def train_heldout_split(
     when a longer one would leave fewer than ``context_len + horizon`` training points; series
     shorter than ``context_len + 2 * horizon`` are dropped (listed in ``Split.dropped``).
 
+    With ``min_context < context_len`` (padded windows, masked models) the tail is
+    ``max(horizon, heldout_frac * len)`` points when at least half the series (and ``min_context + 1``
+    points) stays for training, else empty (a training-only series); series shorter than
+    ``min_context + 1`` are dropped. ``min_heldout`` does not apply.
+
     Raises:
         DataError: no series is long enough.
     """
     min_heldout = 2 * horizon if min_heldout is None else min_heldout
+    padded = min_context is not None and min_context < context_len
     values, cut, mean, std, dropped = {}, {}, {}, {}, []
     for uid, y in series_arrays(df).items():
         n = len(y)
         want = max(min_heldout, int(round(heldout_frac * n)))
-        tail = min(want, n - (context_len + horizon))
-        if tail < horizon:
+        if padded:
+            tail = max(horizon, int(round(heldout_frac * n)))
+            tail = tail if n - tail >= max(min_context + 1, n // 2) else 0
+            if n < min_context + 1:
+                dropped.append(uid)
+                continue
+        else:
+            tail = min(want, n - (context_len + horizon))
+        if not padded and tail < horizon:
             dropped.append(uid)
             continue
         c = n - tail
@@ -129,7 +154,7 @@ def train_heldout_split(
             f"no series is long enough for context_len={context_len}, horizon={horizon} "
             f"(need at least {context_len + 2 * horizon} points)"
         )
-    return Split(values, cut, mean, std, context_len, horizon, dropped)
+    return Split(values, cut, mean, std, context_len, horizon, dropped, min_context if padded else None)
 
 
 class WindowDataset:
@@ -148,7 +173,18 @@ class WindowDataset:
         self.window = split.context_len + split.horizon
         parts, offsets, counts = [], [], []
         pos = 0
-        for u in ids:
+        if split.padded:  # [L NaN] + train + [h NaN] per series; window k of series u starts at off_u + k
+            L, h = split.context_len, split.horizon
+            for u in ids:
+                tr = split.train(u).astype("float32")
+                parts.append(np.concatenate([np.full(L, np.nan, "float32"), tr, np.full(h, np.nan, "float32")]))
+                offsets.append(pos + split.min_context)
+                counts.append(len(tr) - split.min_context)
+                pos += len(parts[-1])
+            ids_ok = [c > 0 for c in counts]
+            if not all(ids_ok):
+                raise DataError("WindowDataset: a series of the split is shorter than min_context + 1")
+        for u in ids if not split.padded else ():
             tr = split.train(u).astype("float32")
             parts.append(tr)
             offsets.append(pos)
@@ -204,15 +240,20 @@ class EvalWindows:
 
 
 def heldout_windows(split: Split, max_per_series: int = 12, unique_ids=None) -> EvalWindows:
-    """Up to ``max_per_series`` evenly spaced rolling origins in every series' held-out tail."""
+    """Up to ``max_per_series`` evenly spaced rolling origins in every series' held-out tail
+    (padded splits: contexts shorter than ``context_len`` are left-padded with NaN; training-only
+    series are skipped)."""
     L, h = split.context_len, split.horizon
     ctx, tgt, ser, org = [], [], [], []
     for u in sorted(unique_ids) if unique_ids is not None else split.unique_ids:
         y = split.values[u].astype("float32")
         first, last = split.cut[u], len(y) - h
+        if last < first:
+            continue
         k = min(max_per_series, last - first + 1)
         for o in np.unique(np.linspace(first, last, k).round().astype(int)):
-            ctx.append(y[o - L : o])
+            c = y[max(0, o - L) : o]
+            ctx.append(c if len(c) == L else np.concatenate([np.full(L - len(c), np.nan, "float32"), c]))
             tgt.append(y[o : o + h])
             ser.append(u)
             org.append(o)

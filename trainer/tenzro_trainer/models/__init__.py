@@ -2,6 +2,8 @@
 
 - ``"timesfm"``: :class:`~tenzro_trainer.models.timesfm.TimesFMModel` (Das et al. 2024, arXiv:2310.10688)
 - ``"ttm"``: :class:`~tenzro_trainer.models.ttm.TTMModel` (Ekambaram et al. 2024, arXiv:2401.03955)
+- ``"chronos_bolt"``: :class:`~tenzro_trainer.models.chronos_bolt.ChronosBoltModel` (Ansari et al. 2024,
+  arXiv:2403.07815; the patch-based Chronos-Bolt)
 
 Every model is a pure ``nn.Module`` built from a :class:`~tenzro_trainer.config.ModelConfig`.
 """
@@ -15,6 +17,7 @@ from torch import nn
 
 from tenzro_trainer.config import ModelConfig
 from tenzro_trainer.errors import ConfigError
+from tenzro_trainer.models.chronos_bolt import ChronosBoltModel
 from tenzro_trainer.models.common import PatchForecaster, context_stats, normalize_window
 from tenzro_trainer.models.timesfm import TimesFMModel
 from tenzro_trainer.models.ttm import TTMModel
@@ -22,6 +25,7 @@ from tenzro_trainer.models.ttm import TTMModel
 CATALOG: dict[str, Callable[[ModelConfig], PatchForecaster]] = {
     "timesfm": TimesFMModel,
     "ttm": TTMModel,
+    "chronos_bolt": ChronosBoltModel,
 }
 
 
@@ -48,6 +52,7 @@ def count_parameters(cfg: ModelConfig) -> int:
 
 __all__ = [
     "CATALOG",
+    "ChronosBoltModel",
     "PatchForecaster",
     "TimesFMModel",
     "TTMModel",

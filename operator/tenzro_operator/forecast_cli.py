@@ -1,0 +1,248 @@
+"""Using what a run paid for: ``tenzro train export-model`` and ``tenzro forecast``.
+
+- ``tenzro train export-model --task-id ID --out DIR``: the sealed run's final global weights, fetched
+  from IPFS (the CIDs and hashes of the last round's ``RoundFinalized`` commit), checked against
+  the receipt's final model hash (the weights root of the last round, ``receipt.weights_root``),
+  written as ``DIR/model.safetensors`` + ``DIR/config.json`` (:mod:`tenzro_trainer.model_dir`).
+- ``tenzro forecast (--task-id ID | --model DIR) --input data.csv --h N [--quantiles 0.1,0.5,0.9]
+  [--plot out.png] [--output out.csv]``: reads Nixtla long format (``unique_id, ds, y``), writes
+  ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the median), to stdout or ``--output``.
+
+Errors are one line each (``Error: ...``, exit 1): run not sealed, final weights that do not match
+the receipt, a series with too short a history, time stamps whose frequency cannot be inferred.
+
+Usage::
+
+    tenzro train export-model --task-id 0x… --out model/
+    tenzro forecast --model model/ --input history.csv --h 24 --quantiles 0.1,0.5,0.9 --plot fc.png
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+
+from tenzro_operator.errors import TenzroError
+
+MIN_POINTS = 10  # shortest history `tenzro forecast` accepts per series
+
+
+class ForecastError(TenzroError):
+    """`tenzro forecast` / `export-model` cannot proceed; the message says why, in one line."""
+
+
+# ------------------------------------------------------------------------------ export
+
+
+def export_model(chain, ipfs, task_id: bytes, out: Path) -> dict:
+    """Fetch, check and write the final model of a sealed run (see the module docstring).
+
+    Returns:
+        the written ``config.json`` as a dict.
+    Raises:
+        ForecastError: the run does not exist or is not sealed, or the last round's commit is missing.
+        WeightsError: the fetched weights do not match the receipt's final model hash.
+        RpcUnavailable / IpfsUnavailable: the chain or IPFS node does not answer.
+    """
+    from tenzro_operator.chain import RunStatus
+    from tenzro_operator.errors import ChainRevert
+    from tenzro_operator.task_assets import fetch_spec, fetch_weights
+    from tenzro_operator.task_runtime import TaskRuntime, WeightsError
+    from tenzro_trainer.model_dir import save_model_dir
+
+    hx = "0x" + bytes(task_id).hex()
+    try:
+        run = chain.get_run(task_id)
+    except ChainRevert as exc:
+        raise ForecastError(f"no run with task id {hx} on this registry ({exc})") from None
+    if run.status != RunStatus.SEALED:
+        raise ForecastError(f"run {hx} is {run.status.name}, not SEALED: it has no final model yet "
+                            f"(round {run.current_round} of {run.max_rounds})")
+    rec = chain.get_receipt(task_id)
+    spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
+    runtime = TaskRuntime.from_spec(spec)
+    last = run.max_rounds - 1
+    commit = None
+    for ev in chain.get_logs(chain.run_start_block(run), chain.block_number(), ["RoundFinalized"], task_id=task_id):
+        if int(ev["args"]["round"]) == last:
+            commit = ev["args"]["commit"]
+    if commit is None:
+        raise ForecastError(f"run {hx}: no RoundFinalized event for its last round {last}")
+    try:
+        state, _ = fetch_weights(ipfs, runtime, list(commit["fragmentCids"]), [bytes(h) for h in commit["fragmentHashes"]],
+                                 bytes(rec.final_model_hash))
+    except WeightsError as exc:
+        raise WeightsError(f"final weights of run {hx} do not match the receipt's final model hash "
+                           f"0x{bytes(rec.final_model_hash).hex()}: {exc}") from None
+    provenance = {"task_id": hx, "final_model_hash": "0x" + bytes(rec.final_model_hash).hex(),
+                  "spec_hash": "0x" + bytes(run.spec_hash).hex(), "spec_cid": run.spec_cid,
+                  "run_root": "0x" + bytes(rec.run_root).hex(), "rounds": run.max_rounds,
+                  "chain_id": chain.chain_id, "dataset_ref": spec.dataset_ref, "dataset_hash": spec.dataset_hash}
+    save_model_dir(out, state, runtime.model_cfg, provenance)
+    return json.loads((Path(out) / "config.json").read_text())
+
+
+# ------------------------------------------------------------------------------ forecast
+
+
+def _future_stamps(ds: pd.Series, h: int, uid: str, freq: str | None) -> pd.Index:
+    """The ``h`` time stamps after a series' last one, at its (inferred or given) frequency."""
+    if pd.api.types.is_datetime64_any_dtype(ds):
+        f = freq or (pd.infer_freq(pd.DatetimeIndex(ds)) if len(ds) >= 3 else None)
+        if f is None:
+            raise ForecastError(f"series {uid!r}: cannot infer the frequency of its time stamps (irregular or "
+                                f"missing steps); pass --freq (a pandas alias such as H, D, W-SUN, MS)")
+        try:
+            return pd.date_range(ds.iloc[-1], periods=h + 1, freq=f)[1:]
+        except ValueError as exc:
+            raise ForecastError(f"unknown frequency {f!r}: {exc}") from None
+    steps = np.diff(ds.to_numpy())
+    if len(steps) == 0 or (steps != steps[0]).any() or steps[0] <= 0:
+        raise ForecastError(f"series {uid!r}: integer time stamps are not evenly spaced; cannot place the forecast")
+    return pd.Index(ds.iloc[-1] + steps[0] * np.arange(1, h + 1))
+
+
+def forecast_frame(model, df: pd.DataFrame, h: int, quantiles: tuple[float, ...], freq: str | None = None) -> pd.DataFrame:
+    """Forecasts of every series of a long-format frame.
+
+    Returns:
+        ``unique_id, ds, yhat, q-<level>...``: ``h`` rows per series, ``yhat`` the median.
+    Raises:
+        ForecastError: a series shorter than ``MIN_POINTS`` observed points, or unplaceable time stamps.
+    """
+    from tenzro_trainer.forecast import forecast_histories
+
+    levels = tuple(sorted(set(quantiles) | {0.5}))
+    uids, hist, stamps = [], [], []
+    for uid, g in df.groupby("unique_id", sort=True):
+        y = g["y"].to_numpy(dtype="float64")
+        n = int(np.sum(~np.isnan(y)))
+        if n < MIN_POINTS:
+            raise ForecastError(f"series {uid!r} has {n} observed points; at least {MIN_POINTS} are needed")
+        uids.append(uid)
+        hist.append(y)
+        stamps.append(_future_stamps(g["ds"].reset_index(drop=True), h, uid, freq))
+    fc = forecast_histories(model, hist, h, levels)  # (n, len(levels), h)
+    rows = []
+    for i, uid in enumerate(uids):
+        part = {"unique_id": uid, "ds": stamps[i], "yhat": fc[i, levels.index(0.5)]}
+        for j, q in enumerate(levels):
+            if q in quantiles:
+                part[f"q-{q:g}"] = fc[i, j]
+        rows.append(pd.DataFrame(part))
+    return pd.concat(rows, ignore_index=True)
+
+
+def plot_forecast(history: pd.DataFrame, fc: pd.DataFrame, path: Path, max_series: int = 6) -> Path:
+    """History tails, medians and the outermost quantile band, one panel per series (at most ``max_series``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    uids = sorted(fc["unique_id"].unique())[:max_series]
+    qcols = sorted((c for c in fc.columns if c.startswith("q-")), key=lambda c: float(c[2:]))
+    fig, axes = plt.subplots(len(uids), 1, figsize=(8, 2.4 * len(uids)), squeeze=False)
+    for ax, uid in zip(axes[:, 0], uids):
+        g, f = history[history["unique_id"] == uid], fc[fc["unique_id"] == uid]
+        tail = g.iloc[-max(4 * len(f), 48):]
+        ax.plot(tail["ds"], tail["y"], color="black", lw=1, label="history")
+        ax.plot(f["ds"], f["yhat"], color="tab:blue", lw=1.5, label="median")
+        if len(qcols) >= 2:
+            ax.fill_between(f["ds"], f[qcols[0]], f[qcols[-1]], color="tab:blue", alpha=0.2,
+                            label=f"{qcols[0][2:]}-{qcols[-1][2:]}")
+        ax.set_title(uid, fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+        if pd.api.types.is_datetime64_any_dtype(f["ds"]):
+            loc = mdates.AutoDateLocator()
+            ax.xaxis.set_major_locator(loc)
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _quantiles(value: str) -> tuple[float, ...]:
+    try:
+        qs = tuple(float(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of numbers", param_hint="--quantiles")
+    if not qs or not all(0 < q < 1 for q in qs):
+        raise click.BadParameter("quantiles must lie in (0, 1)", param_hint="--quantiles")
+    return qs
+
+
+# ------------------------------------------------------------------------------ registration
+
+
+def register(cli: click.Group, train: click.Group) -> None:
+    """Add ``export-model`` to ``tenzro train`` and ``forecast`` to ``tenzro``."""
+    from tenzro_operator.cli import Ctx, _echo_json, _task_id, common_options, format_option
+
+    @train.command("export-model")
+    @click.option("--task-id", required=True)
+    @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+                  help="directory to write model.safetensors and config.json into")
+    @format_option
+    @common_options
+    def export_model_cmd(ctx: Ctx, task_id: str, out: Path, fmt: str) -> None:
+        """Fetch the sealed run's final weights from IPFS, check them against the receipt's final
+        model hash, write safetensors plus the model config."""
+        meta = export_model(ctx.chain(), ctx.ipfs(), _task_id(task_id), out)
+        if fmt == "json":
+            _echo_json({"out": str(out), **meta})
+        else:
+            click.echo(f"exported {meta['model']['family']} model of run {meta['provenance']['task_id']} to {out} "
+                       f"(final model hash {meta['provenance']['final_model_hash']})")
+
+    @cli.command("forecast")
+    @click.option("--task-id", default=None, help="a sealed run: export its final model, then forecast")
+    @click.option("--model", "model_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+                  help="a directory written by `tenzro train export-model`")
+    @click.option("--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                  help="history in Nixtla long format (unique_id, ds, y), CSV or Parquet")
+    @click.option("--h", "h", required=True, type=click.IntRange(min=1), help="forecast horizon in steps")
+    @click.option("--quantiles", default="0.1,0.5,0.9", show_default=True, help="comma-separated levels")
+    @click.option("--freq", default=None, help="pandas frequency alias when it cannot be inferred")
+    @click.option("--output", default=None, type=click.Path(dir_okay=False, path_type=Path),
+                  help="CSV to write (default: stdout)")
+    @click.option("--plot", default=None, type=click.Path(dir_okay=False, path_type=Path), help="PNG of the forecasts")
+    @common_options
+    def forecast_cmd(ctx: Ctx, task_id: str | None, model_dir: Path | None, input_path: Path, h: int, quantiles: str,
+                     freq: str | None, output: Path | None, plot: Path | None) -> None:
+        """Forecast every series of a long-format file with a sealed run's model."""
+        from tenzro_trainer.data.loader import load_long_format
+        from tenzro_trainer.errors import TrainerError
+        from tenzro_trainer.model_dir import load_model_dir
+
+        if (task_id is None) == (model_dir is None):
+            raise click.UsageError("pass exactly one of --task-id and --model")
+        qs = _quantiles(quantiles)
+        try:
+            df = load_long_format(input_path)
+            with tempfile.TemporaryDirectory() as tmp:
+                if task_id is not None:
+                    model_dir = Path(tmp) / "model"
+                    export_model(ctx.chain(), ctx.ipfs(), _task_id(task_id), model_dir)
+                model, _ = load_model_dir(model_dir)
+            fc = forecast_frame(model, df, h, qs, freq)
+        except TrainerError as exc:  # DataError / ConfigError: bad input file or model directory
+            raise ForecastError(str(exc)) from None
+        if output is None:
+            fc.to_csv(sys.stdout, index=False)
+        else:
+            fc.to_csv(output, index=False)
+        if plot is not None:
+            plot_forecast(df, fc, plot)
+
+
+__all__ = ["ForecastError", "MIN_POINTS", "export_model", "forecast_frame", "plot_forecast", "register"]

@@ -1,0 +1,97 @@
+"""Training data of the zero-shot recipes: the extended real collection, KernelSynth, TSMixup, the
+mixture's weights and hash, and padded windows for short series."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tenzro_trainer.config import ModelConfig
+from tenzro_trainer.data import dataset_hash, default_collection, train_heldout_split
+from tenzro_trainer.data.collection import extended_collection, extended_manifest, seasonality
+from tenzro_trainer.data.mixture import MixtureConfig, mixture_shares, training_mixture
+from tenzro_trainer.data.synthetic import kernel_synth, ts_mixup
+from tenzro_trainer.data.windows import WindowDataset, heldout_windows
+from tenzro_trainer.errors import DataError
+from tenzro_trainer.models import build_model
+
+
+def test_extended_collection_adds_real_series_with_manifest_rows():
+    df, rows = extended_collection(), extended_manifest()
+    base = default_collection()
+    assert set(base["unique_id"]) < set(df["unique_id"])
+    assert df["unique_id"].nunique() == len(rows) >= 90
+    assert all(r.licence and r.source.startswith(("statsmodels/", "vega_datasets/")) for r in rows)
+    assert seasonality(["danish_lrm", "fertility_ARG", "synthetic"]) == {"danish_lrm": 4, "fertility_ARG": 1,
+                                                                          "synthetic": 1}
+    # the default collection (the demo's dataset) is unchanged: its hash is the committed one
+    assert dataset_hash(base) == "d6818790aac066e187f34ec732e088da9c58d35a06dd58676c355ec1b4c42e86"
+
+
+def test_kernel_synth_is_deterministic_and_varied():
+    a, b = kernel_synth(6, length=128, seed=3), kernel_synth(6, length=128, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+    assert a["unique_id"].nunique() == 6 and (a.groupby("unique_id").size() == 128).all()
+    assert not kernel_synth(6, length=128, seed=4)["y"].equals(a["y"])
+    stds = a.groupby("unique_id")["y"].std()
+    assert (stds > 0).all() and np.isfinite(a["y"]).all()
+
+
+def test_ts_mixup_mixes_scaled_windows_and_keeps_tails_out():
+    t = np.arange(400)
+    src = pd.concat([
+        pd.DataFrame({"unique_id": "a", "ds": pd.date_range("2000", periods=400, freq="D"), "y": 100.0 + 0 * t}),
+        pd.DataFrame({"unique_id": "b", "ds": pd.date_range("2000", periods=400, freq="D"), "y": 5.0 + (t >= 380) * 1e6}),
+    ])
+    mix = ts_mixup(src, 20, min_len=32, max_len=64, seed=0, reserve_frac=0.1, reserve_min=20)
+    assert mix["unique_id"].nunique() == 20
+    # sources are mean-scaled to 1 and mixed with weights summing to 1: a mixture of constants is 1;
+    # b's last 20 points (1e6) are reserved and never appear
+    np.testing.assert_allclose(mix["y"], 1.0)
+    assert pd.testing.assert_frame_equal(mix, ts_mixup(src, 20, min_len=32, max_len=64, seed=0, reserve_frac=0.1,
+                                                       reserve_min=20)) is None
+
+
+def test_mixture_weights_are_series_shares_and_the_hash_covers_synthetic_series():
+    cfg = MixtureConfig(real="default", kernelsynth_length=64, tsmixup_max_len=128)
+    assert cfg.counts(49) == (147, 49)
+    df = training_mixture(cfg)
+    shares = mixture_shares(df)
+    assert shares == pytest.approx({"real": 0.2, "tsmixup": 0.6, "kernelsynth": 0.2}, abs=0.01)
+    h = dataset_hash(df)
+    assert h != dataset_hash(default_collection())
+    changed = df.copy()
+    i = changed.index[changed["unique_id"] == "kernelsynth/0000"][0]
+    changed.loc[i, "y"] += 1e-9
+    assert dataset_hash(changed) != h
+    with pytest.raises(DataError):
+        training_mixture(MixtureConfig(real="zero-shot"))
+
+
+def test_padded_split_keeps_short_series_and_windows_pad_with_nan():
+    ds = pd.date_range("2000", periods=300, freq="MS")
+    df = pd.concat([
+        pd.DataFrame({"unique_id": "long", "ds": ds, "y": np.sin(np.arange(300) / 3)}),
+        pd.DataFrame({"unique_id": "short", "ds": ds[:40], "y": np.arange(40.0)}),
+        pd.DataFrame({"unique_id": "tiny", "ds": ds[:5], "y": np.arange(5.0)}),
+    ])
+    legacy = train_heldout_split(df, 128, 16)
+    assert legacy.unique_ids == ["long"] and not legacy.padded
+    sp = train_heldout_split(df, 128, 16, min_context=8)
+    assert sp.padded and sp.unique_ids == ["long", "short"] and sp.dropped == ["tiny"]
+    assert sp.cut["short"] == 40 - 16 and sp.cut["long"] == 300 - 30  # tail max(h, 10%) while half stays
+    assert train_heldout_split(df.assign(y=df.y), 128, 24, min_context=8).cut["short"] == 40  # 24 > 40/2: train only
+    data = WindowDataset(sp, seed=0)
+    w = data.sample(512)
+    assert w.shape == (512, 144)
+    observed_ctx = (~torch.isnan(w[:, :128])).sum(1)
+    assert observed_ctx.min() >= 8  # never fewer than min_context observed points
+    assert torch.isnan(w[:, :128]).any() and (~torch.isnan(w[:, 128])).all()  # first target step always observed
+    # left padding only: once observed, a context stays observed to its end
+    first = torch.argmax((~torch.isnan(w[:, :128])).int(), dim=1)
+    assert all((~torch.isnan(w[i, first[i] : 128])).all() for i in range(len(w)))
+    ev = heldout_windows(sp, 4)
+    assert torch.isfinite(ev.target).all() and ev.context.shape[1] == 128
+    cfg = ModelConfig(context_len=128, horizon=16, patch_len=16, d_model=32, n_layers=1, n_heads=4, d_ff=64,
+                      quantiles=(0.1, 0.5, 0.9), masked=True, min_context=8)
+    assert torch.isfinite(build_model(cfg).loss(w))

@@ -1,0 +1,91 @@
+"""The zero-shot collection, its windows and metrics, and the statsforecast baselines."""
+
+import numpy as np
+import pytest
+
+from tenzro_trainer.data import default_collection
+from tenzro_trainer.data.collection import extended_manifest
+from tenzro_trainer.data.heldout import check_disjoint, zero_shot_collection
+from tenzro_trainer.errors import DataError
+from tenzro_trainer.zeroshot import (
+    QUANTILES,
+    MethodScores,
+    ZeroShotTask,
+    evaluate_forecaster,
+    pinball,
+    relative_summary,
+    score_task,
+    statsforecast_forecaster,
+    window_origins,
+    zero_shot_tasks,
+)
+
+
+@pytest.fixture(scope="module")
+def zs():
+    return zero_shot_collection()
+
+
+def test_zero_shot_collection_is_large_diverse_and_disjoint(zs):
+    df, infos = zs
+    assert len(infos) >= 30 and len({i.domain for i in infos}) >= 4
+    assert all(i.licence and i.source for i in infos)
+    assert sorted(df["unique_id"].unique()) == [i.unique_id for i in infos]
+    # no source file is shared with a training collection, and no series name either
+    train_sources = {i.source.split(":")[0].split("/")[0] for i in extended_manifest()}
+    zs_sources = {i.source.split(".")[0].split("/")[0] for i in infos}
+    assert train_sources == {"statsmodels", "vega_datasets"} and not (train_sources & zs_sources)
+    check_disjoint(default_collection()["unique_id"].unique())
+    with pytest.raises(DataError, match="zero-shot series"):
+        check_disjoint(["co2_maunaloa", infos[0].unique_id])
+    # every series varies inside its evaluation windows (a constant window makes MASE 0/0)
+    for t in zero_shot_tasks(df, infos):
+        assert all(np.ptp(t.y[o - t.horizon : o + t.horizon]) > 0 for o in t.origins), t.unique_id
+
+
+def test_window_origins():
+    o = window_origins(1000, 24, max_windows=10, test_frac=0.4)
+    assert len(o) == 10 and o[-1] == 1000 - 24 and o[0] >= 1000 - 24 - 400
+    assert min(np.diff(o)) >= 24  # non-overlapping
+    assert window_origins(40, 18, max_windows=10) == [22]
+    with pytest.raises(DataError):
+        window_origins(20, 18)
+
+
+def _task(y, origins, h=4, season=1):
+    return ZeroShotTask("s", np.asarray(y, dtype="float64"), origins, h, season, "d", "H")
+
+
+def test_score_task_mase_and_wql_by_hand():
+    y = np.arange(20.0)  # lag-1 naive in-sample MAE = 1
+    task = _task(y, [12, 16])
+    fc = np.repeat(task.targets()[:, None, :] + 2.0, len(QUANTILES), axis=1)  # every quantile 2 too high
+    s = score_task(task, fc)
+    assert s["mase"] == pytest.approx(2.0)
+    # pinball for d = -2: (1 - q) * 2; WQL = mean_q 2 * sum (1 - q) * 2 / sum |y|
+    denom = task.targets().sum()
+    want = np.mean([2 * 8 * (1 - q) * 2 / denom for q in QUANTILES])
+    assert s["wql"] == pytest.approx(want)
+    assert pinball(np.array([1.0]), np.array([0.0]), 0.9)[0] == pytest.approx(0.9)
+    with pytest.raises(DataError, match="shape"):
+        score_task(task, fc[:, :3])
+
+
+def test_relative_summary_is_a_geometric_mean_of_ratios():
+    a = MethodScores("a", {"x": {"mase": 1.0, "wql": 2.0}, "y": {"mase": 4.0, "wql": 1.0}})
+    b = MethodScores("b", {"x": {"mase": 2.0, "wql": 1.0}, "y": {"mase": 2.0, "wql": 1.0}})
+    r = relative_summary(a, b)
+    assert r["mase"] == pytest.approx(1.0) and r["wql"] == pytest.approx(2 ** 0.5)
+
+
+def test_seasonal_naive_is_exact_on_a_periodic_series_and_baselines_run():
+    y = np.tile([1.0, 5.0, 3.0, 2.0], 40)
+    task = _task(y, [120, 140], h=8, season=4)
+    sn = evaluate_forecaster([task], statsforecast_forecaster("SeasonalNaive"))
+    assert sn.per_series["s"]["mase"] == pytest.approx(0.0, abs=1e-9)
+    rng = np.random.default_rng(0)
+    noisy = _task(np.tile([1.0, 5.0, 3.0, 2.0], 40) + rng.normal(0, 0.3, 160) + 10, [120, 140], h=8, season=4)
+    for name in ("AutoETS", "AutoTheta", "AutoARIMA"):
+        fc = statsforecast_forecaster(name)(noisy.histories(), 8, 4, QUANTILES)
+        assert fc.shape == (2, 9, 8) and (np.diff(fc, axis=1) >= -1e-9).all()
+        assert score_task(noisy, fc)["mase"] < 1.5

@@ -1,0 +1,234 @@
+"""Benchmark: zero-shot forecast quality of a DiLoCo-trained model on series no run has seen.
+
+Trains the reference recipe with the DiLoCo simulator (``tenzro_trainer.simulate``: M workers,
+H inner steps, outer Nesterov) on the training mixture (real + TSMixup + KernelSynth,
+``tenzro_trainer.data.mixture``), once per seed, then scores the final weights on the zero-shot
+collection (``tenzro_trainer.data.heldout``: pmdarima, sktime and pvlib series, disjoint from the
+training sources) with ``tenzro_trainer.zeroshot``: rolling windows, MASE and WQL relative to
+SeasonalNaive, geometric mean over series. statsforecast's SeasonalNaive, AutoETS, AutoARIMA
+(restricted search) and AutoTheta are scored on the same windows (computed once, cached).
+
+    # the CPU reference recipe (M=4, H=100, 30 rounds: under an hour per seed on one shared core);
+    # seeds in parallel, then the report from the saved weights
+    for s in 0 1; do nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --seeds $s --threads 1 --train-only & done; wait
+    nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 --reuse
+    # a shortened run (say so in the results: --label)
+    nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --rounds 12 --label "shortened"
+
+The results file ends with ``zero-shot relative MASE (CPU reference recipe): <mean over seeds>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from _common import RESULTS, machine, write
+from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
+from tenzro_trainer.data import dataset_hash
+from tenzro_trainer.data.mixture import MixtureConfig, mixture_shares, training_mixture
+from tenzro_trainer.forecast import model_forecaster
+from tenzro_trainer.models import build_model
+from tenzro_trainer.simulate import SimConfig, simulate
+from tenzro_trainer.zeroshot import (
+    BASELINES,
+    MethodScores,
+    evaluate_forecaster,
+    geometric_mean,
+    relative_summary,
+    statsforecast_forecaster,
+    zero_shot_tasks,
+)
+
+CACHE = Path("/tmp/tenzro-zero-shot-cache")
+
+
+def cached_mixture(cfg: MixtureConfig) -> pd.DataFrame:
+    """The training mixture, cached as Parquet under /tmp (KernelSynth takes a minute or two)."""
+    key = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+    path = CACHE / f"mixture-{key}.parquet"
+    if path.exists():
+        return pd.read_parquet(path)
+    df = training_mixture(cfg)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(path)
+    return df
+
+
+def cached_baselines(tasks, max_windows: int) -> dict[str, MethodScores]:
+    """statsforecast baselines on the zero-shot windows; cached in results/zero_shot_baselines.json
+    (recomputed, and the file rewritten, when the windows change)."""
+    path = RESULTS / "zero_shot_baselines.json"
+    sig = hashlib.sha256(json.dumps([(t.unique_id, t.origins, t.horizon, t.season) for t in tasks]).encode()).hexdigest()
+    if path.exists():
+        data = json.loads(path.read_text())
+        if data.get("tasks_sha256") == sig:
+            return {n: MethodScores(n, v["per_series"], v["failures"], v["seconds"]) for n, v in data["methods"].items()}
+    out = {}
+    for name in BASELINES:
+        out[name] = evaluate_forecaster(tasks, statsforecast_forecaster(name), name)
+        print(f"{name}: {out[name].seconds:.0f} s, {out[name].failures} failed fits", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"tasks_sha256": sig, "max_windows": max_windows, "methods": {
+        n: {"per_series": s.per_series, "failures": s.failures, "seconds": s.seconds} for n, s in out.items()}},
+        indent=1) + "\n")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--family", default="timesfm")
+    ap.add_argument("--preset", default="cpu-ref")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--H", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="inner loop device: cpu or cuda (the GPU recipe: --preset gpu-ref "
+                    "--device cuda --dtype bf16)")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--max-windows", type=int, default=10)
+    ap.add_argument("--label", default="CPU reference recipe")
+    ap.add_argument("--out", default="zero_shot")
+    ap.add_argument("--baselines-only", action="store_true", help="compute and cache the baselines, then stop")
+    ap.add_argument("--train-only", action="store_true",
+                    help="train and save the final weights of each seed (to run seeds in parallel), no report")
+    ap.add_argument("--reuse", action="store_true",
+                    help="load each seed's final weights saved by an earlier run with the same settings")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    tasks = zero_shot_tasks(max_windows=args.max_windows)
+    if args.baselines_only:
+        cached_baselines(tasks, args.max_windows)
+        return
+    mix_cfg = MixtureConfig()
+    t0 = time.perf_counter()
+    df = cached_mixture(mix_cfg)
+    ds_hash = dataset_hash(df)
+    print(f"training mixture: {df['unique_id'].nunique()} series, {len(df)} points, hash {ds_hash} "
+          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    model_cfg = ModelConfig.preset(args.preset, args.family)
+    runs = []
+    recipe = {k: getattr(args, k) for k in ("family", "preset", "workers", "rounds", "H", "batch", "lr", "device", "dtype")}
+    for seed in args.seeds:
+        saved = CACHE / f"{args.out}-seed{seed}"
+        if args.reuse:
+            meta = json.loads(saved.with_suffix(".json").read_text())
+            if {"device": "cpu", "dtype": "fp32", **meta["recipe"]} != recipe:
+                raise SystemExit(f"{saved}.json was trained with {meta['recipe']}, not {recipe}")
+            model = build_model(model_cfg)
+            model.load_state_dict(torch.load(saved.with_suffix(".pt")))
+            scores = evaluate_forecaster(tasks, model_forecaster(model), f"seed {seed}")
+            runs.append({"seed": seed, "scores": scores, **{k: meta[k] for k in ("train_s", "num_params", "rounds")}})
+            continue
+        cfg = SimConfig(model=model_cfg, inner=InnerConfig(steps=args.H, lr=args.lr, batch_size=args.batch, seed=seed,
+                                                                 device=args.device, dtype=args.dtype),
+                        outer=OuterConfig(), workers=args.workers, rounds=args.rounds, fragments=4, seed=seed,
+                        max_windows_per_series=2, train_windows_per_series=2, dataset_hash=ds_hash)
+        t = time.perf_counter()
+        sim = simulate(cfg, df, log=lambda r: print(
+            f"seed {seed} round {r['round']}: train {r['train_loss']:.4f} held-out {r['heldout_loss']:.4f} "
+            f"({r['seconds']:.0f} s)", flush=True))
+        train_s = time.perf_counter() - t
+        model = build_model(model_cfg)
+        model.load_state_dict(sim.state)
+        scores = evaluate_forecaster(tasks, model_forecaster(model), f"seed {seed}")
+        print(f"seed {seed}: trained in {train_s:.0f} s; per-series MASE geo-mean {geometric_mean(v['mase'] for v in scores.per_series.values()):.3f}", flush=True)
+        torch.save(sim.state, saved.with_suffix(".pt"))
+        saved.with_suffix(".json").write_text(json.dumps({"recipe": recipe, "train_s": train_s, "num_params": sim.num_params,
+                                                          "rounds": sim.rounds, "dataset_hash": ds_hash}, default=float))
+        runs.append({"seed": seed, "train_s": train_s, "num_params": sim.num_params, "scores": scores,
+                     "rounds": sim.rounds})
+
+    if args.train_only:
+        return
+    baselines = cached_baselines(tasks, args.max_windows)
+    for r in runs:
+        r["relative"] = relative_summary(r["scores"], baselines["SeasonalNaive"])
+    snaive = baselines["SeasonalNaive"]
+    rel_mase = [r["relative"]["mase"] for r in runs]
+    rel_wql = [r["relative"]["wql"] for r in runs]
+    base_rel = {n: relative_summary(s, snaive) for n, s in baselines.items()}
+    uids = [t.unique_id for t in tasks]
+    domains = defaultdict(list)
+    for t in tasks:
+        domains[t.domain].append(t.unique_id)
+    m = machine()
+    train_minutes = ", ".join(f"{r['train_s'] / 60:.1f}" for r in runs)
+    n_windows = sum(len(t.origins) for t in tasks)
+    lines = [
+        f"# Zero-shot forecast quality ({args.label})",
+        "",
+        f"Model: {args.family} `{args.preset}` ({runs[0]['num_params']} parameters: context {model_cfg.context_len}, "
+        f"head horizon {model_cfg.horizon}, quantiles {list(model_cfg.quantiles)}), trained with DiLoCo in the "
+        f"simulator: M={args.workers}, H={args.H}, {args.rounds} rounds, batch {args.batch}, inner AdamW lr {args.lr}, "
+        f"outer Nesterov lr 0.7 / momentum 0.9, seeds {args.seeds}; training time per seed "
+        f"{train_minutes} min on {m['torch_threads']} threads.",
+        "",
+        f"Training data: the mixture of `tenzro_trainer.data.mixture` ({df['unique_id'].nunique()} series, "
+        f"{len(df)} points; shares {', '.join(f'{k} {v:.2f}' for k, v in mixture_shares(df).items())}; "
+        f"dataset hash `{ds_hash}`).",
+        "",
+        f"Zero-shot set: {len(tasks)} series from {len(domains)} domains ({', '.join(sorted(domains))}), sources "
+        f"pmdarima, sktime, pvlib (none read by any training collection; listed in trainer/DATA_MANIFEST.md); "
+        f"{n_windows} rolling windows (up to {args.max_windows} per series over its last 40%). MASE: MAE of the median "
+        "over the in-sample seasonal-naive MAE of the window's past; WQL over quantiles 0.1..0.9; both divided by "
+        "SeasonalNaive's on the same series, geometric mean over series. Statistical baselines (statsforecast) see up "
+        "to 512 points before each origin (AutoARIMA with m >= 24: 336, restricted search); ETS/ARIMA fall back to "
+        "non-seasonal for m > 24. The model sees at most its context.",
+        "",
+        f"Machine: {m['cpus']} CPUs shared with other agents' jobs (nice 15), load average {m['loadavg_1_5_15']} at the end.",
+        "",
+        "| method | relative MASE (geo-mean) | relative WQL (geo-mean) | series beating SeasonalNaive (MASE) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in runs:
+        wins = sum(r["scores"].per_series[u]["mase"] < snaive.per_series[u]["mase"] for u in uids)
+        lines.append(f"| model, seed {r['seed']} | {r['relative']['mase']:.3f} | {r['relative']['wql']:.3f} | {wins}/{len(uids)} |")
+    lines.append(f"| **model, mean over seeds** | **{np.mean(rel_mase):.3f}** (spread {np.ptp(rel_mase):.3f}) | "
+                 f"**{np.mean(rel_wql):.3f}** | |")
+    for n in BASELINES:
+        wins = sum(baselines[n].per_series[u]["mase"] < snaive.per_series[u]["mase"] for u in uids)
+        lines.append(f"| {n} | {base_rel[n]['mase']:.3f} | {base_rel[n]['wql']:.3f} | {wins}/{len(uids)} |")
+    lines += ["", "## Relative MASE per domain (geometric mean over the domain's series)", "",
+              "| domain | series | " + " | ".join([f"seed {r['seed']}" for r in runs] + list(BASELINES[1:])) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in range(len(runs) + len(BASELINES) - 1)) + " |"]
+    for d, us in sorted(domains.items()):
+        cells = [f"{relative_summary(r['scores'], snaive, us)['mase']:.3f}" for r in runs]
+        cells += [f"{relative_summary(baselines[n], snaive, us)['mase']:.3f}" for n in BASELINES[1:]]
+        lines.append(f"| {d} | {len(us)} | " + " | ".join(cells) + " |")
+    lines += ["", "## MASE per series (absolute; per-series WQL in the JSON)", "",
+              "| series | domain | windows | " + " | ".join([f"seed {r['seed']}" for r in runs] + list(BASELINES)) + " |",
+              "| --- | --- | --- | " + " | ".join("---" for _ in range(len(runs) + len(BASELINES))) + " |"]
+    for t in tasks:
+        vals = [r["scores"].per_series[t.unique_id]["mase"] for r in runs] + \
+               [baselines[n].per_series[t.unique_id]["mase"] for n in BASELINES]
+        lines.append(f"| {t.unique_id} | {t.domain} | {len(t.origins)} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+    lines += ["", f"zero-shot relative MASE ({args.label}): {np.mean(rel_mase):.3f}"]
+    write(args.out, "\n".join(lines), {
+        "args": vars(args), "machine": m, "mixture": mix_cfg.to_dict(), "dataset_hash": ds_hash,
+        "model_config": model_cfg.to_dict(),
+        "summary": {"model_relative_mase_mean": float(np.mean(rel_mase)), "model_relative_wql_mean": float(np.mean(rel_wql)),
+                    "per_seed": [{"seed": r["seed"], **r["relative"], "train_s": r["train_s"]} for r in runs],
+                    "baselines": base_rel},
+        "per_series": {**{f"model_seed{r['seed']}": r["scores"].per_series for r in runs},
+                       **{n: baselines[n].per_series for n in BASELINES}},
+        "rounds": {f"seed{r['seed']}": r["rounds"] for r in runs},
+    })
+    print("\n".join(lines[-3:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""The zero-shot collection: real series from sources that no training collection reads.
+
+The training collections (:mod:`tenzro_trainer.data.collection`) read files shipped by
+statsmodels and vega_datasets; this one reads files shipped by **pmdarima**, **sktime** and
+**pvlib**, all from disk with no network. Series that share their underlying quantity with a
+training series are left out on purpose (pmdarima's monthly sunspots: statsmodels' yearly
+sunspots train; pmdarima's daily MSFT: vega's monthly MSFT trains; sktime's Uschange: the US
+macro data of statsmodels train; sktime's Airline and Lynx duplicate pmdarima's), and so are
+series whose evaluation windows are constant, which make every scaled error 0/0 (sktime's PBS
+scripts end in 40 months of zeros; pvlib's Hsu PM2.5 / PM10 examples hold long constant runs;
+Sand Point's TMY pressure is constant).
+
+Every series is listed in :func:`zero_shot_manifest` (source file, domain, frequency, seasonal
+period, forecast horizon, licence) and in ``trainer/DATA_MANIFEST.md`` (zero-shot section).
+Horizons follow the per-frequency convention of the M4 competition and Chronos' benchmarks
+(Ansari et al. 2024, Table 3): yearly 6, quarterly 8, monthly 18, weekly 13, daily 14, hourly 24,
+half-hourly 48; sub-second heart-rate samples 16.
+
+Usage::
+
+    df, infos = zero_shot_collection()          # long format + one ZeroShotSeries per series
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+import pandas as pd
+
+from tenzro_trainer.data.collection import _long, _pkg_dir
+from tenzro_trainer.data.loader import validate_long_format
+from tenzro_trainer.errors import DataError
+
+
+@dataclass(frozen=True)
+class ZeroShotSeries:
+    """One zero-shot manifest row."""
+
+    unique_id: str
+    source: str  # package-relative path of the shipped file (or loader), with the column used
+    domain: str
+    frequency: str  # pandas offset alias
+    season: int  # seasonal period of SeasonalNaive and of the MASE scale
+    horizon: int  # forecast length of every evaluation window
+    length: int
+    licence: str
+
+
+_PMD = "pmdarima (MIT); data from R's datasets / fpp packages"
+_SKT = "sktime (BSD-3-Clause)"
+_PVL = "pvlib (BSD-3-Clause); NREL TMY data, US public domain"
+_TMY_VARS = {  # column in read_tmy3 / read_tmy2 -> short name
+    ("GHI (W/m^2)", "GHI"): ("ghi", "solar"),
+    ("DNI (W/m^2)", "DNI"): ("dni", "solar"),
+    ("Dry-bulb (C)", "DryBulb"): ("temp", "weather"),
+    ("Dew-point (C)", "DewPoint"): ("dewpoint", "weather"),
+    ("RHum (%)", "RHum"): ("humidity", "weather"),
+    ("Wspd (m/s)", "Wspd"): ("wind", "weather"),
+}
+HORIZON = {"Y": 6, "Q": 8, "M": 18, "W": 13, "D": 14, "H": 24, "30min": 48, "500ms": 16}
+
+
+def _pmdarima() -> list[tuple[pd.DataFrame, dict]]:
+    from pmdarima import datasets as pd_ds  # reads arrays stored in the package; no network
+
+    def row(uid, y, start, freq, season, domain, loader):
+        ds = pd.date_range(start, periods=len(y), freq={"Y": "YS", "Q": "QS", "M": "MS"}.get(freq, freq))
+        return _long(uid, ds, y), dict(source=f"pmdarima.datasets.{loader}()", domain=domain, frequency=freq,
+                                       season=season, licence=_PMD)
+
+    return [
+        row("taylor_electricity_halfhourly", pd_ds.load_taylor(), "2000-06-05", "30min", 48, "energy", "load_taylor"),
+        row("air_passengers", pd_ds.load_airpassengers(), "1949-01-01", "M", 12, "transport", "load_airpassengers"),
+        row("ausbeer_production", pd_ds.load_ausbeer(), "1956-01-01", "Q", 4, "production", "load_ausbeer"),
+        row("austres_residents", pd_ds.load_austres(), "1971-04-01", "Q", 4, "demography", "load_austres"),
+        row("lynx_trappings", pd_ds.load_lynx(), "1821-01-01", "Y", 1, "ecology", "load_lynx"),
+        row("wineind_sales", pd_ds.load_wineind(), "1980-01-01", "M", 12, "sales", "load_wineind"),
+        row("woolyrnq_production", pd_ds.load_woolyrnq(), "1965-01-01", "Q", 4, "production", "load_woolyrnq"),
+        row("heartrate", pd_ds.load_heartrate(), "2000-01-01", "500ms", 1, "health", "load_heartrate"),
+    ]
+
+
+def _sktime() -> list[tuple[pd.DataFrame, dict]]:
+    d = _pkg_dir("sktime") / "datasets" / "data"
+    out = []
+    sh = pd.read_csv(d / "ShampooSales" / "ShampooSales.csv")
+    out.append((_long("shampoo_sales", pd.to_datetime(sh["Time"], format="%Y-%m"), sh["Sales"]),
+                dict(source="sktime/datasets/data/ShampooSales/ShampooSales.csv:Sales", domain="sales",
+                     frequency="M", season=12, licence=_SKT + "; Makridakis, Wheelwright & Hyndman (1998)")))
+    sb = pd.read_csv(d / "seatbelts" / "seatbelts.csv", index_col=0)
+    out.append((_long("seatbelts_ksi", pd.to_datetime(sb.index), sb["KSI"]),
+                dict(source="sktime/datasets/data/seatbelts/seatbelts.csv:KSI", domain="transport", frequency="M",
+                     season=12, licence=_SKT + "; UK road casualties (R datasets::Seatbelts)")))
+    so = pd.read_csv(d / "solar" / "solar.csv")
+    out.append((_long("uk_solar_generation", pd.to_datetime(so["datetime_gmt"]).dt.tz_localize(None), so["solar_gen"]),
+                dict(source="sktime/datasets/data/solar/solar.csv:solar_gen", domain="energy", frequency="30min",
+                     season=48, licence=_SKT + "; Sheffield Solar PV_Live (CC-BY-4.0)")))
+    return out
+
+
+def _pvlib() -> list[tuple[pd.DataFrame, dict]]:
+    from pvlib.iotools import read_tmy2, read_tmy3  # local file readers
+
+    d = _pkg_dir("pvlib") / "data"
+    stations = [("sandpoint_ak", "703165TY.csv", read_tmy3, 0), ("greensboro_nc", "723170TYA.CSV", read_tmy3, 0),
+                ("miami_fl", "12839.tm2", read_tmy2, 1)]
+    out = []
+    for name, fname, reader, col_idx in stations:
+        frame = reader(str(d / fname), map_variables=False)[0] if reader is read_tmy3 else reader(str(d / fname))[0]
+        # TMY months come from different years: the values are one typical year, hour by hour
+        ds = pd.date_range("2001-01-01 00:00", periods=len(frame), freq="h")
+        for cols, (short, domain) in _TMY_VARS.items():
+            out.append((_long(f"tmy_{name}_{short}", ds, frame[cols[col_idx]].to_numpy(dtype="float64")),
+                        dict(source=f"pvlib/data/{fname}:{cols[col_idx]}", domain=domain, frequency="H", season=24,
+                             licence=_PVL)))
+        if name != "sandpoint_ak":  # Sand Point's pressure is a constant 1012 mbar
+            col = ("Pressure (mbar)", "Pressure")[col_idx]
+            out.append((_long(f"tmy_{name}_pressure", ds, frame[col].to_numpy(dtype="float64")),
+                        dict(source=f"pvlib/data/{fname}:{col}", domain="weather", frequency="H", season=24,
+                             licence=_PVL)))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _build() -> tuple[pd.DataFrame, tuple[ZeroShotSeries, ...]]:
+    try:
+        parts = _pmdarima() + _sktime() + _pvlib()
+    except ImportError as exc:
+        raise DataError(f"the zero-shot collection reads files shipped by pmdarima, sktime and pvlib: {exc}") from exc
+    frames, infos = [], []
+    for frame, meta in parts:
+        uid = frame["unique_id"].iloc[0]
+        frames.append(frame)
+        infos.append(ZeroShotSeries(unique_id=uid, length=len(frame), horizon=HORIZON[meta["frequency"]], **meta))
+    df = validate_long_format(pd.concat(frames, ignore_index=True), source="zero-shot collection")
+    return df, tuple(sorted(infos, key=lambda i: i.unique_id))
+
+
+def zero_shot_collection() -> tuple[pd.DataFrame, list[ZeroShotSeries]]:
+    """The zero-shot series in long format (a fresh copy) and their manifest rows (sorted by id).
+
+    Raises:
+        DataError: pmdarima, sktime or pvlib is not installed.
+    """
+    df, infos = _build()
+    return df.copy(), list(infos)
+
+
+def zero_shot_manifest() -> list[ZeroShotSeries]:
+    """The manifest rows of :func:`zero_shot_collection`."""
+    return list(_build()[1])
+
+
+def zero_shot_manifest_lines() -> list[str]:
+    """The zero-shot manifest as Markdown table lines (for ``DATA_MANIFEST.md``)."""
+    rows = [asdict(i) for i in zero_shot_manifest()]
+    lines = ["| unique_id | domain | frequency | season | horizon | length | source | licence |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['unique_id']} | {r['domain']} | {r['frequency']} | {r['season']} | {r['horizon']} | "
+                     f"{r['length']} | `{r['source']}` | {r['licence']} |")
+    return lines
+
+
+def check_disjoint(train_ids, zero_shot_ids=None) -> None:
+    """Refuse a training collection that shares a series name with the zero-shot collection.
+
+    Raises:
+        DataError: names in both.
+    """
+    zs = set(zero_shot_ids) if zero_shot_ids is not None else {i.unique_id for i in zero_shot_manifest()}
+    both = sorted(zs & set(map(str, train_ids)))
+    if both:
+        raise DataError(f"training data contains zero-shot series {both[:5]}{'...' if len(both) > 5 else ''}")
+
+
+__all__ = ["HORIZON", "ZeroShotSeries", "check_disjoint", "zero_shot_collection", "zero_shot_manifest",
+           "zero_shot_manifest_lines"]

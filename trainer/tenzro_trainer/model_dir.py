@@ -1,0 +1,88 @@
+"""A trained model on disk: ``model.safetensors`` (fp32 weights) + ``config.json`` (model config and
+provenance). Written by ``tenzro train export-model``, read by ``tenzro forecast --model DIR``.
+
+``config.json``::
+
+    {"format": "tenzro-model/v1",
+     "model": {ModelConfig fields},
+     "weights_sha256": hex sha256 of model.safetensors,
+     "provenance": {free-form: task id, final model hash, spec hash, ...}}
+
+Usage::
+
+    save_model_dir(out, state, model_cfg, provenance={"task_id": "0x..."})
+    model, info = load_model_dir(out)              # eval mode, CPU
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from tenzro_trainer.config import ModelConfig
+from tenzro_trainer.errors import ConfigError
+from tenzro_trainer.models import PatchForecaster, build_model
+
+FORMAT = "tenzro-model/v1"
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+
+
+def save_model_dir(out: str | Path, state: Mapping[str, torch.Tensor], cfg: ModelConfig,
+                   provenance: Mapping[str, Any] | None = None) -> Path:
+    """Write ``state`` (checked against ``cfg``'s model: same names and shapes) and ``cfg`` to ``out``.
+
+    Raises:
+        ConfigError: ``state`` does not fit ``cfg``.
+    """
+    out = Path(out)
+    model = build_model(cfg)
+    try:
+        model.load_state_dict(dict(state), strict=True)
+    except RuntimeError as exc:
+        raise ConfigError(f"weights do not fit the model config: {exc}") from exc
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in sorted(state.items())}
+    save_file(tensors, str(out / WEIGHTS))
+    digest = hashlib.sha256((out / WEIGHTS).read_bytes()).hexdigest()
+    meta = {"format": FORMAT, "model": cfg.to_dict(), "weights_sha256": digest, "provenance": dict(provenance or {})}
+    (out / CONFIG).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def load_model_dir(path: str | Path) -> tuple[PatchForecaster, dict]:
+    """The model saved in ``path`` (eval mode, CPU, fp32) and its ``config.json``.
+
+    Raises:
+        ConfigError: missing files, an unknown format, a weights file whose sha256 differs from
+            the recorded one, or weights that do not fit the config.
+    """
+    path = Path(path)
+    if not (path / CONFIG).is_file() or not (path / WEIGHTS).is_file():
+        raise ConfigError(f"{path} is not a model directory: it needs {CONFIG} and {WEIGHTS}")
+    try:
+        meta = json.loads((path / CONFIG).read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path / CONFIG}: not JSON ({exc})") from exc
+    if meta.get("format") != FORMAT:
+        raise ConfigError(f"{path / CONFIG}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    digest = hashlib.sha256((path / WEIGHTS).read_bytes()).hexdigest()
+    if meta.get("weights_sha256") != digest:
+        raise ConfigError(f"{path / WEIGHTS}: sha256 {digest} differs from config.json's {meta.get('weights_sha256')}")
+    known = {f.name for f in fields(ModelConfig)}
+    cfg = ModelConfig(**{k: v for k, v in meta["model"].items() if k in known})
+    model = build_model(cfg)
+    try:
+        model.load_state_dict(load_file(str(path / WEIGHTS)), strict=True)
+    except RuntimeError as exc:
+        raise ConfigError(f"{path / WEIGHTS} does not fit the model config: {exc}") from exc
+    return model.eval(), meta
+
+
+__all__ = ["CONFIG", "FORMAT", "WEIGHTS", "load_model_dir", "save_model_dir"]
