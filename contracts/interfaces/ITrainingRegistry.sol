@@ -116,11 +116,11 @@ interface ITrainingRegistry {
         uint32 currentRound; // open round (Training), maxRounds after the last finalize
         uint64 roundOpenedAt; // seconds
         uint64 roundDeadline; // seconds: roundOpenedAt + graceWindowSeconds
-        uint64 syncerReplaceableAt; // seconds: roundDeadline + syncerTimeout (0 if not Training)
+        uint64 syncerReplaceableAt; // seconds: max(roundDeadline, syncerElectedAt) + syncerTimeout (0 if not Training)
         uint64 postedAt; // seconds
         uint256 minStake;
         uint256 rewardPool; // as escrowed at postTask
-        uint256 rewardPoolLeft; // reward pool + slashed stake, not yet credited to anyone
+        uint256 rewardPoolLeft; // reward pool minus syncer fees accrued, not yet credited to anyone
         uint256 stakeHeld; // trainer stakes held for this run (after slashing)
         uint256 totalCredits; // sum of fragment-size-weighted accepted submissions
         uint64[] fragmentSizes;
@@ -398,7 +398,7 @@ interface ITrainingRegistry {
     ) external;
 
     /// @notice The syncer reports a submission of the open round as invalid; the trainer is
-    /// slashed INVALID_SLASH_BPS of its remaining stake (into the run's reward pool) and the
+    /// slashed INVALID_SLASH_BPS of its remaining stake (burned) and the
     /// submission can no longer be accepted. Trust: the syncer's word, checkable by anyone
     /// replaying the payload at the CID of GradientSubmitted against the round transcript.
     /// @param reason a SlashReason other than MissedRounds (1..4)

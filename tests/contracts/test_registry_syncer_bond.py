@@ -7,6 +7,8 @@
 - Replacing it burns its bond for that run (stake and lock both drop by the bond, burned()
   grows by it, the token balance of the registry does not move); the rest of its stake stays
   its own.
+- Only stake placed before the request's block counts: a candidate that joins or tops up at
+  or after it is left out of that draw (nobody stakes after seeing the seed).
 
 Draws are made deterministic by controlling who is eligible (a single candidate, or the
 replaced syncer excluded), never by reading the seed.
@@ -19,6 +21,7 @@ import pytest
 from registry_helpers import E18, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit, ledger
 
 BIG_BOND = 60 * E18  # more than half of MIN_SYNCER_STAKE: one candidate can hold one such run
+ELECTION_WINDOW = 256  # blocks
 
 
 def events(tx, name):
@@ -163,11 +166,14 @@ def test_replacement_burns_the_bond_once(registry, token, one_syncer, open_run, 
 
     # run b: syncer is below minSyncerStake (40 < 100), other_syncer has 40 unlocked < 60: nobody
     b = open_run("burn-b", syncerBond=BIG_BOND, maxRounds=1)
-    registry.requestSyncerElection(b, sender=roles.stranger)
+    n = registry.requestSyncerElection(b, sender=roles.stranger).block_number
     with ape.reverts(registry.Registry__NoSyncerCandidates):
         registry.electSyncer(b, sender=roles.stranger)
     fund(roles.syncer, BIG_BOND)
-    registry.registerSyncer(BIG_BOND, sender=roles.syncer)  # back to 100: eligible again
+    registry.registerSyncer(BIG_BOND, sender=roles.syncer)  # back to 100: eligible in later draws
+    # the request of block n expires; a new one counts the top-up
+    chain.mine(n + ELECTION_WINDOW - chain.blocks.head.number)
+    registry.requestSyncerElection(b, sender=roles.stranger)
     tx = registry.electSyncer(b, sender=roles.stranger)
     assert events(tx, "SyncerElected")[0].syncer == roles.syncer.address
     assert events(tx, "StakeBurned") == []  # run b had no syncer to punish
@@ -180,6 +186,31 @@ def test_replacement_burns_the_bond_once(registry, token, one_syncer, open_run, 
     registry.unregisterSyncer(sender=roles.syncer)
     assert registry.withdrawable(roles.syncer) == MIN_SYNCER_STAKE  # 40 left + 60 topped up
     assert _balanced(registry, token, accounts_seen)
+
+
+def test_stake_placed_after_the_request_is_not_drawn(registry, token, one_syncer, open_run, elect, fund, roles,
+                                                     chain):
+    """Request at block n; the only candidate tops up its unlocked stake to cover the bond at
+    n+1 and a newcomer joins at n+2: neither takes part in the draw of block n's request. A
+    request made after their stakes counts them."""
+    a = open_run("seed-a", m=1, syncerBond=BIG_BOND)
+    elect(a)  # syncer: 100 staked, 60 locked, 40 unlocked < 60
+    b = open_run("seed-b", m=1, syncerBond=BIG_BOND)
+    n = registry.requestSyncerElection(b, sender=roles.stranger).block_number
+    fund(roles.syncer, 20 * E18)
+    top_up = registry.registerSyncer(20 * E18, sender=roles.syncer)  # 60 unlocked now
+    fund(roles.other_syncer, MIN_SYNCER_STAKE)
+    joined = registry.registerSyncer(MIN_SYNCER_STAKE, sender=roles.other_syncer)
+    assert n < top_up.block_number < joined.block_number
+    before = (tuple(registry.getRun(b)), [tuple(registry.syncerInfo(x)) for x in (roles.syncer, roles.other_syncer)],
+              token.balanceOf(registry), registry.burned())
+    with ape.reverts(registry.Registry__NoSyncerCandidates):
+        registry.electSyncer(b, sender=roles.stranger)
+    assert (tuple(registry.getRun(b)), [tuple(registry.syncerInfo(x)) for x in (roles.syncer, roles.other_syncer)],
+            token.balanceOf(registry), registry.burned()) == before
+    chain.mine(n + ELECTION_WINDOW - chain.blocks.head.number)  # the request of block n expires
+    tx = elect(b)
+    assert events(tx, "SyncerElected")[0].syncer in (roles.syncer.address, roles.other_syncer.address)
 
 
 def test_replaced_syncer_can_no_longer_act(registry, one_syncer, open_run, elect, fund, roles, chain):
