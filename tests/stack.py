@@ -1,5 +1,6 @@
-"""What every chain-backed test suite needs (operator, roles, replay, devnet, e2e): a free loopback
-port, ape's compiled contract artifacts, and the four contracts deployed on a devnet through web3.
+"""What every chain-backed test suite needs (operator, roles, replay, devnet, e2e, referee): a free
+loopback port, an anvil process of its own (`Anvil`), ape's compiled contract artifacts, and the four
+contracts deployed on a devnet through web3.
 
 Importable as ``import stack`` from any test folder (``pythonpath = ["tests"]`` in pyproject.toml).
 
@@ -14,17 +15,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+import httpx
 
 from web3 import HTTPProvider, Web3
 
 from tenzro_operator.keys import anvil_account
 
-__all__ = ["BUILD", "MIN_SYNCER_FEE_PER_ROUND", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN",
-           "build_artifacts", "deploy_stack", "free_port", "fund"]
+__all__ = ["ANVIL", "Anvil", "BUILD", "MIN_SYNCER_FEE_PER_ROUND", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN",
+           "build_artifacts", "deploy_stack", "free_port", "fund", "rpc_answers"]
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / ".build/__local__.json"
@@ -35,6 +41,76 @@ SYNCER_TIMEOUT_S = 60
 MIN_SYNCER_FEE_PER_ROUND = 10**15  # atto-units (0.001 TNZO), scripts/deploy.py's default
 DEPLOY_GAS = 25_000_000  # per deployment transaction; under anvil's default 30M block gas limit
 INITIAL_SUPPLY = 10**9 * TOKEN  # minted to the deployer (anvil account 0)
+
+ANVIL = REPO / "node_modules/.bin/anvil"
+
+
+def rpc_answers(url: str) -> bool:
+    try:
+        r = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1.0)
+        return r.status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class Anvil:
+    """An anvil process of our own; `restart()` keeps the chain when started with a state file.
+
+    anvil binds ``--port 0`` itself and we read the port from its "Listening on" line, so a port
+    taken by someone else's anvil (other suites run at the same time) can never be mistaken for ours.
+    """
+
+    def __init__(self, tmp: Path, state: bool = False, extra_args: Sequence[str] = ()) -> None:
+        self.port: int | None = None
+        self.extra_args = list(extra_args)  # more anvil flags, e.g. --disable-block-gas-limit
+        self.state = tmp / "anvil-state.json" if state else None
+        self.log = tmp / "anvil.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "Anvil":
+        argv = [str(ANVIL), "--host", "127.0.0.1", "--port", str(self.port or 0), *self.extra_args]
+        if self.state is not None:
+            argv += ["--state", str(self.state)]
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            with open(self.log, "rb") as fh:
+                fh.seek(offset)
+                text = fh.read().decode(errors="replace")
+            m = re.search(r"Listening on 127\.0\.0\.1:(\d+)", text)
+            if m and self.proc.poll() is None:
+                self.port = int(m.group(1))
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"anvil did not start: {text[-500:]}")
+            time.sleep(0.05)
+        while not rpc_answers(self.url):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"anvil on {self.url} does not answer")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # anvil dumps --state on SIGTERM
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        """Stop and start again on the same port (and state file)."""
+        self.stop()
+        self.start()
+
 
 
 def free_port() -> int:

@@ -994,14 +994,14 @@ class ChainClient:
         """
         tid = _b32(task_id)
         deadline = time.monotonic() + timeout_s
-        requests = 0
+        attempts = 0
         while True:
             run = self.get_run(tid)
             pending = run.election_block
             if not pending or self.block_number() > pending + ELECTION_WINDOW_BLOCKS:
-                if requests == 3:
+                if attempts == 3:
                     raise ChainError(f"the syncer election of task 0x{tid.hex()} did not resolve after 3 requests")
-                requests += 1
+                attempts += 1
                 try:
                     pending = self.request_syncer_election(tid).block_number
                 except ChainRevert as exc:

@@ -171,38 +171,47 @@ contract ProtocolV2AttacksTest is RegistryBase {
 
     // ------------------------------------------------------------ 7: escrow hijack
 
-    /// Before: RewardEscrow was bound only to (registry, taskId); whoever posted that task id
-    /// first could seal a junk run with nothing accepted and have the escrow released.
-    function test_attack7_escrowHijack_fails() public {
+    /// @dev A RewardEscrow on the verifier at 0x…1008 and a deposit of 1 TNZO paying for run ID
+    /// of `sponsor` with `specHash` and at least one credit of accepted work.
+    function _escrowFor(bytes32 specHash) internal returns (RewardEscrow escrow, uint256 id) {
         address precompile = 0x0000000000000000000000000000000000001008;
         vm.etch(precompile, address(new ReceiptVerifier()).code);
-        RewardEscrow escrow = new RewardEscrow(precompile);
-        bytes32 realSpec = keccak256("the sponsor's spec");
-        address payer = address(0xFA7E4);
-        _fund(payer, 100e18);
-        vm.startPrank(payer);
-        token.approve(address(escrow), 100e18);
-        uint256 id = escrow.deposit(
+        escrow = new RewardEscrow(precompile);
+        _fund(address(this), 1e18);
+        token.approve(address(escrow), 1e18);
+        id = escrow.deposit(
             token,
             address(0xBE4E),
-            100e18,
-            RewardEscrow.RunTerms({taskId: ID, registry: address(reg), sponsor: sponsor, specHash: realSpec, minCredits: 1}),
+            1e18,
+            RewardEscrow.RunTerms({taskId: ID, registry: address(reg), sponsor: sponsor, specHash: specHash, minCredits: 1}),
             uint64(block.timestamp + 30 days)
         );
-        vm.stopPrank();
-        // the attacker front-runs the task id (even copying the spec hash) and seals a junk run
-        ITrainingRegistry.TaskParams memory p = _params(ID, 1, 1, 1, 1, 0);
-        p.specHash = realSpec;
-        vm.prank(attacker);
-        reg.postTask(p);
+    }
+
+    /// @dev Enrolls trainer 0 in the posted one-round run ID, elects, finalizes nothing after the
+    /// deadline and seals; returns the receipt and its run root.
+    function _sealEmptyRun() internal returns (bytes memory receipt, bytes32 root) {
         _enroll(ID, 0, MIN_STAKE);
         _elect(ID);
         vm.warp(block.timestamp + 31);
         vm.prank(syncer);
         reg.finalizeRound(_commit(ID, 0, 1, new uint256[](1)));
         reg.seal(ID);
-        (, bytes memory receipt) = reg.getReceipt(ID);
-        bytes32 root = reg.sealedRunRoot(ID);
+        (, receipt) = reg.getReceipt(ID);
+        root = reg.sealedRunRoot(ID);
+    }
+
+    /// Before: RewardEscrow was bound only to (registry, taskId); whoever posted that task id
+    /// first could seal a junk run with nothing accepted and have the escrow released.
+    function test_attack7_escrowHijack_fails() public {
+        bytes32 realSpec = keccak256("the sponsor's spec");
+        (RewardEscrow escrow, uint256 id) = _escrowFor(realSpec);
+        // the attacker front-runs the task id (even copying the spec hash) and seals a junk run
+        ITrainingRegistry.TaskParams memory p = _params(ID, 1, 1, 1, 1, 0);
+        p.specHash = realSpec;
+        vm.prank(attacker);
+        reg.postTask(p);
+        (bytes memory receipt, bytes32 root) = _sealEmptyRun();
         assertTrue(!escrow.canRelease(id, receipt, root), "canRelease says no");
         vm.expectRevert(abi.encodeWithSelector(RewardEscrow.RewardEscrow__SponsorMismatch.selector, sponsor, attacker));
         escrow.release(id, receipt, root);
@@ -210,28 +219,10 @@ contract ProtocolV2AttacksTest is RegistryBase {
 
     /// The real sponsor's own run with nothing accepted does not release an escrow that asks for work.
     function test_attack7_emptyRunOfTheRealSponsor_releasesNothing() public {
-        address precompile = 0x0000000000000000000000000000000000001008;
-        vm.etch(precompile, address(new ReceiptVerifier()).code);
-        RewardEscrow escrow = new RewardEscrow(precompile);
         ITrainingRegistry.TaskParams memory p = _params(ID, 1, 1, 1, 1, 0);
-        _fund(address(this), 1e18);
-        token.approve(address(escrow), 1e18);
-        uint256 id = escrow.deposit(
-            token,
-            address(0xBE4E),
-            1e18,
-            RewardEscrow.RunTerms({taskId: ID, registry: address(reg), sponsor: sponsor, specHash: p.specHash, minCredits: 1}),
-            uint64(block.timestamp + 30 days)
-        );
+        (RewardEscrow escrow, uint256 id) = _escrowFor(p.specHash);
         _post(p);
-        _enroll(ID, 0, MIN_STAKE);
-        _elect(ID);
-        vm.warp(block.timestamp + 31);
-        vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 1, new uint256[](1)));
-        reg.seal(ID);
-        (, bytes memory receipt) = reg.getReceipt(ID);
-        bytes32 root = reg.sealedRunRoot(ID);
+        (bytes memory receipt, bytes32 root) = _sealEmptyRun();
         vm.expectRevert(abi.encodeWithSelector(RewardEscrow.RewardEscrow__NotEnoughWork.selector, 1, 0));
         escrow.release(id, receipt, root);
     }

@@ -6,20 +6,12 @@ eth-abi encodes a few hundred thousand values too slowly for a test that must st
 
 from __future__ import annotations
 
-import re
-import signal
-import subprocess
-import time
-from pathlib import Path
-
-import httpx
 import pytest
 from web3 import HTTPProvider, Web3
 
 from referee_abi import Harness
+from stack import REPO, Anvil
 
-REPO = Path(__file__).resolve().parents[2]
-ANVIL = REPO / "node_modules/.bin/anvil"
 SOLC = REPO / ".solc" / "solc-v0.8.28"  # this checkout's adapter, never ~/.solcx
 HARNESS_SRC = "contracts/mocks/Binary32Harness.sol"
 
@@ -60,39 +52,13 @@ def _one_torch_thread():
 
 @pytest.fixture(scope="session")
 def anvil_url(tmp_path_factory):
-    """An anvil on a port it picks itself (read back from its log), without the block gas limit
-    for calls, so one eth_call can check tens of thousands of coordinates."""
-    log = tmp_path_factory.mktemp("anvil") / "anvil.log"
-    argv = [str(ANVIL), "--host", "127.0.0.1", "--port", "0", "--disable-block-gas-limit"]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT)
+    """An anvil of our own without the block gas limit for calls, so one eth_call can check tens
+    of thousands of coordinates."""
+    anvil = Anvil(tmp_path_factory.mktemp("anvil"), extra_args=["--disable-block-gas-limit"]).start()
     try:
-        deadline = time.monotonic() + 30
-        url = None
-        while url is None:
-            m = re.search(r"Listening on 127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
-            if m:
-                url = f"http://127.0.0.1:{m.group(1)}"
-            elif proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"anvil did not start: {log.read_text(errors='replace')[-500:]}")
-            else:
-                time.sleep(0.05)
-        while True:
-            try:
-                httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield url
+        yield anvil.url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        anvil.stop()
 
 
 def deploy(url: str, art: dict) -> Harness:

@@ -415,7 +415,7 @@ class SyncerDaemon(Daemon):
     def maybe_close_enrollment(self, run: RunView) -> str | None:
         """After the run's enrollment deadline, open round 0 or cancel a run short of K
         (`Daemon.settle_enrollment`, whose outcome it returns); off with ``close_enrollment: false``."""
-        if getattr(self.config, "close_enrollment", True):
+        if self.config.close_enrollment:
             return self.settle_enrollment(run)
         return None
 
