@@ -135,7 +135,6 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         uint256 totalCredits;
         uint256 distributedPool;
         uint256 syncerBond;
-        uint256 syncerFeesAccrued;
         string specCid;
         uint64[] fragmentSizes;
     }
@@ -568,7 +567,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         v.electionBlock = run.electionBlock;
         v.syncerFeeBps = run.syncerFeeBps;
         v.syncerBond = run.syncerBond;
-        v.syncerFeesAccrued = run.syncerFeesAccrued;
+        v.syncerFeesAccrued = _syncerFeePerRound(run) * _roundsFinalized(run);
         v.postedAt = run.postedAt;
         v.minStake = run.minStake;
         v.rewardPool = run.rewardPool;
@@ -804,13 +803,26 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     /// @dev Accrues one round's syncer fee (rewardPool * syncerFeeBps / BPS / maxRounds) from
     /// the pool to the finalizing syncer.
     function _accrueSyncerFee(Run storage run, bytes32 taskId) private {
-        uint256 fee = (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
+        uint256 fee = _syncerFeePerRound(run);
         if (fee == 0) return;
         // poolLeft >= rewardPool - fees accrued so far >= fee: slashes never reduce the pool and
         // at most maxRounds fees of rewardPool * feeBps / BPS / maxRounds are taken
         run.poolLeft -= fee;
-        run.syncerFeesAccrued += fee;
         _syncerFees[taskId][msg.sender] += fee;
+    }
+
+    /// @dev The syncer fee of one finalized round, atto-units.
+    function _syncerFeePerRound(Run storage run) private view returns (uint256) {
+        return (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
+    }
+
+    /// @dev Rounds finalized so far (each accrued one syncer fee): the open round's number while
+    /// Training, every round once Completed or Sealed, none before round 0 or when Cancelled.
+    function _roundsFinalized(Run storage run) private view returns (uint256) {
+        RunStatus status = run.status;
+        if (status == RunStatus.Training) return run.currentRound;
+        if (status == RunStatus.Completed || status == RunStatus.Sealed) return run.maxRounds;
+        return 0;
     }
 
     /// @dev Unlocks the run's bond from its syncer (seal).
