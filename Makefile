@@ -13,7 +13,13 @@ export SOLCX_BINARY_PATH := $(CURDIR)/.solc
 # that another clone, or an older machine image, left behind can change what compiles here.
 export APE_DATA_FOLDER := $(CURDIR)/.ape
 # ape talks to the devnet's anvil (not a throw-away one) for deploy and the demo.
-DEVNET_RPC := http://127.0.0.1:8545
+# Ports of this checkout's devnet: `make demo RPC_PORT=8546 IPFS_PORT=5002` beside another checkout's.
+DEVNET_PORT ?= 8545
+RPC_PORT ?= $(DEVNET_PORT)
+IPFS_PORT ?= 5001
+DEVNET_RPC := http://127.0.0.1:$(RPC_PORT)
+IPFS_API := http://127.0.0.1:$(IPFS_PORT)
+DEVNET_PORTS = --rpc-port $(RPC_PORT) --ipfs-port $(IPFS_PORT)
 NETWORK := ethereum:local:foundry
 PYTEST_ARGS ?=
 
@@ -44,19 +50,21 @@ compile: bootstrap
 	ape compile
 
 devnet-up: bootstrap
-	$(BIN)/python scripts/devnet.py up
+	$(BIN)/python scripts/devnet.py up $(DEVNET_PORTS)
 
 devnet-down:
-	$(BIN)/python scripts/devnet.py down
+	$(BIN)/python scripts/devnet.py down $(DEVNET_PORTS)
 
 devnet-status:
-	$(BIN)/python scripts/devnet.py status
+	$(BIN)/python scripts/devnet.py status $(DEVNET_PORTS)
 
 deploy: devnet-up compile
+	$(BIN)/python scripts/devnet.py check $(DEVNET_PORTS)
 	APE_FOUNDRY_HOST=$(DEVNET_RPC) ape run deploy --network $(NETWORK)
 
+# `make demo TRAINERS=8 QUORUM=6`: M and K of the demo run (unset: the demo's defaults).
 demo: deploy
-	$(BIN)/python -m tenzro_operator.demo
+	$(BIN)/python -m tenzro_operator.demo --rpc $(DEVNET_RPC) --ipfs $(IPFS_API) $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM))
 
 test: bootstrap
 	forge test

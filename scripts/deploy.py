@@ -8,8 +8,10 @@ call it where the real precompile will be. On any other network pass
 broadcasting (`--yes` skips the question), and RewardEscrow points at the
 normally deployed verifier.
 
-The deployment record holds the chain id, the deploy block, every address
-with its ABI and the ABI's sha256, so the operator needs no ape at run time.
+The deployment record holds the chain id, the RPC URL, block 0's hash (what
+tells two devnets with the same chain id and addresses apart), the deploy
+block, every address with its ABI and the ABI's sha256, so the operator needs
+no ape at run time.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
         "chain_id": chain_id,
         "rpc_url": getattr(provider, "uri", None),
         "deploy_block": deploy_block,
+        # block 0 tells this chain from any other with the same chain id and addresses (every
+        # fresh anvil): the operator refuses a chain whose block 0 differs (ChainClient.check_deployment)
+        "genesis_hash": "0x" + bytes(chain.blocks[0].hash).hex(),
         "deployer": account.address,
         "verifier_precompile": PRECOMPILE if devnet else None,
         "contracts": {

@@ -1,8 +1,10 @@
 """Devnet launcher: `python scripts/devnet.py up|down|status`.
 
 Starts anvil (state persisted under .devnet/anvil) and the local Helia IPFS
-node (repo under .devnet/ipfs) on 127.0.0.1:8545 and 127.0.0.1:5001, waits
-until both answer and records their pids in .devnet/pids.json.
+node (repo under .devnet/ipfs) on 127.0.0.1:8545 and 127.0.0.1:5001 (or the
+--rpc-port / --ipfs-port given), waits until both answer and records their
+pids and the chain's block 0 hash in .devnet/pids.json. `check` exits 1 unless
+the services on those ports are this data dir's own.
 """
 
 from __future__ import annotations
@@ -57,6 +59,15 @@ def down(data_dir: str, rpc_port: int, ipfs_port: int) -> None:
     """Stop the devnet's services (anvil writes its state on the way out)."""
     stopped = devnet.down(_cfg(data_dir, rpc_port, ipfs_port))
     console.print(f"devnet down: stopped {', '.join(stopped) or 'nothing (not running)'}")
+
+
+@cli.command()
+@with_options
+def check(data_dir: str, rpc_port: int, ipfs_port: int) -> None:
+    """Exit 0 iff the chain (and IPFS node) on the ports are the ones this data dir started
+    (`make deploy` runs it, so it never deploys into another checkout's devnet)."""
+    pids = devnet.require_ours(_cfg(data_dir, rpc_port, ipfs_port))
+    console.print(f"devnet ours: chain {pids['rpc_url']} (block 0 {pids['genesis_hash']})")
 
 
 @cli.command()

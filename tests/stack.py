@@ -154,8 +154,8 @@ def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_
         min_syncer_fee_per_round: the smallest syncer pay per round a task may offer, atto-units.
 
     Returns:
-        The record: network, chain_id, rpc_url, deploy_block, deployer, verifier_precompile,
-        contracts {name: {address, abi, abi_sha256}}.
+        The record: network, chain_id, rpc_url, deploy_block, genesis_hash (block 0), deployer,
+        verifier_precompile, contracts {name: {address, abi, abi_sha256}}.
 
     Raises:
         AssertionError: a deployment transaction reverted.
@@ -185,7 +185,8 @@ def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_
     w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier)).hex()])
     deploy("RewardEscrow", PRECOMPILE)
     record = {"network": "local", "chain_id": w3.eth.chain_id, "rpc_url": rpc_url, "deploy_block": block,
-              "deployer": deployer.address, "verifier_precompile": PRECOMPILE, "contracts": contracts}
+              "genesis_hash": "0x" + bytes(w3.eth.get_block(0)["hash"]).hex(), "deployer": deployer.address,
+              "verifier_precompile": PRECOMPILE, "contracts": contracts}
     out.write_text(json.dumps(record, indent=2))
     return record
 

@@ -8,8 +8,14 @@ One `ChainClient` per (process, signing account). It
   by name from the ABIs of all deployed contracts into `ChainRevert(error_name, args)`;
 * owns the account's nonce (a lock and a local counter, resynced from the node on a nonce
   error or a lost transaction) so several transactions can be in flight (`send` / `wait`);
-* polls receipts for a bounded time (`TxFailed` past it);
-* retries connection errors with exponential backoff, then raises `RpcUnavailable(url)`.
+* polls receipts for a bounded time (`TxFailed` past it), replacing a transaction that is not
+  mined after ``replace_after_s`` by the same one on the same nonce with fees bumped by 12.5 %,
+  never above the fee cap (``max_fee_per_gas``: `FeeCapExceeded` when the network asks more);
+* never signs a call twice: after an uncertain broadcast (a lost response, a "nonce too low"
+  for a transaction it may itself have sent) it looks the signed hash up on the node first;
+* decodes a revert at mining time like an estimated one (`TxReverted`, a `ChainRevert`);
+* retries connection errors, HTTP 429 / 5xx and JSON-RPC "busy" answers with exponential
+  backoff, then raises `RpcUnavailable(url)`.
 
 Amounts are ``int`` token atto-units everywhere; ``bytes32`` values are ``bytes`` (32 long);
 addresses are checksummed strings. Times on-chain are unix seconds.
@@ -42,7 +48,16 @@ from web3.exceptions import (
     Web3RPCError,
 )
 
-from tenzro_operator.errors import ChainError, ChainRevert, DeploymentError, RpcUnavailable, TxFailed
+from tenzro_operator.errors import (
+    ChainError,
+    ChainRevert,
+    DeploymentError,
+    FeeCapExceeded,
+    InsufficientTokens,
+    RpcUnavailable,
+    TxFailed,
+    TxReverted,
+)
 
 __all__ = [
     "ChainClient",
@@ -73,8 +88,12 @@ ESCROW = "RewardEscrow"
 EIP712_DOMAIN_NAME = "TenzroTrainingRegistry"
 EIP712_DOMAIN_VERSION = "1"
 ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
+DEVNET_CHAIN_IDS = (31337, 1337)  # anvil / hardhat-style local chains: devnet-only helpers work there
 ELECTION_WINDOW_BLOCKS = 256  # TrainingRegistry.ELECTION_WINDOW_BLOCKS: blocks an election request can be resolved in
 CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)
+_TRANSIENT_RPC = re.compile(r"rate limit|too many requests|busy|timeout|timed out|header not found|"
+                            r"try again|temporarily unavailable|limit exceeded", re.I)
+FEE_BUMP = (9, 8)  # a replacement pays 9/8 of the fees it replaces (12.5 %; nodes require >= 10 %)
 _NONCE_ERROR = re.compile(r"nonce too (low|high)|already known|replacement transaction underpriced|"
                           r"invalid nonce|known transaction", re.I)
 
@@ -315,12 +334,20 @@ class TxResult:
 
 @dataclass
 class PendingTx:
-    """A sent, not yet mined transaction (`ChainClient.send`)."""
+    """A sent, not yet mined transaction (`ChainClient.send`). ``tx`` is the unsigned transaction
+    (fees included) and ``hashes`` every hash broadcast for this nonce, the first one included
+    (replacements add theirs; whichever is mined is the result)."""
 
     tx_hash: str
     nonce: int
     method: str
     sent_at: float
+    tx: dict[str, Any] = field(default_factory=dict)
+    hashes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.hashes:
+            self.hashes = [self.tx_hash]
 
 
 def _jsonable(v: Any) -> Any:
@@ -380,6 +407,7 @@ class Deployment:
     rpc_url: str | None = None
     deployer: str | None = None
     verifier_precompile: str | None = None
+    genesis_hash: str | None = None  # 0x-hex of block 0 of the chain deployed on (a fresh anvil's differs)
 
     def contract(self, name: str) -> ContractRecord:
         try:
@@ -419,7 +447,8 @@ def load_deployment(path: str | Path) -> Deployment:
         return Deployment(path=p, network=str(doc.get("network", "?")), chain_id=int(doc["chain_id"]),
                           deploy_block=int(doc.get("deploy_block", 0)), contracts=contracts,
                           rpc_url=doc.get("rpc_url"), deployer=doc.get("deployer"),
-                          verifier_precompile=doc.get("verifier_precompile"))
+                          verifier_precompile=doc.get("verifier_precompile"),
+                          genesis_hash=doc.get("genesis_hash"))
     except KeyError as exc:
         raise DeploymentError(f"deployment record {p} lacks field {exc.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError) as exc:
@@ -511,6 +540,14 @@ class ErrorDecoder:
         return ChainRevert(name, dict(zip(names, values)), function, data)
 
 
+def _why(exc: BaseException | None) -> str:
+    """``"TypeName: message"`` (message cut to 200 characters) for logs and error messages."""
+    if exc is None:
+        return "?"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
 def _revert_data(exc: Exception) -> bytes | str | None:
     data = getattr(exc, "data", None)
     if isinstance(data, dict):  # some nodes nest it
@@ -568,6 +605,10 @@ class ChainClient:
         retries: attempts per RPC request on connection errors (>= 1).
         backoff_s: first retry delay; doubles up to ``max_backoff_s`` (seconds).
         receipt_timeout_s: how long to poll for a receipt (seconds).
+        replace_after_s: a transaction not mined after this many seconds is sent again on the same
+            nonce with fees bumped by 12.5 % (capped); None = never replace.
+        max_fee_per_gas: fee cap in wei per gas (EIP-1559 ``maxFeePerGas``, legacy ``gasPrice``);
+            None = no cap. A network asking more raises `FeeCapExceeded` (nothing is sent).
         check: run the start-up checks (chain id, code at every address).
         metrics: a `tenzro_operator.metrics.RoleMetrics` (tx counters), optional.
     Raises:
@@ -578,8 +619,10 @@ class ChainClient:
     def __init__(self, rpc_url: str, deployments_path: str | Path, account: LocalAccount | None = None, *,
                  timeout_s: float = 10.0, retries: int = 5, backoff_s: float = 0.25, max_backoff_s: float = 4.0,
                  receipt_timeout_s: float = 60.0, poll_s: float = 0.05, check: bool = True,
+                 replace_after_s: float | None = 20.0, max_fee_per_gas: int | None = None,
                  metrics: Any = None, _shared: "ChainClient | None" = None) -> None:
         self.rpc_url = rpc_url.rstrip("/")
+        self.replace_after_s, self.max_fee_per_gas = replace_after_s, max_fee_per_gas
         self.account = account
         self.retries = max(1, retries)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
@@ -613,10 +656,21 @@ class ChainClient:
         return ChainClient(self.rpc_url, self.deployment.path, account, retries=self.retries,
                            backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s,
                            receipt_timeout_s=self.receipt_timeout_s, poll_s=self.poll_s,
+                           replace_after_s=self.replace_after_s, max_fee_per_gas=self.max_fee_per_gas,
                            metrics=self.metrics, _shared=self)
 
     def check_deployment(self) -> None:
-        """Fail fast: code must exist at every recorded address (and at the verifier precompile)."""
+        """Fail fast: the chain must be the one the record was written on (its block 0 hash, when
+        the record has one: every fresh anvil has the same chain id and contract addresses, but its
+        own genesis block), and code must exist at every recorded address (and at the verifier
+        precompile)."""
+        if self.deployment.genesis_hash:
+            got = self.block_hash(0)
+            if got.lower() != self.deployment.genesis_hash.lower():
+                raise DeploymentError(
+                    f"{self.rpc_url} is not the chain {self.deployment.path} was deployed on: its block 0 is "
+                    f"{got}, the record's {self.deployment.genesis_hash} (another devnet answers there, or the "
+                    f"chain was reset): pass the right --rpc / TENZRO_NODE_RPC, or deploy again")
         targets = {name: rec.address for name, rec in self.deployment.contracts.items()}
         if self.deployment.verifier_precompile:
             targets["verifier precompile"] = to_checksum_address(self.deployment.verifier_precompile)
@@ -651,7 +705,15 @@ class ChainClient:
     # -- RPC with retries -----------------------------------------------------------------
 
     def _rpc(self, what: str, fn: Callable[[], Any]) -> Any:
-        """Run one RPC operation; retry connection errors, timeouts and HTTP 5xx with exponential backoff."""
+        """Run one RPC operation; retry connection errors, timeouts, HTTP 429 / 5xx and JSON-RPC
+        errors that say the node is busy or rate-limiting (`_TRANSIENT_RPC`) with exponential
+        backoff (``backoff_s`` doubling up to ``max_backoff_s``, ``retries`` attempts in all).
+
+        Raises:
+            RpcUnavailable: still failing after the retries (the cause named).
+            ChainError: an HTTP error that retrying will not mend (4xx other than 429).
+            Web3RPCError / ContractLogicError: every other JSON-RPC error, for the caller to decode.
+        """
         delay = self.backoff_s
         last: Exception | None = None
         for attempt in range(1, self.retries + 1):
@@ -659,19 +721,29 @@ class ChainClient:
                 return fn()
             except (*CONNECTION_ERRORS, requests.exceptions.HTTPError) as exc:
                 status = getattr(getattr(exc, "response", None), "status_code", None)
-                if isinstance(exc, requests.exceptions.HTTPError) and (status is None or status < 500):
-                    raise ChainError(f"RPC {what} to {self.rpc_url} failed: HTTP {status}") from None
+                if isinstance(exc, requests.exceptions.HTTPError) and (status is None or (status < 500
+                                                                                          and status != 429)):
+                    raise ChainError(f"RPC {what} to {self.rpc_url} failed: HTTP {status}") from exc
                 last = exc
-                if attempt == self.retries:
-                    break
-                log.warning("RPC %s to %s failed (%s); retry %d/%d in %.2f s", what, self.rpc_url,
-                            type(exc).__name__, attempt, self.retries - 1, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, self.max_backoff_s)
-        raise RpcUnavailable(self.rpc_url, self.retries, f"{what}: {type(last).__name__}")
+            except Web3RPCError as exc:
+                if isinstance(exc, ContractLogicError) or not _TRANSIENT_RPC.search(str(exc)):
+                    raise
+                last = exc
+            if attempt == self.retries:
+                break
+            log.warning("RPC %s to %s failed (%s); retry %d/%d in %.2f s", what, self.rpc_url,
+                        _why(last), attempt, self.retries - 1, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, self.max_backoff_s)
+        raise RpcUnavailable(self.rpc_url, self.retries, f"{what}: {_why(last)}") from last
 
     def block_number(self) -> int:
         return self._rpc("eth_blockNumber", lambda: self.w3.eth.block_number)
+
+    def block_hash(self, block: int | str = "latest") -> str:
+        """0x-hex hash of a block (block 0: the chain's genesis, what tells two devnets apart)."""
+        b = self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))
+        return "0x" + bytes(b["hash"]).hex()
 
     def block_timestamp(self, block: int | str = "latest") -> int:
         """Timestamp (unix seconds) of a block."""
@@ -752,11 +824,17 @@ class ChainClient:
 
     def send(self, method: str, *args: Any, contract: str = REGISTRY, value: int = 0,
              gas: int | None = None) -> PendingTx:
-        """Estimate (refusing reverts), sign with the next local nonce and broadcast; do not wait.
+        """Estimate (refusing reverts), apply the fee cap, sign with the next local nonce and
+        broadcast; do not wait.
+
+        A broadcast whose answer is lost is not signed again: when the node then says the nonce
+        is used ("nonce too low", "already known") or stops answering, the signed hash is looked
+        up first (`_tx_known`); if the node has it, that transaction is the one returned.
 
         Raises:
             ChainRevert: the estimate reverted (nothing is sent, no nonce is used).
-            RpcUnavailable: the endpoint is down.
+            FeeCapExceeded: the network's fee is above ``max_fee_per_gas`` (nothing is sent).
+            RpcUnavailable: the endpoint is down (and the node does not show the transaction).
         """
         if self.account is None:
             raise ChainError(f"cannot send {method}: this chain client has no account")
@@ -766,6 +844,7 @@ class ChainClient:
         # transactions reach the node in nonce order (a gap would stall an automining devnet).
         tx = self._rpc(f"build {method}", lambda: fn.build_transaction(
             {"from": self.address, "nonce": 0, "gas": gas_limit, "chainId": self.chain_id, "value": value}))
+        tx = self._cap_fees(dict(tx), method)
         with self._nonce_lock:
             for attempt in range(2):
                 if self._next_nonce is None:
@@ -774,68 +853,186 @@ class ChainClient:
                 nonce = self._next_nonce
                 signed = self.account.sign_transaction(dict(tx, nonce=nonce))
                 tx_hash = "0x" + bytes(signed.hash).hex()
+                pending = PendingTx(tx_hash, nonce, method, time.monotonic(), dict(tx, nonce=nonce))
                 try:
                     self._rpc(f"send {method}", lambda: self.w3.eth.send_raw_transaction(signed.raw_transaction))
                 except Web3RPCError as exc:
                     text = str(exc)
-                    if "already known" in text.lower():  # our own retried send got through earlier
+                    if "already known" in text.lower() or (_NONCE_ERROR.search(text) and self._tx_known(tx_hash)):
+                        # our own broadcast got through earlier and its answer was lost: it is this one
+                        log.warning("%s nonce=%d: the node already has tx %s (an earlier answer was lost); "
+                                    "not sending it again", method, nonce, tx_hash)
                         self._next_nonce = nonce + 1
-                        return PendingTx(tx_hash, nonce, method, time.monotonic())
+                        return self._sent(pending)
                     self._next_nonce = None
                     if _NONCE_ERROR.search(text) and attempt == 0:
                         log.warning("nonce %d for %s rejected (%s); resyncing from the node", nonce, method, text)
                         continue
                     if self.metrics is not None:
                         self.metrics.tx_failed(method, "send")
-                    raise ChainError(f"sending {contract}.{method} failed: {text}") from None
+                    raise ChainError(f"sending {contract}.{method} failed: {text}") from exc
                 except RpcUnavailable:
                     self._next_nonce = None
+                    try:
+                        known = self._tx_known(tx_hash)
+                    except RpcUnavailable:
+                        known = False
+                    if known:
+                        self._next_nonce = nonce + 1
+                        return self._sent(pending)
+                    log.warning("%s nonce=%d: broadcast of tx %s is uncertain (the endpoint stopped answering); "
+                                "the next send re-reads the nonce from the node", method, nonce, tx_hash)
                     raise
                 self._next_nonce = nonce + 1
-                if self.metrics is not None:
-                    self.metrics.tx_sent(method)
-                log.debug("sent %s nonce=%d tx=%s", method, nonce, tx_hash)
-                return PendingTx(tx_hash, nonce, method, time.monotonic())
+                return self._sent(pending)
         raise ChainError(f"sending {contract}.{method} failed: nonce kept being rejected")  # pragma: no cover
 
-    def wait(self, pending: PendingTx, timeout_s: float | None = None) -> TxResult:
-        """Poll for the receipt (bounded) and decode its events.
+    def _sent(self, pending: PendingTx) -> PendingTx:
+        if self.metrics is not None:
+            self.metrics.tx_sent(pending.method)
+        log.debug("sent %s nonce=%d tx=%s", pending.method, pending.nonce, pending.tx_hash)
+        return pending
+
+    def _tx_known(self, tx_hash: str) -> bool:
+        """True iff the node has the transaction ``tx_hash`` (pending or mined)."""
+        try:
+            return self._rpc("eth_getTransactionByHash", lambda: self.w3.eth.get_transaction(tx_hash)) is not None
+        except TransactionNotFound:
+            return False
+
+    def _cap_fees(self, tx: dict[str, Any], method: str) -> dict[str, Any]:
+        """Hold the fees of ``tx`` at or under ``max_fee_per_gas`` (wei per gas): an EIP-1559 fee
+        above the cap is lowered to it while it still covers the latest base fee plus the tip.
 
         Raises:
-            TxFailed: no receipt within the timeout (the nonce counter is resynced), or status 0.
-            ChainRevert: status 0 and the revert reason could be recovered by replaying the call.
+            FeeCapExceeded: the latest base fee plus the tip (or the legacy gas price) is above the cap.
+        """
+        cap = self.max_fee_per_gas
+        if cap is None:
+            return tx
+        if "maxFeePerGas" in tx:
+            if int(tx["maxFeePerGas"]) <= cap:
+                return tx
+            base = int(self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block("latest")).get(
+                "baseFeePerGas", 0))
+            tip = min(int(tx.get("maxPriorityFeePerGas", 0)), cap)
+            if base + tip > cap:
+                raise FeeCapExceeded(f"{method}: the network asks {base + tip} wei/gas (base fee {base} + tip "
+                                     f"{tip}), above the cap max_fee_per_gas={cap}; not sent")
+            return dict(tx, maxFeePerGas=cap, maxPriorityFeePerGas=tip)
+        if int(tx.get("gasPrice", 0)) > cap:
+            raise FeeCapExceeded(f"{method}: gas price {tx['gasPrice']} wei above the cap max_fee_per_gas={cap}; "
+                                 "not sent")
+        return tx
+
+    def _bumped(self, tx: dict[str, Any]) -> dict[str, Any] | None:
+        """``tx`` with every fee raised by `FEE_BUMP` (+1 wei), or None when the cap leaves no room
+        for a replacement (a node needs >= 10 % more to take it)."""
+        num, den = FEE_BUMP
+        keys = ("maxFeePerGas", "maxPriorityFeePerGas") if "maxFeePerGas" in tx else ("gasPrice",)
+        out = dict(tx)
+        for k in keys:
+            out[k] = int(tx[k]) * num // den + 1
+        cap = self.max_fee_per_gas
+        if cap is not None:
+            top = "maxFeePerGas" if "maxFeePerGas" in tx else "gasPrice"
+            if out[top] > cap:
+                out[top] = cap
+                if out[top] * 10 < int(tx[top]) * 11:
+                    return None
+                if "maxPriorityFeePerGas" in out:
+                    out["maxPriorityFeePerGas"] = min(out["maxPriorityFeePerGas"], cap)
+        return out
+
+    def _replace(self, pending: PendingTx) -> bool:
+        """Broadcast a fee-bumped copy of ``pending`` on its nonce; True if one went out."""
+        bumped = self._bumped(pending.tx) if pending.tx else None
+        if bumped is None:
+            return False
+        signed = self.account.sign_transaction(bumped)
+        new_hash = "0x" + bytes(signed.hash).hex()
+        try:
+            self._rpc(f"replace {pending.method}", lambda: self.w3.eth.send_raw_transaction(signed.raw_transaction))
+        except Web3RPCError as exc:  # mined meanwhile ("nonce too low"), or the node wants more: keep polling
+            log.info("replacement of %s nonce=%d not taken: %s", pending.method, pending.nonce, exc)
+            return False
+        pending.tx = bumped
+        pending.hashes.append(new_hash)
+        pending.tx_hash = new_hash
+        log.warning("%s nonce=%d not mined after %.0f s: replaced by tx %s with fees x%d/%d (%s)", pending.method,
+                    pending.nonce, self.replace_after_s, new_hash, *FEE_BUMP,
+                    ", ".join(f"{k}={bumped[k]}" for k in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice")
+                              if k in bumped))
+        return True
+
+    def _receipt_of(self, pending: PendingTx) -> tuple[str, Any] | None:
+        """``(hash, receipt)`` of whichever broadcast of ``pending`` was mined, else None."""
+        for h in list(pending.hashes):
+            try:
+                rcpt = self._rpc("eth_getTransactionReceipt", lambda h=h: self.w3.eth.get_transaction_receipt(h))
+            except TransactionNotFound:
+                continue
+            if rcpt is not None:
+                return h, rcpt
+        return None
+
+    def wait(self, pending: PendingTx, timeout_s: float | None = None) -> TxResult:
+        """Poll for the receipt (bounded; ``receipt_timeout_s`` by default) and decode its events.
+        Every ``replace_after_s`` seconds without a receipt the transaction is replaced on the same
+        nonce with bumped fees (`_bumped`); whichever broadcast is mined is the result.
+
+        Raises:
+            TxReverted: mined with status 0, the reason decoded (a `ChainRevert` and a `TxFailed`).
+            TxFailed: no receipt within the timeout (the nonce counter is resynced), or status 0
+                with no recoverable reason.
         """
         timeout = self.receipt_timeout_s if timeout_s is None else timeout_s
-        try:
-            rcpt = self._rpc("eth_getTransactionReceipt", lambda: self.w3.eth.wait_for_transaction_receipt(
-                pending.tx_hash, timeout=timeout, poll_latency=self.poll_s))
-        except (TimeExhausted, TransactionNotFound):
-            self.resync_nonce()
-            if self.metrics is not None:
-                self.metrics.tx_failed(pending.method, "timeout")
-            raise TxFailed(f"{pending.method} tx {pending.tx_hash} (nonce {pending.nonce}) was not mined within "
-                           f"{timeout:.0f} s") from None
-        result = TxResult(tx_hash=pending.tx_hash, block_number=rcpt["blockNumber"], gas_used=rcpt["gasUsed"],
+        start = last_broadcast = time.monotonic()
+        while True:
+            found = self._receipt_of(pending)
+            if found is not None:
+                break
+            now = time.monotonic()
+            if now - start > timeout:
+                self.resync_nonce()
+                if self.metrics is not None:
+                    self.metrics.tx_failed(pending.method, "timeout")
+                raise TxFailed(f"{pending.method} tx {pending.tx_hash} (nonce {pending.nonce}) was not mined within "
+                               f"{timeout:.0f} s")
+            if self.replace_after_s is not None and now - last_broadcast >= self.replace_after_s \
+                    and self.account is not None:
+                self._replace(pending)
+                last_broadcast = now
+            time.sleep(self.poll_s)
+        tx_hash, rcpt = found
+        pending.tx_hash = tx_hash
+        result = TxResult(tx_hash=tx_hash, block_number=rcpt["blockNumber"], gas_used=rcpt["gasUsed"],
                           status=rcpt["status"], method=pending.method, events=self.decode_logs(rcpt["logs"]))
         if rcpt["status"] != 1:
             if self.metrics is not None:
                 self.metrics.tx_failed(pending.method, "reverted")
             reason = self._replay_revert(pending, result.block_number)
-            raise TxFailed(f"{pending.method} tx {pending.tx_hash} reverted on-chain (block {result.block_number})"
-                           + (f": {reason.error_name}{_fmt_args(reason.args_)}" if reason else ""))
+            if reason is not None:
+                raise TxReverted(reason.error_name, reason.args_, reason.function, reason.data, tx_hash=tx_hash,
+                                 block=result.block_number)
+            raise TxFailed(f"{pending.method} tx {tx_hash} reverted on-chain (block {result.block_number}); "
+                           "the reason could not be recovered")
         return result
 
     def _replay_revert(self, pending: PendingTx, block: int) -> ChainRevert | None:
         """Re-run a reverted transaction as a call on the state before its block to recover the reason
-        (exact when it was alone in its block, as on an automining devnet)."""
+        (exact when it was alone in its block, as on an automining devnet); None when it can not be
+        recovered (the replay succeeds, or the node does not answer)."""
         try:
-            tx = self.w3.eth.get_transaction(pending.tx_hash)
-            self.w3.eth.call({"from": tx["from"], "to": tx["to"], "data": tx["input"], "value": tx["value"],
-                              "gas": tx["gas"]}, block_identifier=max(0, block - 1))
+            tx = self._rpc("eth_getTransactionByHash", lambda: self.w3.eth.get_transaction(pending.tx_hash))
+            self._rpc("eth_call replay", lambda: self.w3.eth.call(
+                {"from": tx["from"], "to": tx["to"], "data": tx["input"], "value": tx["value"], "gas": tx["gas"]},
+                block_identifier=max(0, block - 1)))
         except (ContractLogicError, Web3RPCError) as exc:
             data = _revert_data(exc)
             return self._errors.decode(data, pending.method) if data is not None else None
-        except Exception:  # noqa: BLE001 - diagnostics only
+        except (ChainError, TransactionNotFound) as exc:
+            log.warning("could not replay reverted tx %s for its reason: %s", pending.tx_hash, _why(exc))
             return None
         return None
 
@@ -933,8 +1130,40 @@ class ChainClient:
             return None
         return self.approve(amount, spender)
 
+    def spend_approved(self, amount: int, method: str, *args: Any) -> TxResult:
+        """Registry call ``method(*args)`` that pulls ``amount`` atto-units of TNZO from this account.
+
+        Checks the balance first (`InsufficientTokens`, nothing sent), approves exactly ``amount``
+        when the allowance is lower, and when the call then fails puts the allowance back to what
+        it was, so a refused ``postTask`` / ``enrollTrainer`` / ``registerSyncer`` leaves no
+        approval behind.
+        """
+        have = self.token_balance()
+        if have < amount:
+            raise InsufficientTokens(self.address, have, amount, method)
+        before = self.allowance()
+        approved = self.approve(amount) if before < amount else None
+        try:
+            return self.transact(method, *args)
+        except BaseException:
+            if approved is not None:
+                try:
+                    self.approve(before)
+                except ChainError as exc:  # the original failure matters more; say what is left
+                    log.warning("could not reset the allowance of %s to %d after %s failed: %s",
+                                self.address, before, method, exc)
+            raise
+
     def transfer_tokens(self, to: str, amount: int) -> TxResult:
+        """Send ``amount`` atto-units of TNZO to ``to`` (``Transfer`` event)."""
         return self.transact("transfer", to_checksum_address(to), amount, contract=TOKEN)
+
+    def set_eth_balance(self, address: str, wei: int) -> None:
+        """Devnet only (anvil): set the native balance of ``address`` to ``wei``."""
+        if self.chain_id not in DEVNET_CHAIN_IDS:
+            raise ChainError(f"anvil_setBalance is for devnets; chain {self.chain_id} is not one")
+        self._rpc("anvil_setBalance", lambda: self.w3.provider.make_request(
+            "anvil_setBalance", [to_checksum_address(address), hex(int(wei))]))
 
     def mint(self, to: str, amount: int) -> TxResult:
         """Devnet faucet: mint ``amount`` atto-units to ``to`` (the token owner only)."""
@@ -950,7 +1179,7 @@ class ChainClient:
                 ``minSyncerStake``), ``Registry__SyncerPoolFull``.
         """
         if approve:
-            self.ensure_allowance(amount)
+            return self.spend_approved(amount, "registerSyncer", amount)
         return self.transact("registerSyncer", amount)
 
     def unregister_syncer(self) -> TxResult:
@@ -1078,9 +1307,10 @@ class ChainClient:
 
     def post_task_params(self, params: dict[str, Any], approve: bool = True) -> TxResult:
         """``postTask`` with explicit ``TaskParams`` (approves the reward pool first)."""
+        struct = self._struct("postTask", 0, params)
         if approve and params["rewardPool"] > 0:
-            self.ensure_allowance(params["rewardPool"])
-        return self.transact("postTask", self._struct("postTask", 0, params))
+            return self.spend_approved(params["rewardPool"], "postTask", struct)
+        return self.transact("postTask", struct)
 
     def post_task(self, spec, spec_cid: str, approve: bool = True,
                   initial_weights_root: bytes | None = None) -> TxResult:
@@ -1095,7 +1325,7 @@ class ChainClient:
     def enroll_trainer(self, task_id: bytes, stake: int, did: str, approve: bool = True) -> TxResult:
         """Stake ``stake`` atto-units and enroll; ``TrainerEnrolled`` carries index and shard."""
         if approve:
-            self.ensure_allowance(stake)
+            return self.spend_approved(stake, "enrollTrainer", _b32(task_id), stake, did)
         return self.transact("enrollTrainer", _b32(task_id), stake, did)
 
     def close_enrollment(self, task_id: bytes) -> TxResult:

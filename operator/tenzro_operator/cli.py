@@ -4,11 +4,15 @@
 ``get-run``, ``get-receipt``, ``enroll-trainer``, ``submit-gradient``, ``finalize-round``,
 ``withdraw``, ``verify-receipt`` (replay: ``tenzro_operator.replay``), plus ``register-syncer``,
 ``elect-syncer``, ``close-enrollment``, ``cancel-task``, ``seal``, ``claim-syncer-fee`` and
-``trainer-stats``. ``tenzro keys`` makes keystores.
+``trainer-stats``, ``unregister-syncer``, ``new-spec`` (`tenzro_operator.spec_cli`) and
+``export-model`` (`tenzro_operator.forecast_cli`). ``tenzro keys`` makes keystores; ``tenzro
+balance`` / ``transfer`` / ``faucet`` (`tenzro_operator.wallet_cli`) fund accounts.
 
 Every verb takes the common options ``--rpc``, ``--deployments``, ``--keystore``,
 ``--password-env`` and ``--ipfs`` (also from ``TENZRO_NODE_RPC``, ``TENZRO_DEPLOYMENTS``,
-``TENZRO_KEYSTORE``, ``TENZRO_PASSWORD_ENV``, ``TENZRO_IPFS_API``). Output is rich tables for
+``TENZRO_KEYSTORE``, ``TENZRO_PASSWORD_ENV``, ``TENZRO_IPFS_API``; listed in ``--help``).
+``--rpc`` defaults to the ``rpc_url`` of the deployment record, and the chain client refuses a
+chain whose block 0 is not the record's. Output is rich tables for
 people, ``--format json`` for scripts. Every `TenzroError` is printed as one line
 (``Error: ...``) with exit code 1, never a traceback.
 """
@@ -46,17 +50,37 @@ class _Group(click.Group):
             raise click.ClickException(str(exc)) from None
 
 
-@click.group(cls=_Group)
-@click.option("--log-level", default="ERROR", envvar="TENZRO_LOG_LEVEL", show_default=True,
+ENVIRONMENT_HELP = """\b
+Environment variables (an option given on the command line wins):
+  TENZRO_NODE_RPC           --rpc: JSON-RPC URL of the chain (default: the
+                            deployment record's rpc_url)
+  TENZRO_DEPLOYMENTS        --deployments: the deployment record
+  TENZRO_IPFS_API           --ipfs: Kubo RPC API URL of the IPFS node
+  TENZRO_KEYSTORE           --keystore: encrypted keystore of the sender
+  TENZRO_PASSWORD_ENV       --password-env: which variable holds the password
+  TENZRO_KEYSTORE_PASSWORD  the keystore password (the default variable)
+  TENZRO_LOG_LEVEL          --log-level
+  TENZRO_<FIELD>            daemons (syncer run / trainer run): any field of
+                            their YAML config, nested with __, e.g.
+                            TENZRO_NODE_RPC, TENZRO_INNER__LR
+"""
+
+
+@click.group(cls=_Group, epilog=ENVIRONMENT_HELP)
+@click.version_option(package_name="tenzro-train", prog_name="tenzro")
+@click.option("--log-level", default="ERROR", envvar="TENZRO_LOG_LEVEL", show_default=True, show_envvar=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def cli(log_level: str) -> None:
-    """tenzro: operate Tenzro Train runs (chain + IPFS)."""
+    """tenzro: operate Tenzro Train runs (chain + IPFS).
+
+    New here? `tenzro balance`, `tenzro faucet` (devnet), `tenzro train new-spec`,
+    `tenzro train post-task`: the README's "Your first task" walks the whole path."""
     from tenzro_operator.logs import configure_logging
 
     configure_logging(log_level, role="cli")
 
 
-@cli.group(cls=_Group)
+@cli.group(cls=_Group, epilog=ENVIRONMENT_HELP)
 def train() -> None:
     """Tenzro Train verbs: post, enroll, submit, finalize, inspect, withdraw, verify."""
 
@@ -70,24 +94,42 @@ def keys() -> None:
 
 
 class Ctx:
-    """What the common options give a verb: lazily built chain and IPFS clients."""
+    """What the common options give a verb: lazily built chain and IPFS clients.
 
-    def __init__(self, rpc: str, deployments: Path, keystore: Path | None, password_env: str, ipfs: str) -> None:
-        self.rpc, self.deployments, self.keystore = rpc, deployments, keystore
+    ``rpc`` None means "the ``rpc_url`` the deployment record names" (what ``make deploy`` wrote),
+    else `DEFAULT_RPC`."""
+
+    def __init__(self, rpc: str | None, deployments: Path, keystore: Path | None, password_env: str,
+                 ipfs: str) -> None:
+        self._rpc, self.deployments, self.keystore = rpc, deployments, keystore
         self.password_env, self.ipfs_url = password_env, ipfs
         self._chain = None
+
+    @property
+    def rpc(self) -> str:
+        """The JSON-RPC URL: ``--rpc`` / ``TENZRO_NODE_RPC``, else the record's, else `DEFAULT_RPC`."""
+        if self._rpc:
+            return self._rpc
+        from tenzro_operator.chain import load_deployment
+
+        try:
+            return load_deployment(self.deployments).rpc_url or DEFAULT_RPC
+        except TenzroError:
+            return DEFAULT_RPC  # ChainClient reports the missing / bad record itself
+
+    def signer(self):
+        """The keystore's unlocked account (password from the env var or a prompt)."""
+        if self.keystore is None:
+            raise click.UsageError("this verb sends a transaction: pass --keystore FILE (or set TENZRO_KEYSTORE)")
+        from tenzro_operator.keys import unlock
+
+        return unlock(self.keystore, self.password_env)
 
     def chain(self, signer: bool = False):
         """A `ChainClient`; with ``signer`` the keystore is unlocked (password from the env var or a prompt)."""
         from tenzro_operator.chain import ChainClient
 
-        account = None
-        if signer:
-            if self.keystore is None:
-                raise click.UsageError("this verb sends a transaction: pass --keystore FILE (or set TENZRO_KEYSTORE)")
-            from tenzro_operator.keys import unlock
-
-            account = unlock(self.keystore, self.password_env)
+        account = self.signer() if signer else None
         return ChainClient(self.rpc, self.deployments, account, retries=3, backoff_s=0.25)
 
     def ipfs(self):
@@ -99,15 +141,18 @@ class Ctx:
 def common_options(fn: Callable) -> Callable:
     """``--rpc --deployments --keystore --password-env --ipfs`` on a verb; passes ``ctx: Ctx``."""
 
-    @click.option("--rpc", envvar="TENZRO_NODE_RPC", default=DEFAULT_RPC, show_default=True,
-                  help="JSON-RPC endpoint of the chain.")
+    @click.option("--rpc", envvar="TENZRO_NODE_RPC", default=None, show_envvar=True,
+                  help=f"JSON-RPC endpoint of the chain  [default: the rpc_url recorded in --deployments, "
+                       f"else {DEFAULT_RPC}]")
     @click.option("--deployments", envvar="TENZRO_DEPLOYMENTS", default=DEFAULT_DEPLOYMENTS, show_default=True,
-                  type=click.Path(dir_okay=False, path_type=Path), help="deployments/<network>.json")
-    @click.option("--keystore", envvar="TENZRO_KEYSTORE", default=None,
+                  show_envvar=True, type=click.Path(dir_okay=False, path_type=Path),
+                  help="deployments/<network>.json (addresses, ABIs, chain id and block 0 hash)")
+    @click.option("--keystore", envvar="TENZRO_KEYSTORE", default=None, show_envvar=True,
                   type=click.Path(dir_okay=False, path_type=Path), help="encrypted keystore of the sender")
     @click.option("--password-env", envvar="TENZRO_PASSWORD_ENV", default="TENZRO_KEYSTORE_PASSWORD",
-                  show_default=True, help="environment variable holding the keystore password (else a prompt)")
-    @click.option("--ipfs", envvar="TENZRO_IPFS_API", default=DEFAULT_IPFS, show_default=True,
+                  show_default=True, show_envvar=True,
+                  help="environment variable holding the keystore password (else a prompt)")
+    @click.option("--ipfs", envvar="TENZRO_IPFS_API", default=DEFAULT_IPFS, show_default=True, show_envvar=True,
                   help="Kubo RPC API of the IPFS node.")
     @functools.wraps(fn)
     def wrapper(rpc, deployments, keystore, password_env, ipfs, **kw):
@@ -121,9 +166,30 @@ format_option = click.option("--format", "fmt", type=click.Choice(["table", "jso
 
 
 def _task_id(value: str) -> bytes:
+    """``--task-id``: the spec's task_id string (hashed), or ``0x`` + 64 hex digits as is. A value
+    that looks like hex but is not 32 bytes is refused rather than hashed as a name."""
+    import re
+
     from tenzro_operator.spec import task_id_bytes32
 
+    if re.fullmatch(r"0x[0-9a-fA-F]*", value) and len(value) != 66:
+        raise click.BadParameter(f"{value!r} looks like a hex task id but has {len(value) - 2} hex digits, "
+                                 f"not 64 (pass the full 0x id, or the spec's task_id name)", param_hint="--task-id")
     return task_id_bytes32(value)
+
+
+def _run(chain, value: str):
+    """The run ``--task-id`` names, or one line saying there is none on this chain."""
+    from tenzro_operator.errors import ChainRevert
+
+    tid = _task_id(value)
+    try:
+        return chain.get_run(tid)
+    except ChainRevert as exc:
+        if exc.error_name != "Registry__UnknownTask":
+            raise
+        raise TenzroError(f"no run with task id {value!r} (0x{tid.hex()}) on {chain.rpc_url}; "
+                          f"`tenzro train list-runs` shows the posted runs") from None
 
 
 def _hex(b: bytes) -> str:
@@ -160,12 +226,15 @@ def _tx_out(fmt: str, title: str, fields: dict[str, Any]) -> None:
 @train.command("post-task")
 @click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="task spec JSON (the Tenzro Train docs' shape, with metadata.protocol)")
-@click.option("--no-approve", is_flag=True, help="do not send the ERC-20 approve first")
+@click.option("--no-approve", is_flag=True, help="do not send the ERC-20 approve first (an allowance is already set)")
 @format_option
 @common_options
 def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
-    """Validate the spec, pin its canonical JSON to IPFS, approve + escrow the reward pool, post it."""
+    """Validate the spec, check that its dataset and initial weights can be fetched from IPFS and
+    match their hashes, pin its canonical JSON, approve + escrow the reward pool, post it. Nothing
+    is sent when a check fails; a refused post leaves no approval behind."""
     from tenzro_operator.spec import canonical_json, load_spec, spec_hash
+    from tenzro_operator.task_assets import verify_assets
 
     spec = load_spec(spec_path)
     spec.require_protocol()
@@ -173,8 +242,10 @@ def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
     if spec.sponsor_address.lower() != chain.address.lower():
         raise TenzroError(f"spec sponsor_address {spec.sponsor_address} is not the keystore's account "
                           f"{chain.address}: the poster becomes the sponsor")
+    ipfs = ctx.ipfs()
+    verify_assets(ipfs, spec)  # the dataset and the initial weights: retrievable, and what the spec says
     data = canonical_json(spec)
-    cid = ctx.ipfs().add(data, pin=True)
+    cid = ipfs.add(data, pin=True)
     res = chain.post_task(spec, cid, approve=not no_approve)
     _tx_out(fmt, "task posted", {"task_id": spec.task_id, "task_id_bytes32": _hex(spec.task_id_bytes),
                                  "spec_cid": cid, "spec_hash": _hex(spec_hash(spec)),
@@ -212,8 +283,8 @@ def list_runs(ctx: Ctx, offset: int, limit: int, fmt: str) -> None:
 def get_run(ctx: Ctx, task_id: str, trainers: bool, fmt: str) -> None:
     """One run: status, parameters, round, deadline, pool; per-trainer metrics."""
     chain = ctx.chain()
-    tid = _task_id(task_id)
-    run = chain.get_run(tid)
+    run = _run(chain, task_id)
+    tid = run.task_id
     stats = [chain.trainer_stats(tid, a) for a in chain.trainers_of(tid)] if trainers else []
     if fmt == "json":
         out = run.to_json()
@@ -278,7 +349,7 @@ def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> No
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--stake") from None
     chain = ctx.chain(signer=True)
-    res = chain.enroll_trainer(_task_id(task_id), amount, did)
+    res = chain.enroll_trainer(_run(chain, task_id).task_id, amount, did)
     ev = res.event("TrainerEnrolled")
     _tx_out(fmt, "enrolled", {"trainer": chain.address, "index": ev["index"], "shard": ev["shard"],
                               "shard_count": ev["shardCount"], "stake": str(ev["stake"]), "tx": res.tx_hash})
@@ -289,18 +360,40 @@ def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> No
 @click.option("--round", "round_", required=True, type=click.IntRange(min=0))
 @click.option("--fragment", required=True, type=click.IntRange(min=0, max=65535))
 @click.option("--payload", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="the encoded outer gradient (safetensors bytes)")
+              help="the encoded outer gradient (safetensors bytes of tenzro_trainer.codec)")
+@click.option("--skip-check", is_flag=True,
+              help="send without the local payload check (a payload the syncer rejects gets the trainer slashed)")
 @format_option
 @common_options
-def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload: Path, fmt: str) -> None:
-    """Pin the payload to IPFS, sign (EIP-712) and submit its CID and sha256."""
+def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload: Path, skip_check: bool,
+                    fmt: str) -> None:
+    """Check the payload locally as the syncer will (codec, round and fragment, tensor names, shapes,
+    dtype, finite values; against the task's spec), then pin it to IPFS, sign (EIP-712) and submit
+    its CID and sha256."""
+    from tenzro_operator.chain import RunStatus
+
     data = payload.read_bytes()
     digest = hashlib.sha256(data).digest()
     chain = ctx.chain(signer=True)
-    cid = ctx.ipfs().add(data, pin=True)
-    res = chain.submit_outer_gradient(_task_id(task_id), round_, fragment, cid, digest)
+    ipfs = ctx.ipfs()
+    run = _run(chain, task_id)
+    norm = None
+    if not skip_check:
+        from tenzro_operator.payload_check import check_payload
+        from tenzro_operator.task_assets import fetch_spec
+        from tenzro_operator.task_runtime import TaskRuntime
+
+        if run.status != RunStatus.TRAINING or run.current_round != round_:
+            state = (f"round {run.current_round} is open" if run.status == RunStatus.TRAINING
+                     else f"the run is {run.status.name}, not TRAINING")
+            raise TenzroError(f"cannot submit for round {round_}: {state}")
+        runtime = TaskRuntime.from_spec(fetch_spec(ipfs, run.spec_cid, run.spec_hash))
+        norm = check_payload(data, runtime, round_, fragment, source=str(payload))
+    cid = ipfs.add(data, pin=True)
+    res = chain.submit_outer_gradient(run.task_id, round_, fragment, cid, digest)
     _tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": _hex(digest), "bytes": len(data),
-                               "round": round_, "fragment": fragment, "tx": res.tx_hash, "gas": res.gas_used})
+                               "round": round_, "fragment": fragment, "tx": res.tx_hash, "gas": res.gas_used,
+                               "l2_norm": norm if norm is None else round(norm, 6)})
 
 
 @train.command("finalize-round")
@@ -405,6 +498,27 @@ def register_syncer(ctx: Ctx, stake: str, fmt: str) -> None:
     after = chain.syncer_info()
     _tx_out(fmt, "syncer registered", {"syncer": chain.address, "stake_added": str(amount),
                                        "stake": str(after.stake), "locked": str(after.locked), "tx": res.tx_hash})
+
+
+@train.command("unregister-syncer")
+@format_option
+@common_options
+def unregister_syncer(ctx: Ctx, fmt: str) -> None:
+    """Leave the syncer candidate pool; the whole pool stake is credited back (collect it with
+    `withdraw`). Refused while the account is the syncer of a run that is not sealed."""
+    chain = ctx.chain(signer=True)
+    info = chain.syncer_info()
+    if not info.registered:
+        raise TenzroError(f"{chain.address} is not a syncer candidate: nothing to unregister")
+    if info.active_tasks:
+        raise TenzroError(f"{chain.address} is the syncer of {info.active_tasks} run(s) not yet sealed; "
+                          f"unregister once they are (its bonds, {format_tokens(info.locked)}, are locked until then)")
+    owed = chain.withdrawable()
+    res = chain.unregister_syncer()
+    released = chain.withdrawable() - owed
+    _tx_out(fmt, "syncer unregistered", {"syncer": chain.address, "stake_released": str(released),
+                                         "stake_released_tokens": format_tokens(released),
+                                         "next": "tenzro train withdraw", "tx": res.tx_hash})
 
 
 @train.command("elect-syncer")
@@ -530,6 +644,11 @@ _attach_daemons()
 from tenzro_operator import forecast_cli  # noqa: E402  (export-model, forecast: after the groups exist)
 
 forecast_cli.register(cli, train)
+
+from tenzro_operator import spec_cli, wallet_cli  # noqa: E402  (new-spec; balance, transfer, faucet)
+
+spec_cli.register(train)
+wallet_cli.register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -78,6 +78,49 @@ class CommonConfig(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "kv"] = "text"
     poll_interval_s: float = Field(default=1.0, gt=0, description="seconds between chain polls")
+    # -- hardening (issue 14): fees, limits on what a posted run may make this operator fetch or build
+    max_fee_per_gas_gwei: float | None = Field(default=None, gt=0, description="fee cap per gas in gwei "
+                                               "(EIP-1559 maxFeePerGas); None = no cap")
+    tx_replace_after_s: float | None = Field(default=20.0, gt=0, description="seconds before an unmined "
+                                             "transaction is replaced on its nonce with 12.5 % higher fees; "
+                                             "None = never")
+    max_dataset_bytes: int = Field(default=256 * 1024 * 1024, gt=0, description="largest task dataset fetched "
+                                   "from IPFS, bytes")
+    max_model_params: int = Field(default=1_000_000_000, gt=0, description="largest model a task may ask for, "
+                                  "parameters (checked before anything is built)")
+    allow_sponsors: list[str] | None = Field(default=None, description="discovery only serves runs posted by "
+                                             "these addresses; None = any sponsor")
+    min_reward_pool: str | None = Field(default=None, description="discovery skips runs whose reward pool is "
+                                        "below this (tokens or '<n>atto'); None = no minimum")
+
+    @field_validator("allow_sponsors")
+    @classmethod
+    def _sponsors(cls, v):
+        if v is None:
+            return v
+        from eth_utils import is_address, to_checksum_address
+
+        bad = [a for a in v if not is_address(a)]
+        if bad:
+            raise ValueError(f"not addresses: {bad}")
+        return [to_checksum_address(a) for a in v]
+
+    @field_validator("min_reward_pool")
+    @classmethod
+    def _min_pool(cls, v):
+        if v is not None:
+            parse_tokens(v)
+        return v
+
+    @property
+    def min_reward_pool_atto(self) -> int:
+        """``min_reward_pool`` in atto-units (0 when unset)."""
+        return 0 if self.min_reward_pool is None else parse_tokens(self.min_reward_pool)
+
+    @property
+    def max_fee_per_gas_wei(self) -> int | None:
+        """``max_fee_per_gas_gwei`` in wei per gas, or None."""
+        return None if self.max_fee_per_gas_gwei is None else int(self.max_fee_per_gas_gwei * 10**9)
 
     @field_validator("node_rpc", "ipfs_api")
     @classmethod

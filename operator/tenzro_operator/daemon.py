@@ -44,11 +44,12 @@ from typing import Any, Callable
 import torch
 
 from tenzro_operator.chain import RunStatus, RunView
-from tenzro_operator.errors import IpfsError, ServiceUnavailable, TenzroError
+from tenzro_operator.errors import ChainRevert, IpfsError, ServiceUnavailable, TenzroError, TxFailed
 from tenzro_operator.logs import set_log_context
 from tenzro_operator.spec import task_id_bytes32
 
-__all__ = ["Daemon", "DaemonHalted", "StopRequested", "append_jsonl", "atomic_write_bytes", "atomic_torch_save"]
+__all__ = ["Daemon", "DaemonHalted", "StopRequested", "append_jsonl", "atomic_write_bytes", "atomic_torch_save",
+           "load_state_file"]
 
 log = logging.getLogger("tenzro.daemon")
 
@@ -81,6 +82,23 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def load_state_file(path: str | Path) -> dict[str, Any]:
+    """A state file written with `atomic_torch_save`, loaded with ``weights_only=True`` (tensors,
+    numbers, strings, lists and dicts only: a tampered file can not run code).
+
+    Raises:
+        TenzroError: the file is unreadable or holds anything else (path and cause named).
+    """
+    try:
+        obj = torch.load(path, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - pickle / zip / OS errors of a corrupt or foreign file
+        raise TenzroError(f"state file {path} can not be loaded safely ({type(exc).__name__}: {exc}); "
+                          "move it away to start over from the chain") from exc
+    if not isinstance(obj, dict):
+        raise TenzroError(f"state file {path} holds a {type(obj).__name__}, not a state dict")
+    return obj
 
 
 def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
@@ -121,11 +139,12 @@ class Daemon:
         self.metrics_port: int | None = None
         self.poll_s = min(float(config.poll_interval_s), 1.0)  # seconds between chain polls
         self.task_id: bytes | None = None
-        self.bad_runs: set[bytes] = set()  # discovered runs given up on (`quarantine`); discovery skips them
-        self._run_ids: list[bytes] = []  # every task id posted so far (append-only on chain)
-        self._over: set[bytes] = set()  # runs seen Sealed or Cancelled (terminal)
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.skip_path = self.data_dir / f"{self.role}-skipped-runs.json"
+        self.bad_runs: set[bytes] = self._load_skipped()  # runs given up on (`quarantine`), kept across restarts
+        self._run_ids: list[bytes] = []  # every task id posted so far (append-only on chain)
+        self._over: set[bytes] = set()  # runs seen Sealed or Cancelled (terminal)
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -245,7 +264,7 @@ class Daemon:
             if ok:
                 served += 1
             else:
-                self.sleep(self.poll_s)  # left to others: do not spin on the same candidates
+                self.sleep(max(self.poll_s, 1.0))  # left to others or retried: do not spin on the same run
         return served
 
     def quarantine(self, task_id: bytes, exc: Exception) -> None:
@@ -261,9 +280,52 @@ class Daemon:
         cause = exc.__cause__ if isinstance(exc, DaemonHalted) else exc
         if isinstance(exc, StopRequested) or isinstance(cause, ServiceUnavailable):
             raise exc
+        if isinstance(cause, TxFailed) and not isinstance(cause, ChainRevert):
+            log.warning("%s: run 0x%s: a transaction's outcome is unknown (%s); the run is read again, not given up",
+                        self.role, task_id.hex()[:16], cause)
+            return
+        if self.holds_stake(task_id):
+            log.error("%s: run 0x%s failed (%s: %s) but this account holds stake in it or is its syncer: not giving "
+                      "up; the chain is read again and the run retried", self.role, task_id.hex()[:16],
+                      type(exc).__name__, exc, exc_info=not isinstance(exc, TenzroError))
+            return
         self.bad_runs.add(task_id)
+        self._save_skipped()
         log.error("%s: giving up on run 0x%s: %s: %s", self.role, task_id.hex()[:16], type(exc).__name__, exc,
                   exc_info=not isinstance(exc, TenzroError))
+
+    def holds_stake(self, task_id: bytes) -> bool:
+        """True when leaving run ``task_id`` would cost this account: it is the run's syncer, or an
+        enrolled, not evicted trainer of a run that is not over (M1 of issue 14: such a run is
+        retried, never given up).
+
+        Raises:
+            ServiceUnavailable: the RPC endpoint does not answer.
+        """
+        try:
+            run = self.chain.get_run(task_id)
+        except ChainRevert:  # Registry__UnknownTask
+            return False
+        if run.status in (RunStatus.SEALED, RunStatus.CANCELLED, RunStatus.NONE):
+            return False
+        if run.syncer == self.account.address:
+            return True
+        stats = self.chain.trainer_stats(task_id, self.account.address)
+        return bool(stats.enrolled and not stats.evicted)
+
+    def _load_skipped(self) -> set[bytes]:
+        """Runs given up on by an earlier life of this daemon (``<data_dir>/<role>-skipped-runs.json``)."""
+        try:
+            ids = json.loads(self.skip_path.read_text())
+            return {bytes.fromhex(str(t).removeprefix("0x")) for t in ids}
+        except FileNotFoundError:
+            return set()
+        except (ValueError, TypeError, OSError) as exc:
+            log.warning("%s: ignoring unreadable %s: %s", self.role, self.skip_path, exc)
+            return set()
+
+    def _save_skipped(self) -> None:
+        atomic_write_bytes(self.skip_path, json.dumps(sorted("0x" + t.hex() for t in self.bad_runs)).encode())
 
     def live_runs(self) -> list[tuple[bytes, RunView]]:
         """``(task id, RunView)`` of every run that is not over, in posting order, without
@@ -271,6 +333,8 @@ class Daemon:
         Sealed / Cancelled runs (terminal) are remembered, never read again: the calls per poll
         grow with the live runs, not with every run ever posted."""
         self._run_ids += self.chain.all_runs(start=len(self._run_ids))
+        allow = getattr(self.config, "allow_sponsors", None)
+        min_pool = getattr(self.config, "min_reward_pool_atto", 0)
         live = []
         for tid in self._run_ids:
             if tid in self._over or tid in self.bad_runs:
@@ -278,6 +342,11 @@ class Daemon:
             run = self.chain.get_run(tid)
             if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
                 self._over.add(tid)
+            elif (allow is not None and run.sponsor not in allow) or run.reward_pool < min_pool:
+                if run.syncer == self.account.address:  # elected anyway: serve it
+                    live.append((tid, run))
+                else:
+                    self._over.add(tid)  # the sponsor and the pool of a run never change
             else:
                 live.append((tid, run))
         return live
@@ -429,7 +498,8 @@ def open_services(config, metrics: Any = None, *, prompt: bool = True):
     if config.keystore is None:
         raise ConfigError("<config>", "keystore", "a keystore is required to run a daemon")
     account = unlock(config.keystore, config.password_env, prompt=prompt)
-    chain = ChainClient(config.node_rpc, config.deployments, account, metrics=metrics)
+    chain = ChainClient(config.node_rpc, config.deployments, account, metrics=metrics,
+                        max_fee_per_gas=config.max_fee_per_gas_wei, replace_after_s=config.tx_replace_after_s)
     ipfs = IpfsClient(config.ipfs_api)
     return account, chain, ipfs
 

@@ -4,7 +4,10 @@ Steps, each printed as it happens:
 
 1. check the devnet (anvil, IPFS node) and the deployment record (`make deploy`);
 2. make keystores for a sponsor, a syncer and M trainers from anvil's
-   well-known accounts, and fund them with TNZO from the deployer (the token owner);
+   well-known accounts (any M the registry allows: 256 trainers, M x F <= 2048 submission
+   slots; the options are checked before anything starts), give the accounts beyond anvil's
+   ten funded ones ETH for gas (`devnet.fund_eth`) and fund them all with TNZO from the
+   deployer (the token owner);
 3. the syncer account joins the syncer pool with a stake that covers the run's
    bond; the sponsor pins the dataset (the default collection of real series),
    the initial weights and the spec (with a syncer fee and bond), escrows the
@@ -33,7 +36,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -43,13 +46,13 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from tenzro_operator import escrow, replay
+from tenzro_operator import devnet, escrow, replay
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
-from tenzro_operator.spec import spec_hash
+from tenzro_operator.spec import MAX_SUBMISSION_SLOTS, spec_hash
 from tenzro_operator.task_assets import fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.units import format_tokens
@@ -59,6 +62,10 @@ from tenzro_trainer.evaluate import HeldoutEvaluator
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD_ENV = "TENZRO_KEYSTORE_PASSWORD"
 DEMO_PASSWORD = "tenzro-devnet-demo"  # devnet keystores of anvil's public test keys only
+MAX_TRAINERS = 256  # TrainingRegistry.MAX_TRAINERS
+MAX_FRAGMENTS = 128  # TrainingRegistry.MAX_FRAGMENTS
+MAX_ROUNDS = 1024  # TrainingRegistry.MAX_ROUNDS
+ETH = 10**18  # wei
 console = Console()
 
 
@@ -92,6 +99,37 @@ class DemoSettings:
     timeout_s: float = 900.0
     task_id: str | None = None
     max_missed_rounds: int = 2
+    model_metadata: dict = field(default_factory=lambda: {"preset": "demo"})  # the spec's architecture.metadata
+    syncer_options: dict = field(default_factory=dict)  # extra syncer.yaml keys, e.g. straggler_wait_s
+    eth_per_account: int = 100 * ETH  # wei every role account holds at least (gas)
+
+
+def check_settings(s: DemoSettings) -> None:
+    """Refuse, before anything starts, a shape the registry or the demo cannot run.
+
+    Raises:
+        DemoError: naming the option and the bound it breaks.
+    """
+    problems = []
+    if not 1 <= s.trainers <= MAX_TRAINERS:
+        problems.append(f"--trainers (M) is {s.trainers}; the registry takes 1 to {MAX_TRAINERS}")
+    if not 1 <= s.quorum <= max(s.trainers, 1):
+        problems.append(f"--quorum (K) is {s.quorum}; it must be between 1 and --trainers ({s.trainers})")
+    if not 1 <= s.fragments <= MAX_FRAGMENTS:
+        problems.append(f"--fragments (F) is {s.fragments}; the registry takes 1 to {MAX_FRAGMENTS}")
+    if s.trainers * s.fragments > MAX_SUBMISSION_SLOTS:
+        problems.append(f"M x F = {s.trainers} x {s.fragments} = {s.trainers * s.fragments} submissions per round; "
+                        f"the registry takes at most {MAX_SUBMISSION_SLOTS}")
+    if not 1 <= s.rounds <= MAX_ROUNDS:
+        problems.append(f"--rounds is {s.rounds}; the registry takes 1 to {MAX_ROUNDS}")
+    if s.inner_steps < 1:
+        problems.append(f"--inner-steps (H) is {s.inner_steps}; it must be at least 1")
+    if s.batch_size < 1:
+        problems.append(f"batch size is {s.batch_size}; it must be at least 1")
+    if s.timeout_s <= 0:
+        problems.append(f"--timeout-s is {s.timeout_s}; it must be positive")
+    if problems:
+        raise DemoError("bad demo options: " + "; ".join(problems))
 
 
 @dataclass
@@ -125,7 +163,10 @@ def _syncer_stake(deployer: ChainClient, s: DemoSettings) -> int:
     return max(deployer.min_syncer_stake(), s.syncer_bond)
 
 
-def _fund(deployer: ChainClient, accounts: dict[str, str], s: DemoSettings) -> None:
+def _fund(deployer: ChainClient, accounts: dict[str, str], s: DemoSettings) -> list[str]:
+    """ETH for gas (anvil funds only its first ten accounts) and TNZO for the pool and the stakes;
+    returns the addresses that were given ETH."""
+    given_eth = devnet.fund_eth(s.rpc, list(accounts.values()), s.eth_per_account, funder=deployer.account)
     need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": _syncer_stake(deployer, s)}
     pending = []
     for role, addr in accounts.items():
@@ -134,6 +175,7 @@ def _fund(deployer: ChainClient, accounts: dict[str, str], s: DemoSettings) -> N
             pending.append(deployer.send("mint", addr, amount, contract="TenzroToken"))
     for p in pending:
         deployer.wait(p)
+    return given_eth
 
 
 def _write_yaml(path: Path, data: dict) -> Path:
@@ -180,7 +222,7 @@ def register_syncer(syncer: ChainClient, deployer: ChainClient, s: DemoSettings)
 def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path) -> list[Proc]:
     """Start the syncer and the trainers as separate processes; returns them (syncer first)."""
     syncer_cfg = _write_yaml(work / "config" / "syncer.yaml", {
-        **_common(s, keys["syncer"], work / "syncer"), "task_id": task})
+        **_common(s, keys["syncer"], work / "syncer"), "task_id": task, **s.syncer_options})
     procs = [_spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
                     work / "logs" / "syncer.log")]
     for i in range(s.trainers):
@@ -274,9 +316,27 @@ def plot_loss(rows: list[dict], path: Path, title: str) -> Path:
     return path
 
 
-def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
-    """Run the whole job; returns the summary dict (also written to `<out>/summary.json`)."""
-    t_start = time.monotonic()
+@dataclass
+class PostedRun:
+    """A task posted by `post_demo_task`, its daemons not started yet."""
+
+    task: str  # the spec's task id (text)
+    task_id: bytes  # bytes32 on-chain
+    spec: object  # tenzro_operator.spec.TaskSpec
+    df: pd.DataFrame  # the pinned dataset
+    work: Path  # keys, configs, daemon data and logs
+    keys: dict[str, Path]  # role -> keystore
+    addresses: dict[str, str]  # role -> address
+    posted_block: int
+    syncer_stake: int  # atto-units, the syncer's pool stake before the run
+    sponsor: ChainClient
+    ipfs: IpfsClient
+
+
+def post_demo_task(s: DemoSettings) -> PostedRun:
+    """Steps 1-3: check the options and the devnet, make and fund the accounts, register the
+    syncer, pin the dataset, weights and spec, escrow the pool and post the task."""
+    check_settings(s)
     deployer, ipfs = _preflight(s)
     task = s.task_id or f"demo-{int(time.time())}"
     work = s.workdir or REPO_ROOT / ".devnet" / "demo" / task
@@ -284,8 +344,10 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     roles = {"sponsor": 1, "syncer": 2, **{f"trainer-{i}": 3 + i for i in range(s.trainers)}}
     keys = create_devnet_keystores(work / "keys", roles, DEMO_PASSWORD)
     addresses = {r: anvil_account(i).address for r, i in roles.items()}
-    _fund(deployer, addresses, s)
-    console.print(f"funded sponsor, syncer and {s.trainers} trainers with TNZO from the deployer")
+    given_eth = _fund(deployer, addresses, s)
+    console.print(f"funded sponsor, syncer and {s.trainers} trainers with TNZO from the deployer"
+                  + (f"; {len(given_eth)} account(s) beyond anvil's funded ones got "
+                     f"{s.eth_per_account / ETH:g} ETH for gas" if given_eth else ""))
 
     syncer_stake = register_syncer(_client(s, anvil_account(roles["syncer"])), deployer, s)
     console.print(f"syncer candidate with {syncer_stake / TOKEN:g} TNZO of pool stake (the run's bond: "
@@ -294,7 +356,8 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     df = default_collection()
     sponsor = _client(s, anvil_account(roles["sponsor"]))
     spec = build_spec(ipfs, SpecDraft(
-        task_id=task, sponsor_address=sponsor.address, fragment_count=s.fragments, trainer_count=s.trainers,
+        task_id=task, sponsor_address=sponsor.address, model_metadata=dict(s.model_metadata),
+        fragment_count=s.fragments, trainer_count=s.trainers,
         quorum=s.quorum, inner_steps=s.inner_steps, max_rounds=s.rounds, grace_window_ms=s.grace_window_ms,
         aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
         max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
@@ -303,15 +366,27 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     task_id, spec_cid = post_task(sponsor, ipfs, spec)
     console.print(f"posted {task} (0x{task_id.hex()[:16]}…): {df.unique_id.nunique()} series, dataset "
                   f"{spec.dataset_ref}, spec {spec_cid}, pool {s.reward_pool / TOKEN:g} TNZO escrowed")
+    return PostedRun(task, task_id, spec, df, work, keys, addresses, posted_block, syncer_stake, sponsor, ipfs)
 
-    procs = launch_daemons(s, task, keys, work)
-    console.print(f"started 1 syncer and {s.trainers} trainer processes (logs in {work / 'logs'})")
+
+def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
+    """Run the whole job; returns the summary dict (also written to `<out>/summary.json`).
+
+    Raises:
+        DemoError: bad options (before anything starts), a daemon died, the run did not seal in
+            ``timeout_s`` seconds, the receipt did not verify or the tokens do not balance.
+    """
+    t_start = time.monotonic()
+    p = post_demo_task(s)
+    procs = launch_daemons(s, p.task, p.keys, p.work)
+    console.print(f"started 1 syncer and {s.trainers} trainer processes (logs in {p.work / 'logs'})")
     try:
-        train_s = wait_sealed(sponsor, task_id, procs, s, on_round)
+        train_s = wait_sealed(p.sponsor, p.task_id, procs, s, on_round)
     finally:
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
-    return summarize(s, sponsor, ipfs, spec, df, task, task_id, posted_block, addresses, t_start, syncer_stake)
+    return summarize(s, p.sponsor, p.ipfs, p.spec, p.df, p.task, p.task_id, p.posted_block, p.addresses, t_start,
+                     p.syncer_stake)
 
 
 def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str, syncer: str,
@@ -452,6 +527,8 @@ def _print_summary(summary: dict) -> None:
 @click.option("--fragments", default=DemoSettings.fragments, show_default=True, help="F")
 @click.option("--rounds", default=DemoSettings.rounds, show_default=True)
 @click.option("--inner-steps", default=DemoSettings.inner_steps, show_default=True, help="H")
+@click.option("--timeout-s", default=DemoSettings.timeout_s, show_default=True,
+              help="Seconds the run may take to seal.")
 @click.option("--out", type=click.Path(path_type=Path), default=DemoSettings.out, show_default=True)
 def main(**kw) -> None:
     """Run the demo on the devnet (start it with `make devnet-up` and deploy with `make deploy`)."""

@@ -5,7 +5,15 @@ answers and records their pids in `<data_dir>/pids.json`; `down` stops them
 with SIGTERM (anvil then dumps its state to `<data_dir>/anvil/state.json`);
 `status` reports what answers. The same functions serve `make devnet-up`,
 the demo and the end-to-end tests (which pass their own data dir and free
-ports).
+ports). `fund_eth` gives accounts beyond anvil's ten funded ones ETH for gas.
+
+Ownership: every anvil has chain id 31337 and deploys to the same addresses,
+so "something answers on the port" does not make it ours. A service counts as
+this data dir's only when pids.json records it, that pid is alive, and, for
+the chain, block 0 has the hash recorded when we started it (a fresh anvil's
+genesis differs; one restarted from our `--state` keeps it). Anything else on
+the port is refused with one line naming the port setting to change
+(`make devnet-up RPC_PORT=... IPFS_PORT=...`).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
+from eth_account.signers.local import LocalAccount
 
 from tenzro_operator.errors import DevnetError, IpfsNodeError
 from tenzro_operator.ipfs_node import node_command
@@ -93,6 +102,58 @@ def rpc_answers(url: str) -> int | None:
         return int(rpc_call(url, "eth_chainId"), 16)
     except (httpx.HTTPError, ValueError, DevnetError):
         return None
+
+
+def eth_balance(url: str, address: str) -> int:
+    """ETH balance of ``address`` at the chain at ``url``, wei."""
+    return int(rpc_call(url, "eth_getBalance", [address, "latest"]), 16)
+
+
+def fund_eth(url: str, addresses: list[str], amount_wei: int, funder: LocalAccount | None = None,
+             timeout_s: float = 30.0) -> list[str]:
+    """Give every address holding less than ``amount_wei`` (wei) exactly that much ETH.
+
+    On anvil with ``anvil_setBalance``; on a chain without it, by a plain transfer of the
+    difference from ``funder`` (e.g. the deployer), each transfer awaited (``timeout_s`` seconds).
+
+    Returns:
+        The addresses that were topped up.
+    Raises:
+        DevnetError: the chain has no ``anvil_setBalance`` and no funder was given, or a transfer
+            was not mined within ``timeout_s`` or failed.
+    """
+    funded = []
+    for addr in addresses:
+        have = eth_balance(url, addr)
+        if have >= amount_wei:
+            continue
+        try:
+            rpc_call(url, "anvil_setBalance", [addr, hex(amount_wei)])
+        except DevnetError:
+            if funder is None:
+                raise DevnetError(f"{addr} holds {have} wei, less than the {amount_wei} wei it needs, and {url} "
+                                  "has no anvil_setBalance: fund it from an account with ETH") from None
+            _transfer(url, funder, addr, amount_wei - have, timeout_s)
+        funded.append(addr)
+    return funded
+
+
+def _transfer(url: str, funder: LocalAccount, to: str, value: int, timeout_s: float) -> None:
+    """A plain ETH transfer of ``value`` wei from ``funder`` to ``to``, awaited."""
+    tx = {"to": to, "value": value, "gas": 21_000, "gasPrice": int(rpc_call(url, "eth_gasPrice"), 16),
+          "nonce": int(rpc_call(url, "eth_getTransactionCount", [funder.address, "pending"]), 16),
+          "chainId": int(rpc_call(url, "eth_chainId"), 16)}
+    raw = funder.sign_transaction(tx).raw_transaction
+    tx_hash = rpc_call(url, "eth_sendRawTransaction", ["0x" + bytes(raw).hex()])
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rcpt = rpc_call(url, "eth_getTransactionReceipt", [tx_hash])
+        if rcpt is not None:
+            if int(rcpt["status"], 16) != 1:
+                raise DevnetError(f"funding {to} with {value} wei failed (tx {tx_hash})")
+            return
+        time.sleep(0.2)
+    raise DevnetError(f"funding {to} with {value} wei: tx {tx_hash} not mined within {timeout_s:.0f} s")
 
 
 def ipfs_answers(url: str) -> dict | None:
@@ -183,11 +244,41 @@ def _alive(pid: int | None) -> bool:
         return True
 
 
-def up(cfg: DevnetConfig | None = None) -> dict:
-    """Start anvil and the IPFS node unless they already answer; record pids. Idempotent.
+def genesis_hash(url: str) -> str | None:
+    """0x-hex hash of block 0 of the chain at `url` (None when nothing answers)."""
+    try:
+        return rpc_call(url, "eth_getBlockByNumber", ["0x0", False])["hash"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, DevnetError):
+        return None
 
-    Returns `{"anvil": pid, "ipfs": pid, "rpc_url": ..., "ipfs_url": ...}`.
-    Raises `DevnetError` when a port is held by something else or a service fails to start.
+
+def chain_is_ours(cfg: DevnetConfig, pids: dict | None = None) -> bool:
+    """True iff the chain at `cfg.rpc_url` is the anvil this data dir started: its pid (pids.json)
+    is alive, it was started for this URL, and block 0 has the hash recorded then."""
+    pids = _read_pids(cfg) if pids is None else pids
+    return (_alive(pids.get("anvil")) and pids.get("rpc_url") == cfg.rpc_url
+            and pids.get("genesis_hash") is not None and genesis_hash(cfg.rpc_url) == pids["genesis_hash"])
+
+
+def ipfs_is_ours(cfg: DevnetConfig, pids: dict | None = None) -> bool:
+    """True iff the IPFS node at `cfg.ipfs_url` is the one this data dir started (pid alive, same URL)."""
+    pids = _read_pids(cfg) if pids is None else pids
+    return _alive(pids.get("ipfs")) and pids.get("ipfs_url") == cfg.ipfs_url
+
+
+def _foreign(what: str, url: str, cfg: DevnetConfig, setting: str) -> DevnetError:
+    return DevnetError(
+        f"{url} already serves {what} that {cfg.data_dir} did not start (another checkout's devnet?); "
+        f"stop it, or use another port: `make devnet-up {setting}=<free port>` (and the same for deploy / demo)")
+
+
+def up(cfg: DevnetConfig | None = None) -> dict:
+    """Start anvil and the IPFS node unless this data dir's own already answer; record pids and the
+    chain's block 0 hash. Idempotent.
+
+    Returns `{"anvil": pid, "ipfs": pid, "rpc_url": ..., "ipfs_url": ..., "genesis_hash": ...}`.
+    Raises `DevnetError` when a port is held by something that is not ours (another checkout's
+    devnet, another program) or a service fails to start.
     """
     cfg = cfg or DevnetConfig()
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
@@ -195,12 +286,30 @@ def up(cfg: DevnetConfig | None = None) -> dict:
     chain = rpc_answers(cfg.rpc_url)
     if chain is None:
         pids["anvil"] = start_anvil(cfg).pid
-    elif chain != cfg.chain_id:
-        raise DevnetError(f"{cfg.rpc_url} answers with chain id {chain}, not the devnet's {cfg.chain_id}")
+        pids["rpc_url"] = cfg.rpc_url
+        pids["genesis_hash"] = genesis_hash(cfg.rpc_url)
+    elif not chain_is_ours(cfg, pids):
+        raise _foreign(f"a chain (chain id {chain})", cfg.rpc_url, cfg, "RPC_PORT")
     if ipfs_answers(cfg.ipfs_url) is None:
         pids["ipfs"] = start_ipfs(cfg).pid
+    elif not ipfs_is_ours(cfg, pids):
+        raise _foreign("an IPFS node", cfg.ipfs_url, cfg, "IPFS_PORT")
     pids.update(rpc_url=cfg.rpc_url, ipfs_url=cfg.ipfs_url, chain_id=cfg.chain_id)
     _pids_file(cfg).write_text(json.dumps(pids, indent=2) + "\n")
+    return pids
+
+
+def require_ours(cfg: DevnetConfig | None = None) -> dict:
+    """pids.json of a devnet this data dir started and that answers; `DevnetError` (one line) when
+    nothing answers or the chain / IPFS node on the ports is someone else's (before `make deploy`)."""
+    cfg = cfg or DevnetConfig()
+    pids = _read_pids(cfg)
+    if rpc_answers(cfg.rpc_url) is None:
+        raise DevnetError(f"no chain answers at {cfg.rpc_url}: start the devnet first (`make devnet-up`)")
+    if not chain_is_ours(cfg, pids):
+        raise _foreign("a chain", cfg.rpc_url, cfg, "RPC_PORT")
+    if ipfs_answers(cfg.ipfs_url) is not None and not ipfs_is_ours(cfg, pids):
+        raise _foreign("an IPFS node", cfg.ipfs_url, cfg, "IPFS_PORT")
     return pids
 
 
@@ -239,11 +348,14 @@ def status(cfg: DevnetConfig | None = None) -> list[ServiceStatus]:
     chain = rpc_answers(cfg.rpc_url)
     detail = {}
     if chain is not None:
-        detail = {"chain_id": chain, "block": int(rpc_call(cfg.rpc_url, "eth_blockNumber"), 16)}
-    out.append(ServiceStatus("anvil", cfg.rpc_url, pids.get("anvil"), chain is not None, detail))
+        detail = {"chain_id": chain, "block": int(rpc_call(cfg.rpc_url, "eth_blockNumber"), 16),
+                  "ours": chain_is_ours(cfg, pids)}
+    # up = answering and ours: another checkout's node on our port is shown (ours=False), not counted
+    out.append(ServiceStatus("anvil", cfg.rpc_url, pids.get("anvil"), bool(detail.get("ours")), detail))
     ver = ipfs_answers(cfg.ipfs_url)
-    out.append(ServiceStatus("ipfs", cfg.ipfs_url, pids.get("ipfs"), ver is not None,
-                             {"version": ver.get("Version")} if ver else {}))
+    ours = ver is not None and ipfs_is_ours(cfg, pids)
+    out.append(ServiceStatus("ipfs", cfg.ipfs_url, pids.get("ipfs"), ours,
+                             {"version": ver.get("Version"), "ours": ours} if ver else {}))
     return out
 
 

@@ -91,8 +91,37 @@ def _fmt_arg(v) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
+class InsufficientTokens(ChainError):
+    """An account holds fewer TNZO than a call would pull from it (checked before any approve)."""
+
+    def __init__(self, account: str, have: int, need: int, what: str = "") -> None:
+        from tenzro_operator.units import format_tokens
+
+        self.account, self.have, self.need = account, have, need
+        why = f" for {what}" if what else ""
+        super().__init__(f"{account} holds {format_tokens(have)} but needs {format_tokens(need)}{why}; "
+                         f"fund it (`tenzro faucet` on a devnet, else `tenzro transfer` "
+                         f"from an account that has TNZO)")
+
+
 class TxFailed(ChainError):
     """A transaction was mined with status 0, or no receipt came within the polling bound."""
+
+
+class TxReverted(ChainRevert, TxFailed):
+    """A transaction that passed its estimate was mined with status 0; the reason is recovered by
+    replaying it on the state before its block and decoded like an estimate's (``error_name``,
+    ``args_``). Both ``except ChainRevert`` and ``except TxFailed`` catch it."""
+
+    def __init__(self, error_name: str, args: dict | tuple = (), function: str = "", data: bytes = b"", *,
+                 tx_hash: str = "", block: int = 0) -> None:
+        self.tx_hash, self.block = tx_hash, block
+        super().__init__(error_name, args, function, data)
+        self.args = (f"{self.args[0]} (mined in tx {tx_hash}, block {block})",)
+
+
+class FeeCapExceeded(ChainError):
+    """The network's fee is above the operator's cap (``max_fee_per_gas_gwei``); nothing was sent."""
 
 
 class EventWatcherHalted(TenzroError):
@@ -116,6 +145,36 @@ class IpfsUnavailable(IpfsError, ServiceUnavailable):
         ServiceUnavailable.__init__(self, "the IPFS node", url, hint)
 
 
+class IpfsContentError(IpfsError):
+    """The content a CID names (or the CID itself) is at fault, not the node: a bad CID, an
+    unsupported hash or codec, a directory, too many bytes, bytes that do not match. ``cid`` is
+    the CID asked for; for a submission this is the submitter's fault, never a reason to stop."""
+
+    def __init__(self, cid: str, detail: str, message: str | None = None) -> None:
+        self.cid, self.detail = cid, detail
+        super().__init__(message or f"IPFS content {cid}: {detail}")
+
+
+class IpfsBadCid(IpfsContentError):
+    """The text is not a CID (or not one this client can read)."""
+
+    def __init__(self, cid: str, detail: str) -> None:
+        super().__init__(cid, detail, f"{cid!r} is not a valid CID: {detail}")
+
+
+class IpfsUnsupported(IpfsContentError):
+    """A CID this client can not fetch and verify: multihash other than sha2-256 / sha2-512 /
+    identity, a codec other than raw / dag-pb, or a directory rather than a file."""
+
+
+class IpfsTooLarge(IpfsContentError):
+    """The content is longer than the caller's byte cap (``max_bytes``); reading stopped there."""
+
+    def __init__(self, cid: str, limit: int, seen: int) -> None:
+        self.limit, self.seen = limit, seen
+        super().__init__(cid, f"more than {limit} bytes (read {seen} before stopping)")
+
+
 class IpfsNotFound(IpfsError):
     """The node does not have (or could not find in time) the content a CID names."""
 
@@ -124,12 +183,11 @@ class IpfsNotFound(IpfsError):
         super().__init__(f"IPFS content {cid} was not found" + (f": {detail}" if detail else ""))
 
 
-class IpfsIntegrityError(IpfsError):
+class IpfsIntegrityError(IpfsContentError):
     """Bytes returned for a CID do not hash to that CID."""
 
     def __init__(self, cid: str, detail: str) -> None:
-        self.cid = cid
-        super().__init__(f"IPFS content for {cid} failed verification: {detail}")
+        super().__init__(cid, detail, f"IPFS content for {cid} failed verification: {detail}")
 
 
 class IpfsNodeError(IpfsError):

@@ -28,14 +28,25 @@ from dataclasses import dataclass
 
 import httpx
 
-from tenzro_operator.errors import IpfsError, IpfsIntegrityError, IpfsNotFound, IpfsUnavailable
+from tenzro_operator.errors import (
+    IpfsBadCid,
+    IpfsContentError,
+    IpfsError,
+    IpfsIntegrityError,
+    IpfsNotFound,
+    IpfsTooLarge,
+    IpfsUnavailable,
+    IpfsUnsupported,
+)
 
 __all__ = [
-    "Cid", "IpfsClient", "IpfsError", "IpfsIntegrityError", "IpfsNotFound", "IpfsUnavailable",
-    "parse_cid", "kubo_cid", "verify_content", "CHUNK_SIZE", "MAX_LINKS",
+    "Cid", "IpfsBadCid", "IpfsClient", "IpfsContentError", "IpfsError", "IpfsIntegrityError", "IpfsNotFound",
+    "IpfsTooLarge", "IpfsUnavailable", "IpfsUnsupported", "parse_cid", "check_fetchable", "kubo_cid",
+    "verify_content", "CHUNK_SIZE", "MAX_LINKS", "DEFAULT_MAX_BYTES",
 ]
 
 DEFAULT_API_URL = "http://127.0.0.1:5001"
+DEFAULT_MAX_BYTES = 1 << 30  # bytes: `cat` never holds more than this unless the caller asks for more
 CHUNK_SIZE = 262144  # bytes; Kubo's default chunker size-262144
 MAX_LINKS = 174  # Kubo's balanced DAG: links per dag-pb node
 RAW = 0x55
@@ -119,8 +130,10 @@ class Cid:
 def parse_cid(text: str) -> Cid:
     """Parse a CID string (CIDv0 `Qm...`, or CIDv1 in base32 `b`/`B`, base58btc `z`, base16 `f`/`F`).
 
-    Accepts an `/ipfs/` prefix. Raises IpfsError when the text is not a CID.
+    Accepts an `/ipfs/` prefix. Raises IpfsBadCid (an IpfsError) when the text is not a CID.
     """
+    if not isinstance(text, str):
+        raise IpfsBadCid(repr(text), f"expected a string, got {type(text).__name__}")
     s = text.strip()
     if s.startswith("/ipfs/"):
         s = s[len("/ipfs/"):]
@@ -144,7 +157,7 @@ def parse_cid(text: str) -> Cid:
         codec, pos = _read_varint(raw, pos)
         return _cid_from(1, codec, raw[pos:])
     except (ValueError, TypeError, base64.binascii.Error) as exc:
-        raise IpfsError(f"{text!r} is not a valid CID: {exc}") from None
+        raise IpfsBadCid(text, str(exc)) from exc
 
 
 def _cid_from(version: int, codec: int, mh: bytes) -> Cid:
@@ -163,7 +176,25 @@ def _digest(hash_code: int, data: bytes) -> bytes:
         return hashlib.sha512(data).digest()
     if hash_code == IDENTITY:
         return data
-    raise IpfsError(f"multihash function 0x{hash_code:x} is not supported by this client (sha2-256, sha2-512, identity)")
+    raise IpfsUnsupported(f"<multihash 0x{hash_code:x}>", f"multihash function 0x{hash_code:x} is not supported by "
+                                                        "this client (sha2-256, sha2-512, identity)")
+
+
+def check_fetchable(cid: str) -> Cid:
+    """Parse ``cid`` and check that `IpfsClient.cat` can verify what it names, before any byte is
+    fetched: codec raw (0x55) with a sha2-256 / sha2-512 / identity multihash, or dag-pb (0x70)
+    with sha2-256. Returns the parsed CID.
+
+    Raises:
+        IpfsBadCid: not a CID. IpfsUnsupported: another codec or multihash function.
+    """
+    parsed = parse_cid(cid)
+    if parsed.codec == RAW and parsed.hash_code in (SHA2_256, SHA2_512, IDENTITY):
+        return parsed
+    if parsed.codec == DAG_PB and parsed.hash_code == SHA2_256:
+        return parsed
+    raise IpfsUnsupported(cid, f"codec 0x{parsed.codec:x} with multihash 0x{parsed.hash_code:x} can not be "
+                               "verified by this client (raw: sha2-256/sha2-512/identity; dag-pb: sha2-256)")
 
 
 # ---------------------------------------------------------------------------
@@ -261,15 +292,11 @@ def verify_content(cid: str, data: bytes) -> None:
     recomputed with Kubo's import layout (kubo_cid); content imported with
     other chunking can not be verified this way (`cat(..., verify=False)`).
     """
-    parsed = parse_cid(cid)
+    parsed = check_fetchable(cid)
     if parsed.codec == RAW:
         if _digest(parsed.hash_code, data) != parsed.digest:
             raise IpfsIntegrityError(cid, f"the multihash of the {len(data)} bytes received differs")
         return
-    if parsed.codec != DAG_PB:
-        raise IpfsIntegrityError(cid, f"codec 0x{parsed.codec:x} can not be verified (raw and dag-pb only)")
-    if parsed.hash_code != SHA2_256:
-        raise IpfsIntegrityError(cid, "dag-pb roots are verified for sha2-256 only")
     for raw_leaves in ((True, False) if parsed.version == 1 else (False,)):
         if kubo_cid(data, cid_version=parsed.version, raw_leaves=raw_leaves) == str(parsed):
             return
@@ -284,6 +311,7 @@ def verify_content(cid: str, data: bytes) -> None:
 
 _RETRY_STATUS = {502, 503, 504}
 _NOT_FOUND_MARKERS = ("not found", "could not find", "no link named", "not exist")
+_NOT_A_FILE_MARKERS = ("is a directory", "not a file", "notafileerror")
 _CONNECTION_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
                       httpx.ReadError, httpx.WriteError, httpx.WriteTimeout, httpx.PoolTimeout)
 
@@ -293,7 +321,8 @@ class IpfsClient:
 
     Args:
         api_url: base URL of the RPC API, e.g. "http://127.0.0.1:5001".
-        timeout_s: seconds to wait for each answer (read timeout); connecting waits at most 5 s.
+        timeout_s: seconds to wait for each answer (read timeout; for `cat` the total deadline of the
+            whole read); connecting waits at most 5 s.
             A `cat`, `pin` or `block_size` that times out raises IpfsNotFound
             (a Kubo daemon online searches the network for unknown CIDs).
         retries: extra attempts after a connection error or a 502/503/504,
@@ -302,8 +331,9 @@ class IpfsClient:
         offline: ask a Kubo daemon not to search the network (`offline=true`);
             the local Helia node is always offline.
 
-    Errors: IpfsUnavailable (no node answers), IpfsNotFound (unknown CID),
-    IpfsIntegrityError (bytes do not match the CID), IpfsError (anything else the node refused).
+    Errors: IpfsUnavailable (no node answers), IpfsNotFound (unknown CID, or not in time),
+    IpfsContentError (the CID or its content is at fault: IpfsBadCid, IpfsUnsupported,
+    IpfsTooLarge, IpfsIntegrityError), IpfsError (anything else the node refused).
     """
 
     def __init__(self, api_url: str = DEFAULT_API_URL, timeout_s: float = 30.0, retries: int = 3,
@@ -354,20 +384,26 @@ class IpfsClient:
                 reason = f"HTTP {resp.status_code}"
                 continue
             if resp.status_code >= 400:
-                raise self._error(command, resp, cid)
+                raise self._error(command, resp.status_code, resp.content, cid)
             return resp
         raise IpfsUnavailable(self.api_url, f"{self.retries + 1} attempts, last: {reason}")
 
-    def _error(self, command: str, resp: httpx.Response, cid: str | None) -> IpfsError:
+    def _error(self, command: str, status: int, body: bytes, cid: str | None) -> IpfsError:
+        """The error of a Kubo answer with HTTP ``status`` and ``body`` ({"Message": ...} JSON)."""
         try:
-            message = resp.json().get("Message", "")
+            message = str(json.loads(body).get("Message", ""))
         except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
-            message = resp.text.strip()[:300]
-        if resp.status_code == 404 and not message:
+            message = body.decode("utf-8", "replace").strip()[:300]
+        if status == 404 and not message:
             return IpfsError(f"the node at {self.api_url} does not serve /api/v0/{command} (HTTP 404)")
+        message = message[:500]
         if cid is not None and any(m in message.lower() for m in _NOT_FOUND_MARKERS):
             return IpfsNotFound(cid, message)
-        return IpfsError(f"IPFS {command} failed at {self.api_url} (HTTP {resp.status_code}): {message}")
+        if cid is not None and any(m in message.lower() for m in _NOT_A_FILE_MARKERS):
+            return IpfsUnsupported(cid, f"not a file: {message}")
+        if cid is not None and "invalid cid" in message.lower():
+            return IpfsBadCid(cid, message)
+        return IpfsError(f"IPFS {command} failed at {self.api_url} (HTTP {status}): {message}")
 
     # -- commands -----------------------------------------------------------
 
@@ -392,17 +428,90 @@ class IpfsClient:
             raise IpfsIntegrityError(cid, f"the node returned {cid} for {len(data)} bytes, expected {expected}")
         return cid
 
-    def cat(self, cid: str, *, verify: bool = True, timeout_s: float | None = None) -> bytes:
-        """Fetch the bytes of the file `cid` names; verified against the CID unless verify=False.
+    def cat(self, cid: str, *, verify: bool = True, timeout_s: float | None = None,
+            max_bytes: int | None = None) -> bytes:
+        """Fetch the bytes of the file `cid` names, streamed, with a byte cap and a total deadline;
+        verified against the CID unless verify=False.
 
-        Raises IpfsNotFound (unknown CID / not found in time), IpfsIntegrityError, IpfsUnavailable.
+        Args:
+            cid: the CID (raw or dag-pb; `check_fetchable` is applied before anything is fetched).
+            verify: check the bytes against the CID (`verify_content`).
+            timeout_s: total deadline for the whole read in seconds (connecting, retries, every
+                byte), default the client's ``timeout_s``. A node that trickles bytes is cut off at
+                the deadline; one that stalls at the latest one read timeout later (so at most
+                twice ``timeout_s`` in all).
+            max_bytes: most bytes accepted (default `DEFAULT_MAX_BYTES`); at most ``max_bytes + 1``
+                bytes are ever held, whatever the node sends or announces.
+
+        Raises:
+            IpfsBadCid / IpfsUnsupported: not a CID, or one that can not be verified (nothing fetched).
+            IpfsTooLarge: more than ``max_bytes`` bytes. IpfsNotFound: unknown CID, or not
+            received within the deadline. IpfsUnsupported: a directory. IpfsIntegrityError: bytes do not match the CID.
+            IpfsUnavailable: the node does not answer.
         """
-        cid = cid.strip()
-        parse_cid(cid)
-        data = self._post("cat", {"arg": cid}, cid=cid, timeout_s=timeout_s).content
+        cid = cid.strip() if isinstance(cid, str) else cid
+        if verify:
+            check_fetchable(cid)
+        else:
+            parse_cid(cid)
+        limit = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
+        budget = self.timeout_s if timeout_s is None else float(timeout_s)
+        data = self._stream_cat(cid, limit, budget)
         if verify:
             verify_content(cid, data)
         return data
+
+    def _stream_cat(self, cid: str, limit: int, budget: float) -> bytes:
+        """POST cat, read the body in chunks under ``limit`` bytes and ``budget`` seconds; the same
+        retries as `_post` (connection errors, 502/503/504) while the deadline allows."""
+        params = {"arg": cid, "offline": "true"} if self.offline else {"arg": cid}
+        deadline = time.monotonic() + budget
+        reason = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 2.0, max(0.0, deadline - time.monotonic())))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            timeout = httpx.Timeout(remaining, connect=min(remaining, 5.0))
+            received = 0
+            try:
+                with self._http.stream("POST", "cat", params=params, timeout=timeout) as resp:
+                    if resp.status_code in _RETRY_STATUS:
+                        reason = f"HTTP {resp.status_code}"
+                        continue
+                    if resp.status_code >= 400:
+                        body = b""
+                        for chunk in resp.iter_bytes():  # an error message, never more than 64 KiB of it
+                            body += chunk
+                            if len(body) > 65536:
+                                break
+                        raise self._error("cat", resp.status_code, body, cid)
+                    announced = resp.headers.get("x-content-length") or resp.headers.get("content-length")
+                    if announced and announced.isdigit() and int(announced) > limit:
+                        raise IpfsTooLarge(cid, limit, 0)
+                    buf = bytearray()
+                    for chunk in resp.iter_bytes():
+                        buf += chunk
+                        received = len(buf)
+                        if received > limit:
+                            raise IpfsTooLarge(cid, limit, received)
+                        if time.monotonic() > deadline:
+                            raise IpfsNotFound(cid, f"the node at {self.api_url} sent {received} bytes in "
+                                                    f"{budget:g} s, not the whole content")
+                    return bytes(buf)
+            except httpx.ReadTimeout:
+                raise IpfsNotFound(cid, f"the node at {self.api_url} did not return it within {budget:g} s "
+                                        f"({received} bytes received)") from None
+            except _CONNECTION_ERRORS as exc:
+                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                continue
+            except httpx.HTTPError as exc:  # e.g. a malformed API URL: retrying will not help
+                raise IpfsError(f"cannot call IPFS cat at {self.api_url}: {type(exc).__name__}: {exc}") from exc
+        if time.monotonic() >= deadline and reason == "":
+            raise IpfsNotFound(cid, f"the node at {self.api_url} did not return it within {budget:g} s")
+        raise IpfsUnavailable(self.api_url, f"cat {cid}: {attempt + 1} attempt(s) within {budget:g} s, last: "
+                                            f"{reason or 'deadline passed'}")
 
     def pin(self, cid: str, *, timeout_s: float | None = None) -> None:
         """Pin `cid` recursively (idempotent). Raises IpfsNotFound when the node lacks a block of the DAG."""

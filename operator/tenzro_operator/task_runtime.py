@@ -38,6 +38,10 @@ HELDOUT_FRAC = 0.1
 Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]
 
 
+DEFAULT_MAX_MODEL_PARAMS = 1_000_000_000  # parameters; a spec asking more is refused before anything is built
+HEADER_ALLOWANCE = 65536  # bytes of safetensors header a payload may carry beyond its tensors (+512 per tensor)
+
+
 class WeightsError(TenzroError):
     """Global weights fetched for a round are not what the chain committed, or malformed."""
 
@@ -61,27 +65,53 @@ class TaskRuntime:
     sizes: list[int]
 
     @classmethod
-    def from_spec(cls, spec: TaskSpec) -> "TaskRuntime":
-        """Layout of `spec`'s model.
+    def from_spec(cls, spec: TaskSpec, max_params: int = DEFAULT_MAX_MODEL_PARAMS) -> "TaskRuntime":
+        """Layout of `spec`'s model (shapes only: nothing is allocated).
+
+        Args:
+            max_params: most parameters accepted (a spec is anyone's to post; the layout is
+                computed on the meta device, so a huge model is refused without using memory).
 
         Raises:
             SpecError: `architecture.metadata` does not describe a valid model of the family
-                (unknown key, inconsistent sizes), or F exceeds the model's parameter tensors.
+                (unknown key, inconsistent sizes), the model has more than ``max_params``
+                parameters, or F exceeds the model's parameter tensors.
         """
         try:
             cfg = ModelConfig.from_metadata(spec.architecture.family, spec.architecture.metadata)
-            return cls.from_model_config("0x" + spec.task_id_bytes.hex(), cfg, spec.architecture.fragment_count)
+            return cls.from_model_config("0x" + spec.task_id_bytes.hex(), cfg, spec.architecture.fragment_count,
+                                         max_params=max_params)
         except (TrainerConfigError, ValueError) as exc:
             raise SpecError("architecture", str(exc), spec.task_id) from exc
 
     @classmethod
-    def from_model_config(cls, task: str, cfg: ModelConfig, fragment_count: int) -> "TaskRuntime":
-        template = build_model(cfg).state_dict()
+    def from_model_config(cls, task: str, cfg: ModelConfig, fragment_count: int,
+                          max_params: int | None = None) -> "TaskRuntime":
+        """Layout of the model ``cfg`` cut into ``fragment_count`` fragments, computed on the meta
+        device. Raises ValueError when the model has more than ``max_params`` parameters."""
+        with torch.device("meta"):
+            template = build_model(cfg).state_dict()
+        n_params = sum(int(v.numel()) for v in template.values())
+        if max_params is not None and n_params > max_params:
+            raise ValueError(f"the model has {n_params:,} parameters, more than this operator accepts "
+                             f"({max_params:,}; config max_model_params)")
         frags = partition(template, fragment_count)
         layouts = [{n: (tuple(template[n].shape), torch.float32) for n in names} for names in frags]
         return cls(task, cfg, frags, layouts, fragment_sizes(template, frags))
 
     # ---------------------------------------------------------------- weights
+
+    def payload_cap(self, fragment: int) -> int:
+        """Most bytes a payload (weights or pseudo-gradient) of ``fragment`` can have: its fp32
+        tensors from the layout plus `HEADER_ALLOWANCE` and 512 bytes per tensor of header."""
+        layout = self.layouts[fragment]
+        data = 0
+        for shape, _dtype in layout.values():
+            n = 1
+            for d in shape:
+                n *= int(d)
+            data += 4 * n
+        return data + HEADER_ALLOWANCE + 512 * len(layout)
 
     def initial_state(self, seed: int) -> dict[str, Tensor]:
         """Round-0 input weights: the model's initialization under `torch.manual_seed(seed)`, fp32."""

@@ -54,3 +54,22 @@ def test_status_cli_says_down_without_traceback(devnet_cfg):
     assert r.returncode == 1
     assert "down" in r.stdout and "Traceback" not in r.stdout + r.stderr
 
+
+
+def test_another_checkouts_devnet_on_the_ports_is_not_ours(devnet_cfg, tmp_path):
+    """Same chain id, same contract addresses, but not started from this data dir: `up` refuses it
+    (one line naming the port settings) and `status` shows it as not ours, instead of reusing it."""
+    devnet.up(devnet_cfg)
+    mine = devnet.DevnetConfig(data_dir=tmp_path / "checkout-2", rpc_port=devnet_cfg.rpc_port,
+                               ipfs_port=devnet_cfg.ipfs_port)
+    with pytest.raises(DevnetError, match="did not start") as ei:
+        devnet.up(mine)
+    assert "RPC_PORT" in str(ei.value) and devnet_cfg.rpc_url in str(ei.value)
+    assert not (mine.data_dir / "pids.json").exists() or "anvil" not in devnet._read_pids(mine)
+    rows = {s.name: s for s in devnet.status(mine)}
+    assert rows["anvil"].detail["ours"] is False and not rows["anvil"].up
+    with pytest.raises(DevnetError, match="did not start"):
+        devnet.require_ours(mine)
+    # the owner still sees its own devnet as up and ours
+    assert devnet.require_ours(devnet_cfg)["genesis_hash"] == devnet.genesis_hash(devnet_cfg.rpc_url)
+    assert all(s.up for s in devnet.status(devnet_cfg))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from op_stack import Anvil, ensure_syncer_stake, make_spec
+from op_stack import PW_ENV, Anvil, ensure_syncer_stake, fresh_task_name, make_spec, small_dataset
 from stack import fund
 from stack import MIN_SYNCER_STAKE, TOKEN, deploy_stack, free_port
 from tenzro_operator.keys import anvil_account
@@ -93,3 +93,63 @@ def ipfs_url(tmp_path_factory) -> str:
         yield proc.api_url
     finally:
         stop_ipfs_node(proc)
+
+
+@pytest.fixture
+def keystores(tmp_path):
+    """Keystores (password "pw") of sponsor (anvil 1), syncer (2), t0 (3), t1 (4)."""
+    from tenzro_operator.keys import create_keystore
+
+    out = {}
+    for role, idx in {"sponsor": 1, "syncer": 2, "t0": 3, "t1": 4}.items():
+        p = tmp_path / f"{role}.json"
+        create_keystore(p, "pw", anvil_account(idx).key, scrypt_n=2**12)
+        out[role] = p
+    return out
+
+
+@pytest.fixture
+def run_cli(stack, ipfs_url):
+    """``run(*args, keystore=, rpc=, ipfs=, env=, common=True)``: the `tenzro` CLI in-process (click's
+    CliRunner) against the session chain and IPFS node; ``common=False`` leaves the connection
+    options out (to test their defaults)."""
+    from click.testing import CliRunner
+
+    from tenzro_operator.cli import cli
+
+    runner = CliRunner()
+
+    def run(*args, keystore=None, rpc=None, ipfs=None, env=None, common=True):
+        argv = list(args)
+        if common:
+            argv += ["--rpc", rpc or stack.rpc_url, "--deployments", str(stack.deployments),
+                     "--ipfs", ipfs or ipfs_url, "--password-env", PW_ENV]
+        if keystore is not None:
+            argv += ["--keystore", str(keystore)]
+        return runner.invoke(cli, argv, env={PW_ENV: "pw", **(env or {})}, catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture
+def real_spec(tmp_path, run_cli, keystores):
+    """``make(**options)`` -> (TaskSpec, path): a runnable spec written by ``tenzro train new-spec``
+    (dataset and initial weights really pinned on the session IPFS node; M=2, K=1, F=2, 2 rounds,
+    sponsor anvil 1) with a fresh task id; ``options`` are more new-spec flags, e.g. ``rounds="1"``."""
+    from tenzro_operator.spec import load_spec
+
+    data = tmp_path / "data.csv"
+    if not data.exists():
+        small_dataset().to_csv(data, index=False)
+
+    def make(**options):
+        out = tmp_path / f"spec-{fresh_task_name('s')}.json"
+        args = ["train", "new-spec", "--data", str(data), "--task-id", fresh_task_name(), "--out", str(out),
+                "--trainers", "2", "--quorum", "1", "--fragments", "2", "--rounds", "2", "--inner-steps", "2"]
+        for k, v in options.items():
+            args += [f"--{k.replace('_', '-')}", str(v)]
+        res = run_cli(*args, keystore=keystores["sponsor"])
+        assert res.exit_code == 0, res.output
+        return load_spec(out), out
+
+    return make

@@ -29,6 +29,8 @@ def test_ape_run_deploy_record_drives_the_client(tmp_path):
         record = json.loads(out.read_text())
         assert set(record["contracts"]) >= {"TenzroToken", "TrainingRegistry", "ReceiptVerifier", "RewardEscrow"}
         assert record["chain_id"] == 31337 and record["verifier_precompile"].endswith("1008")
+        # block 0's hash, which tells this anvil from any other (ChainClient refuses a chain whose differs)
+        assert record["genesis_hash"].startswith("0x") and len(record["genesis_hash"]) == 66
 
         base = ChainClient(anvil.url, out)  # start-up checks: chain id, code at every address and at 0x…1008
         # the script's defaults: 100 TNZO minimum syncer stake, 0.001 TNZO minimum syncer pay per round

@@ -89,6 +89,7 @@ def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
     for i in range(3):
         tr = read_jsonl(tmp_path / f"t{i}" / "trainer-rounds.jsonl")
         assert [r["round"] for r in tr] == [0, 1] and all(r["inner_s"] > 0 for r in tr)
+        assert all(0 < r["chain_s"] <= r["submit_s"] for r in tr)  # sending + mining, part of submitting
         assert (tmp_path / f"t{i}" / "trainer-state.pt").exists()
         m = runner.daemons[f"trainer{i}"].metrics
         assert m.submitted._value.get() == 4 and m.accepted._value.get() == 4

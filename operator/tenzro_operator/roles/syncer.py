@@ -54,11 +54,13 @@ there would make it replaceable and slashable.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import hashlib
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +69,16 @@ from pydantic import Field
 
 from tenzro_operator.chain import ZERO_ADDRESS, RoundCommit, RunStatus, RunView, SlashReason
 from tenzro_operator.config import SyncerConfig
-from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save
-from tenzro_operator.errors import ChainRevert, IpfsIntegrityError, IpfsNotFound, TenzroError
+from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
+from tenzro_operator.errors import (
+    ChainRevert,
+    IpfsContentError,
+    IpfsError,
+    IpfsIntegrityError,
+    IpfsNotFound,
+    IpfsUnavailable,
+    TenzroError,
+)
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics
 from tenzro_operator.spec import TaskSpec
@@ -86,6 +96,7 @@ __all__ = ["SyncerDaemon", "SyncerDaemonConfig"]
 
 log = logging.getLogger("tenzro.syncer")
 
+MAX_TRANSCRIPT_BYTES = 32 << 20  # bytes: a round transcript (M*F <= 2048 entries) is far smaller
 _REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malformed", "non_finite": "NonFinite",
                      "norm": "NormOutlier"}
 _SLASH = {"HashMismatch": SlashReason.HASH_MISMATCH, "Malformed": SlashReason.MALFORMED,
@@ -101,7 +112,9 @@ class SyncerDaemonConfig(SyncerConfig):
     10), ``evaluate`` (held-out loss of the new weights after each round, default true),
     ``dataset_path`` (local copy of the dataset for the evaluation), ``max_consecutive_failures``
     (default 5), ``discover_timeout_s`` (default 600), ``exit_after_rounds`` (testing: return
-    after finalizing this many rounds in this process, as if stopped).
+    after finalizing this many rounds in this process, as if stopped), ``fetch_workers`` (payloads
+    fetched at once, default 8), ``confirmations`` (blocks a submission must be buried under
+    before it is read; the event cursor never passes the last block read, default 0).
     """
 
     straggler_wait_s: float = Field(default=2.0, ge=0)
@@ -112,6 +125,8 @@ class SyncerDaemonConfig(SyncerConfig):
     max_consecutive_failures: int = Field(default=5, ge=1)
     discover_timeout_s: float = Field(default=600.0, gt=0)
     exit_after_rounds: int | None = Field(default=None, ge=1)
+    fetch_workers: int = Field(default=8, ge=1)
+    confirmations: int = Field(default=0, ge=0)
 
 
 @dataclass
@@ -183,6 +198,7 @@ class SyncerDaemon(Daemon):
         self.summary: dict[str, int] = {"rounds_finalized": 0, "runs_sealed": 0, "fees_claimed_atto": 0}
 
     _tally_lock = threading.Lock()  # the per-run threads of `serve_elected` share one `summary`
+    _split_lock = threading.Lock()  # the fetch threads of `validate_all` add to one timing split
 
     def _tally(self, key: str, n: int) -> None:
         with self._tally_lock:
@@ -190,6 +206,13 @@ class SyncerDaemon(Daemon):
 
     @property
     def state_path(self):
+        """``<data_dir>/syncer-<full task id hex>.pt`` (a poster chooses task ids: a prefix of one
+        could name another run's file)."""
+        return self.data_dir / f"syncer-{self.task_id.hex()}.pt"
+
+    @property
+    def _legacy_state_path(self):
+        """Where versions before issue 14 saved the state (16 hex digits); read if it is this run's."""
         return self.data_dir / f"syncer-{self.task_id.hex()[:16]}.pt"
 
     # ------------------------------------------------------------------ lifecycle
@@ -296,7 +319,13 @@ class SyncerDaemon(Daemon):
                     return
                 self.check_stop()
                 if limit is None or len(over) + len(workers) < limit:
-                    for tid in self._candidates():
+                    # a failed poll (RPC hiccup) is counted and retried after a backoff, never fatal to the
+                    # runs in flight; max_consecutive_failures in a row halt on purpose (`guarded`)
+                    candidates = self.guarded("discovery poll", self._candidates)
+                    if candidates is None:
+                        self.sleep(self.backoff_s())
+                        continue
+                    for tid in candidates:
                         if tid in workers or tid in over:
                             continue
                         workers[tid] = self._start_worker(tid, outcome)
@@ -351,9 +380,11 @@ class SyncerDaemon(Daemon):
             self.nudge_devnet(run.syncer_replaceable_at)
         try:
             elected = self.chain.run_syncer_election(self.task_id)
-        except ChainRevert as exc:
-            log.info("syncer election refused: %s", exc)
-            return False
+        except ChainRevert as exc:  # refused at estimate or reverted when mined (a lost race): ask the chain
+            elected = self.chain.get_run(self.task_id).syncer
+            log.info("syncer election refused (%s); the run's syncer is now %s%s", exc, elected,
+                     " (this account)" if elected == me else "")
+            return elected == me
         log.info("syncer election chose %s%s%s", elected, " (this account)" if elected == me else "",
                  f", replacing {run.syncer} (its bond burned)" if replaceable else "")
         return elected == me
@@ -393,7 +424,7 @@ class SyncerDaemon(Daemon):
         """Spec (checked against ``specHash``), model layout, rule, outer config; the dataset when
         evaluating."""
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
-        self.runtime = TaskRuntime.from_spec(self.spec)
+        self.runtime = TaskRuntime.from_spec(self.spec, max_params=self.config.max_model_params)
         self._run_start = self._scan_from = self.chain.run_start_block(run)
         self.rule = build_rule(self.spec.aggregation_name, self.spec.aggregation_params)
         self.outer_cfg = outer_config(self.spec)
@@ -406,7 +437,8 @@ class SyncerDaemon(Daemon):
         proto = self.spec.require_protocol()
         self.norm_multiple = proto.norm_multiple
         if self.opt("evaluate", True):
-            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None))
+            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
+                              max_bytes=self.config.max_dataset_bytes)
             self._eval = HeldoutEvaluator(self.runtime.model_cfg, self.runtime.split(df))
         log.info("task %s: rule %r, outer %s, K=%d of M=%d, F=%d, %d rounds", self.spec.task_id, self.rule,
                  self.outer_cfg, self.spec.quorum, self.spec.trainer_count, len(self.runtime.fragments),
@@ -439,9 +471,11 @@ class SyncerDaemon(Daemon):
         run = self.chain.get_run(self.task_id)
         done = run.current_round - 1 if run.status == RunStatus.TRAINING else run.max_rounds - 1
         saved = None
-        if self.state_path.exists():
-            saved = torch.load(self.state_path, weights_only=False)
-            if saved.get("task") != "0x" + self.task_id.hex():
+        for path in (self.state_path, self._legacy_state_path):
+            if path.exists():
+                saved = load_state_file(path)
+                if saved.get("task") == "0x" + self.task_id.hex():
+                    break
                 saved = None
         if saved is not None and saved["round"] > done:
             raise TenzroError(f"syncer state {self.state_path} is at round {saved['round']} but the chain has "
@@ -475,13 +509,14 @@ class SyncerDaemon(Daemon):
         """Re-run round r's aggregation and outer step from its pinned transcript and payloads
         (``commit``: the round's ``RoundFinalized`` commit); checks the result against the
         committed fragment hashes."""
-        tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"]), bytes(commit["transcriptHash"]))
+        tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
+                                   bytes(commit["transcriptHash"]))
         for fr in sorted(tr.fragments, key=lambda x: x.fragment):
             if not fr.accepted:
                 continue
             updates = {}
             for s in fr.accepted:
-                raw = self.ipfs.cat(s.cid)
+                raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(fr.fragment))
                 if "0x" + hashlib.sha256(raw).hexdigest() != s.sha256.lower():
                     raise TenzroError(f"rebuilding round {r}: payload {s.cid} does not hash to {s.sha256}")
                 updates[s.trainer.lower()] = decode_fragment(raw)[0]
@@ -547,19 +582,20 @@ class SyncerDaemon(Daemon):
         """Read new ``GradientSubmitted`` events of the open round, validate each new one, and
         report the invalid ones (retried on the next poll if a report failed)."""
         rs = self._round
-        head = self.chain.block_number()
+        head = self.chain.block_number() - int(self.opt("confirmations", 0))
         if head >= self._scan_from:
             events = self.chain.get_logs(self._scan_from, head, ["GradientSubmitted"], task_id=self.task_id)
+            new: list[_Sub] = []
             for ev in events:
                 a = ev["args"]
                 if int(a["round"]) != rs.round:
                     continue
                 sub = _Sub(int(a["fragment"]), a["trainer"], a["cid"], bytes(a["payloadHash"]))
-                if (sub.fragment, sub.key) in rs.subs:
+                if (sub.fragment, sub.key) in rs.subs or any((s.fragment, s.key) == (sub.fragment, sub.key)
+                                                            for s in new):
                     continue
-                self.validate(sub)  # an IPFS outage raises here: the event is read again next poll
-                rs.subs[(sub.fragment, sub.key)] = sub
-                self.metrics.submissions.inc()
+                new.append(sub)
+            self.validate_all(new, run)  # an IPFS outage raises here: the cursor stays, the rest is read again
             self._scan_from = head + 1
         rejected_onchain: dict[str, int] = {}
         for sub in rs.subs.values():
@@ -568,22 +604,94 @@ class SyncerDaemon(Daemon):
                     rejected_onchain[sub.key] = self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1]
                 self.report(sub, already=bool(rejected_onchain[sub.key] >> sub.fragment & 1))
 
-    def validate(self, sub: _Sub) -> None:
-        """Fetch (bounded retries) and check one submission; sets ``sub.reason`` when invalid."""
+    def validate_all(self, subs: list[_Sub], run: RunView) -> None:
+        """Validate new submissions ``fetch_workers`` at a time, each within a fetch budget tied to
+        the round's deadline (`_fetch_budget_s`), then record them in chain order; duplicate
+        payload hashes of the round are rejected after (the first submitted keeps its place).
+
+        Raises:
+            IpfsUnavailable: this syncer's own IPFS node is down (the submissions validated so
+                far are kept; the others are read again on the next poll).
+        """
+        rs = self._round
+        if not subs:
+            return
+        deadline = time.monotonic() + self._fetch_budget_s(run)
+        workers = min(int(self.opt("fetch_workers", 8)), len(subs))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fetch") as pool:
+            # each thread runs in a copy of this one's context: log lines keep role, task and round
+            futures = [pool.submit(contextvars.copy_context().run, self.validate, sub, deadline) for sub in subs]
+        outage = None
+        for sub, fut in zip(subs, futures):
+            exc = fut.exception()
+            if exc is not None:
+                if not isinstance(exc, IpfsUnavailable):
+                    raise exc
+                outage = outage or exc
+                continue
+            first = next((s for s in rs.subs.values() if s.payload_hash == sub.payload_hash and s.key != sub.key), None)
+            if first is not None and sub.reason is None:
+                self._reject(sub, "Malformed", f"payload 0x{sub.payload_hash.hex()} duplicates the one trainer "
+                                               f"{first.trainer} submitted for fragment {first.fragment}")
+            rs.subs[(sub.fragment, sub.key)] = sub
+            self.metrics.submissions.inc()
+        if outage is not None:
+            raise outage
+
+    def _fetch_budget_s(self, run: RunView) -> float:
+        """Seconds the fetches of one batch may take: ``fetch_retries * fetch_timeout_s``, cut to
+        the time left before the round's deadline (at least one ``fetch_timeout_s``), so that
+        unavailable payloads never push the finalize past the deadline by more than that."""
+        per = float(self.opt("fetch_timeout_s", 10.0))
+        full = per * int(self.opt("fetch_retries", 3))
+        left = float(run.round_deadline - self.chain_now())
+        return max(per, min(full, left))
+
+    def validate(self, sub: _Sub, deadline: float | None = None) -> None:
+        """Fetch (bounded retries, byte cap `payload_cap`, everything before the monotonic
+        ``deadline``) and check one submission; sets ``sub.reason`` when invalid. Every fault of
+        the submission is its rejection, never an exception: a CID that is not one, that can not
+        be verified, a directory or too many bytes is ``Malformed``; not found in time, bytes that
+        do not match the CID, or a node refusal about this CID are ``Unavailable`` (not slashed).
+
+        Raises:
+            IpfsUnavailable: this syncer's own IPFS node does not answer.
+        """
         rs = self._round
         t0 = time.perf_counter()
-        raw, why = None, ""
-        for attempt in range(int(self.opt("fetch_retries", 3))):
-            try:
-                raw = self.ipfs.cat(sub.cid, timeout_s=float(self.opt("fetch_timeout_s", 10.0)))
+        retries = int(self.opt("fetch_retries", 3))
+        per = float(self.opt("fetch_timeout_s", 10.0))
+        if deadline is None:
+            deadline = time.monotonic() + per * retries
+        raw, why, fault = None, "", None
+        cap = self.runtime.payload_cap(sub.fragment)
+        for attempt in range(retries):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                why = why or "the round's fetch budget was spent"
                 break
+            try:
+                raw = self.ipfs.cat(sub.cid, timeout_s=min(per, left), max_bytes=cap)
+                break
+            except IpfsUnavailable:
+                raise
             except (IpfsNotFound, IpfsIntegrityError) as exc:
                 why = str(exc)
-                if attempt + 1 < int(self.opt("fetch_retries", 3)):
-                    time.sleep(min(0.2 * 2 ** attempt, 2.0))
-        rs.split["fetch_s"] += time.perf_counter() - t0
+                if attempt + 1 < retries:
+                    time.sleep(min(0.2 * 2 ** attempt, 2.0, max(0.0, deadline - time.monotonic())))
+            except IpfsContentError as exc:  # not a CID, unverifiable, a directory, oversize
+                fault = str(exc)
+                break
+            except IpfsError as exc:  # the node refused this CID for a reason of its own
+                why = str(exc)
+                break
+        with self._split_lock:
+            rs.split["fetch_s"] += time.perf_counter() - t0
         t1 = time.perf_counter()
         try:
+            if fault is not None:
+                self._reject(sub, "Malformed", f"cid {sub.cid!r}: {fault}")
+                return
             if raw is None:
                 self._reject(sub, "Unavailable", f"payload not retrievable from IPFS: {why}")
                 return
@@ -598,7 +706,8 @@ class SyncerDaemon(Daemon):
             except PayloadError as exc:
                 self._reject(sub, "Malformed", str(exc))
                 return
-            want = {"kind": "pseudo_gradient", "round": str(rs.round), "fragment": str(sub.fragment)}
+            want = {"kind": "pseudo_gradient", "round": str(rs.round), "fragment": str(sub.fragment),
+                    "task": self.runtime.task, "trainer": sub.key}
             bad = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
             if bad:
                 self._reject(sub, "Malformed", f"payload metadata {bad} does not match {want}")
@@ -611,7 +720,8 @@ class SyncerDaemon(Daemon):
             sub.tensors = tensors
             log.info("valid submission trainer=%s fragment=%d norm=%.4g", sub.trainer, sub.fragment, sub.norm)
         finally:
-            rs.split["validate_s"] += time.perf_counter() - t1
+            with self._split_lock:
+                rs.split["validate_s"] += time.perf_counter() - t1
 
     def _reject(self, sub: _Sub, reason: str, detail: str) -> None:
         sub.reason, sub.detail, sub.tensors = reason, detail, None

@@ -28,7 +28,8 @@ config; ``nan`` sends non-finite values, ``scale100`` / ``sign_flip`` scale the 
 
 Timings per round go to ``<data_dir>/trainer-rounds.jsonl`` (seconds): ``fetch_s`` (weights
 from IPFS), ``inner_s`` (H inner steps), ``submit_s`` (encode + pin + sign + send + mined),
-``loss`` (mean inner training loss).
+``chain_s`` (the part of ``submit_s`` spent estimating, sending and awaiting the transactions; the
+rest is encoding and pinning), ``loss`` (mean inner training loss).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tenzro_operator.chain import RunStatus, RunView
 from tenzro_operator.config import TrainerConfig
-from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save
-from tenzro_operator.errors import ChainError, ChainRevert, TenzroError
+from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
+from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics
 from tenzro_operator.spec import TaskSpec
@@ -131,6 +132,7 @@ class TrainerDaemon(Daemon):
     """
 
     role = "trainer"
+    _send_s = 0.0  # seconds of the current round in `_timed_send`
     # the run being served (reset_run clears them)
     spec: TaskSpec | None
     runtime: TaskRuntime | None
@@ -237,9 +239,9 @@ class TrainerDaemon(Daemon):
         """Fetch the spec (checked against ``specHash``) and the dataset (checked against the spec's
         ``dataset_hash``), build the model layout, and start event scans where the run was posted."""
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
-        self.runtime = TaskRuntime.from_spec(self.spec)
+        self.runtime = TaskRuntime.from_spec(self.spec, max_params=self.config.max_model_params)
         self._log_from = self.chain.run_start_block(run)
-        df = load_dataset(self.ipfs, self.spec, self.config.dataset_path)
+        df = load_dataset(self.ipfs, self.spec, self.config.dataset_path, max_bytes=self.config.max_dataset_bytes)
         self.df: pd.DataFrame = df
         log.info("task %s: %s, F=%d, H=%d, %d rounds, %d series", self.spec.task_id, self.spec.architecture.family,
                  len(self.runtime.fragments), self.spec.inner_steps, self.spec.max_rounds, df["unique_id"].nunique())
@@ -252,11 +254,19 @@ class TrainerDaemon(Daemon):
             did = self.config.did
             if did == TrainerConfig.model_fields["did"].default:
                 did = f"did:tenzro:machine:{self.account.address}"
-            res = self.chain.enroll_trainer(self.task_id, stake, did)
-            ev = res.event("TrainerEnrolled")
-            log.info("enrolled as trainer %d (shard %d of %d), stake %d atto", ev["index"], ev["shard"],
-                     ev["shardCount"], stake)
-            stats = self.chain.trainer_stats(self.task_id)
+            try:
+                res = self.chain.enroll_trainer(self.task_id, stake, did)
+            except TxFailed as exc:  # no receipt in time (or reverted): the chain says whether we are in
+                stats = self.chain.trainer_stats(self.task_id)
+                if not stats.enrolled:
+                    raise
+                log.warning("enrollTrainer's receipt did not come (%s) but the chain shows this trainer enrolled "
+                            "as %d: going on", exc, stats.index)
+            else:
+                ev = res.event("TrainerEnrolled")
+                log.info("enrolled as trainer %d (shard %d of %d), stake %d atto", ev["index"], ev["shard"],
+                         ev["shardCount"], stake)
+                stats = self.chain.trainer_stats(self.task_id)
         else:
             log.info("already enrolled as trainer %d", stats.index)
         self.index = stats.index
@@ -271,7 +281,7 @@ class TrainerDaemon(Daemon):
         cfg = self.config.inner_config(spec.inner_steps, seed=proto.seed)
         self.worker = InnerTrainer(rt.model_cfg, cfg, data, init_seed=proto.seed)
         if self.state_path.exists():
-            saved = torch.load(self.state_path, weights_only=False)
+            saved = load_state_file(self.state_path)
             if saved.get("task") == "0x" + self.task_id.hex() and saved.get("index") == self.index:
                 self.worker.load_state_dict(saved["inner"])
                 self._log_from = int(saved.get("log_from", self._log_from))  # RoundFinalized scan cursor
@@ -364,7 +374,7 @@ class TrainerDaemon(Daemon):
                 if fault:
                     log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
                 try:
-                    sent.append((f, cid, self.chain.submit_outer_gradient(self.task_id, r, f, cid, digest, wait=False)))
+                    sent.append((f, cid, self._timed_send(r, f, cid, digest)))
                 except ChainRevert as exc:
                     if exc.error_name == "Registry__DeadlinePassed":
                         log.warning("round %d: deadline passed while submitting fragment %d; the rest is skipped",
@@ -392,10 +402,12 @@ class TrainerDaemon(Daemon):
         log.info("round %d: %d inner steps in %.2f s, loss %.4f", r, len(res.step_times), inner_s, res.mean_loss)
 
         t1 = time.perf_counter()
+        self._send_s = 0.0
         sent = []
         with progress_bar(f"round {r}: pin + submit", len(self.runtime.fragments)) as tick:
             self._pin_and_submit(r, global_state, res, already, sent, tick)
         n_ok = 0
+        t_mined = time.perf_counter()
         for f, cid, pending in sent:
             try:
                 self.chain.wait(pending)
@@ -406,13 +418,23 @@ class TrainerDaemon(Daemon):
             self.metrics.submitted.inc()
             self.summary["submitted"] += 1
             log.info("submitted fragment %d cid=%s", f, cid)
+        chain_s = self._send_s + time.perf_counter() - t_mined
         submit_s = time.perf_counter() - t1
         self.summary["rounds_trained"] += 1
         append_jsonl(self.rounds_path, {"task": "0x" + self.task_id.hex(), "trainer": self.account.address,
                                         "round": r, "fetch_s": round(fetch_s, 6), "inner_s": round(inner_s, 6),
-                                        "submit_s": round(submit_s, 6), "loss": res.mean_loss,
+                                        "submit_s": round(submit_s, 6), "chain_s": round(chain_s, 6),
+                                        "loss": res.mean_loss,
                                         "steps": len(res.step_times), "fragments_submitted": n_ok,
                                         "wall_s": round(time.perf_counter() - t_round, 6)})
+
+    def _timed_send(self, r: int, f: int, cid: str, digest: bytes):
+        """`ChainClient.submit_outer_gradient` without waiting; its seconds add to ``_send_s``."""
+        t0 = time.perf_counter()
+        try:
+            return self.chain.submit_outer_gradient(self.task_id, r, f, cid, digest, wait=False)
+        finally:
+            self._send_s += time.perf_counter() - t0
 
     def wait_finalized(self, r: int) -> None:
         """Poll until round r is finalized (or the run ends); count accepted / missed."""

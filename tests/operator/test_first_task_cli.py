@@ -1,0 +1,256 @@
+"""The newcomer's path through the `tenzro` CLI (issue 11), against the real chain and IPFS node:
+which chain the CLI talks to, funding a new key, writing a runnable spec without Python, posting
+it (assets checked first, no allowance left behind), the local payload check of submit-gradient,
+and the syncer's way out of the pool."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from op_stack import PW_ENV, Anvil, one_line_error
+from stack import TOKEN
+from tenzro_operator.keys import anvil_account, create_keystore
+
+
+def _nonce(base, address: str) -> int:
+    return base.w3.eth.get_transaction_count(address)
+
+
+# ------------------------------------------------------------------------------ ports and chains
+
+
+def test_rpc_defaults_to_the_deployment_record(run_cli, stack, tmp_path):
+    env = {"TENZRO_DEPLOYMENTS": str(stack.deployments)}
+    res = run_cli("train", "list-runs", "--format", "json", common=False, env=env)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["total"] >= 0
+    # the record names a dead URL: the error names that URL (it was the one used), not 8545
+    rec = json.loads(stack.deployments.read_text())
+    rec["rpc_url"] = "http://127.0.0.1:9"
+    dead = tmp_path / "dead.json"
+    dead.write_text(json.dumps(rec))
+    line = one_line_error(run_cli("train", "list-runs", common=False, env={"TENZRO_DEPLOYMENTS": str(dead)}))
+    assert "http://127.0.0.1:9" in line
+
+
+def test_another_devnet_with_the_same_addresses_is_refused(run_cli, stack, tmp_path):
+    """A fresh anvil has the same chain id and would get the same contract addresses; its block 0
+    differs from the one the record was written on, and every verb refuses it in one line."""
+    other = Anvil(tmp_path).start()
+    try:
+        line = one_line_error(run_cli("train", "list-runs", rpc=other.url))
+        assert other.url in line and "is not the chain" in line and "block 0" in line
+    finally:
+        other.stop()
+
+
+def test_help_lists_the_environment_and_version(run_cli):
+    res = run_cli("--help", common=False)
+    for var in ("TENZRO_NODE_RPC", "TENZRO_DEPLOYMENTS", "TENZRO_IPFS_API", "TENZRO_KEYSTORE",
+                "TENZRO_PASSWORD_ENV", "TENZRO_KEYSTORE_PASSWORD", "TENZRO_LOG_LEVEL"):
+        assert var in res.output
+    verb = run_cli("train", "get-run", "--help", common=False)
+    assert "env var: TENZRO_NODE_RPC" in verb.output and "rpc_url recorded" in verb.output
+    res = run_cli("--version", common=False)
+    assert res.exit_code == 0 and res.output.startswith("tenzro, version ")
+
+
+# ------------------------------------------------------------------------------ funding
+
+
+def test_new_key_faucet_balance_transfer(run_cli, roles, tmp_path):
+    ks = tmp_path / "new.json"
+    res = run_cli("keys", "new", "--out", str(ks), "--password-env", PW_ENV, common=False)
+    assert res.exit_code == 0, res.output
+    addr = res.output.strip()
+    bal = json.loads(run_cli("balance", "--format", "json", keystore=ks).output)
+    assert (bal["address"], bal["eth_wei"], bal["tnzo"]) == (addr, "0", "0")
+    res = run_cli("faucet", "--tnzo", "50", "--eth", "2", "--format", "json", keystore=ks)
+    assert res.exit_code == 0, res.output
+    bal = json.loads(run_cli("balance", "--address", addr, "--format", "json").output)
+    assert (bal["eth_wei"], bal["tnzo"]) == (str(2 * 10**18), str(50 * TOKEN))
+    to = anvil_account(8).address
+    before = roles["base"].token_balance(to)
+    res = run_cli("transfer", "--to", to, "--amount", "12.5", "--format", "json", keystore=ks)
+    assert res.exit_code == 0, res.output
+    assert roles["base"].token_balance(to) == before + 125 * TOKEN // 10
+    line = one_line_error(run_cli("transfer", "--to", to, "--amount", "1000", keystore=ks))
+    assert "needs 1,000 TNZO" in line and "faucet" in line
+    res = run_cli("transfer", "--to", "0x1234", "--amount", "1", keystore=ks)
+    assert res.exit_code == 2 and "not an address" in res.output
+    table = run_cli("balance", keystore=ks)
+    assert table.exit_code == 0 and "37.5 TNZO" in table.output
+
+
+# ------------------------------------------------------------------------------ specs and posting
+
+
+def test_new_spec_then_post_task_leaves_no_allowance(run_cli, roles, keystores, real_spec, ipfs_url):
+    from tenzro_operator.ipfs import IpfsClient
+
+    spec, path = real_spec(reward_pool="250", min_stake="5")
+    proto = spec.require_protocol()
+    assert (spec.trainer_count, spec.quorum, spec.architecture.fragment_count) == (2, 1, 2)
+    assert spec.reward_pool_atto == 250 * TOKEN and proto.min_stake_atto == 5 * TOKEN
+    ipfs = IpfsClient(ipfs_url)
+    assert [len(ipfs.cat(w.cid)) > 0 for w in proto.initial_weights] == [True, True]
+    sponsor = roles["sponsor"]
+    res = run_cli("train", "post-task", "--spec", str(path), "--format", "json", keystore=keystores["sponsor"])
+    assert res.exit_code == 0, res.output
+    assert sponsor.allowance() == 0  # exactly the pool was approved, and postTask spent it
+    # the same spec again: approve, postTask refused by name, approval taken back
+    nonce = _nonce(roles["base"], sponsor.address)
+    line = one_line_error(run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]))
+    assert "Registry__TaskExists" in line
+    assert sponsor.allowance() == 0 and _nonce(roles["base"], sponsor.address) == nonce + 2
+
+
+def test_post_task_refuses_unfetchable_or_mismatched_assets_before_any_token_moves(
+        run_cli, roles, keystores, real_spec, tmp_path):
+    from op_stack import make_spec
+
+    sponsor = roles["sponsor"]
+    base = roles["base"]
+
+    def refused(path) -> str:
+        nonce, tnzo = _nonce(base, sponsor.address), sponsor.token_balance()
+        line = one_line_error(run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]))
+        assert _nonce(base, sponsor.address) == nonce and sponsor.token_balance() == tnzo  # nothing sent
+        return line
+
+    example = tmp_path / "example.json"  # placeholder hashes, dataset CID of 'hello IPFS'
+    example.write_text(json.dumps(make_spec().to_json_obj()))
+    assert "dataset_ref" in refused(example)
+    spec, _ = real_spec()
+    raw = spec.to_json_obj()
+    raw["metadata"]["protocol"]["initial_weights"][1]["sha256"] = "0x" + "22" * 32
+    bad = tmp_path / "bad-weights.json"
+    bad.write_text(json.dumps(raw))
+    line = refused(bad)
+    assert "initial_weights" in line and "fragment 1" in line and "sha256" in line
+    raw = spec.to_json_obj()
+    raw["dataset_hash"] = "0x" + "33" * 32
+    bad.write_text(json.dumps(raw))
+    line = refused(bad)
+    assert "dataset_ref" in line and "hash" in line
+
+
+def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path):
+    out = tmp_path / "s.json"
+    line = one_line_error(run_cli("train", "new-spec", "--data", str(tmp_path / "missing.csv"), "--task-id", "x",
+                                  "--out", str(out), keystore=keystores["sponsor"]))
+    assert "missing.csv" in line
+    csv = tmp_path / "d.csv"
+    csv.write_text("unique_id,ds,y\na,1,1.0\n")
+    line = one_line_error(run_cli("train", "new-spec", "--data", str(csv), "--task-id", "x", "--preset", "huge",
+                                  "--out", str(out), keystore=keystores["sponsor"]))
+    assert "huge" in line
+    line = one_line_error(run_cli("train", "new-spec", "--data", str(csv), "--task-id", "x", "--trainers", "2",
+                                  "--quorum", "3", "--out", str(out), keystore=keystores["sponsor"]))
+    assert "quorum" in line
+    assert not out.exists()
+
+
+def test_failed_enroll_takes_its_approval_back(run_cli, roles, keystores, real_spec):
+    spec, path = real_spec()
+    assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
+    t1 = roles["trainers"][1]
+    before = t1.allowance()
+    line = one_line_error(run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "5atto",
+                                  "--did", "did:tenzro:machine:t1", keystore=keystores["t1"]))
+    assert "Registry__StakeTooLow" in line
+    assert t1.allowance() == before
+    line = one_line_error(run_cli("train", "enroll-trainer", "--task-id", "never-posted", "--stake", "100",
+                                  "--did", "did:tenzro:machine:t1", keystore=keystores["t1"]))
+    assert "no run with task id 'never-posted'" in line
+
+
+# ------------------------------------------------------------------------------ submit-gradient
+
+
+def _payload(runtime, round_: int, fragment: int, fill: float = 0.01, **meta) -> bytes:
+    from tenzro_trainer.codec import encode_fragment
+
+    tensors = {n: torch.full(shape, fill, dtype=torch.float32) for n, (shape, _) in runtime.layouts[fragment].items()}
+    md = dict(task=runtime.task, round=round_, fragment=fragment, trainer="t0", dtype="float32",
+              kind="pseudo_gradient")
+    md.update(meta)
+    return encode_fragment(tensors, md)
+
+
+def test_submit_gradient_checks_the_payload_locally(run_cli, roles, keystores, real_spec, tmp_path):
+    from tenzro_operator.task_runtime import TaskRuntime
+    from tenzro_trainer.codec import encode_fragment
+
+    spec, path = real_spec()
+    assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
+    for i, who in enumerate(("t0", "t1")):
+        assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
+                       "--did", f"did:tenzro:machine:{i}", keystore=keystores[who]).exit_code == 0
+    runtime = TaskRuntime.from_spec(spec)
+    base, t0 = roles["base"], roles["trainers"][0]
+    f = tmp_path / "delta.safetensors"
+
+    def refused(data: bytes, round_: int = 0, fragment: int = 1) -> str:
+        f.write_bytes(data)
+        nonce = _nonce(base, t0.address)
+        line = one_line_error(run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", str(round_),
+                                      "--fragment", str(fragment), "--payload", str(f), keystore=keystores["t0"]))
+        assert _nonce(base, t0.address) == nonce  # nothing sent
+        return line
+
+    assert "not a payload of the codec" in refused(b"not safetensors at all" * 8)
+    tensors = {n: torch.full(shape, float("nan")) for n, (shape, _) in runtime.layouts[1].items()}
+    nan = encode_fragment(tensors, dict(task=runtime.task, round=0, fragment=1, trainer="t0", dtype="float32",
+                                        kind="pseudo_gradient"))
+    assert "non_finite" in refused(nan)
+    assert "fragment" in refused(_payload(runtime, 0, 0))  # fragment 0's payload sent as fragment 1
+    other = {n: torch.zeros(shape) for n, (shape, _) in runtime.layouts[0].items()}
+    wrong = encode_fragment(other, dict(task=runtime.task, round=0, fragment=1, trainer="t0", dtype="float32",
+                                        kind="pseudo_gradient"))
+    assert "payload rejected: names" in refused(wrong)  # fragment 0's tensors labelled fragment 1
+    assert "'round': '3'" in refused(_payload(runtime, 3, 1))
+    assert "round 0 is open" in refused(_payload(runtime, 0, 1), round_=1)
+    assert "fragment 5 does not exist" in refused(_payload(runtime, 0, 1), fragment=5)
+    f.write_bytes(_payload(runtime, 0, 1))
+    res = run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
+                  "--payload", str(f), "--format", "json", keystore=keystores["t0"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["l2_norm"] > 0
+    assert base.submissions_of(spec.task_id_bytes, 0, t0.address)[0] == 0b10
+
+
+# ------------------------------------------------------------------------------ syncer pool
+
+
+def test_unregister_syncer_returns_the_stake(run_cli, roles, tmp_path):
+    ks = tmp_path / "a9.json"
+    create_keystore(ks, "pw", anvil_account(9).key, scrypt_n=2**12)
+    base = roles["base"]
+    line = one_line_error(run_cli("train", "unregister-syncer", keystore=ks))
+    assert "is not a syncer candidate" in line
+    assert run_cli("train", "register-syncer", "--stake", "10", keystore=ks).exit_code == 0
+    owed = base.withdrawable(anvil_account(9).address)
+    res = run_cli("train", "unregister-syncer", "--format", "json", keystore=ks)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["stake_released"] == str(10 * TOKEN)
+    assert base.withdrawable(anvil_account(9).address) == owed + 10 * TOKEN
+    assert not base.syncer_info(anvil_account(9).address).registered
+
+
+def test_unregister_syncer_refused_while_syncing(run_cli, roles, keystores, running_task):
+    line = one_line_error(run_cli("train", "unregister-syncer", keystore=keystores["syncer"]))
+    assert "is the syncer of" in line and "not yet sealed" in line
+
+
+@pytest.mark.parametrize("stake", ["1", "9.99"])
+def test_register_syncer_below_the_minimum_sends_nothing(run_cli, roles, tmp_path, stake):
+    ks = tmp_path / "a8.json"
+    create_keystore(ks, "pw", anvil_account(8).key, scrypt_n=2**12)
+    nonce = _nonce(roles["base"], anvil_account(8).address)
+    line = one_line_error(run_cli("train", "register-syncer", "--stake", stake, keystore=ks))
+    assert "minSyncerStake" in line
+    assert _nonce(roles["base"], anvil_account(8).address) == nonce

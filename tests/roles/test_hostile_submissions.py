@@ -1,0 +1,86 @@
+"""Hostile submissions against the syncer daemon on a real devnet (issue 14: H1, M6, M8): every
+fault of a submission is that submission's rejection, never a reason for the syncer to halt; the
+run finalizes and seals, the faulty trainers are slashed where the fault is provable, the honest
+ones lose nothing, and tokens are conserved."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import pytest
+
+from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from stack import TOKEN
+from tenzro_operator.chain import RunStatus
+from tenzro_operator.ipfs import Cid, kubo_cid
+from tenzro_operator.transcript import RoundTranscript
+
+pytestmark = pytest.mark.timeout(300)
+
+BLAKE2B_RAW_CID = str(Cid(1, 0x55, 0xB220, hashlib.blake2b(b"x", digest_size=32).digest()))
+
+
+def _events(client, tid, name):
+    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
+
+
+def _wait(pred, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = pred()
+        if out:
+            return out
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals(dev, runner, tmp_path):
+    tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=1)
+    a, b = dev.client(TRAINERS[2]), dev.client(TRAINERS[3])  # the attackers, enrolled by hand
+    for t in (a, b):
+        t.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{t.address}")
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", straggler_wait_s=60.0, evaluate=False))
+    runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
+    runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    client = dev.client()
+    _wait(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
+    zero = b"\x00" * 32
+    # H1: a CID that is not one, and one with a multihash this operator can not verify
+    a.submit_outer_gradient(tid, 0, 0, "not-a-cid", zero)
+    a.submit_outer_gradient(tid, 0, 1, BLAKE2B_RAW_CID, zero)
+    # M6: a well-formed CID nobody can serve
+    b.submit_outer_gradient(tid, 0, 0, kubo_cid(os.urandom(1000)), zero)
+    # M8: a copy of an honest trainer's payload (its CID and hash, signed by the copier)
+    honest = dev.client(TRAINERS[0]).address
+    ev = _wait(lambda: next((e for e in _events(client, tid, "GradientSubmitted")
+                             if e["args"]["trainer"] == honest and e["args"]["fragment"] == 1), None),
+               180, "an honest submission to copy")
+    b.submit_outer_gradient(tid, 0, 1, ev["args"]["cid"], bytes(ev["args"]["payloadHash"]))
+
+    results = runner.join(240)
+    assert results == {"syncer": 0, "honest0": 0, "honest1": 0}, results
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED
+    slashes = sorted((e["args"]["trainer"], e["args"]["fragment"], e["args"]["reason"])
+                     for e in _events(client, tid, "TrainerSlashed"))
+    assert slashes == sorted([(a.address, 0, 2), (a.address, 1, 2), (b.address, 1, 2)])  # 2 = Malformed
+    for idx in TRAINERS[:2]:
+        st = client.trainer_stats(tid, dev.client(idx).address)
+        assert (st.accepted, st.slashed) == (2, 0)
+    ipfs = dev.ipfs()
+    fin = _events(client, tid, "RoundFinalized")[0]["args"]["commit"]
+    tr = RoundTranscript.parse(ipfs.cat(fin["transcriptCid"]), bytes(fin["transcriptHash"]))
+    rej = {(fr.fragment, r.trainer): (r.reason, r.detail) for fr in tr.fragments for r in fr.rejected}
+    assert rej[(0, a.address.lower())][0] == "Malformed" and "not a valid CID" in rej[(0, a.address.lower())][1]
+    assert rej[(1, a.address.lower())][0] == "Malformed" and "0xb220" in rej[(1, a.address.lower())][1]
+    assert rej[(0, b.address.lower())][0] == "Unavailable"
+    assert rej[(1, b.address.lower())][0] == "Malformed" and "trainer" in rej[(1, b.address.lower())][1]
+    # conservation: payouts + syncer fees + burned == pool + the four stakes
+    payouts = _events(client, tid, "PayoutCredited")
+    credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
+    burned = sum(e["args"]["amount"] for e in _events(client, tid, "TrainerSlashed"))
+    assert burned > 0
+    assert credited + run.syncer_fees_accrued + burned == run.reward_pool + 4 * 100 * TOKEN
