@@ -6,7 +6,8 @@
 ``elect-syncer``, ``close-enrollment``, ``cancel-task``, ``seal``, ``claim-syncer-fee`` and
 ``trainer-stats``, ``unregister-syncer``, ``new-spec`` (`tenzro_operator.spec_cli`) and
 ``export-model`` (`tenzro_operator.forecast_cli`). ``tenzro keys`` makes keystores; ``tenzro
-balance`` / ``transfer`` / ``faucet`` (`tenzro_operator.wallet_cli`) fund accounts.
+balance`` / ``transfer`` / ``faucet`` (`tenzro_operator.wallet_cli`) fund accounts; ``tenzro
+explorer`` (`tenzro_operator.explorer`) serves a read-only run explorer to a browser.
 
 Every verb takes the common options ``--rpc``, ``--deployments``, ``--keystore``,
 ``--password-env`` and ``--ipfs`` (also from ``TENZRO_NODE_RPC``, ``TENZRO_DEPLOYMENTS``,
@@ -649,6 +650,10 @@ from tenzro_operator import spec_cli, wallet_cli  # noqa: E402  (new-spec; balan
 
 spec_cli.register(train)
 wallet_cli.register(cli)
+
+from tenzro_operator.explorer import cli as explorer_cli  # noqa: E402  (tenzro explorer)
+
+explorer_cli.register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -94,14 +94,16 @@ class TrainerDaemonConfig(TrainerConfig):
 
     Extra keys: ``fault`` (`FaultSettings`, default off), ``family`` (only join discovered runs of
     this architecture family), ``max_consecutive_failures`` (failed steps in a row before the
-    daemon halts, default 5), ``discover_timeout_s`` (how long to wait for the run to be posted
-    or for an open run to appear, seconds, default 600).
+    daemon halts, default 5), ``discover_timeout_s`` (without ``task_id``: how long to wait for an
+    open run to appear, seconds, default 600), ``task_wait_s`` (with ``task_id``: how long to wait
+    for that run to be posted, seconds; default 0, an unknown task id is refused at start-up).
     """
 
     fault: FaultSettings | None = None
     family: str | None = None
     max_consecutive_failures: int = Field(default=5, ge=1)
     discover_timeout_s: float = Field(default=600.0, gt=0)
+    task_wait_s: float = Field(default=0.0, ge=0)
 
 
 def apply_fault(kind: str, delta: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -177,15 +179,37 @@ class TrainerDaemon(Daemon):
     # ------------------------------------------------------------------ discovery
 
     def find_task(self, patient: bool = False) -> bytes:
-        """The run to join: the config's ``task_id`` (waits until it is posted), else a run this
-        account is already enrolled in (not evicted) and not finished, else the first Enrolling
-        run with a free slot (and, with ``family`` set, that architecture family).
+        """The run to join: the config's ``task_id`` (refused unless posted within ``task_wait_s``
+        seconds, default at once), else a run this account is already enrolled in (not evicted)
+        and not finished, else the first Enrolling run with a free slot (and, with ``family`` set,
+        that architecture family).
 
         Raises:
-            TenzroError: nothing found within ``discover_timeout_s`` seconds (unless ``patient``).
+            TenzroError: the configured task is not posted, or nothing found within
+                ``discover_timeout_s`` seconds (unless ``patient``).
         """
+        if self.config.task_id and not patient:
+            return self._posted_task()
         what = f"task {self.config.task_id!r}" if self.config.task_id else "an Enrolling run with a free slot"
         return self.wait_for_task(self._discover, f"{what} on the registry", patient)
+
+    def _posted_task(self) -> bytes:
+        """The configured ``task_id`` once the registry has it; polls for ``task_wait_s`` seconds."""
+        from tenzro_operator.spec import task_id_bytes32
+
+        name = self.config.task_id
+        tid = task_id_bytes32(name)
+        deadline = time.monotonic() + float(getattr(self.config, "task_wait_s", 0.0))
+        while not self.chain.run_exists(tid):
+            if time.monotonic() >= deadline:
+                hexlike = name.startswith("0x") and len(name) != 66
+                raise TenzroError(
+                    f"trainer: no run with task_id {name!r} (0x{tid.hex()}) on {self.chain.rpc_url}"
+                    + (" (a hex task id is 0x + 64 hex digits; this one was hashed as a name)" if hexlike else "")
+                    + ": check task_id in the config (or --task-id / TENZRO_TASK_ID); `tenzro train list-runs` "
+                      "lists the posted runs; set task_wait_s to wait for a run about to be posted")
+            self.sleep(self.poll_s)
+        return tid
 
     def reset_run(self) -> None:
         """Forget the previous run: spec, model, shard index, weights cache, skipped rounds, log cursor."""
