@@ -14,6 +14,7 @@ Modules, one job each:
 - :mod:`tenzro_trainer.outer`        pseudo-gradients and the outer Nesterov optimizer
 - :mod:`tenzro_trainer.aggregation`  Mean / TrimmedMean / CoordinateMedian / Krum and payload validation
 - :mod:`tenzro_trainer.codec`        fragment tensors <-> safetensors bytes
+- :mod:`tenzro_trainer.compression`  compressed pseudo-gradients: OCP MX formats, top-k with error feedback, exact decode
 - :mod:`tenzro_trainer.evaluate`     held-out loss, MASE, sMAPE on rolling-origin windows
 - :mod:`tenzro_trainer.simulate`     M workers + 1 syncer in one process, no chain
 - :mod:`tenzro_trainer.zeroshot`     zero-shot evaluation on unseen series: MASE / WQL relative to SeasonalNaive

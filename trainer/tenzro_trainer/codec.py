@@ -51,7 +51,18 @@ def encode_fragment(tensors: Mapping[str, Tensor], metadata: Mapping[str, str]) 
     return _canonical_save({n: tensors[n] for n in sorted(tensors)}, meta)
 
 
-_ST_DTYPE = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+_ST_DTYPE = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.uint8: "U8"}
+
+
+def write_safetensors(tensors: Mapping[str, Tensor], metadata: Mapping[str, str]) -> bytes:
+    """Canonical safetensors bytes of any float32 / bfloat16 / float16 / uint8 tensors and string
+    metadata, with no check of the metadata's keys (the compressed payloads of
+    :mod:`tenzro_trainer.compression` use it). Tensors are written in name order."""
+    unsupported = sorted(n for n, t in tensors.items() if t.dtype not in _ST_DTYPE)
+    if unsupported:
+        raise PayloadError(f"tensors {unsupported} have dtypes the codec does not write; supported: "
+                           f"{[dtype_name(d) for d in _ST_DTYPE]}")
+    return _canonical_save({n: tensors[n] for n in sorted(tensors)}, {k: str(v) for k, v in metadata.items()})
 
 
 def _canonical_save(tensors: Mapping[str, Tensor], meta: Mapping[str, str]) -> bytes:
@@ -82,6 +93,21 @@ def decode_fragment(data: bytes) -> tuple[dict[str, Tensor], dict[str, str]]:
         PayloadError: not safetensors, truncated, trailing garbage, missing metadata, or tensors
             whose dtype differs from the metadata's.
     """
+    tensors, meta = read_safetensors(data)
+    _check_metadata(meta)
+    for name, t in tensors.items():
+        if dtype_name(t.dtype) != meta["dtype"]:
+            raise PayloadError(f"tensor {name!r} has dtype {dtype_name(t.dtype)}, metadata says {meta['dtype']}")
+    return tensors, meta
+
+
+def read_safetensors(data: bytes) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """Parse safetensors bytes with the structural checks of :func:`decode_fragment` (truncation,
+    trailing bytes, malformed header) but none on the metadata's keys or the dtypes.
+
+    Raises:
+        PayloadError: not bytes, not safetensors, truncated, or trailing garbage.
+    """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise PayloadError(f"payload must be bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -97,10 +123,6 @@ def decode_fragment(data: bytes) -> tuple[dict[str, Tensor], dict[str, str]]:
         raise PayloadError(f"malformed safetensors payload ({len(data)} bytes): {exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise PayloadError(f"malformed safetensors header: {exc}") from exc
-    _check_metadata(meta)
-    for name, t in tensors.items():
-        if dtype_name(t.dtype) != meta["dtype"]:
-            raise PayloadError(f"tensor {name!r} has dtype {dtype_name(t.dtype)}, metadata says {meta['dtype']}")
     return tensors, meta
 
 

@@ -31,6 +31,11 @@ class PayloadError(TrainerError, ValueError):
     """Bytes that should hold a safetensors fragment payload are malformed, truncated or incomplete."""
 
 
+class ErrorFeedbackStateError(TrainerError, ValueError):
+    """A trainer's error-feedback state file is unreadable, was saved under another codec, or does
+    not fit the fragment (``tenzro_trainer.compression.feedback``)."""
+
+
 class PayloadRejected(TrainerError):
     """A decoded pseudo-gradient payload failed validation.
 

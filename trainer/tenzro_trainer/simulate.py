@@ -18,6 +18,12 @@ Bytes are counted per worker: upload of the pseudo-gradient payloads and downloa
 global weights each round (DiLoCo), gradient upload and weight download each step (synchronous,
 parameter-server accounting; a ring all-reduce moves 2 (M-1)/M of that, the same for both
 methods). ``tensor_bytes`` counts fp32 tensor data only; ``encoded_bytes`` adds safetensors headers.
+
+``SimConfig.compression`` (a codec of :mod:`tenzro_trainer.compression`, default None: the dense
+codec above) makes every worker encode its pseudo-gradients with that codec through its own
+:class:`~tenzro_trainer.compression.PayloadCompressor` (error feedback per worker and fragment)
+and the syncer decode them exactly; ``upload_bytes`` is then what one worker uploads that round.
+An attacked pseudo-gradient that the codec cannot encode (NaN) counts as rejected.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from torch import Tensor
 
 from tenzro_trainer.aggregation import build_rule, screen_payloads
 from tenzro_trainer.codec import decode_fragment, encode_fragment
+from tenzro_trainer.compression import PayloadCompressor, decode_payload, parse_codec
 from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
 from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.data.hashing import verify_dataset_hash
@@ -70,6 +77,7 @@ class SimConfig:
     attackers: dict[int, str] = field(default_factory=dict)
     task: str = "sim"
     dataset_hash: str | None = None  # the task spec's dataset_hash; checked before training when given
+    compression: object | None = None  # a codec (tenzro_trainer.compression) or its dict; None: dense payloads
 
 
 @dataclass
@@ -127,8 +135,11 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     workers = [InnerTrainer(cfg.model, cfg.inner, data, init_seed=cfg.seed) for data in _samplers(cfg, ev)]
     layouts = [{n: (tuple(state[n].shape), torch.float32) for n in names} for names in frags]
     tensor_bytes = sum(t.numel() * 4 for t in state.values())
+    codec = None if cfg.compression is None else parse_codec(cfg.compression)
+    compressors = [PayloadCompressor(codec) for _ in workers] if codec is not None else None
+    shapes = [{n: tuple(state[n].shape) for n in names} for names in frags]
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
-               "encoded_bytes_per_worker": 0, "rejected": 0, "seconds": 0.0}]
+               "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "seconds": 0.0}]
     if log:
         log(rounds[-1])
     total_encoded = total_tensor = 0
@@ -143,13 +154,24 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                     delta = ATTACKS[cfg.attackers[i]](delta)
                 meta = dict(task=cfg.task, round=r, fragment=f, trainer=f"worker{i:03d}", dtype="float32",
                             kind="pseudo_gradient")
-                payloads[f][f"worker{i:03d}"] = encode_fragment(delta, meta)
-        up = max(sum(len(payloads[f][k]) for f in range(len(frags))) for k in payloads[0])  # bytes one worker uploads
+                if compressors is None:
+                    payloads[f][f"worker{i:03d}"] = encode_fragment(delta, meta)
+                    continue
+                try:
+                    payloads[f][f"worker{i:03d}"] = compressors[i].encode(r, f, delta, meta)
+                except ValueError:
+                    if i not in cfg.attackers:
+                        raise  # an honest pseudo-gradient the codec cannot encode is a bug, not an attack
+        up = max(sum(len(p.get(f"worker{i:03d}", b"")) for p in payloads) for i in range(cfg.workers))  # one worker's upload
         rejected = 0
         new_state = dict(state)
         down = 0
         for f, names in enumerate(frags):
-            decoded = {k: decode_fragment(b)[0] for k, b in payloads[f].items()}
+            rejected += cfg.workers - len(payloads[f])  # unencodable attacks
+            if compressors is None:
+                decoded = {k: decode_fragment(b)[0] for k, b in payloads[f].items()}
+            else:
+                decoded = {k: decode_payload(b, shapes[f], codec)[0] for k, b in payloads[f].items()}
             accepted, rej = screen_payloads(decoded, layouts[f], cfg.norm_multiple)
             rejected += len(rej)
             new_frag = outers[f].step(rule(accepted))
@@ -161,7 +183,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
         total_tensor += 2 * tensor_bytes
         rounds.append({"round": r, **ev(state), "train_loss": sum(x.mean_loss for x in results) / len(results),
                        "tensor_bytes_per_worker": total_tensor, "encoded_bytes_per_worker": total_encoded,
-                       "rejected": rejected, "seconds": time.perf_counter() - t0})
+                       "upload_bytes": up, "rejected": rejected, "seconds": time.perf_counter() - t0})
         if log:
             log(rounds[-1])
     return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
@@ -184,7 +206,7 @@ def simulate_sync(cfg: SimConfig, df: pd.DataFrame | None = None, lr: float | No
     trainer.load_global(state)
     tensor_bytes = sum(t.numel() * 4 for t in state.values())
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
-               "encoded_bytes_per_worker": 0, "rejected": 0, "seconds": 0.0}]
+               "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "seconds": 0.0}]
     if log:
         log(rounds[-1])
     total = 0
@@ -194,7 +216,8 @@ def simulate_sync(cfg: SimConfig, df: pd.DataFrame | None = None, lr: float | No
         total += 2 * tensor_bytes * inner.steps
         state = res.state
         rounds.append({"round": r, **ev(state), "train_loss": res.mean_loss, "tensor_bytes_per_worker": total,
-                       "encoded_bytes_per_worker": total, "rejected": 0, "seconds": time.perf_counter() - t0})
+                       "encoded_bytes_per_worker": total, "upload_bytes": tensor_bytes * inner.steps, "rejected": 0,
+                       "seconds": time.perf_counter() - t0})
         if log:
             log(rounds[-1])
     return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
