@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
@@ -298,7 +299,7 @@ contract RewardEscrow is ReentrancyGuard {
         if (credits < e.minCredits) revert RewardEscrow__NotEnoughWork(e.minCredits, credits);
     }
 
-    /// @dev What `registry` says of `taskId` (ITrainingRegistry.runBinding): sealed run root,
+    /// @dev What `registry` says of `taskId` (ITrainingRegistryTypes.runBinding): sealed run root,
     /// sponsor, spec hash, total credits; all zero when it is not sealed, the call reverts, or
     /// `registry` has no code (a high-level call to a codeless address would fail in this
     /// contract, outside the try). A registry whose answer does not decode still reverts the

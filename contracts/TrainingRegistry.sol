@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
-import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
-import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ITrainingRegistry} from "./interfaces/ITrainingRegistry.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
+import {RegistryStorage} from "./RegistryStorage.sol";
+import {RegistryEvidence} from "./RegistryEvidence.sol";
 
 /// @title TrainingRegistry
 /// @notice The trust anchor of tenzro-train: a sponsor escrows a reward pool, trainers
@@ -46,9 +47,11 @@ import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 ///   misses it; more than maxMisses consecutive misses evict it and slash
 ///   EVICTION_SLASH_BPS of its remaining stake. An evicted trainer cannot submit; it
 ///   keeps the credits it earned and gets its remaining stake back at the seal.
-/// - Invalid payloads: the syncer's report slashes INVALID_SLASH_BPS of the remaining
-///   stake per invalid submission (trust: the syncer's word, checkable by replay; protocol
-///   v2 replaces it with evidence the contract checks, PROTOCOL.md).
+/// - Invalid payloads (PROTOCOL.md §4): a slash needs evidence this contract checks (an
+///   opened chunk, every signed sum of squares of the fragment, or an unanswered availability
+///   challenge); INVALID_SLASH_BPS of the remaining stake per invalid submission, BOUNTY_BPS of
+///   it to the prover. The syncer must accept every live submission, or prove it invalid, or
+///   challenge its availability: it cannot leave one out on its word.
 /// - Slashed stake (trainers' and replaced syncers' bonds) is burned: it stays in this
 ///   contract for ever (burned()), so no party, the sponsor included, gains by a slash.
 /// - Seal: rewards = pool * credits / totalCredits per trainer, stake refunds minus
@@ -56,134 +59,19 @@ import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 ///   are credited to withdrawable balances and pulled with withdraw(). Conservation:
 ///   token balance = sum over live runs (poolLeft + stakeHeld) + sum of unclaimed syncer
 ///   fees + syncer stakes + withdrawable + burned.
-contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
+/// - Evidence functions (ITrainingRegistryEvidence: proveInvalid, availability challenges) run in
+///   RegistryEvidence's code on this contract's storage: the fallback delegatecalls every
+///   selector this contract does not define to the RegistryEvidence its constructor deployed.
+contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     using SafeERC20 for IERC20;
 
-    // ------------------------------------------------------------ constants
-
-    /// @notice Largest trainer count M (bounds the seal's payout loop).
-    uint16 public constant MAX_TRAINERS = 256;
-    /// @notice Largest fragment count F (two state bits per fragment in one storage word).
-    uint16 public constant MAX_FRAGMENTS = 128;
-    /// @notice Largest max_rounds (bounds the seal's receipt build).
-    uint32 public constant MAX_ROUNDS = 1024;
-    /// @notice Largest grace window, milliseconds (30 days).
-    uint64 public constant MAX_GRACE_WINDOW_MS = 30 days * 1000;
-    /// @notice Largest syncer candidate pool (bounds the election loop).
-    uint256 public constant MAX_SYNCER_CANDIDATES = 64;
-    /// @notice Basis-point denominator.
-    uint256 public constant BPS = 10_000;
-    /// @notice Fraction of the remaining stake slashed at eviction (10 %).
-    uint256 public constant EVICTION_SLASH_BPS = 1_000;
-    /// @notice Fraction of the remaining stake slashed per invalid submission (5 %).
-    uint256 public constant INVALID_SLASH_BPS = 500;
-    /// @notice Largest M * F: bounds the gas of finalizeRound (and of a round) at every shape.
-    uint256 public constant MAX_SUBMISSION_SLOTS = 2048;
-    /// @notice Largest syncer fee, basis points of the reward pool (20 %).
-    uint16 public constant MAX_SYNCER_FEE_BPS = 2_000;
-    /// @notice Longest enrollment window, seconds (30 days).
-    uint32 public constant MAX_ENROLLMENT_SECONDS = 30 days;
-    /// @notice Blocks after a request during which electSyncer can read its block hash.
-    uint256 public constant ELECTION_WINDOW_BLOCKS = 256;
-    /// @notice Tier 0 (Open) is the only one supported.
-    uint8 public constant TIER_OPEN = 0;
-    /// @notice EIP-712 type hash of a trainer's submission.
-    bytes32 public constant OUTER_GRADIENT_TYPEHASH =
-        keccak256("OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,string cid,bytes32 payloadHash)");
-
-    /// @dev Submission states, two bits per fragment.
-    uint256 private constant ST_SUBMITTED = 1;
-    uint256 private constant ST_REJECTED = 2;
-    uint256 private constant ST_ACCEPTED = 3;
-
-    // ------------------------------------------------------------ storage
-
-    /// @dev One run. Slot 0 holds everything submitOuterGradient reads.
-    struct Run {
-        RunStatus status;
-        uint32 currentRound;
-        uint64 roundDeadline;
-        uint16 fragmentCount;
-        uint16 trainerCount;
-        uint16 quorum;
-        uint16 enrolledCount;
-        uint16 activeCount;
-        uint8 maxMisses;
-        uint8 aggregation;
-        uint8 tier;
-        // slot 1
-        address syncer;
-        uint64 roundOpenedAt;
-        uint32 graceWindowSeconds;
-        // slot 2
-        address sponsor;
-        uint32 maxRounds;
-        uint32 innerSteps;
-        uint16 syncerFeeBps;
-        // slot 3
-        uint64 postedAt;
-        uint64 enrollmentDeadline;
-        uint64 syncerElectedAt;
-        uint64 electionBlock;
-        bytes32 specHash;
-        bytes32 initialWeightsRoot;
-        bytes32 weightsRoot;
-        uint256 minStake;
-        uint256 rewardPool;
-        uint256 poolLeft;
-        uint256 stakeHeld;
-        uint256 totalCredits;
-        uint256 distributedPool;
-        uint256 syncerBond;
-        string specCid;
-        uint64[] fragmentSizes;
-    }
-
-    /// @dev One trainer of one run. Slot 0 holds everything submitOuterGradient reads.
-    struct Trainer {
-        uint16 index;
-        bool enrolled;
-        bool evicted;
-        uint32 submitted;
-        uint32 accepted;
-        uint32 missedRounds;
-        uint32 totalMissed;
-        uint128 stake;
-        uint128 slashed;
-        uint256 credits;
-    }
-
-    /// @dev One syncer candidate.
-    struct SyncerEntry {
-        uint128 stake;
-        uint32 activeTasks;
-        uint32 listIndex;
-        bool registered;
-        uint128 locked; // sum of the bonds of the runs it is syncer of (<= stake)
-        uint64 stakedAtBlock; // block of its last registerSyncer: it draws only in elections requested later
-    }
-
-    IERC20 private immutable _token;
     uint256 private immutable _minSyncerStake;
     uint32 private immutable _syncerTimeout;
     uint256 private immutable _minSyncerFeePerRound;
     /// @dev Stateless receipt encoder deployed by the constructor (keeps this contract < 24 KiB).
     ReceiptBuilder private immutable _builder;
-
-    mapping(bytes32 taskId => Run) private _runs;
-    bytes32[] private _runIds;
-    mapping(bytes32 taskId => mapping(address trainer => Trainer)) private _trainers;
-    mapping(bytes32 taskId => mapping(address trainer => string)) private _dids;
-    mapping(bytes32 taskId => address[]) private _trainerList;
-    /// @dev Two bits per fragment: 0 none, 1 submitted, 2 rejected, 3 accepted.
-    mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 trainerIndex => uint256 states))) private _subs;
-    mapping(bytes32 taskId => mapping(uint32 round => RoundRecord)) private _rounds;
-    mapping(bytes32 taskId => TrainingReceipt) private _receipts;
-    mapping(address account => uint256 amount) private _withdrawable;
-    mapping(address syncer => SyncerEntry) private _syncers;
-    address[] private _syncerList;
-    mapping(bytes32 taskId => mapping(address syncer => uint256 amount)) private _syncerFees;
-    uint256 private _burned;
+    /// @dev The evidence functions' code (delegatecalled by the fallback).
+    address private immutable _extension;
 
     // ------------------------------------------------------------ constructor
 
@@ -193,14 +81,29 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     /// election before a silent syncer can be replaced
     /// @param minSyncerFeePerRound_ smallest syncer pay per round a task may offer, atto-units
     constructor(IERC20 token_, uint256 minSyncerStake_, uint32 syncerTimeout_, uint256 minSyncerFeePerRound_)
-        EIP712("TenzroTrainingRegistry", "1")
+        RegistryStorage(token_)
     {
-        if (address(token_) == address(0)) revert Registry__ZeroAddress();
-        _token = token_;
         _minSyncerStake = minSyncerStake_;
         _syncerTimeout = syncerTimeout_;
         _minSyncerFeePerRound = minSyncerFeePerRound_;
         _builder = new ReceiptBuilder();
+        _extension = address(new RegistryEvidence(token_));
+    }
+
+    /// @notice Every selector not defined here (the ITrainingRegistryEvidence functions) runs in
+    /// RegistryEvidence's code on this contract's storage; an unknown selector reverts there.
+    fallback() external {
+        address ext = _extension;
+        // slither-disable-next-line assembly
+        assembly ("memory-safe") {
+            // temporary use of the memory past the free-memory pointer (allowed for memory-safe code)
+            let ptr := mload(0x40)
+            calldatacopy(ptr, 0, calldatasize())
+            let ok := delegatecall(gas(), ext, ptr, calldatasize(), 0, 0)
+            returndatacopy(ptr, 0, returndatasize())
+            if iszero(ok) { revert(ptr, returndatasize()) }
+            return(ptr, returndatasize())
+        }
     }
 
     // ------------------------------------------------------------ syncer pool
@@ -252,6 +155,8 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         run.enrollmentDeadline = uint64(block.timestamp) + p.enrollmentSeconds;
         run.syncerFeeBps = p.syncerFeeBps;
         run.syncerBond = p.syncerBond;
+        run.normScreenSq = p.normScreenSq;
+        run.challengeSeconds = p.challengeSeconds;
         run.specHash = p.specHash;
         run.initialWeightsRoot = p.initialWeightsRoot;
         run.weightsRoot = p.initialWeightsRoot;
@@ -367,45 +272,17 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function submitOuterGradient(
-        bytes32 taskId,
-        uint32 round,
-        uint16 fragment,
-        string calldata cid,
-        bytes32 payloadHash,
-        bytes calldata signature
-    ) external {
+    function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external {
         _checkSubmissionWindow(taskId, round, fragment);
-        address trainer;
-        {
-            ECDSA.RecoverError err;
-            // the third value (the error's argument) only matters for OZ's own error messages
-            // slither-disable-next-line unused-return
-            (trainer, err,) =
-                ECDSA.tryRecover(_outerGradientDigest(taskId, round, fragment, cid, payloadHash), signature);
-            if (err != ECDSA.RecoverError.NoError) revert Registry__InvalidSignature();
-        }
+        bytes32 digest = _hashTypedDataV4(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s));
+        // the third value (the error's argument) only matters for OZ's own error messages
+        // slither-disable-next-line unused-return
+        (address trainer, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, s.signature);
+        if (err != ECDSA.RecoverError.NoError) revert Registry__InvalidSignature();
         _recordSubmission(taskId, round, fragment, trainer);
-        emit GradientSubmitted(taskId, round, fragment, trainer, cid, payloadHash);
-    }
-
-    /// @inheritdoc ITrainingRegistry
-    function reportInvalid(bytes32 taskId, uint32 round, uint16 fragment, address trainer, uint8 reason) external {
-        Run storage run = _openRoundOfSyncer(taskId, round);
-        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
-        if (reason == uint8(SlashReason.MissedRounds) || reason > uint8(SlashReason.NormOutlier)) {
-            revert Registry__UnknownReason(reason);
-        }
-        Trainer storage t = _trainers[taskId][trainer];
-        if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
-        uint256 shift = 2 * uint256(fragment);
-        uint256 states = _subs[taskId][round][t.index];
-        if ((states >> shift) & 3 != ST_SUBMITTED) revert Registry__NoSuchSubmission(taskId, round, fragment, trainer);
-        // 01 -> 10: flip both bits of this fragment
-        // forge-lint: disable-next-line(incorrect-shift) -- a 2-bit mask shifted to the fragment's position, as intended
-        _subs[taskId][round][t.index] = states ^ (3 << shift);
-        (uint256 amount, uint256 left) = _slash(run, taskId, trainer, t, INVALID_SLASH_BPS);
-        emit TrainerSlashed(taskId, trainer, SlashReason(reason), round, fragment, amount, left);
+        emit GradientSubmitted(
+            taskId, round, fragment, trainer, s.cid, s.payloadHash, s.payloadRoot, s.payloadSumsq, s.signature
+        );
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -445,6 +322,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     /// @inheritdoc ITrainingRegistry
     function seal(bytes32 taskId) external {
         Run storage run = _runIn(taskId, RunStatus.Completed);
+        if (run.openChallenges != 0) revert Registry__ChallengesPending(taskId, run.openChallenges);
         run.status = RunStatus.Sealed;
 
         TrainingReceipt storage rc = _receipts[taskId];
@@ -528,12 +406,14 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, string calldata cid, bytes32 payloadHash)
-        external
-        view
-        returns (bytes32)
-    {
-        return _outerGradientDigest(taskId, round, fragment, cid, payloadHash);
+    function outerGradientDigest(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        bytes32 baseRoot,
+        SignedPayload calldata s
+    ) external view returns (bytes32) {
+        return _hashTypedDataV4(_structHash(taskId, round, fragment, baseRoot, s));
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -568,6 +448,9 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         v.syncerFeeBps = run.syncerFeeBps;
         v.syncerBond = run.syncerBond;
         v.syncerFeesAccrued = _syncerFeePerRound(run) * _roundsFinalized(run);
+        v.normScreenSq = run.normScreenSq;
+        v.challengeSeconds = run.challengeSeconds;
+        v.openChallenges = run.openChallenges;
         v.postedAt = run.postedAt;
         v.minStake = run.minStake;
         v.rewardPool = run.rewardPool;
@@ -696,6 +579,9 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
             // forge-lint: disable-next-line(unsafe-typecast) -- i < fragmentCount, a uint16
             if (p.fragmentSizes[i] == 0) revert Registry__ZeroFragmentSize(uint16(i));
         }
+        if (p.challengeSeconds == 0 || p.challengeSeconds > MAX_CHALLENGE_SECONDS) {
+            revert Registry__BadChallengeWindow(p.challengeSeconds, MAX_CHALLENGE_SECONDS);
+        }
         if (p.maxRounds == 0) revert Registry__ZeroMaxRounds();
         if (p.maxRounds > MAX_ROUNDS) revert Registry__TooManyRounds(p.maxRounds, MAX_ROUNDS);
         if (p.innerSteps == 0) revert Registry__ZeroInnerSteps();
@@ -722,12 +608,6 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         return uint32((p.graceWindowMs + 999) / 1000);
     }
 
-    /// @dev The run of `taskId`; reverts Registry__UnknownTask when none was posted.
-    function _existing(bytes32 taskId) private view returns (Run storage run) {
-        run = _runs[taskId];
-        if (run.status == RunStatus.None) revert Registry__UnknownTask(taskId);
-    }
-
     /// @dev Reverts unless `round` is the open round of a Training run, its deadline has not
     /// passed and `fragment` < F (reads only slot 0 of the run).
     function _checkSubmissionWindow(bytes32 taskId, uint32 round, uint16 fragment) private view {
@@ -750,17 +630,6 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         uint256 shift = 2 * uint256(fragment);
         if ((states >> shift) & 3 != 0) revert Registry__DuplicateSubmission(taskId, round, fragment, trainer);
         roundSubs[index] = states | (ST_SUBMITTED << shift);
-    }
-
-    /// @dev The run of `taskId`, which must be in `status`.
-    function _runIn(bytes32 taskId, RunStatus status) private view returns (Run storage run) {
-        run = _existing(taskId);
-        _requireStatus(run, taskId, status);
-    }
-
-    /// @dev Reverts Registry__WrongStatus unless the run is in `status`.
-    function _requireStatus(Run storage run, bytes32 taskId, RunStatus status) private view {
-        if (run.status != status) revert Registry__WrongStatus(taskId, run.status);
     }
 
     /// @dev The Training run of `taskId` when the caller is its syncer and `round` is open.
@@ -835,12 +704,6 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         s.locked -= uint128(run.syncerBond);
     }
 
-    /// @dev Burns `amount` atto-units slashed from `from` (they stay in this contract).
-    function _burn(bytes32 taskId, address from, uint256 amount) private {
-        _burned += amount;
-        emit StakeBurned(taskId, from, amount);
-    }
-
     /// @dev Removes `account` from the candidate pool; its whole stake becomes withdrawable.
     function _removeCandidate(address account) private {
         SyncerEntry storage s = _syncers[account];
@@ -913,19 +776,29 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         uint256 states = roundSubs[i];
         uint256 newStates;
         uint256 submitted;
-        (newStates, submitted, accepted, credit) = _scan(i, states, c.acceptedBitmaps[i], sizes, perFragment);
+        uint256 leftOut;
+        (newStates, submitted, accepted, credit, leftOut) = _scan(i, states, c.acceptedBitmaps[i], sizes, perFragment);
         if (newStates != states) roundSubs[i] = newStates;
-        _accountTrainer(run, c, _trainerList[c.taskId][i], submitted, accepted, credit);
+        // a live submission left out needs a pending availability challenge (the syncer's only
+        // way to leave one out without evidence of a defect)
+        for (uint256 j = 0; leftOut >> j != 0; ++j) {
+            if ((leftOut >> j) & 1 == 1 && _avail[c.taskId][c.round][_slotKey(i, uint16(j))].challenger == address(0)) {
+                // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolledCount and j < F, both uint16
+                revert Registry__SubmissionOmitted(uint16(i), uint16(j));
+            }
+        }
+        _accountTrainer(run, c, _trainerList[c.taskId][i], submitted, accepted, credit, leftOut != 0);
     }
 
     /// @dev Checks one trainer's accepted bitmap `acc` against its submission `states` and
     /// returns the new states (accepted bits set to 3), the number of submitted and accepted
-    /// fragments and the credit earned; counts accepted per fragment into `perFragment`.
-    /// Reverts Registry__AcceptedNotSubmitted for an accepted bit without a live submission.
+    /// fragments, the credit earned and the bitmap of live submissions left out; counts accepted
+    /// per fragment into `perFragment`. Reverts Registry__AcceptedNotSubmitted for an accepted
+    /// bit without a live submission.
     function _scan(uint256 i, uint256 states, uint256 acc, uint64[] memory sizes, uint256[] memory perFragment)
         private
         pure
-        returns (uint256 newStates, uint256 submitted, uint256 accepted, uint256 credit)
+        returns (uint256 newStates, uint256 submitted, uint256 accepted, uint256 credit, uint256 leftOut)
     {
         uint256 f = sizes.length;
         uint256 bad = (acc >> f) << f; // bits beyond F are never valid
@@ -943,6 +816,9 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
                     ++perFragment[j];
                     credit += sizes[j];
                 }
+            } else if (s == ST_SUBMITTED) {
+                // forge-lint: disable-next-line(incorrect-shift) -- bit j of the result bitmap, as intended
+                leftOut |= 1 << j;
             }
         }
         // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolledCount, a uint16
@@ -950,13 +826,16 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
     }
 
     /// @dev Updates one trainer's counters after a round; evicts and slashes past maxMisses.
+    /// No miss is counted when the round is finalized before its deadline (the trainer still had
+    /// time) or when a live submission of the trainer was left out under a pending challenge.
     function _accountTrainer(
         Run storage run,
         RoundCommit calldata c,
         address trainer,
         uint256 submitted,
         uint256 accepted,
-        uint256 credit
+        uint256 credit,
+        bool pendingLive
     ) private {
         Trainer storage t = _trainers[c.taskId][trainer];
         if (t.evicted) return; // evicted before this round: cannot have submitted
@@ -969,6 +848,7 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
             t.missedRounds = 0;
             return;
         }
+        if (pendingLive || block.timestamp <= run.roundDeadline) return;
         uint32 misses = t.missedRounds + 1;
         t.missedRounds = misses;
         t.totalMissed += 1;
@@ -1097,17 +977,6 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         return stake;
     }
 
-    /// @dev EIP-712 digest of OuterGradient(taskId, round, fragment, cid, payloadHash).
-    function _outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, string calldata cid, bytes32 payloadHash)
-        private
-        view
-        returns (bytes32)
-    {
-        return _hashTypedDataV4(
-            keccak256(abi.encode(OUTER_GRADIENT_TYPEHASH, taskId, round, fragment, keccak256(bytes(cid)), payloadHash))
-        );
-    }
-
     /// @dev Number of fragments (of `f`) whose two state bits are not zero.
     function _countNonZero(uint256 states, uint256 f) private pure returns (uint256 count) {
         for (uint256 j = 0; j < f; ++j) {
@@ -1115,13 +984,4 @@ contract TrainingRegistry is ITrainingRegistry, EIP712, ReentrancyGuard {
         }
     }
 
-    /// @dev Pulls exactly `amount` tokens from `from`; reverts on fee-on-transfer shortfalls.
-    function _pullExact(address from, uint256 amount) private {
-        if (amount == 0) return;
-        uint256 before = _token.balanceOf(address(this));
-        _token.safeTransferFrom(from, address(this), amount);
-        uint256 afterwards = _token.balanceOf(address(this));
-        uint256 received = afterwards > before ? afterwards - before : 0;
-        if (received != amount) revert Registry__TransferShortfall(amount, received);
-    }
 }

@@ -37,8 +37,15 @@ def _abi(container) -> list:
     return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in container.contract_type.abi]
 
 
-def _record(container, instance) -> dict:
+def _record(container, instance, *extra) -> dict:
+    """The deployment record of one contract; ``extra`` containers add their functions, events and
+    errors to its ABI (the registry's evidence functions live in RegistryEvidence, reached through
+    the registry's fallback)."""
     abi = _abi(container)
+    keys = {(i.get("type"), i.get("name"), json.dumps(i.get("inputs", []), sort_keys=True)) for i in abi}
+    for more in extra:
+        abi += [i for i in _abi(more) if i.get("type") in ("function", "event", "error")
+                and (i.get("type"), i.get("name"), json.dumps(i.get("inputs", []), sort_keys=True)) not in keys]
     canonical = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
     return {"address": instance.address, "abi": abi, "abi_sha256": hashlib.sha256(canonical).hexdigest()}
 
@@ -104,7 +111,7 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
         "verifier_precompile": PRECOMPILE if devnet else None,
         "contracts": {
             "TenzroToken": _record(project.TenzroToken, token),
-            "TrainingRegistry": _record(project.TrainingRegistry, registry),
+            "TrainingRegistry": _record(project.TrainingRegistry, registry, project.RegistryEvidence),
             "ReceiptVerifier": _record(project.ReceiptVerifier, verifier),
             "RewardEscrow": _record(project.RewardEscrow, escrow),
         },

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
+
 /// @title ITrainingRegistry
 /// @notice Task escrow, stakes, rounds with quorum and grace window, slashing,
 /// rewards and sealed receipts of Tenzro Train runs (see ../shared/DESIGN.md and
@@ -26,310 +28,18 @@ pragma solidity 0.8.28;
 /// by the registry for ever), never paid to the sponsor or to another party.
 ///
 /// Submission state per (task, round, trainer, fragment) is two bits:
-/// 0 none, 1 submitted, 2 rejected (reported invalid by the syncer),
-/// 3 accepted (by finalizeRound).
-interface ITrainingRegistry {
-    // ----------------------------------------------------------------- types
-
-    /// @notice Run status.
-    enum RunStatus {
-        None, // 0: no such task
-        Enrolling, // 1: posted, trainers enrolling
-        Training, // 2: rounds running
-        Completed, // 3: last round finalized, waiting for seal
-        Sealed, // 4: receipt stored, payouts credited
-        Cancelled // 5: cancelled during enrollment, refunds credited
-    }
-
-    /// @notice Aggregation rules of the spec (stored, enforced off-chain by the syncer).
-    enum AggregationRule {
-        Mean,
-        TrimmedMean,
-        CoordinateMedian,
-        Krum
-    }
-
-    /// @notice Why a trainer was slashed.
-    enum SlashReason {
-        MissedRounds, // evicted after more than maxMisses consecutive missed rounds
-        HashMismatch, // payload bytes at the CID do not hash to the posted payloadHash
-        Malformed, // wrong shape / dtype / not a safetensors payload
-        NonFinite, // NaN or Inf in the payload
-        NormOutlier // payload norm beyond the validation bound
-    }
-
-    /// @notice Input of postTask: the spec fields the contract enforces.
-    struct TaskParams {
-        bytes32 taskId; // keccak256 of the spec's UTF-8 task_id (or a 0x-hex32 id)
-        bytes32 specHash; // sha256 of the canonical spec JSON bytes
-        string specCid; // IPFS CID of the spec JSON
-        bytes32 initialWeightsRoot; // RunRoot.weightsRoot of the round-0 input weights
-        uint16 trainerCount; // M, 1 .. MAX_TRAINERS
-        uint16 quorum; // K, 1 .. M: accepted submissions per fragment needed before the deadline
-        uint16 fragmentCount; // F, 1 .. MAX_FRAGMENTS
-        uint32 innerSteps; // H (> 0), informational for trainers
-        uint32 maxRounds; // R, 1 .. MAX_ROUNDS
-        uint64 graceWindowMs; // tau in milliseconds (> 0); stored rounded UP to whole seconds
-        uint8 aggregation; // AggregationRule
-        uint8 tier; // only 0 = Open is supported
-        uint8 maxMisses; // evicted when consecutive missed rounds exceed this
-        uint256 minStake; // minimum trainer stake, token atto-units (> 0)
-        uint256 rewardPool; // escrowed reward pool, token atto-units (may be 0)
-        uint64[] fragmentSizes; // F entries: parameter count of each fragment (> 0), reward weights
-        uint32 enrollmentSeconds; // enrollment window after posting, seconds (1 .. 30 days)
-        uint16 syncerFeeBps; // share of the reward pool paid to syncers, basis points (<= MAX_SYNCER_FEE_BPS)
-        uint256 syncerBond; // stake the elected syncer locks for this run, token atto-units (> 0)
-    }
-
-    /// @notice Input of finalizeRound.
-    struct RoundCommit {
-        bytes32 taskId;
-        uint32 round; // must be the open round
-        bytes32[] fragmentHashes; // F entries: sha256 of the new global safetensors of each fragment
-        string[] fragmentCids; // F entries: IPFS CIDs of those bytes
-        uint256[] acceptedBitmaps; // one per enrolled trainer index: bit f set = fragment f accepted
-        bytes32 transcriptHash; // sha256 of the round's canonical transcript JSON bytes
-        string transcriptCid; // IPFS CID of the transcript JSON
-    }
-
-    /// @notice Everything an operator needs about a run (getRun).
-    struct RunView {
-        bytes32 taskId;
-        RunStatus status;
-        address sponsor;
-        address syncer; // address(0) until elected
-        bytes32 specHash;
-        string specCid;
-        bytes32 initialWeightsRoot;
-        bytes32 weightsRoot; // weights root of the open round's input (initial, then last finalized)
-        uint16 trainerCount; // M
-        uint16 quorum; // K
-        uint16 fragmentCount; // F
-        uint16 enrolledCount;
-        uint16 activeCount; // enrolled and not evicted
-        uint32 innerSteps; // H
-        uint32 maxRounds;
-        uint32 graceWindowSeconds;
-        uint8 aggregation;
-        uint8 tier;
-        uint8 maxMisses;
-        uint32 currentRound; // open round (Training), maxRounds after the last finalize
-        uint64 roundOpenedAt; // seconds
-        uint64 roundDeadline; // seconds: roundOpenedAt + graceWindowSeconds
-        uint64 syncerReplaceableAt; // seconds: max(roundDeadline, syncerElectedAt) + syncerTimeout (0 if not Training)
-        uint64 postedAt; // seconds
-        uint256 minStake;
-        uint256 rewardPool; // as escrowed at postTask
-        uint256 rewardPoolLeft; // reward pool minus syncer fees accrued, not yet credited to anyone
-        uint256 stakeHeld; // trainer stakes held for this run (after slashing)
-        uint256 totalCredits; // sum of fragment-size-weighted accepted submissions
-        uint64[] fragmentSizes;
-        uint64 enrollmentDeadline; // seconds: postedAt + enrollmentSeconds
-        uint64 syncerElectedAt; // seconds (0 while no syncer)
-        uint64 electionBlock; // block of a pending election request (0 when none)
-        uint16 syncerFeeBps;
-        uint256 syncerBond; // atto-units locked by the elected syncer
-        uint256 syncerFeesAccrued; // atto-units accrued to syncers so far (paid out after the seal)
-    }
-
-    /// @notice Stored per finalized round.
-    struct RoundRecord {
-        bytes32 weightsRoot; // weights after this round
-        bytes32 transcriptHash;
-        bytes32 roundDigest; // RunRoot.roundDigest(round, weightsRoot, transcriptHash, acceptedCount)
-        uint32 acceptedCount; // accepted (trainer, fragment) pairs
-        uint64 finalizedAt; // seconds
-    }
-
-    /// @notice Per-trainer metrics (trainerMetrics).
-    struct TrainerMetrics {
-        address trainer;
-        uint16 index; // also the data shard index (shard i of M)
-        bool enrolled;
-        bool evicted;
-        uint32 submitted; // submissions so far, including the open round
-        uint32 accepted; // accepted (fragment) submissions
-        uint32 missedRounds; // current run of consecutive missed rounds
-        uint32 totalMissed; // all missed rounds
-        uint256 stake; // staked at enrollment, atto-units
-        uint256 slashed; // slashed so far, atto-units
-        uint256 credits; // fragment-size-weighted accepted submissions
-        uint256 currentReward; // rewardPoolLeft * credits / totalCredits (final after seal), atto-units
-        string did;
-    }
-
-    /// @notice Sealed receipt (getReceipt). serialized = RunRoot.encodeReceipt(...).
-    struct TrainingReceipt {
-        bytes32 taskId;
-        bytes32 specHash;
-        bytes32 finalModelHash; // weights root after the last round
-        bytes32 runRoot;
-        bytes32 transcriptRoot;
-        uint32 rounds;
-        uint32 trainerCount; // trainers ever enrolled
-        uint256 chainId;
-        address registry;
-        uint64 sealedAt; // seconds
-    }
-
-    // ---------------------------------------------------------------- events
-
-    /// @notice A syncer candidate added stake (stake = amount added, totalStake after).
-    event SyncerRegistered(address indexed syncer, uint256 stake, uint256 totalStake);
-    /// @notice A syncer candidate left the pool; its stake is now withdrawable.
-    event SyncerUnregistered(address indexed syncer, uint256 stakeReleased);
-    /// @notice A task was posted and its reward pool escrowed.
-    event TaskPosted(bytes32 indexed taskId, address indexed sponsor, TaskParams params, uint32 graceWindowSeconds);
-    /// @notice Anyone asked for a syncer election at block `requestBlock`; electSyncer
-    /// resolves it from the next block on with blockhash(requestBlock).
-    event SyncerElectionRequested(bytes32 indexed taskId, uint32 round, uint256 requestBlock);
-    /// @notice A syncer was elected (previous = address(0) for the first election,
-    /// else the replaced syncer, whose bond for this run, previousSlashed atto-units, was burned).
-    event SyncerElected(
-        bytes32 indexed taskId,
-        address indexed syncer,
-        address indexed previous,
-        uint32 round,
-        uint256 syncerStake,
-        uint256 previousSlashed
-    );
-    /// @notice A trainer enrolled; it trains on data shard `shard` of `shardCount`.
-    event TrainerEnrolled(
-        bytes32 indexed taskId, address indexed trainer, uint16 index, uint16 shard, uint16 shardCount, uint256 stake, string did
-    );
-    /// @notice Round `round` opened: trainers start from `weightsRoot`, submit before `deadline` (seconds).
-    event RoundOpened(bytes32 indexed taskId, uint32 indexed round, bytes32 weightsRoot, uint64 openedAt, uint64 deadline);
-    /// @notice An outer gradient was submitted (cid and payloadHash live only in this event).
-    event GradientSubmitted(
-        bytes32 indexed taskId, uint32 indexed round, uint16 fragment, address indexed trainer, string cid, bytes32 payloadHash
-    );
-    /// @notice Round finalized: new weights (CIDs + hashes), accepted set, transcript.
-    event RoundFinalized(
-        bytes32 indexed taskId,
-        uint32 indexed round,
-        bytes32 weightsRoot,
-        uint32 acceptedCount,
-        bool quorumMet,
-        RoundCommit commit
-    );
-    /// @notice A trainer was slashed `amount` atto-units (moved to the run's reward pool).
-    event TrainerSlashed(
-        bytes32 indexed taskId,
-        address indexed trainer,
-        SlashReason reason,
-        uint32 round,
-        uint16 fragment,
-        uint256 amount,
-        uint256 stakeLeft
-    );
-    /// @notice A trainer was evicted after `consecutiveMisses` missed rounds; it can no longer submit.
-    event TrainerEvicted(bytes32 indexed taskId, address indexed trainer, uint32 round, uint32 consecutiveMisses);
-    /// @notice The run was sealed and its receipt stored.
-    event RunSealed(
-        bytes32 indexed taskId,
-        bytes32 runRoot,
-        bytes32 finalModelHash,
-        bytes32 transcriptRoot,
-        uint32 rounds,
-        uint32 trainerCount,
-        uint256 rewardsCredited,
-        uint256 dustToSponsor
-    );
-    /// @notice A payout (reward + stake refund) was credited to `account`'s withdrawable balance.
-    event PayoutCredited(bytes32 indexed taskId, address indexed account, uint256 reward, uint256 stakeRefund);
-    /// @notice The sponsor cancelled a task during enrollment; pool and stakes were credited back.
-    event TaskCancelled(bytes32 indexed taskId, uint256 poolRefunded, uint16 trainersRefunded);
-    /// @notice `account` withdrew `amount` atto-units.
-    event Withdrawn(address indexed account, uint256 amount);
-    /// @notice `syncer` claimed its fees of a sealed run, `amount` atto-units (now withdrawable).
-    event SyncerFeeClaimed(bytes32 indexed taskId, address indexed syncer, uint256 amount);
-    /// @notice `amount` atto-units were burned (kept by the registry for ever); `from` is the
-    /// slashed trainer or syncer.
-    event StakeBurned(bytes32 indexed taskId, address indexed from, uint256 amount);
-
-    // ---------------------------------------------------------------- errors
-
-    error Registry__ZeroAddress();
-    error Registry__ZeroAmount();
-    error Registry__TransferShortfall(uint256 expected, uint256 received);
-    error Registry__TaskExists(bytes32 taskId);
-    error Registry__UnknownTask(bytes32 taskId);
-    error Registry__ZeroTaskId();
-    error Registry__ZeroTrainers();
-    error Registry__TooManyTrainers(uint16 m, uint16 max);
-    error Registry__ZeroQuorum();
-    error Registry__QuorumExceedsTrainers(uint16 k, uint16 m);
-    error Registry__ZeroFragments();
-    error Registry__TooManyFragments(uint16 f, uint16 max);
-    error Registry__FragmentSizesLength(uint256 given, uint16 f);
-    error Registry__ZeroFragmentSize(uint16 fragment);
-    error Registry__ZeroMaxRounds();
-    error Registry__TooManyRounds(uint32 maxRounds, uint32 max);
-    error Registry__ZeroInnerSteps();
-    error Registry__ZeroGraceWindow();
-    error Registry__GraceWindowTooLong(uint64 graceWindowMs, uint64 maxMs);
-    error Registry__UnsupportedTier(uint8 tier);
-    error Registry__UnknownAggregation(uint8 rule);
-    error Registry__ZeroMinStake();
-    error Registry__WrongStatus(bytes32 taskId, RunStatus have);
-    error Registry__NotSponsor(bytes32 taskId, address caller);
-    error Registry__StakeTooLow(uint256 stake, uint256 minStake);
-    error Registry__EnrollmentFull(bytes32 taskId, uint16 m);
-    error Registry__AlreadyEnrolled(bytes32 taskId, address trainer);
-    error Registry__EmptyDid();
-    error Registry__NotEnoughEnrolled(uint16 enrolled, uint16 quorum);
-    error Registry__NotSyncer(bytes32 taskId, address caller);
-    error Registry__SyncerStillActive(bytes32 taskId, address syncer, uint64 replaceableAt);
-    error Registry__NoSyncerCandidates();
-    error Registry__SyncerPoolFull(uint256 max);
-    error Registry__NotSyncerCandidate(address account);
-    error Registry__SyncerBusy(address syncer, uint32 activeTasks);
-    error Registry__WrongRound(bytes32 taskId, uint32 given, uint32 open);
-    error Registry__DeadlinePassed(bytes32 taskId, uint32 round, uint64 deadline);
-    error Registry__BadFragment(uint16 fragment, uint16 fragmentCount);
-    error Registry__InvalidSignature();
-    error Registry__NotEnrolled(bytes32 taskId, address trainer);
-    error Registry__TrainerIsEvicted(bytes32 taskId, address trainer);
-    error Registry__DuplicateSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
-    error Registry__NoSuchSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
-    error Registry__UnknownReason(uint8 reason);
-    error Registry__WeightsLength(uint256 hashes, uint256 cids, uint16 f);
-    error Registry__AcceptedLength(uint256 given, uint16 enrolled);
-    error Registry__AcceptedNotSubmitted(uint16 trainerIndex, uint256 invalidBits);
-    error Registry__QuorumNotMet(uint16 fragment, uint16 accepted, uint16 quorum);
-    error Registry__NothingToWithdraw(address account);
-    /// @notice The rule cannot be checked coordinate by coordinate on-chain (Krum) and the tier is Open.
-    error Registry__RuleNotProvable(uint8 rule, uint8 tier);
-    /// @notice M * F exceeds MAX_SUBMISSION_SLOTS (bounds the gas of a round).
-    error Registry__ShapeTooLarge(uint16 m, uint16 f, uint256 maxSlots);
-    /// @notice enrollmentSeconds is 0 or longer than MAX_ENROLLMENT_SECONDS.
-    error Registry__BadEnrollmentWindow(uint32 seconds_, uint32 max);
-    /// @notice syncerFeeBps above MAX_SYNCER_FEE_BPS.
-    error Registry__SyncerFeeTooHigh(uint16 bps, uint16 max);
-    /// @notice The syncer's pay per round (rewardPool * syncerFeeBps / 10000 / maxRounds) is
-    /// below minSyncerFeePerRound(): a run that pays its syncer nothing could lock its bond for free.
-    error Registry__SyncerFeeTooLow(uint256 perRound, uint256 minPerRound);
-    /// @notice syncerBond is zero.
-    error Registry__ZeroSyncerBond();
-    /// @notice The enrollment deadline (seconds) has not passed yet.
-    error Registry__EnrollmentStillOpen(bytes32 taskId, uint64 deadline);
-    /// @notice The enrollment deadline (seconds) has passed: no more enrollments.
-    error Registry__EnrollmentClosed(bytes32 taskId, uint64 deadline);
-    /// @notice cancelTask by a non-sponsor while >= K trainers are enrolled (the run can train).
-    error Registry__RunCanTrain(bytes32 taskId, uint16 enrolled, uint16 quorum);
-    /// @notice electSyncer without a pending requestSyncerElection.
-    error Registry__NoElectionRequested(bytes32 taskId);
-    /// @notice requestSyncerElection while a request from `requestBlock` can still be resolved.
-    error Registry__ElectionPending(bytes32 taskId, uint256 requestBlock);
-    /// @notice electSyncer in the block of its request: blockhash(requestBlock) is not known yet.
-    error Registry__ElectionNotReady(bytes32 taskId, uint256 requestBlock);
-    /// @notice electSyncer more than 256 blocks after the request: request again.
-    error Registry__ElectionExpired(bytes32 taskId, uint256 requestBlock);
-    /// @notice registerSyncer below minSyncerStake() on first registration.
-    error Registry__SyncerStakeTooLow(uint256 stake, uint256 minStake);
-    /// @notice The syncer has no fee to claim for this run.
-    error Registry__NoSyncerFee(bytes32 taskId, address syncer);
-
+/// 0 none, 1 submitted, 2 rejected (proven invalid or unavailable, with evidence the
+/// contract checked: proveInvalid, expireAvailability), 3 accepted (by finalizeRound).
+///
+/// Evidence (contracts/PROTOCOL.md §4): a submission commits the trainer's pseudo-gradient
+/// as a chunk-Merkle root with its binary32 sum of squares (§2) and is signed over the
+/// weights root the round started from. Nobody is slashed on anyone's word: a non-finite
+/// value or bad padding is shown by opening one chunk, a norm outlier by the signed sums of
+/// squares of every submission of that fragment, an unavailable payload by a challenge the
+/// trainer did not answer in time. The prover of a slash gets BOUNTY_BPS of it; the rest is
+/// burned. The syncer must accept every live submission of the round it finalizes, except
+/// one under an availability challenge it opened.
+interface ITrainingRegistry is ITrainingRegistryTypes {
     // --------------------------------------------------------- syncer pool
 
     /// @notice Join the syncer candidate pool or add stake; pulls `amount` token atto-units
@@ -381,37 +91,30 @@ interface ITrainingRegistry {
     /// withdrawable balance. @return amount atto-units
     function claimSyncerFee(bytes32 taskId) external returns (uint256 amount);
 
-    /// @notice Submit an outer gradient for (round, fragment) on a trainer's behalf; the trainer
-    /// is recovered from its EIP-712 signature over
-    /// OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,string cid,bytes32 payloadHash)
-    /// (domain "TenzroTrainingRegistry", version "1"), so anyone may relay it. Only the open round,
-    /// only until roundDeadline (inclusive, seconds), once per (trainer, round, fragment).
-    /// @param payloadHash sha256 of the payload bytes pinned at `cid`
-    /// @param signature 65-byte (r, s, v) ECDSA signature of the trainer
-    function submitOuterGradient(
-        bytes32 taskId,
-        uint32 round,
-        uint16 fragment,
-        string calldata cid,
-        bytes32 payloadHash,
-        bytes calldata signature
-    ) external;
-
-    /// @notice The syncer reports a submission of the open round as invalid; the trainer is
-    /// slashed INVALID_SLASH_BPS of its remaining stake (burned) and the
-    /// submission can no longer be accepted. Trust: the syncer's word, checkable by anyone
-    /// replaying the payload at the CID of GradientSubmitted against the round transcript.
-    /// @param reason a SlashReason other than MissedRounds (1..4)
-    function reportInvalid(bytes32 taskId, uint32 round, uint16 fragment, address trainer, uint8 reason) external;
+    /// @notice Submit an outer gradient for (round, fragment) on a trainer's behalf: the forced
+    /// path, open to anyone (a relayer, or the trainer when a syncer ignores its off-chain
+    /// submission). The trainer is recovered from its EIP-712 signature over
+    /// OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,
+    /// uint32 payloadSumsq,string cid,bytes32 payloadHash) (domain "TenzroTrainingRegistry", version
+    /// "2"), where baseRoot is the run's weightsRoot while the round is open (the weights the trainer
+    /// started from). Only the open round, only until roundDeadline (inclusive, seconds), once per
+    /// (trainer, round, fragment). The syncer must then accept it, or prove it invalid, or challenge
+    /// its availability (finalizeRound reverts Registry__SubmissionOmitted otherwise).
+    /// @param s the signed submission (payloadRoot, payloadSumsq, cid, payloadHash, signature)
+    function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external;
 
     /// @notice The syncer commits the open round. Before roundDeadline every fragment needs
-    /// >= K accepted submissions; after it, any accepted set (even empty) is allowed.
-    /// Credits each accepted bit with its fragment size, counts misses (a non-evicted trainer
-    /// with no accepted bit in the round), evicts and slashes past maxMisses, then opens the next
-    /// round or, after the last one, moves to Completed.
+    /// >= K accepted submissions; after it, any accepted set (even empty) is allowed. Every live
+    /// submission (submitted, not rejected) must be accepted unless an availability challenge is
+    /// pending on it (Registry__SubmissionOmitted). Credits each accepted bit with its fragment
+    /// size; counts a miss for a non-evicted trainer with nothing accepted and nothing live, only
+    /// when the round is finalized after its deadline (an early finalization never counts a miss);
+    /// evicts and slashes past maxMisses; then opens the next round or, after the last one, moves
+    /// to Completed.
     function finalizeRound(RoundCommit calldata c) external;
 
-    /// @notice Seal a Completed run (anyone may call): stores the receipt and credits rewards
+    /// @notice Seal a Completed run (anyone may call) once no availability challenge is pending
+    /// (Registry__ChallengesPending): stores the receipt and credits rewards
     /// pro rata to credits, stake refunds minus slashing, and the integer-division dust (or the
     /// whole pool when nobody earned credit) to the sponsor.
     function seal(bytes32 taskId) external;
@@ -441,12 +144,12 @@ interface ITrainingRegistry {
         external
         view
         returns (bytes32 runRoot, address sponsor, bytes32 specHash, uint256 totalCredits);
-    /// @notice EIP-712 digest a trainer signs for submitOuterGradient.
-    function outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, string calldata cid, bytes32 payloadHash)
+    /// @notice EIP-712 digest a trainer signs for submitOuterGradient (s.signature is ignored);
+    /// `baseRoot` is the run's weightsRoot while the round is open.
+    function outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, bytes32 baseRoot, SignedPayload calldata s)
         external
         view
         returns (bytes32);
-
     function getRun(bytes32 taskId) external view returns (RunView memory);
     /// @notice Task ids in posting order, paged. @return taskIds page, total number of runs
     function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "../interfaces/ITrainingRegistryTypes.sol";
 import {ITrainingRegistry} from "../interfaces/ITrainingRegistry.sol";
 import {RunRoot} from "../lib/RunRoot.sol";
 
@@ -27,7 +28,7 @@ contract MockReceiptRegistry {
     // ------------------------------------------------------------------ storage
 
     mapping(bytes32 taskId => bool) private _sealed;
-    mapping(bytes32 taskId => ITrainingRegistry.TrainingReceipt) private _receipts;
+    mapping(bytes32 taskId => ITrainingRegistryTypes.TrainingReceipt) private _receipts;
     mapping(bytes32 taskId => bytes) private _serialized;
     mapping(bytes32 taskId => address) private _sponsors;
     mapping(bytes32 taskId => uint256) private _credits;
@@ -45,7 +46,7 @@ contract MockReceiptRegistry {
         RunRoot.Header memory h = RunRoot.header(data);
         runRoot = RunRoot.runRoot(data);
         taskId = h.taskId;
-        ITrainingRegistry.TrainingReceipt memory r = ITrainingRegistry.TrainingReceipt({
+        ITrainingRegistryTypes.TrainingReceipt memory r = ITrainingRegistryTypes.TrainingReceipt({
             taskId: h.taskId,
             specHash: h.specHash,
             finalModelHash: h.finalModelHash,
@@ -63,7 +64,7 @@ contract MockReceiptRegistry {
     /// @notice Store an arbitrary (struct, bytes) pair for `r.taskId`, even one that disagrees
     /// with itself (e.g. a run root that is not the bytes' run root), to test what a consumer
     /// does with a registry that answers nonsense.
-    function setReceipt(ITrainingRegistry.TrainingReceipt calldata r, bytes calldata serialized) external {
+    function setReceipt(ITrainingRegistryTypes.TrainingReceipt calldata r, bytes calldata serialized) external {
         _store(r.taskId, r, serialized);
     }
 
@@ -84,38 +85,38 @@ contract MockReceiptRegistry {
 
     // ------------------------------------------------------------------ views
 
-    /// @notice Same signature as ITrainingRegistry.getReceipt: the stored receipt and its bytes.
+    /// @notice Same signature as ITrainingRegistryTypes.getReceipt: the stored receipt and its bytes.
     /// @dev Reverts with MockReceiptRegistry__NotSealed(taskId) when none is set.
     function getReceipt(bytes32 taskId)
         external
         view
-        returns (ITrainingRegistry.TrainingReceipt memory receipt, bytes memory serialized)
+        returns (ITrainingRegistryTypes.TrainingReceipt memory receipt, bytes memory serialized)
     {
         if (!_sealed[taskId]) revert MockReceiptRegistry__NotSealed(taskId);
         return (_receipts[taskId], _serialized[taskId]);
     }
 
-    /// @notice Same signature as ITrainingRegistry.sealedRunRoot: the stored run root, or 0 when
+    /// @notice Same signature as ITrainingRegistryTypes.sealedRunRoot: the stored run root, or 0 when
     /// no receipt is set.
     function sealedRunRoot(bytes32 taskId) external view returns (bytes32) {
         return _sealed[taskId] ? _receipts[taskId].runRoot : bytes32(0);
     }
 
-    /// @notice Same signature as ITrainingRegistry.runBinding: the stored run root and spec hash
+    /// @notice Same signature as ITrainingRegistryTypes.runBinding: the stored run root and spec hash
     /// (zero when no receipt is set), and the sponsor and credits of setBinding.
     function runBinding(bytes32 taskId)
         external
         view
         returns (bytes32 runRoot, address sponsor, bytes32 specHash, uint256 totalCredits)
     {
-        ITrainingRegistry.TrainingReceipt storage r = _receipts[taskId];
+        ITrainingRegistryTypes.TrainingReceipt storage r = _receipts[taskId];
         bool sealed_ = _sealed[taskId];
         return (sealed_ ? r.runRoot : bytes32(0), _sponsors[taskId], sealed_ ? r.specHash : bytes32(0), _credits[taskId]);
     }
 
     // ------------------------------------------------------------------ internal
 
-    function _store(bytes32 taskId, ITrainingRegistry.TrainingReceipt memory r, bytes memory serialized) private {
+    function _store(bytes32 taskId, ITrainingRegistryTypes.TrainingReceipt memory r, bytes memory serialized) private {
         _sealed[taskId] = true;
         _receipts[taskId] = r;
         _serialized[taskId] = serialized;

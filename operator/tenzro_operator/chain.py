@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import requests
 from eth_abi import decode as abi_decode
@@ -70,6 +70,8 @@ __all__ = [
     "RunStatus",
     "RunView",
     "SlashReason",
+    "SignedPayload",
+    "ChunkOpening",
     "SyncerInfo",
     "TrainerStats",
     "TrainingReceipt",
@@ -86,7 +88,7 @@ TOKEN = "TenzroToken"
 VERIFIER = "ReceiptVerifier"
 ESCROW = "RewardEscrow"
 EIP712_DOMAIN_NAME = "TenzroTrainingRegistry"
-EIP712_DOMAIN_VERSION = "1"
+EIP712_DOMAIN_VERSION = "2"
 ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 DEVNET_CHAIN_IDS = (31337, 1337)  # anvil / hardhat-style local chains: devnet-only helpers work there
 ELECTION_WINDOW_BLOCKS = 256  # TrainingRegistry.ELECTION_WINDOW_BLOCKS: blocks an election request can be resolved in
@@ -113,13 +115,59 @@ class RunStatus(enum.IntEnum):
 
 
 class SlashReason(enum.IntEnum):
-    """``ITrainingRegistry.SlashReason`` (the syncer reports 1..4)."""
+    """``ITrainingRegistry.SlashReason``: proveInvalid proves 2..4 (PROTOCOL.md §4); 5 follows an
+    unanswered availability challenge; 1 is kept for old events."""
 
     MISSED_ROUNDS = 0
     HASH_MISMATCH = 1
     MALFORMED = 2
     NON_FINITE = 3
     NORM_OUTLIER = 4
+    UNAVAILABLE = 5
+
+
+@dataclass(frozen=True)
+class SignedPayload:
+    """``ITrainingRegistry.SignedPayload``: a trainer's signed submission of one (round, fragment).
+
+    ``payload_root`` / ``payload_sumsq`` are the chunk commitment of the pseudo-gradient (PROTOCOL.md
+    §2; 32 bytes and a binary32 bit pattern), ``payload_hash`` the sha256 of the bytes at ``cid``,
+    ``signature`` the trainer's 65-byte EIP-712 signature (empty while unsigned)."""
+
+    payload_root: bytes
+    payload_sumsq: int
+    cid: str
+    payload_hash: bytes
+    signature: bytes = b""
+
+    def to_abi(self) -> tuple:
+        return (_b32(self.payload_root), int(self.payload_sumsq), self.cid, _b32(self.payload_hash),
+                bytes(self.signature))
+
+    @classmethod
+    def from_event(cls, args: Mapping[str, Any]) -> "SignedPayload":
+        """From the arguments of a ``GradientSubmitted`` event."""
+        return cls(bytes(args["payloadRoot"]), int(args["payloadSumsq"]), args["cid"], bytes(args["payloadHash"]),
+                   bytes(args["signature"]))
+
+
+@dataclass(frozen=True)
+class ChunkOpening:
+    """``ITrainingRegistry.ChunkOpening``: chunk ``chunk_index`` (64 bytes) of a committed vector and
+    its sibling ``(h, s)`` pairs from the leaf level up (`tenzro_trainer.commitment.ChunkTree.proof`)."""
+
+    chunk_index: int
+    chunk: bytes
+    proof: tuple[tuple[bytes, int], ...] = ()
+
+    def to_abi(self) -> tuple:
+        return (int(self.chunk_index), bytes(self.chunk), [_b32(h) for h, _ in self.proof],
+                [int(s) for _, s in self.proof])
+
+    @classmethod
+    def of(cls, tree, chunk_index: int) -> "ChunkOpening":
+        """The opening of chunk ``chunk_index`` of a `ChunkTree`."""
+        return cls(chunk_index, tree.chunk(chunk_index), tuple(tree.proof(chunk_index)))
 
 
 def _snake(name: str) -> str:
@@ -176,6 +224,9 @@ class RunView:
     syncer_fee_bps: int = 0  # share of the reward pool paid to syncers, basis points
     syncer_bond: int = 0  # stake the elected syncer locks for this run, atto-units
     syncer_fees_accrued: int = 0  # accrued to syncers so far (claimable after the seal), atto-units
+    norm_screen_sq: int = 0  # binary32 bits of the norm screen squared (0 = none)
+    challenge_seconds: int = 0  # answer window of an availability challenge, seconds
+    open_challenges: int = 0  # availability challenges pending (the seal waits for none)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(int(self.status)))
@@ -459,40 +510,46 @@ def load_deployment(path: str | Path) -> Deployment:
 
 
 def outer_gradient_typed_data(chain_id: int, registry: str, task_id: bytes, round: int, fragment: int,
-                              cid: str, payload_hash: bytes) -> dict[str, Any]:
-    """EIP-712 message a trainer signs for ``submitOuterGradient``:
-    ``OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,string cid,bytes32 payloadHash)``,
-    domain ``{name: "TenzroTrainingRegistry", version: "1", chainId, verifyingContract}``."""
+                              base_root: bytes, payload: SignedPayload) -> dict[str, Any]:
+    """EIP-712 message a trainer signs for ``submitOuterGradient`` (PROTOCOL.md §4):
+    ``OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,
+    uint32 payloadSumsq,string cid,bytes32 payloadHash)``, domain ``{name: "TenzroTrainingRegistry",
+    version: "2", chainId, verifyingContract}``; ``base_root`` is the run's weightsRoot while the round
+    is open (the weights the trainer started from)."""
     return {
         "types": {
             "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
                              {"name": "chainId", "type": "uint256"},
                              {"name": "verifyingContract", "type": "address"}],
             "OuterGradient": [{"name": "taskId", "type": "bytes32"}, {"name": "round", "type": "uint32"},
-                              {"name": "fragment", "type": "uint16"}, {"name": "cid", "type": "string"},
+                              {"name": "fragment", "type": "uint16"}, {"name": "baseRoot", "type": "bytes32"},
+                              {"name": "payloadRoot", "type": "bytes32"},
+                              {"name": "payloadSumsq", "type": "uint32"}, {"name": "cid", "type": "string"},
                               {"name": "payloadHash", "type": "bytes32"}],
         },
         "primaryType": "OuterGradient",
         "domain": {"name": EIP712_DOMAIN_NAME, "version": EIP712_DOMAIN_VERSION, "chainId": chain_id,
                    "verifyingContract": to_checksum_address(registry)},
-        "message": {"taskId": _b32(task_id), "round": int(round), "fragment": int(fragment), "cid": cid,
-                    "payloadHash": _b32(payload_hash)},
+        "message": {"taskId": _b32(task_id), "round": int(round), "fragment": int(fragment),
+                    "baseRoot": _b32(base_root), "payloadRoot": _b32(payload.payload_root),
+                    "payloadSumsq": int(payload.payload_sumsq), "cid": payload.cid,
+                    "payloadHash": _b32(payload.payload_hash)},
     }
 
 
 def sign_outer_gradient(account: LocalAccount, chain_id: int, registry: str, task_id: bytes, round: int,
-                        fragment: int, cid: str, payload_hash: bytes) -> bytes:
-    """65-byte (r, s, v) signature of the trainer over `outer_gradient_typed_data`."""
+                        fragment: int, base_root: bytes, payload: SignedPayload) -> SignedPayload:
+    """``payload`` with the trainer's 65-byte (r, s, v) signature over `outer_gradient_typed_data`."""
     msg = encode_typed_data(full_message=outer_gradient_typed_data(chain_id, registry, task_id, round, fragment,
-                                                                     cid, payload_hash))
-    return bytes(account.sign_message(msg).signature)
+                                                                     base_root, payload))
+    return dataclasses.replace(payload, signature=bytes(account.sign_message(msg).signature))
 
 
-def outer_gradient_digest(chain_id: int, registry: str, task_id: bytes, round: int, fragment: int, cid: str,
-                          payload_hash: bytes) -> bytes:
+def outer_gradient_digest(chain_id: int, registry: str, task_id: bytes, round: int, fragment: int,
+                          base_root: bytes, payload: SignedPayload) -> bytes:
     """The 32-byte EIP-712 digest (``keccak(0x1901 || domainSeparator || structHash)``)."""
     m = encode_typed_data(full_message=outer_gradient_typed_data(chain_id, registry, task_id, round, fragment,
-                                                                   cid, payload_hash))
+                                                                   base_root, payload))
     return keccak(b"\x19" + m.version + m.header + m.body)
 
 
@@ -1294,6 +1351,7 @@ class ChainClient:
             "minStake": p.min_stake_atto, "rewardPool": spec.reward_pool_atto,
             "fragmentSizes": list(p.fragment_sizes), "enrollmentSeconds": spec.enrollment_seconds,
             "syncerFeeBps": spec.syncer_fee_bps, "syncerBond": spec.syncer_bond_atto,
+            "normScreenSq": p.norm_screen_sq_bits, "challengeSeconds": spec.challenge_seconds,
         }
 
     def _struct(self, method: str, index: int, values: dict[str, Any]) -> tuple:
@@ -1348,31 +1406,65 @@ class ChainClient:
         """
         return self.transact("cancelTask", _b32(task_id))
 
-    def sign_outer_gradient(self, task_id: bytes, round: int, fragment: int, cid: str,
-                            payload_hash: bytes) -> bytes:
-        """EIP-712 signature of this client's account (the trainer) for a submission."""
+    def sign_outer_gradient(self, task_id: bytes, round: int, fragment: int, payload: SignedPayload,
+                            base_root: bytes | None = None) -> SignedPayload:
+        """EIP-712 signature of this client's account (the trainer) for a submission; ``base_root``
+        defaults to the run's current weightsRoot (the open round's starting weights)."""
         if self.account is None:
             raise ChainError("signing needs an account")
+        if base_root is None:
+            base_root = self.get_run(task_id).weights_root
         return sign_outer_gradient(self.account, self.chain_id, self.registry.address, task_id, round, fragment,
-                                   cid, payload_hash)
+                                   base_root, payload)
 
-    def submit_outer_gradient(self, task_id: bytes, round: int, fragment: int, cid: str, payload_hash: bytes,
-                              signature: bytes | None = None, *, wait: bool = True) -> TxResult | PendingTx:
-        """Submit (signing with this account unless ``signature`` is given, e.g. when relaying).
+    def submit_outer_gradient(self, task_id: bytes, round: int, fragment: int, payload: SignedPayload, *,
+                              base_root: bytes | None = None, wait: bool = True) -> TxResult | PendingTx:
+        """Submit on-chain (the forced-inclusion path; signing with this account unless
+        ``payload.signature`` is set, e.g. when relaying).
 
         With ``wait=False`` returns a `PendingTx` (several fragments can be in flight).
         """
-        sig = signature if signature is not None else self.sign_outer_gradient(task_id, round, fragment, cid,
-                                                                                payload_hash)
-        pending = self.send("submitOuterGradient", _b32(task_id), int(round), int(fragment), cid,
-                            _b32(payload_hash), sig)
+        signed = payload if payload.signature else self.sign_outer_gradient(task_id, round, fragment, payload,
+                                                                           base_root)
+        pending = self.send("submitOuterGradient", _b32(task_id), int(round), int(fragment), signed.to_abi())
         return self.wait(pending) if wait else pending
 
-    def report_invalid(self, task_id: bytes, round: int, fragment: int, trainer: str,
-                       reason: SlashReason | int) -> TxResult:
-        """The syncer reports an invalid submission (slashes the trainer)."""
-        return self.transact("reportInvalid", _b32(task_id), int(round), int(fragment),
-                             to_checksum_address(trainer), int(reason))
+    def prove_invalid(self, task_id: bytes, round: int, fragment: int, trainer: str, reason: SlashReason | int,
+                      payload: SignedPayload, opening: ChunkOpening | None = None,
+                      others: Sequence[SignedPayload] = ()) -> TxResult:
+        """``proveInvalid``: NonFinite / Malformed with the opening of a defective chunk, NormOutlier
+        with every other submission of the fragment (ascending trainer index). The caller gets
+        BOUNTY_BPS of the slash. Reverts ``Registry__NotProven`` when the evidence shows no defect."""
+        o = opening or ChunkOpening(0, b"")
+        return self.transact("proveInvalid", _b32(task_id), int(round), int(fragment), to_checksum_address(trainer),
+                             int(reason), payload.to_abi(), o.to_abi(), [p.to_abi() for p in others])
+
+    def challenge_availability(self, task_id: bytes, round: int, fragment: int, trainer: str,
+                               payload: SignedPayload, chunk_index: int = 0) -> TxResult:
+        """``challengeAvailability`` (approves exactly ``challengeBond`` first): the trainer must open
+        chunk ``chunk_index`` of its signed commitment within the task's challengeSeconds."""
+        bond = int(self.call("challengeBond", _b32(task_id)))
+        self.ensure_allowance(bond)
+        return self.transact("challengeAvailability", _b32(task_id), int(round), int(fragment),
+                             to_checksum_address(trainer), payload.to_abi(), int(chunk_index))
+
+    def answer_availability(self, task_id: bytes, round: int, fragment: int, trainer: str,
+                            opening: ChunkOpening) -> TxResult:
+        """``answerAvailability``: open the challenged chunk (the challenger's bond goes to the trainer)."""
+        return self.transact("answerAvailability", _b32(task_id), int(round), int(fragment),
+                             to_checksum_address(trainer), opening.to_abi())
+
+    def expire_availability(self, task_id: bytes, round: int, fragment: int, trainer: str) -> TxResult:
+        """``expireAvailability`` after an unanswered challenge's deadline (slashes the trainer)."""
+        return self.transact("expireAvailability", _b32(task_id), int(round), int(fragment),
+                             to_checksum_address(trainer))
+
+    def availability_challenge(self, task_id: bytes, round: int, fragment: int, trainer: str) -> dict[str, Any]:
+        """``availabilityChallenge``: ``{challenger, deadline, chunkIndex, payloadSumsq, payloadRoot, bond}``
+        (challenger is the zero address when none is pending)."""
+        (out,) = self.call_named("availabilityChallenge", _b32(task_id), int(round), int(fragment),
+                                 to_checksum_address(trainer)).values()
+        return dict(out)
 
     def finalize_round(self, commit: RoundCommit) -> TxResult:
         """The syncer commits the open round."""
@@ -1465,6 +1557,10 @@ class ChainClient:
         """Atto-units burned by slashing so far (kept by the registry for ever)."""
         return int(self.call("burned"))
 
+    def challenge_bonds_held(self) -> int:
+        """Bonds of pending availability challenges held by the registry, atto-units."""
+        return int(self.call("challengeBondsHeld"))
+
     def min_syncer_fee_per_round(self) -> int:
         """Smallest syncer pay per round (``rewardPool * syncerFeeBps / 10000 / maxRounds``) a task
         may offer, atto-units."""
@@ -1487,11 +1583,11 @@ class ChainClient:
         syncer may be replaced."""
         return int(self.call("syncerTimeout"))
 
-    def outer_gradient_digest(self, task_id: bytes, round: int, fragment: int, cid: str,
-                              payload_hash: bytes) -> bytes:
+    def outer_gradient_digest(self, task_id: bytes, round: int, fragment: int, base_root: bytes,
+                              payload: SignedPayload) -> bytes:
         """The registry's own EIP-712 digest (to check `sign_outer_gradient` against)."""
-        return bytes(self.call("outerGradientDigest", _b32(task_id), int(round), int(fragment), cid,
-                               _b32(payload_hash)))
+        return bytes(self.call("outerGradientDigest", _b32(task_id), int(round), int(fragment), _b32(base_root),
+                               payload.to_abi()))
 
     # -- verifier -------------------------------------------------------------------------
 

@@ -370,8 +370,8 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
                     fmt: str) -> None:
     """Check the payload locally as the syncer will (codec, round and fragment, tensor names, shapes,
     dtype, finite values; against the task's spec), then pin it to IPFS, sign (EIP-712) and submit
-    its CID and sha256."""
-    from tenzro_operator.chain import RunStatus
+    its CID, sha256 and chunk commitment."""
+    from tenzro_operator.chain import RunStatus, SignedPayload
 
     data = payload.read_bytes()
     digest = hashlib.sha256(data).digest()
@@ -390,11 +390,30 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
             raise TenzroError(f"cannot submit for round {round_}: {state}")
         runtime = TaskRuntime.from_spec(fetch_spec(ipfs, run.spec_cid, run.spec_hash))
         norm = check_payload(data, runtime, round_, fragment, source=str(payload))
+    root, sumsq = _payload_commitment(data, skip_check)
     cid = ipfs.add(data, pin=True)
-    res = chain.submit_outer_gradient(run.task_id, round_, fragment, cid, digest)
-    _tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": _hex(digest), "bytes": len(data),
+    res = chain.submit_outer_gradient(run.task_id, round_, fragment, SignedPayload(root, sumsq, cid, digest))
+    _tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": _hex(digest), "payload_root": _hex(root),
+                               "bytes": len(data),
                                "round": round_, "fragment": fragment, "tx": res.tx_hash, "gas": res.gas_used,
                                "l2_norm": norm if norm is None else round(norm, 6)})
+
+
+def _payload_commitment(data: bytes, skip_check: bool) -> tuple[bytes, int]:
+    """The chunk commitment (PROTOCOL.md §2) of the payload's tensors, which the submission signs:
+    ``(root, binary32 bits of the squared norm)``. With ``--skip-check`` bytes that do not decode
+    are sent under an empty commitment (the syncer will challenge them)."""
+    from tenzro_trainer.codec import decode_fragment
+    from tenzro_trainer.commitment import ChunkTree, flatten_fragment
+    from tenzro_trainer.errors import PayloadError
+
+    try:
+        tensors, _ = decode_fragment(data)
+        return ChunkTree(flatten_fragment(tensors)).root
+    except PayloadError as exc:
+        if not skip_check:
+            raise click.ClickException(f"--payload: {exc}") from None
+        return b"\x00" * 32, 0
 
 
 @train.command("finalize-round")

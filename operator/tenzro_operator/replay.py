@@ -528,7 +528,8 @@ class _RoundReplayer:
         """Confirm each rejection the transcript claims from the payload itself: HashMismatch (the
         bytes at the CID do not hash to payloadHash), Malformed, NonFinite, NormOutlier (norm above
         ``norm_multiple`` x the median norm of the structurally valid payloads of the fragment, as in
-        `tenzro_trainer.aggregation.screen_payloads`). "Unavailable" is the syncer's word (not slashed)."""
+        `tenzro_trainer.aggregation.screen_payloads`). "Unavailable" is settled on-chain (an availability
+        challenge the trainer answered or let expire, PROTOCOL.md §4) and not re-checked here."""
         outliers: list[tuple[str, float]] = []
         for trainer, reason in sorted(rejected):
             posted = self.submissions.get((r, f, trainer))

@@ -29,6 +29,9 @@ the defaults, and the canonical JSON, hence the spec hash, always carries them):
                           max_rounds`` per finalized round
 ``syncer_bond``           stake the elected syncer locks for the run, decimal      10 TNZO
                           string of atto-units (> 0); burned if it is replaced
+``challenge_window_ms``   how long a trainer has to answer an availability         60_000
+                          challenge (ms, > 0, <= 7 days; on-chain ceil(ms / 1000)
+                          seconds, contracts/PROTOCOL.md §4)
 ========================  =======================================================  ===========
 
 Protocol fields the contract enforces but the docs' spec has no slot for live in
@@ -60,6 +63,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tenzro_operator.errors import SpecError
@@ -90,6 +94,8 @@ MAX_SUBMISSION_SLOTS = 2048  # TrainingRegistry.MAX_SUBMISSION_SLOTS: largest M 
 DEFAULT_ENROLLMENT_WINDOW_MS = 3_600_000  # one hour
 DEFAULT_SYNCER_FEE_BPS = 100  # 1 % of the pool
 DEFAULT_SYNCER_BOND = str(10 * 10**18)  # 10 TNZO in atto-units
+MAX_CHALLENGE_MS = 7 * 24 * 3600 * 1000  # TrainingRegistry.MAX_CHALLENGE_SECONDS (7 days), in ms
+DEFAULT_CHALLENGE_WINDOW_MS = 60_000  # one minute
 
 AGGREGATION_RULES = ("Mean", "TrimmedMean", "CoordinateMedian", "Krum")
 """Names of the aggregation rules, in the order of the contract's enum (0..3)."""
@@ -215,6 +221,12 @@ class ProtocolParams(_Strict):
         return v
 
     @property
+    def norm_screen_sq_bits(self) -> int:
+        """The registry's ``normScreenSq``: the binary32 bit pattern of float32(norm_multiple ** 2),
+        the factor a sum of squares is compared with (PROTOCOL.md §4)."""
+        return int(np.array([self.norm_multiple ** 2], dtype=np.float32).view(np.uint32)[0])
+
+    @property
     def min_stake_atto(self) -> int:
         """Minimum stake in token atto-units."""
         return int(self.min_stake)
@@ -272,6 +284,8 @@ class TaskSpec(_Strict):
     syncer_fee_bps: int = Field(default=DEFAULT_SYNCER_FEE_BPS, ge=0, le=MAX_SYNCER_FEE_BPS,
                                 description="syncers' share of the reward pool, basis points")
     syncer_bond: str = Field(default=DEFAULT_SYNCER_BOND, description="bond the elected syncer locks, atto-units")
+    challenge_window_ms: int = Field(default=DEFAULT_CHALLENGE_WINDOW_MS, gt=0, le=MAX_CHALLENGE_MS,
+                                     description="answer window of an availability challenge, milliseconds")
 
     @field_validator("sponsor_did")
     @classmethod
@@ -402,6 +416,11 @@ class TaskSpec(_Strict):
     def syncer_bond_atto(self) -> int:
         """The syncer's bond in token atto-units."""
         return int(self.syncer_bond)
+
+    @property
+    def challenge_seconds(self) -> int:
+        """The challenge answer window as the registry stores it: ceil(ms / 1000) seconds."""
+        return -(-self.challenge_window_ms // 1000)
 
     @property
     def enrollment_seconds(self) -> int:

@@ -146,10 +146,18 @@ def enroll(registry, fund) -> Callable:
 
 
 @pytest.fixture(scope="module")
-def sign(registry, chain) -> Callable:
-    """sign(trainer, task, round, fragment, cid, payload_hash) -> 65-byte EIP-712 signature."""
+def evidence(project, registry):
+    """The registry's evidence functions (ITrainingRegistryEvidence, served by its fallback)."""
+    return project.ITrainingRegistryEvidence.at(registry.address)
 
-    def _sign(trainer, task: bytes, rnd: int, fragment: int, cid: str, payload_hash: bytes) -> bytes:
+
+@pytest.fixture(scope="module")
+def sign(registry, chain) -> Callable:
+    """sign(trainer, task, round, fragment, payload) -> the payload tuple (payloadRoot, payloadSumsq,
+    cid, payloadHash, signature) signed over the run's current weights root (EIP-712, version 2)."""
+
+    def _sign(trainer, task: bytes, rnd: int, fragment: int, payload: tuple) -> tuple:
+        root, sumsq, cid, payload_hash = payload[:4]
         typed = {
             "types": {
                 "EIP712Domain": [
@@ -162,6 +170,9 @@ def sign(registry, chain) -> Callable:
                     {"name": "taskId", "type": "bytes32"},
                     {"name": "round", "type": "uint32"},
                     {"name": "fragment", "type": "uint16"},
+                    {"name": "baseRoot", "type": "bytes32"},
+                    {"name": "payloadRoot", "type": "bytes32"},
+                    {"name": "payloadSumsq", "type": "uint32"},
                     {"name": "cid", "type": "string"},
                     {"name": "payloadHash", "type": "bytes32"},
                 ],
@@ -169,7 +180,7 @@ def sign(registry, chain) -> Callable:
             "primaryType": "OuterGradient",
             "domain": {
                 "name": "TenzroTrainingRegistry",
-                "version": "1",
+                "version": "2",
                 "chainId": chain.chain_id,
                 "verifyingContract": registry.address,
             },
@@ -177,25 +188,29 @@ def sign(registry, chain) -> Callable:
                 "taskId": task,
                 "round": rnd,
                 "fragment": fragment,
+                "baseRoot": bytes(registry.getRun(task).weightsRoot),
+                "payloadRoot": root,
+                "payloadSumsq": sumsq,
                 "cid": cid,
                 "payloadHash": payload_hash,
             },
         }
         signed = Account.sign_message(encode_typed_data(full_message=typed), trainer.private_key)
-        return bytes(signed.signature)
+        return (root, sumsq, cid, payload_hash, bytes(signed.signature))
 
     return _sign
 
 
 @pytest.fixture(scope="module")
 def submit(registry, sign, roles) -> Callable:
-    """submit(task, trainer, round, fragment, sender=relayer): a signed submission relayed."""
+    """submit(task, trainer, round, fragment, sender=relayer): a signed stand-in submission
+    (commitment root = a hash, sum of squares 1.0) relayed on the forced-inclusion path."""
 
     def _submit(task: bytes, trainer, rnd: int, fragment: int, sender=None):
         cid = f"bafkreigrad{rnd}x{fragment}"
         ph = sha(f"payload:{trainer.address}:{rnd}:{fragment}")
-        sig = sign(trainer, task, rnd, fragment, cid, ph)
-        return registry.submitOuterGradient(task, rnd, fragment, cid, ph, sig, sender=sender or roles.relayer)
+        signed = sign(trainer, task, rnd, fragment, (sha(f"root:{cid}:{trainer.address}"), 0x3F800000, cid, ph))
+        return registry.submitOuterGradient(task, rnd, fragment, signed, sender=sender or roles.relayer)
 
     return _submit
 

@@ -39,6 +39,9 @@ def task_id(name: str) -> bytes:
     return keccak(text=name)
 
 
+CHALLENGE_S = 20  # answer window of an availability challenge, seconds
+
+
 def params(name: str = "task-1", **over) -> dict:
     """TaskParams as a dict (ITrainingRegistry.TaskParams field order)."""
     f = over.get("fragmentCount", 2)
@@ -62,6 +65,8 @@ def params(name: str = "task-1", **over) -> dict:
         enrollmentSeconds=ENROLL_S,
         syncerFeeBps=SYNCER_FEE_BPS,
         syncerBond=SYNCER_BOND,
+        normScreenSq=0x42C80000,  # 100.0: a norm screen of x10
+        challengeSeconds=CHALLENGE_S,
     )
     p.update(over)
     return p
@@ -71,7 +76,7 @@ TASK_PARAM_KEYS = (
     "taskId", "specHash", "specCid", "initialWeightsRoot", "trainerCount", "quorum",
     "fragmentCount", "innerSteps", "maxRounds", "graceWindowMs", "aggregation", "tier",
     "maxMisses", "minStake", "rewardPool", "fragmentSizes", "enrollmentSeconds", "syncerFeeBps",
-    "syncerBond",
+    "syncerBond", "normScreenSq", "challengeSeconds",
 )
 
 
@@ -184,3 +189,20 @@ def ledger(registry, token, accounts) -> dict:
     }
     terms["balance"] = token.balanceOf(registry)
     return terms
+
+
+def nan_payload(sign, trainer, task: bytes, rnd: int, fragment: int, n: int) -> tuple:
+    """A payload of n values whose last one is NaN, signed by ``trainer``, and the opening of its
+    last chunk (the evidence proveInvalid(NonFinite) takes): ``(signed tuple, opening tuple)``."""
+    import torch
+
+    from tenzro_trainer.commitment import ChunkTree
+
+    values = torch.ones(n)
+    values[n - 1] = float("nan")
+    tree = ChunkTree(values)
+    root, sumsq = tree.root
+    signed = sign(trainer, task, rnd, fragment, (root, sumsq, f"bafkreinan{rnd}x{fragment}", sha(f"nan:{rnd}:{fragment}")))
+    last = tree.num_chunks - 1
+    proof = tree.proof(last)
+    return signed, (last, tree.chunk(last), [h for h, _ in proof], [s_ for _, s_ in proof])

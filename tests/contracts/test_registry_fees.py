@@ -15,6 +15,7 @@ from __future__ import annotations
 import ape
 import pytest
 from registry_helpers import (
+    nan_payload,
     GRACE_S,
     MIN_STAKE,
     MIN_SYNCER_STAKE,
@@ -123,10 +124,11 @@ def test_cancelled_run_pays_no_fee(registry, post_task, enroll, roles, state):
     assert state(task) == before
 
 
-def test_whole_run_with_replacement_conserves_tokens(registry, token, post_task, enroll, elect, submit, fund,
-                                                     roles, chain, conserved, everyone):
-    """Three rounds, M = 3, K = 1, maxMisses = 0. Round 0: syncer A finalizes (trainer 2 misses
-    and is evicted: slash burned) after reporting trainer 1's fragment 1 invalid (slash burned).
+def test_whole_run_with_replacement_conserves_tokens(registry, evidence, token, post_task, enroll, elect, submit,
+                                                     sign, fund, roles, chain, conserved, everyone):
+    """Three rounds, M = 3, K = 1, maxMisses = 0. Round 0: syncer A finalizes after its deadline
+    (trainer 2 misses and is evicted: slash burned) after proving trainer 1's fragment 1 non-finite
+    (slash burned but for A's 10 % bounty).
     Round 1: A goes silent and is replaced by B (A's bond burned). B finalizes rounds 1 and 2.
     After the seal A claims one round's fee, B two; everyone withdraws. The ledger balances
     after every transaction, and at the end the registry holds exactly the syncers' stakes and
@@ -148,15 +150,17 @@ def test_whole_run_with_replacement_conserves_tokens(registry, token, post_task,
     registry.registerSyncer(MIN_SYNCER_STAKE, sender=b)
     conserved()
 
-    # round 0 (A): t0 submits both fragments, t1 fragment 1 (reported invalid), t2 nothing
+    # round 0 (A): t0 submits both fragments, t1 fragment 1 (a NaN, proven invalid by A), t2 nothing
     submit(task, t0, 0, 0)
     submit(task, t0, 0, 1)
-    submit(task, t1, 0, 1)
+    nan_signed, opening = nan_payload(sign, t1, task, 0, 1, 2000)
+    registry.submitOuterGradient(task, 0, 1, nan_signed, sender=t1)
     burned0 = registry.burned()
-    registry.reportInvalid(task, 0, 1, t1, 4, sender=a)  # NormOutlier
+    evidence.proveInvalid(task, 0, 1, t1, 3, nan_signed, opening, [], sender=a)  # NonFinite
     invalid_slash = MIN_STAKE * 500 // 10_000
-    assert registry.burned() - burned0 == invalid_slash
+    assert registry.burned() - burned0 == invalid_slash - invalid_slash // 10  # A's bounty is 10 %
     conserved()
+    chain.mine(deltatime=GRACE_S + 1)  # misses count only after the deadline
     tx = registry.finalizeRound(commit(task, 0, 2, [0b11, 0, 0]), sender=a)
     # maxMisses = 0: t1 (nothing accepted) and t2 are evicted, each slashed 10 % of what is left
     evict = [((MIN_STAKE - invalid_slash) * 1_000) // 10_000, MIN_STAKE * 1_000 // 10_000]
@@ -187,12 +191,13 @@ def test_whole_run_with_replacement_conserves_tokens(registry, token, post_task,
     conserved()
     registry.claimSyncerFee(task, sender=b)
     conserved()
-    assert registry.withdrawable(a) == fee and registry.withdrawable(b) == 2 * fee
+    bounty = invalid_slash // 10  # A proved trainer 1's NaN
+    assert registry.withdrawable(a) == fee + bounty and registry.withdrawable(b) == 2 * fee
 
     # every bond is unlocked, A lost exactly its bond
     assert tuple(registry.syncerInfo(a)) == (MIN_SYNCER_STAKE - SYNCER_BOND, 0, True, 0)
     assert tuple(registry.syncerInfo(b)) == (MIN_SYNCER_STAKE, 0, True, 0)
-    burned = invalid_slash + sum(evict) + SYNCER_BOND
+    burned = invalid_slash - bounty + sum(evict) + SYNCER_BOND
     assert registry.burned() == burned
 
     for acct in everyone:

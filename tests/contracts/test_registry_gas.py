@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from registry_helpers import E18, as_tuple, commit, params
+from registry_helpers import E18, GRACE_S, as_tuple, commit, nan_payload, params, sha
 
 SUBMIT_CEILING = 80_000
 REPORT = os.environ.get("TENZRO_GAS_REPORT")
@@ -80,6 +80,50 @@ def test_gas_at_reference_shape(registry, enroll, submit, fund, syncer_pool, rol
         _write()
 
 
+def test_gas_of_evidence(registry, evidence, start_run, sign, fund, roles, chain):
+    """Gas of the evidence functions (PROTOCOL.md §4) at M = 8: proving a NaN by opening one chunk
+    of a 2,000-value fragment (a 7-level proof), proving a norm outlier with the 7 other signed sums,
+    and an availability challenge answered, then one expired."""
+    import torch
+
+    from tenzro_trainer.commitment import ChunkTree
+
+    task = start_run("gas-evidence", m=8, quorum=1, fragmentCount=2, maxRounds=1)
+    tr = roles.trainers[:8]
+    nan_signed, opening = nan_payload(sign, tr[0], task, 0, 0, 1000)
+    registry.submitOuterGradient(task, 0, 0, nan_signed, sender=roles.relayer)
+    nan = _gas(evidence.proveInvalid(task, 0, 0, tr[0], 3, nan_signed, opening, [], sender=roles.stranger))
+    signed = []
+    for i, t in enumerate(tr):
+        values = torch.full((2000,), 100.0 if i == 7 else 1.0)
+        root, sumsq = ChunkTree(values).root
+        signed.append(sign(t, task, 0, 1, (root, sumsq, f"bafkreisq{i}", sha(f"sq{i}"))))
+        registry.submitOuterGradient(task, 0, 1, signed[-1], sender=roles.relayer)
+    norm = _gas(evidence.proveInvalid(task, 0, 1, tr[7], 4, signed[7], (0, b"\x00" * 64, [], []), signed[:7],
+                                      sender=roles.stranger))
+    fund(roles.syncer, 2 * evidence.challengeBond(task))
+    challenge = _gas(evidence.challengeAvailability(task, 0, 1, tr[1], signed[1], 3, sender=roles.syncer))
+    tree = ChunkTree(torch.full((2000,), 1.0))
+    proof = tree.proof(3)
+    answer = _gas(evidence.answerAvailability(task, 0, 1, tr[1], (3, tree.chunk(3), [h for h, _ in proof],
+                                                                 [s_ for _, s_ in proof]), sender=roles.stranger))
+    evidence.challengeAvailability(task, 0, 1, tr[2], signed[2], 0, sender=roles.syncer)
+    chain.mine(deltatime=GRACE_S)
+    expire = _gas(evidence.expireAvailability(task, 0, 1, tr[2], sender=roles.stranger))
+    _rows["evidence"] = [
+        ("proveInvalid, NonFinite (one chunk, 7-level proof)", nan),
+        ("proveInvalid, NormOutlier (8 signed sums)", norm),
+        ("challengeAvailability", challenge),
+        ("answerAvailability (7-level proof)", answer),
+        ("expireAvailability", expire),
+    ]
+    for name, g in _rows["evidence"]:
+        print(f"gas {name}: {g:,}")
+    assert max(nan, answer, expire, challenge) < 300_000 and norm < 1_000_000
+    if REPORT:
+        _write()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("m,f", [(m, f) for m in (2, 4, 8) for f in (1, 4, 12)])
 def test_finalize_gas_grid(registry, post_task, enroll, elect, submit, syncer_pool, roles, m, f):
@@ -96,6 +140,9 @@ def _write():
     lines += [f"| {name} | {lo:,} | {hi:,} |" for name, lo, hi in _rows["ops"]]
     if _rows["round"] is not None:
         lines += ["", f"per-round gas at M=8, F=12: {_rows['round']}"]
+    if _rows.get("evidence"):
+        lines += ["", "| evidence | gas |", "| --- | ---: |"]
+        lines += [f"| {name} | {g:,} |" for name, g in _rows["evidence"]]
     if _rows["grid"]:
         lines += ["", "| M | F | finalizeRound gas |", "| ---: | ---: | ---: |"]
         lines += [f"| {m} | {f} | {g:,} |" for m, f, g in sorted(_rows["grid"])]

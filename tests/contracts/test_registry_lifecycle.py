@@ -19,6 +19,7 @@ from eth_utils import keccak
 from tenzro_operator import receipt as rc
 
 from registry_helpers import (
+    nan_payload,
     E18,
     ENROLL_S,
     GRACE_S,
@@ -122,8 +123,9 @@ def test_task_posted_event_carries_params(registry, fund, roles):
     got = ev.params
     got = got if isinstance(got, (tuple, list)) else tuple(got.values())
     assert tuple(got)[0] == p["taskId"] and tuple(got)[2] == p["specCid"]
-    # the three v2 fields close the struct
-    assert tuple(got)[-3:] == (p["enrollmentSeconds"], p["syncerFeeBps"], p["syncerBond"])
+    # the v2 fields close the struct
+    assert tuple(got)[-5:] == (p["enrollmentSeconds"], p["syncerFeeBps"], p["syncerBond"], p["normScreenSq"],
+                               p["challengeSeconds"])
 
 
 def test_list_runs_pages(registry, post_task):
@@ -265,28 +267,33 @@ def test_outer_gradient_digest_matches_eth_account(registry, chain):
             ],
             "OuterGradient": [
                 {"name": "taskId", "type": "bytes32"}, {"name": "round", "type": "uint32"},
-                {"name": "fragment", "type": "uint16"}, {"name": "cid", "type": "string"},
-                {"name": "payloadHash", "type": "bytes32"},
+                {"name": "fragment", "type": "uint16"}, {"name": "baseRoot", "type": "bytes32"},
+                {"name": "payloadRoot", "type": "bytes32"}, {"name": "payloadSumsq", "type": "uint32"},
+                {"name": "cid", "type": "string"}, {"name": "payloadHash", "type": "bytes32"},
             ],
         },
         "primaryType": "OuterGradient",
-        "domain": {"name": "TenzroTrainingRegistry", "version": "1", "chainId": chain.chain_id,
+        "domain": {"name": "TenzroTrainingRegistry", "version": "2", "chainId": chain.chain_id,
                    "verifyingContract": registry.address},
-        "message": {"taskId": task, "round": 7, "fragment": 3, "cid": "bafk", "payloadHash": sha("p")},
+        "message": {"taskId": task, "round": 7, "fragment": 3, "baseRoot": sha("w"), "payloadRoot": sha("r"),
+                    "payloadSumsq": 0x3F800000, "cid": "bafk", "payloadHash": sha("p")},
     }
     msg = encode_typed_data(full_message=typed)
     expected = keccak(b"\x19\x01" + msg.header + msg.body)
-    assert registry.outerGradientDigest(task, 7, 3, "bafk", sha("p")) == expected
+    payload = (sha("r"), 0x3F800000, "bafk", sha("p"), b"")
+    assert registry.outerGradientDigest(task, 7, 3, sha("w"), payload) == expected
 
 
 def test_submit_relayed_and_by_syncer(registry, start_run, sign, roles):
     task = start_run("task-submit")
     t = roles.trainers[0]
-    sig = sign(t, task, 0, 1, "bafkreicid", sha("payload"))
-    tx = registry.submitOuterGradient(task, 0, 1, "bafkreicid", sha("payload"), sig, sender=roles.syncer)
+    signed = sign(t, task, 0, 1, (sha("root"), 0x3F800000, "bafkreicid", sha("payload")))
+    tx = registry.submitOuterGradient(task, 0, 1, signed, sender=roles.syncer)
     (ev,) = events(tx, "GradientSubmitted")
     assert (ev.taskId, ev.round, ev.fragment, ev.trainer) == (task, 0, 1, t.address)
-    assert (ev.cid, ev.payloadHash) == ("bafkreicid", sha("payload"))
+    assert (ev.cid, ev.payloadHash, ev.payloadRoot, ev.payloadSumsq) == ("bafkreicid", sha("payload"), sha("root"),
+                                                                          0x3F800000)
+    assert bytes(ev.signature) == signed[4]  # kept for norm proofs
     assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0, 0)
     assert registry.trainerMetrics(task, t).submitted == 1
 
@@ -371,22 +378,27 @@ def test_misses_evict_and_slash(registry, token, start_run, submit, roles, chain
     assert token.balanceOf(registry) == balance0  # burned tokens stay in the registry
 
 
-def test_report_invalid_slashes_and_burns(registry, start_run, submit, roles):
+def test_prove_invalid_slashes_pays_bounty_and_burns(registry, evidence, start_run, sign, roles):
+    """A NaN is proven by opening its committed chunk; 5 % slashed, 10 % of it to the prover."""
     task = start_run("task-invalid", m=2, quorum=1)
     t = roles.trainers[1]
-    submit(task, t, 0, 1)
+    signed, opening = nan_payload(sign, t, task, 0, 1, 2000)
+    registry.submitOuterGradient(task, 0, 1, signed, sender=roles.relayer)
     burned0 = registry.burned()
-    tx = registry.reportInvalid(task, 0, 1, t, 2, sender=roles.syncer)  # Malformed
+    tx = evidence.proveInvalid(task, 0, 1, t, 3, signed, opening, [], sender=roles.stranger)  # NonFinite
     (ev,) = events(tx, "TrainerSlashed")
-    assert (ev.trainer, ev.reason, ev.round, ev.fragment) == (t.address, 2, 0, 1)
+    assert (ev.trainer, ev.reason, ev.round, ev.fragment) == (t.address, 3, 0, 1)
     assert ev.amount == MIN_STAKE * 500 // 10_000
+    (proof,) = events(tx, "InvalidProven")
+    assert (proof.prover, proof.slashed, proof.bounty) == (roles.stranger.address, ev.amount, ev.amount // 10)
     assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0b10, 0)
     (burn,) = events(tx, "StakeBurned")
-    assert (burn.taskId, burn["from"], burn.amount) == (task, t.address, ev.amount)
+    assert (burn.taskId, burn["from"], burn.amount) == (task, t.address, ev.amount - proof.bounty)
     run = registry.getRun(task)
     assert run.rewardPoolLeft == POOL  # the pool never grows: nobody gains by a slash
     assert run.stakeHeld == 2 * MIN_STAKE - ev.amount
-    assert registry.burned() - burned0 == ev.amount
+    assert registry.burned() - burned0 == ev.amount - proof.bounty
+    assert registry.withdrawable(roles.stranger) >= proof.bounty
 
 
 def test_replace_silent_syncer_burns_its_bond(registry, token, start_run, elect, fund, roles, chain):

@@ -473,10 +473,14 @@ def running(start_run):
     return start_run("run", m=3, quorum=2, maxMisses=0, maxRounds=3)
 
 
+def _payload(rnd, frag, cid="bafkreic", ph=None) -> tuple:
+    return (sha(f"root:{rnd}:{frag}:{cid}"), 0x3F800000, cid, ph or sha(f"p:{rnd}:{frag}"))
+
+
 def _sub(registry, sign, roles, task, trainer, rnd, frag, cid="bafkreic", ph=None, sig=None, sender=None):
-    ph = ph or sha(f"p:{rnd}:{frag}")
-    sig = sig if sig is not None else sign(trainer, task, rnd, frag, cid, ph)
-    return lambda: registry.submitOuterGradient(task, rnd, frag, cid, ph, sig, sender=sender or roles.relayer)
+    payload = _payload(rnd, frag, cid, ph)
+    signed = payload + (sig,) if sig is not None else sign(trainer, task, rnd, frag, payload)
+    return lambda: registry.submitOuterGradient(task, rnd, frag, signed, sender=sender or roles.relayer)
 
 
 def test_submit_while_enrolling(registry, enrolling, sign, roles, unchanged):
@@ -514,7 +518,7 @@ def test_submit_signed_by_stranger(registry, running, sign, roles, unchanged):
 def test_submit_signature_over_other_fields(registry, running, sign, roles, unchanged):
     """A valid signature over another payload hash recovers another address: not enrolled."""
     t = roles.trainers[0]
-    sig = sign(t, running, 0, 0, "bafkreic", sha("other"))
+    sig = sign(t, running, 0, 0, _payload(0, 0, ph=sha("other")))[4]
     unchanged([running], registry.Registry__NotEnrolled,
               _sub(registry, sign, roles, running, t, 0, 0, sig=sig))
 
@@ -532,54 +536,72 @@ def test_submit_evicted(registry, running, submit, sign, roles, unchanged, chain
     for t in (a, b):
         submit(running, t, 0, 0)
         submit(running, t, 0, 1)
+    chain.mine(deltatime=GRACE_S + 1)  # a miss counts only once the deadline has passed
     registry.finalizeRound(commit(running, 0, 2, [3, 3, 0]), sender=roles.syncer)  # c misses; maxMisses 0
     assert registry.trainerMetrics(running, c).evicted
     unchanged([running], registry.Registry__TrainerIsEvicted, _sub(registry, sign, roles, running, c, 1, 0),
               taskId=running, trainer=c.address)
 
 
-# ---------------------------------------------------------------- reportInvalid
+# ---------------------------------------------------------------- proveInvalid (PROTOCOL.md §4)
 
 
-def test_report_not_syncer(registry, running, submit, roles, unchanged):
+def _no_opening():
+    return (0, b"\x00" * 64, [], [])
+
+
+def _prove(evidence, sign, roles, task, trainer, rnd, frag, reason, payload=None, signed=None, opening=None,
+           sender=None):
+    signed = signed or sign(trainer, task, rnd, frag, payload or _payload(rnd, frag))
+    return lambda: evidence.proveInvalid(task, rnd, frag, trainer, reason, signed, opening or _no_opening(), [],
+                                         sender=sender or roles.stranger)
+
+
+@pytest.mark.parametrize("reason", [0, 1, 5, 6])
+def test_prove_unknown_reason(registry, evidence, running, submit, sign, roles, unchanged, reason):
+    """Only NonFinite (3), Malformed (2) and NormOutlier (4) can be proven; missed rounds and
+    unavailability have their own paths, and HashMismatch is not provable on-chain."""
     t = roles.trainers[0]
-    submit(running, t, 0, 0)
-    unchanged([running], registry.Registry__NotSyncer,
-              lambda: registry.reportInvalid(running, 0, 0, t, 1, sender=roles.stranger))
-
-
-@pytest.mark.parametrize("reason", [0, 5])
-def test_report_unknown_reason(registry, running, submit, roles, unchanged, reason):
-    t = roles.trainers[0]
-    submit(running, t, 0, 0)
+    signed = sign(t, running, 0, 0, _payload(0, 0))
+    registry.submitOuterGradient(running, 0, 0, signed, sender=roles.relayer)
     unchanged([running], registry.Registry__UnknownReason,
-              lambda: registry.reportInvalid(running, 0, 0, t, reason, sender=roles.syncer), reason=reason)
+              _prove(evidence, sign, roles, running, t, 0, 0, reason, signed=signed), reason=reason)
 
 
-def test_report_no_submission(registry, running, submit, roles, unchanged):
+def test_prove_no_submission(registry, evidence, running, sign, roles, unchanged):
     t = roles.trainers[0]
-    unchanged([running], registry.Registry__NoSuchSubmission,
-              lambda: registry.reportInvalid(running, 0, 1, t, 1, sender=roles.syncer),
+    unchanged([running], registry.Registry__NoSuchSubmission, _prove(evidence, sign, roles, running, t, 0, 1, 3),
               taskId=running, round=0, fragment=1, trainer=t.address)
-    submit(running, t, 0, 1)
-    registry.reportInvalid(running, 0, 1, t, 1, sender=roles.syncer)
-    # a second report of the same submission: it is no longer "submitted"
-    unchanged([running], registry.Registry__NoSuchSubmission,
-              lambda: registry.reportInvalid(running, 0, 1, t, 1, sender=roles.syncer))
 
 
-def test_report_not_enrolled(registry, running, roles, unchanged):
+def test_prove_not_enrolled(registry, evidence, running, sign, roles, unchanged):
     unchanged([running], registry.Registry__NotEnrolled,
-              lambda: registry.reportInvalid(running, 0, 0, roles.stranger, 1, sender=roles.syncer))
+              _prove(evidence, sign, roles, running, roles.stranger, 0, 0, 3),
+              taskId=running, trainer=roles.stranger.address)
 
 
-def test_report_wrong_round_and_fragment(registry, running, submit, roles, unchanged):
+def test_prove_wrong_round_and_fragment(registry, evidence, running, sign, roles, unchanged):
     t = roles.trainers[0]
-    submit(running, t, 0, 0)
-    unchanged([running], registry.Registry__WrongRound,
-              lambda: registry.reportInvalid(running, 1, 0, t, 1, sender=roles.syncer))
-    unchanged([running], registry.Registry__BadFragment,
-              lambda: registry.reportInvalid(running, 0, 9, t, 1, sender=roles.syncer))
+    unchanged([running], registry.Registry__WrongRound, _prove(evidence, sign, roles, running, t, 1, 0, 3))
+    unchanged([running], registry.Registry__BadFragment, _prove(evidence, sign, roles, running, t, 0, 9, 3))
+
+
+def test_prove_needs_the_trainers_signature_and_a_real_opening(registry, evidence, running, sign, roles, unchanged):
+    t, other = roles.trainers[:2]
+    signed = sign(t, running, 0, 0, _payload(0, 0))
+    registry.submitOuterGradient(running, 0, 0, signed, sender=roles.relayer)
+    # the same payload signed by someone else is not the trainer's
+    forged = sign(other, running, 0, 0, _payload(0, 0))
+    unchanged([running], registry.Registry__NotSignedBy,
+              _prove(evidence, sign, roles, running, t, 0, 0, 3, signed=forged), trainer=t.address)
+    # a chunk that does not open the signed root proves nothing
+    unchanged([running], registry.Registry__BadOpening,
+              _prove(evidence, sign, roles, running, t, 0, 0, 3, signed=signed))
+    # a norm proof without the other submissions' sums is refused
+    other_signed = sign(other, running, 0, 0, _payload(0, 0, cid="bafkreio"))
+    registry.submitOuterGradient(running, 0, 0, other_signed, sender=roles.relayer)
+    unchanged([running], registry.Registry__IncompleteSubmissionSet,
+              _prove(evidence, sign, roles, running, t, 0, 0, 4, signed=signed))
 
 
 # ---------------------------------------------------------------- finalizeRound

@@ -91,8 +91,11 @@ def test_trainer_killed_mid_run_is_counted_missed_and_run_seals(deployed, tmp_pa
         if round_index >= 1 and not victim.killed:
             victim.kill()
 
-    summary = run_demo(_settings(cfg, deployments, tmp_path, grace_window_ms=20_000, max_missed_rounds=1),
-                       on_round=kill_trainer_2)
+    # A miss counts only when a round is finalized after its deadline (an early finalization on
+    # quorum never counts one, PROTOCOL.md §4): this syncer waits for every deadline.
+    settings = _settings(cfg, deployments, tmp_path, grace_window_ms=20_000, max_missed_rounds=1)
+    settings.syncer_options = {"finalize_early": False}
+    summary = run_demo(settings, on_round=kill_trainer_2)
     rows = {r["trainer"]: r for r in summary["trainers"]}
     assert rows["trainer-2"]["missed_rounds"] >= 1
     assert rows["trainer-0"]["missed_rounds"] == 0 and rows["trainer-1"]["missed_rounds"] == 0

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
@@ -69,7 +70,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         assertEq(replaceableAt, block.timestamp + SYNCER_TIMEOUT, "clock starts at the election");
         vm.prank(attacker);
         vm.expectRevert(
-            abi.encodeWithSelector(ITrainingRegistry.Registry__SyncerStillActive.selector, ID, second, replaceableAt)
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SyncerStillActive.selector, ID, second, replaceableAt)
         );
         reg.requestSyncerElection(ID);
         // the one failure cost exactly the run's bond, burned: nothing went into the attacker's run
@@ -96,7 +97,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         token.mint(attacker, 1);
         vm.prank(attacker);
         vm.expectRevert(
-            abi.encodeWithSelector(ITrainingRegistry.Registry__SyncerStakeTooLow.selector, 1, MIN_SYNCER_STAKE)
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SyncerStakeTooLow.selector, 1, MIN_SYNCER_STAKE)
         );
         reg.registerSyncer(1);
         // squatting now costs minSyncerStake a slot, and a better-staked newcomer still gets in
@@ -107,7 +108,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         address honest = address(0x40E57);
         _fund(honest, MIN_SYNCER_STAKE);
         vm.prank(honest);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__SyncerPoolFull.selector, 64));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SyncerPoolFull.selector, 64));
         reg.registerSyncer(MIN_SYNCER_STAKE); // not more than the smallest: refused
         _registerSyncer(honest, MIN_SYNCER_STAKE + 1);
         assertEq(reg.syncerCandidates().length, 64, "still 64");
@@ -143,11 +144,11 @@ contract ProtocolV2AttacksTest is RegistryBase {
         reg = strict;
         _registerSyncer(syncer, MIN_SYNCER_STAKE);
         // a run that pays its syncer nothing cannot be posted
-        ITrainingRegistry.TaskParams memory p = _params(ID, 256, 256, 1, 1, 0);
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, 256, 256, 1, 1, 0);
         p.minStake = type(uint128).max;
         _fund(attacker, 0);
         vm.prank(attacker);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__SyncerFeeTooLow.selector, 0, 1e15));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SyncerFeeTooLow.selector, 0, 1e15));
         reg.postTask(p);
         // one that pays is posted, but no syncer is elected while it cannot train
         p.rewardPool = 1e18;
@@ -157,7 +158,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         reg.postTask(p);
         vm.expectRevert(
             abi.encodeWithSelector(
-                ITrainingRegistry.Registry__WrongStatus.selector, ID, ITrainingRegistry.RunStatus.Enrolling
+                ITrainingRegistryTypes.Registry__WrongStatus.selector, ID, ITrainingRegistryTypes.RunStatus.Enrolling
             )
         );
         reg.requestSyncerElection(ID);
@@ -207,7 +208,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         bytes32 realSpec = keccak256("the sponsor's spec");
         (RewardEscrow escrow, uint256 id) = _escrowFor(realSpec);
         // the attacker front-runs the task id (even copying the spec hash) and seals a junk run
-        ITrainingRegistry.TaskParams memory p = _params(ID, 1, 1, 1, 1, 0);
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, 1, 1, 1, 1, 0);
         p.specHash = realSpec;
         vm.prank(attacker);
         reg.postTask(p);
@@ -219,7 +220,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
 
     /// The real sponsor's own run with nothing accepted does not release an escrow that asks for work.
     function test_attack7_emptyRunOfTheRealSponsor_releasesNothing() public {
-        ITrainingRegistry.TaskParams memory p = _params(ID, 1, 1, 1, 1, 0);
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, 1, 1, 1, 1, 0);
         (RewardEscrow escrow, uint256 id) = _escrowFor(p.specHash);
         _post(p);
         (bytes memory receipt, bytes32 root) = _sealEmptyRun();
@@ -238,7 +239,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         vm.roll(block.number + 1);
         _post(_params(ID, 1, 1, 1, 1, 0));
         _enroll(ID, 0, MIN_STAKE);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__ElectionNotReady.selector, ID, block.number));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ElectionNotReady.selector, ID, block.number));
         grinder.grind(ID);
     }
 
@@ -271,7 +272,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         reg.requestSyncerElection(third);
         uint256 at = block.number;
         vm.roll(block.number + 257);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__ElectionExpired.selector, third, at));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ElectionExpired.selector, third, at));
         reg.electSyncer(third);
     }
 
@@ -292,7 +293,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
     /// 30M block. Now M * F <= 2048, and the largest allowed shapes finalize and seal in budget.
     function test_attack9_gasBomb_fails() public {
         vm.prank(attacker);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistry.Registry__ShapeTooLarge.selector, 256, 128, 2048));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ShapeTooLarge.selector, 256, 128, 2048));
         reg.postTask(_params(ID, 256, 1, 128, 1, 0));
         _roundGas(keccak256("wide"), 256, 8);
         _roundGas(keccak256("deep"), 16, 128);
@@ -306,13 +307,14 @@ contract ProtocolV2AttacksTest is RegistryBase {
         }
         _elect(id);
         uint256[] memory acc = new uint256[](m);
+        bytes32 base = reg.getRun(id).weightsRoot;
         for (uint256 i = 0; i < m; ++i) {
             for (uint16 j = 0; j < f; ++j) {
-                _submit(id, i, 0, j);
+                _submitOn(id, i, 0, j, base);
             }
             acc[i] = (uint256(1) << f) - 1;
         }
-        ITrainingRegistry.RoundCommit memory c = _commit(id, 0, f, acc);
+        ITrainingRegistryTypes.RoundCommit memory c = _commit(id, 0, f, acc);
         vm.prank(syncer);
         uint256 g = gasleft();
         reg.finalizeRound(c);

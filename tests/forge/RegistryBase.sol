@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {TestBase} from "./lib/Cheats.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
+import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
 
 /// @notice Shared fixtures of the registry's forge tests: a token, a registry, a sponsor,
 /// a syncer candidate and trainers with known keys (they sign EIP-712 with vm.sign).
@@ -15,9 +17,12 @@ abstract contract RegistryBase is TestBase {
     uint64 internal constant GRACE_MS = 30_000;
     uint32 internal constant ENROLL_SECONDS = 1 days;
     uint256 internal constant SYNCER_BOND = 50e18;
+    uint32 internal constant CHALLENGE_SECONDS = 20;
 
     MockERC20 internal token;
     TrainingRegistry internal reg;
+    /// @dev The registry's evidence functions (served by its fallback).
+    ITrainingRegistryEvidence internal ev;
     address internal sponsor = address(0x5905);
     address internal syncer = address(0x5c);
     address internal relayer = address(0x4e1a);
@@ -30,6 +35,7 @@ abstract contract RegistryBase is TestBase {
         // no minimum syncer fee here, so fixtures may post pools of 0; the attack tests
         // deploy registries with one (ProtocolV2Attacks.t.sol)
         reg = new TrainingRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0);
+        ev = ITrainingRegistryEvidence(address(reg));
         for (uint256 i = 0; i < 16; ++i) {
             uint256 key = 0xA11CE + i;
             keys.push(key);
@@ -53,7 +59,7 @@ abstract contract RegistryBase is TestBase {
     function _params(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool)
         internal
         pure
-        returns (ITrainingRegistry.TaskParams memory p)
+        returns (ITrainingRegistryTypes.TaskParams memory p)
     {
         p.taskId = id;
         p.specHash = keccak256(abi.encode("spec", id));
@@ -77,9 +83,11 @@ abstract contract RegistryBase is TestBase {
         p.enrollmentSeconds = ENROLL_SECONDS;
         p.syncerFeeBps = 0;
         p.syncerBond = SYNCER_BOND;
+        p.normScreenSq = 0x42C80000; // 100.0: a norm screen of x10
+        p.challengeSeconds = CHALLENGE_SECONDS;
     }
 
-    function _post(ITrainingRegistry.TaskParams memory p) internal {
+    function _post(ITrainingRegistryTypes.TaskParams memory p) internal {
         _fund(sponsor, p.rewardPool);
         vm.prank(sponsor);
         reg.postTask(p);
@@ -91,27 +99,50 @@ abstract contract RegistryBase is TestBase {
         reg.enrollTrainer(id, stake, "did:tenzro:trainer");
     }
 
-    function _sig(uint256 key, bytes32 id, uint32 round, uint16 frag, string memory cid, bytes32 h)
+    /// @dev Trainer i's signed submission of (round, frag) over the commitment (root, sumsq),
+    /// started from the open round's weights root.
+    function _signed(uint256 i, bytes32 id, uint32 round, uint16 frag, bytes32 root, uint32 sumsq)
         internal
         view
-        returns (bytes memory)
+        returns (ITrainingRegistryTypes.SignedPayload memory)
     {
-        (uint8 v, bytes32 r, bytes32 s) = vm.sign(key, reg.outerGradientDigest(id, round, frag, cid, h));
-        return abi.encodePacked(r, s, v);
+        return _signedOn(i, id, round, frag, root, sumsq, reg.getRun(id).weightsRoot);
     }
 
-    function _submit(bytes32 id, uint256 i, uint32 round, uint16 frag) internal {
-        string memory cid = "bafkreigradient";
-        bytes32 h = keccak256(abi.encode(id, i, round, frag));
-        bytes memory sig = _sig(keys[i], id, round, frag, cid, h);
+    function _signedOn(uint256 i, bytes32 id, uint32 round, uint16 frag, bytes32 root, uint32 sumsq, bytes32 base)
+        internal
+        view
+        returns (ITrainingRegistryTypes.SignedPayload memory sp)
+    {
+        sp.payloadRoot = root;
+        sp.payloadSumsq = sumsq;
+        sp.cid = "bafkreigradient";
+        sp.payloadHash = keccak256(abi.encode(id, i, round, frag));
+        (uint8 v, bytes32 r, bytes32 s) = vm.sign(keys[i], reg.outerGradientDigest(id, round, frag, base, sp));
+        sp.signature = abi.encodePacked(r, s, v);
+    }
+
+    function _submitSigned(bytes32 id, uint32 round, uint16 frag, ITrainingRegistryTypes.SignedPayload memory sp)
+        internal
+    {
         vm.prank(relayer);
-        reg.submitOuterGradient(id, round, frag, cid, h, sig);
+        reg.submitOuterGradient(id, round, frag, sp);
+    }
+
+    /// @dev Trainer i submits a stand-in commitment (sum of squares 1.0) of (round, frag).
+    function _submit(bytes32 id, uint256 i, uint32 round, uint16 frag) internal {
+        _submitOn(id, i, round, frag, reg.getRun(id).weightsRoot);
+    }
+
+    function _submitOn(bytes32 id, uint256 i, uint32 round, uint16 frag, bytes32 base) internal {
+        bytes32 root = keccak256(abi.encode("payload", id, i, round, frag));
+        _submitSigned(id, round, frag, _signedOn(i, id, round, frag, root, 0x3F800000, base));
     }
 
     function _commit(bytes32 id, uint32 round, uint16 f, uint256[] memory accepted)
         internal
         pure
-        returns (ITrainingRegistry.RoundCommit memory c)
+        returns (ITrainingRegistryTypes.RoundCommit memory c)
     {
         c.taskId = id;
         c.round = round;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {TestBase} from "./lib/Cheats.sol";
 import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -353,7 +354,7 @@ contract RewardEscrowTest is EscrowFixture {
         e2.release(id, receipt, root);
 
         // "sealed" with a zero run root, claimed root zero
-        ITrainingRegistry.TrainingReceipt memory r;
+        ITrainingRegistryTypes.TrainingReceipt memory r;
         r.taskId = TASK;
         registry.setReceipt(r, receipt);
         assertTrue(!e2.canRelease(id, receipt, bytes32(0)), "canRelease on a zero root");

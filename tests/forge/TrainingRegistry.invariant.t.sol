@@ -1,20 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {TestBase, Vm} from "./lib/Cheats.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
+import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
+import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
 
 /// @notice Drives random sequences of registry calls (post, elect in two steps, enroll, close
-/// enrollment, submit, report, finalize, warp, roll, seal, cancel, claim fees, withdraw) with two
-/// syncer candidates, and keeps ghost books the invariants compare with.
+/// enrollment, submit sound or non-finite payloads, prove invalid, challenge / answer / expire
+/// availability, finalize, warp, roll, seal, cancel, claim fees, withdraw) with two syncer
+/// candidates, and keeps ghost books the invariants compare with. Payloads have at most 16
+/// values, so a commitment is the leaf of its one chunk.
 contract RegistryHandler is TestBase {
     uint256 internal constant MIN_STAKE = 10e18;
     uint256 internal constant N_TRAINERS = 5;
 
     MockERC20 public token;
     TrainingRegistry public reg;
+    ITrainingRegistryEvidence public ev;
     address public syncer = address(0x5c);
     address public syncer2 = address(0x5d);
     address public sponsor = address(0x5905);
@@ -31,16 +37,27 @@ contract RegistryHandler is TestBase {
     uint256 public seals; // successful seals (progress check: runs do reach the seal)
     uint256 public finalizes; // successful finalizeRound calls
     uint256 public replacements; // successful elections that replaced a syncer (its bond burned)
+    address public prover = address(0x9407);
+    address public challenger = address(0xC4A1);
+    bool public slashedWithoutEvidence; // set if proveInvalid succeeded on a sound payload
+    bool public omittedUnchallenged; // set if a finalize left out a live, unchallenged submission
+    uint256 public proofs; // successful proveInvalid calls
+    mapping(address trainer => uint256) public bondsReceived; // challenge bonds paid to a trainer
+    mapping(bytes32 key => ITrainingRegistryTypes.SignedPayload) internal _signedOf;
+    mapping(bytes32 key => bytes) internal _chunkOf;
+    mapping(bytes32 key => bool) internal _defective;
 
     constructor() {
         token = new MockERC20();
         reg = new TrainingRegistry(token, 100e18, 60, 0);
+        ev = ITrainingRegistryEvidence(address(reg));
         for (uint256 i = 0; i < N_TRAINERS; ++i) {
             keys.push(0xB0B + i);
             trainers.push(vm.addr(0xB0B + i));
             _approve(trainers[i]);
         }
         _approve(sponsor);
+        _approve(challenger);
         _register(syncer, 100e18);
         _register(syncer2, 150e18);
     }
@@ -76,7 +93,7 @@ contract RegistryHandler is TestBase {
     function postTask(uint96 pool, uint8 shape) external {
         if (tasks.length >= 3) return;
         bytes32 id = keccak256(abi.encode("inv", tasks.length));
-        ITrainingRegistry.TaskParams memory p;
+        ITrainingRegistryTypes.TaskParams memory p;
         p.taskId = id;
         p.specHash = id;
         p.specCid = "cid";
@@ -92,11 +109,13 @@ contract RegistryHandler is TestBase {
         p.rewardPool = pool;
         p.fragmentSizes = new uint64[](p.fragmentCount);
         for (uint256 j = 0; j < p.fragmentCount; ++j) {
-            p.fragmentSizes[j] = uint64(100 + 37 * j);
+            p.fragmentSizes[j] = uint64(5 + 5 * j); // 5..15 values: one chunk
         }
         p.enrollmentSeconds = 300;
         p.syncerFeeBps = shape % 2 == 0 ? 0 : 700;
         p.syncerBond = 40e18 + uint256(shape % 4) * 10e18; // 40..70: sometimes only one candidate covers two
+        p.normScreenSq = 0x42C80000; // 100.0
+        p.challengeSeconds = 20;
         token.mint(sponsor, pool);
         vm.prank(sponsor);
         reg.postTask(p);
@@ -138,49 +157,147 @@ contract RegistryHandler is TestBase {
         } catch {}
     }
 
-    function submit(uint256 seed, uint256 who, uint16 fragment) external {
+    function _key(bytes32 id, uint32 round, uint256 i, uint16 f) internal pure returns (bytes32) {
+        return keccak256(abi.encode(id, round, i, f));
+    }
+
+    /// @dev n values of 1.0 (or NaN when `bad`), padded with +0 to one 64-byte chunk.
+    function _payloadChunk(uint256 n, bool bad) internal pure returns (bytes memory chunk) {
+        chunk = new bytes(64);
+        bytes4 word = bad ? bytes4(0x7FC00000) : bytes4(0x3F800000);
+        for (uint256 j = 0; j < n; ++j) {
+            for (uint256 b = 0; b < 4; ++b) {
+                chunk[4 * j + b] = word[b];
+            }
+        }
+    }
+
+    function _signedPayload(bytes32 id, uint256 i, uint16 f, bytes memory chunk)
+        internal
+        view
+        returns (ITrainingRegistryTypes.SignedPayload memory sp)
+    {
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
+        (sp.payloadRoot, sp.payloadSumsq) = ChunkMerkle.leaf(chunk);
+        sp.cid = "c";
+        sp.payloadHash = keccak256(abi.encode(id, i, v.currentRound, f));
+        (uint8 sv, bytes32 r, bytes32 s_) = vm.sign(keys[i], reg.outerGradientDigest(id, v.currentRound, f, v.weightsRoot, sp));
+        sp.signature = abi.encodePacked(r, s_, sv);
+    }
+
+    /// @dev Trainer `who` submits fragment `fragment` of the open round: n values of 1.0, or of
+    /// NaN when `bad`.
+    function submit(uint256 seed, uint256 who, uint16 fragment, bool bad) external {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
-        ITrainingRegistry.RunView memory v = reg.getRun(id);
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
         uint256 i = who % N_TRAINERS;
         bool evicted = reg.trainerMetrics(id, trainers[i]).evicted;
         uint16 f = uint16(fragment % (v.fragmentCount + 1)); // sometimes out of range
-        bytes32 h = keccak256(abi.encode(id, i, v.currentRound, f));
-        (uint8 sv, bytes32 r, bytes32 s) = vm.sign(keys[i], reg.outerGradientDigest(id, v.currentRound, f, "c", h));
-        try reg.submitOuterGradient(id, v.currentRound, f, "c", h, abi.encodePacked(r, s, sv)) {
+        bytes memory chunk = _payloadChunk(f < v.fragmentCount ? v.fragmentSizes[f] : 16, bad);
+        ITrainingRegistryTypes.SignedPayload memory sp = _signedPayload(id, i, f, chunk);
+        try reg.submitOuterGradient(id, v.currentRound, f, sp) {
             if (evicted) evictedSubmitted = true;
+            bytes32 k = _key(id, v.currentRound, i, f);
+            _signedOf[k] = sp;
+            _chunkOf[k] = chunk;
+            _defective[k] = bad;
         } catch {}
     }
 
-    function reportInvalid(uint256 seed, uint256 who, uint16 fragment, uint8 reason) external {
+    function _opening(bytes32 k) internal view returns (ITrainingRegistryTypes.ChunkOpening memory o) {
+        o.chunk = _chunkOf[k];
+        o.siblingH = new bytes32[](0);
+        o.siblingS = new uint32[](0);
+    }
+
+    /// @dev Anyone tries to prove a submission non-finite (or, with `padding`, badly padded)
+    /// by opening its one chunk.
+    function proveInvalid(uint256 seed, uint256 who, uint16 fragment, bool padding) external {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
-        ITrainingRegistry.RunView memory v = reg.getRun(id);
-        vm.prank(syncer);
-        try reg.reportInvalid(id, v.currentRound, fragment % 4, trainers[who % N_TRAINERS], 1 + reason % 4) {} catch {}
+        uint32 round = reg.getRun(id).currentRound;
+        uint256 i = who % N_TRAINERS;
+        uint16 f = fragment % 3;
+        bytes32 k = _key(id, round, i, f);
+        if (_chunkOf[k].length == 0) return;
+        uint8 reason = padding ? 2 : 3;
+        vm.prank(prover);
+        try ev.proveInvalid(
+            id, round, f, trainers[i], reason, _signedOf[k], _opening(k), new ITrainingRegistryTypes.SignedPayload[](0)
+        ) {
+            ++proofs;
+            if (!_defective[k] || padding) slashedWithoutEvidence = true;
+        } catch {}
+    }
+
+    function challenge(uint256 seed, uint256 who, uint16 fragment) external {
+        if (tasks.length == 0) return;
+        bytes32 id = _task(seed);
+        uint32 round = reg.getRun(id).currentRound;
+        uint256 i = who % N_TRAINERS;
+        uint16 f = fragment % 3;
+        bytes32 k = _key(id, round, i, f);
+        if (_chunkOf[k].length == 0) return;
+        token.mint(challenger, ev.challengeBond(id));
+        vm.prank(challenger);
+        try ev.challengeAvailability(id, round, f, trainers[i], _signedOf[k], 0) {
+            deposited += ev.challengeBond(id);
+        } catch {}
+    }
+
+    function answer(uint256 seed, uint256 who, uint16 fragment, uint32 back) external {
+        if (tasks.length == 0) return;
+        bytes32 id = _task(seed);
+        uint32 round = reg.getRun(id).currentRound;
+        round = round >= back % 2 ? round - back % 2 : round; // sometimes the round before
+        uint256 i = who % N_TRAINERS;
+        uint16 f = fragment % 3;
+        bytes32 k = _key(id, round, i, f);
+        if (_chunkOf[k].length == 0) return;
+        uint256 bond = ev.availabilityChallenge(id, round, f, trainers[i]).bond;
+        try ev.answerAvailability(id, round, f, trainers[i], _opening(k)) {
+            bondsReceived[trainers[i]] += bond;
+        } catch {}
+    }
+
+    function expire(uint256 seed, uint256 who, uint16 fragment, uint32 back) external {
+        if (tasks.length == 0) return;
+        bytes32 id = _task(seed);
+        uint32 round = reg.getRun(id).currentRound;
+        round = round >= back % 2 ? round - back % 2 : round;
+        try ev.expireAvailability(id, round, fragment % 3, trainers[who % N_TRAINERS]) {} catch {}
     }
 
     /// @dev Accepts a random subset of what was submitted; sometimes from a non-syncer.
     function finalize(uint256 seed, uint256 mask, bool asStranger) external {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
-        ITrainingRegistry.RunView memory v = reg.getRun(id);
-        if (v.status != ITrainingRegistry.RunStatus.Training) return;
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
+        if (v.status != ITrainingRegistryTypes.RunStatus.Training) return;
         address[] memory list = reg.trainersOf(id);
-        ITrainingRegistry.RoundCommit memory c;
+        ITrainingRegistryTypes.RoundCommit memory c;
         c.taskId = id;
         c.round = v.currentRound;
         c.fragmentHashes = new bytes32[](v.fragmentCount);
         c.fragmentCids = new string[](v.fragmentCount);
         c.acceptedBitmaps = new uint256[](list.length);
+        bool omits;
         for (uint256 i = 0; i < list.length; ++i) {
             (uint256 sub, uint256 rej,) = reg.submissionsOf(id, v.currentRound, list[i]);
             c.acceptedBitmaps[i] = sub & ~rej & (mask >> (8 * i));
+            uint256 left = sub & ~rej & ~c.acceptedBitmaps[i];
+            for (uint16 j = 0; j < v.fragmentCount; ++j) {
+                if ((left >> j) & 1 == 1 && ev.availabilityChallenge(id, v.currentRound, j, list[i]).challenger == address(0)) {
+                    omits = true;
+                }
+            }
         }
         address caller = asStranger ? address(0xBAD) : v.syncer;
         vm.prank(caller);
         try reg.finalizeRound(c) {
             if (caller != v.syncer) nonSyncerFinalized = true;
+            if (omits) omittedUnchallenged = true;
             ++finalizes;
         } catch {}
     }
@@ -193,7 +310,7 @@ contract RegistryHandler is TestBase {
     function seal(uint256 seed) external {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
-        bool wasSealed = reg.getRun(id).status == ITrainingRegistry.RunStatus.Sealed;
+        bool wasSealed = reg.getRun(id).status == ITrainingRegistryTypes.RunStatus.Sealed;
         try reg.seal(id) {
             if (wasSealed) sealedTwice = true;
             ++seals;
@@ -235,13 +352,15 @@ contract TrainingRegistryInvariantTest is TestBase {
 
     function _accounts() internal view returns (address[] memory a) {
         uint256 n = h.trainersLength();
-        a = new address[](n + 3);
+        a = new address[](n + 5);
         for (uint256 i = 0; i < n; ++i) {
             a[i] = h.trainers(i);
         }
         a[n] = h.sponsor();
         a[n + 1] = h.syncer();
         a[n + 2] = h.syncer2();
+        a[n + 3] = h.prover();
+        a[n + 4] = h.challenger();
     }
 
     function _syncers() internal view returns (address[] memory s) {
@@ -258,7 +377,7 @@ contract TrainingRegistryInvariantTest is TestBase {
         address[] memory s = _syncers();
         for (uint256 i = 0; i < h.tasksLength(); ++i) {
             bytes32 id = h.tasks(i);
-            ITrainingRegistry.RunView memory v = reg.getRun(id);
+            ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
             held += v.rewardPoolLeft + v.stakeHeld;
             for (uint256 j = 0; j < s.length; ++j) {
                 held += reg.syncerFeeOf(id, s[j]);
@@ -272,7 +391,7 @@ contract TrainingRegistryInvariantTest is TestBase {
         for (uint256 i = 0; i < a.length; ++i) {
             held += reg.withdrawable(a[i]);
         }
-        held += reg.burned();
+        held += reg.burned() + h.ev().challengeBondsHeld();
         uint256 bal = h.token().balanceOf(address(reg));
         assertEq(bal, held, "balance = pools + stakes + fees + syncer stakes + withdrawable + burned");
         assertEq(bal, h.deposited() - h.withdrawn(), "balance = deposited - withdrawn");
@@ -287,9 +406,9 @@ contract TrainingRegistryInvariantTest is TestBase {
             uint256 bonds;
             uint256 runs;
             for (uint256 i = 0; i < h.tasksLength(); ++i) {
-                ITrainingRegistry.RunView memory v = reg.getRun(h.tasks(i));
-                bool live = v.status == ITrainingRegistry.RunStatus.Training
-                    || v.status == ITrainingRegistry.RunStatus.Completed;
+                ITrainingRegistryTypes.RunView memory v = reg.getRun(h.tasks(i));
+                bool live = v.status == ITrainingRegistryTypes.RunStatus.Training
+                    || v.status == ITrainingRegistryTypes.RunStatus.Completed;
                 if (live && v.syncer == s[j]) {
                     bonds += v.syncerBond;
                     ++runs;
@@ -308,13 +427,13 @@ contract TrainingRegistryInvariantTest is TestBase {
     function invariant_nothingCreditedTwice() public view {
         for (uint256 i = 0; i < h.tasksLength(); ++i) {
             bytes32 id = h.tasks(i);
-            ITrainingRegistry.RunView memory v = reg.getRun(id);
+            ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
             address[] memory list = reg.trainersOf(id);
             uint256 sum;
-            uint256 finalized = v.status == ITrainingRegistry.RunStatus.Enrolling
-                || v.status == ITrainingRegistry.RunStatus.Cancelled ? 0 : v.currentRound;
+            uint256 finalized = v.status == ITrainingRegistryTypes.RunStatus.Enrolling
+                || v.status == ITrainingRegistryTypes.RunStatus.Cancelled ? 0 : v.currentRound;
             for (uint256 j = 0; j < list.length; ++j) {
-                ITrainingRegistry.TrainerMetrics memory m = reg.trainerMetrics(id, list[j]);
+                ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(id, list[j]);
                 sum += m.credits;
                 assertTrue(m.accepted <= finalized * v.fragmentCount, "accepted <= rounds x F");
             }
@@ -332,13 +451,15 @@ contract TrainingRegistryInvariantTest is TestBase {
             uint256 owed;
             for (uint256 i = 0; i < h.tasksLength(); ++i) {
                 bytes32 id = h.tasks(i);
-                ITrainingRegistry.RunStatus s = reg.getRun(id).status;
-                if (s != ITrainingRegistry.RunStatus.Sealed && s != ITrainingRegistry.RunStatus.Cancelled) continue;
-                ITrainingRegistry.TrainerMetrics memory m = reg.trainerMetrics(id, t);
+                ITrainingRegistryTypes.RunStatus s = reg.getRun(id).status;
+                if (s != ITrainingRegistryTypes.RunStatus.Sealed && s != ITrainingRegistryTypes.RunStatus.Cancelled) continue;
+                ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(id, t);
                 if (!m.enrolled) continue;
                 owed += m.currentReward + m.stake - m.slashed;
             }
-            assertEq(reg.withdrawable(t) + h.withdrawnBy(t), owed, "credited = payouts of settled runs");
+            assertEq(
+                reg.withdrawable(t) + h.withdrawnBy(t), owed + h.bondsReceived(t), "credited = payouts of settled runs + bonds"
+            );
         }
     }
 
@@ -350,7 +471,7 @@ contract TrainingRegistryInvariantTest is TestBase {
             h.enroll(0, i, 0);
         }
         h.electSyncer(0);
-        h.submit(0, 0, 0);
+        h.submit(0, 0, 0, false);
         h.finalize(0, type(uint256).max, false);
         h.seal(0);
         assertEq(h.seals(), 1, "sealed");
@@ -370,6 +491,13 @@ contract TrainingRegistryInvariantTest is TestBase {
     /// @notice Only the syncer finalizes.
     function invariant_onlySyncerFinalizes() public view {
         assertTrue(!h.nonSyncerFinalized(), "a non-syncer finalized");
+    }
+
+    /// @notice No slash without evidence: every successful proveInvalid opened a non-finite chunk,
+    /// and no finalize left out a live submission that no availability challenge covered.
+    function invariant_noSlashWithoutEvidence() public view {
+        assertTrue(!h.slashedWithoutEvidence(), "slashed on a sound payload");
+        assertTrue(!h.omittedUnchallenged(), "a live submission was left out unchallenged");
     }
 
     /// @notice An evicted trainer cannot submit.

@@ -14,13 +14,18 @@ from eth_account.messages import encode_typed_data
 
 from op_stack import ensure_syncer_stake, make_spec
 from stack import MIN_SYNCER_STAKE, TOKEN, free_port
+import torch
+
 from tenzro_operator.chain import (
     ChainClient,
+    ChunkOpening,
     RoundCommit,
     RunStatus,
+    SignedPayload,
     SlashReason,
     outer_gradient_typed_data,
 )
+from tenzro_trainer.commitment import ChunkTree
 from tenzro_operator.errors import ChainRevert, DeploymentError, RpcUnavailable
 from tenzro_operator.keys import anvil_account
 from tenzro_operator.spec import spec_hash
@@ -28,6 +33,12 @@ from tenzro_operator.spec import spec_hash
 
 def sha(b: bytes) -> bytes:
     return hashlib.sha256(b).digest()
+
+
+def payload(cid: str, h: bytes, values: torch.Tensor | None = None) -> SignedPayload:
+    """An unsigned submission of ``values`` (default 600 ones) under its real chunk commitment."""
+    root, sumsq = ChunkTree(torch.ones(600) if values is None else values).root
+    return SignedPayload(root, sumsq, cid, h)
 
 
 # -- start-up checks ------------------------------------------------------------------------
@@ -90,13 +101,14 @@ def test_full_lifecycle_and_conservation(roles, running_task):
 
     for rnd in range(2):
         # t1 submits both fragments with both transactions in flight; t2 submits fragment 0 only.
-        pend = [t1.submit_outer_gradient(tid, rnd, f, f"bafk-{rnd}-{f}", sha(b"%d%d" % (rnd, f)), wait=False)
+        pend = [t1.submit_outer_gradient(tid, rnd, f, payload(f"bafk-{rnd}-{f}", sha(b"%d%d" % (rnd, f))),
+                                         wait=False)
                 for f in range(2)]
         res = [t1.wait(p) for p in pend]
         ev = res[1].event("GradientSubmitted")
         assert (ev["round"], ev["fragment"], ev["trainer"], ev["cid"]) == (rnd, 1, t1.address, f"bafk-{rnd}-1")
         assert ev["payloadHash"] == sha(b"%d1" % rnd)
-        t2.submit_outer_gradient(tid, rnd, 0, "bafk-t2", sha(b"t2"))
+        t2.submit_outer_gradient(tid, rnd, 0, payload("bafk-t2", sha(b"t2")))
         assert base.submissions_of(tid, rnd, t1.address) == (0b11, 0, 0)
         commit = RoundCommit(tid, rnd, [sha(b"w%d0" % rnd), sha(b"w%d1" % rnd)], ["c0", "c1"], [0b11, 0b01],
                              sha(b"transcript%d" % rnd), "tcid")
@@ -152,17 +164,26 @@ def test_eip712_digest_and_signature_match_the_contract(roles, running_task):
     _, tid = running_task
     t1 = roles["trainers"][0]
     reg = t1.registry.address
-    digest = t1.outer_gradient_digest(tid, 0, 1, "bafk-x", sha(b"x"))
-    msg = encode_typed_data(full_message=outer_gradient_typed_data(31337, reg, tid, 0, 1, "bafk-x", sha(b"x")))
-    sig = t1.sign_outer_gradient(tid, 0, 1, "bafk-x", sha(b"x"))
-    assert len(sig) == 65
-    assert Account.recover_message(msg, signature=sig) == t1.address
+    base_root = t1.get_run(tid).weights_root
+    p = payload("bafk-x", sha(b"x"))
+    digest = t1.outer_gradient_digest(tid, 0, 1, base_root, p)
+    msg = encode_typed_data(full_message=outer_gradient_typed_data(31337, reg, tid, 0, 1, base_root, p))
+    signed = t1.sign_outer_gradient(tid, 0, 1, p)
+    assert len(signed.signature) == 65
+    assert Account.recover_message(msg, signature=signed.signature) == t1.address
     from eth_utils import keccak
 
     assert keccak(b"\x19\x01" + msg.header + msg.body) == digest
+    # a signature over another base root (weights the round did not start from) is not the trainer's
+    stale = t1.sign_outer_gradient(tid, 0, 1, p, base_root=b"\x01" * 32)
+    with pytest.raises(ChainRevert) as ei:
+        roles["syncer"].prove_invalid(tid, 0, 1, t1.address, SlashReason.NON_FINITE, stale, ChunkOpening(0, b""))
+    assert ei.value.error_name in ("Registry__NoSuchSubmission", "Registry__NotSignedBy")
     # A relayer (the syncer) can submit the trainer's signed gradient.
-    res = roles["syncer"].submit_outer_gradient(tid, 0, 1, "bafk-x", sha(b"x"), signature=sig)
-    assert res.event("GradientSubmitted")["trainer"] == t1.address
+    res = roles["syncer"].submit_outer_gradient(tid, 0, 1, signed)
+    ev = res.event("GradientSubmitted")
+    assert ev["trainer"] == t1.address and ev["payloadRoot"] == p.payload_root
+    assert SignedPayload.from_event(ev) == signed
 
 
 # -- reverts decoded by name -----------------------------------------------------------------
@@ -201,8 +222,8 @@ def test_reverts_are_decoded_by_name_and_nothing_is_sent(roles, running_task):
     assert ei.value.args_ == {"stake": 5, "minStake": 100 * TOKEN}
 
     with pytest.raises(ChainRevert) as ei:
-        roles["trainers"][0].report_invalid(tid, 0, 0, t3.address, SlashReason.NON_FINITE)
-    assert ei.value.error_name == "Registry__NotSyncer"
+        roles["trainers"][0].prove_invalid(tid, 0, 0, t3.address, SlashReason.NON_FINITE, payload("c", sha(b"c")))
+    assert ei.value.error_name == "Registry__NotEnrolled"
     # ERC-20 errors of the token (another contract) decode too.
     with pytest.raises(ChainRevert) as ei:
         t3.transfer_tokens(sponsor.address, 10**40)
@@ -283,25 +304,57 @@ def test_outage_longer_than_the_retries_is_a_clear_error(fresh_stack):
         client.approve(1)
 
 
-def test_report_invalid_slashes_as_the_contract_says(roles, running_task):
+def test_prove_invalid_slashes_with_evidence_only(roles, running_task):
+    """A NaN payload is proven by opening its chunk: 5 % slashed, 10 % of that to the prover,
+    the rest burned; the sound chunk of the same payload proves nothing."""
     _, tid = running_task
     base, syncer, t1 = roles["base"], roles["syncer"], roles["trainers"][0]
-    t1.submit_outer_gradient(tid, 0, 0, "bafk-bad", sha(b"bad"))
+    values = torch.ones(600)
+    values[37] = float("nan")
+    tree = ChunkTree(values)
+    signed = t1.sign_outer_gradient(tid, 0, 0, payload("bafk-bad", sha(b"bad"), values))
+    t1.submit_outer_gradient(tid, 0, 0, signed)
+    with pytest.raises(ChainRevert) as ei:
+        syncer.prove_invalid(tid, 0, 0, t1.address, SlashReason.NON_FINITE, signed, ChunkOpening.of(tree, 0))
+    assert ei.value.error_name == "Registry__NotProven"
     bps = base.call("INVALID_SLASH_BPS")
     before = base.get_run(tid)
-    held_before, burned_before = before.stake_held, base.burned()
-    res = syncer.report_invalid(tid, 0, 0, t1.address, SlashReason.HASH_MISMATCH)
-    ev = res.event("TrainerSlashed")
-    assert ev["trainer"] == t1.address and ev["reason"] == SlashReason.HASH_MISMATCH
-    assert ev["amount"] == 100 * TOKEN * bps // 10_000 and ev["stakeLeft"] == 100 * TOKEN - ev["amount"]
+    burned_before, bounty_before = base.burned(), base.withdrawable(syncer.address)
+    res = syncer.prove_invalid(tid, 0, 0, t1.address, SlashReason.NON_FINITE, signed, ChunkOpening.of(tree, 2))
+    ev = res.event("InvalidProven")
+    assert ev["trainer"] == t1.address and ev["reason"] == SlashReason.NON_FINITE and ev["prover"] == syncer.address
+    assert ev["slashed"] == 100 * TOKEN * bps // 10_000 and ev["bounty"] == ev["slashed"] // 10
     assert base.submissions_of(tid, 0, t1.address) == (1, 1, 0)
     run = base.get_run(tid)
-    assert run.stake_held == held_before - ev["amount"]
-    assert base.trainer_stats(tid, t1.address).slashed == ev["amount"]
-    # the slash is burned: kept by the registry, not added to the run's pool
-    assert base.burned() == burned_before + ev["amount"]
-    assert run.reward_pool_left == before.reward_pool_left
-    assert res.event("StakeBurned") == {"taskId": tid, "from": t1.address, "amount": ev["amount"]}
+    assert run.stake_held == before.stake_held - ev["slashed"]
+    assert base.burned() == burned_before + ev["slashed"] - ev["bounty"]
+    assert base.withdrawable(syncer.address) == bounty_before + ev["bounty"]
+    assert run.reward_pool_left == before.reward_pool_left  # never fed to the pool (or the sponsor)
+
+
+def test_availability_challenge_expires_into_a_slash(roles, running_task):
+    """A payload the syncer cannot use is challenged; unanswered within challengeSeconds, anyone
+    expires it: the trainer is slashed and the challenger gets its bond back plus the bounty."""
+    _, tid = running_task
+    base, syncer, t1 = roles["base"], roles["syncer"], roles["trainers"][0]
+    signed = t1.sign_outer_gradient(tid, 0, 0, payload("bafk-gone", sha(b"gone")))
+    t1.submit_outer_gradient(tid, 0, 0, signed)
+    res = syncer.challenge_availability(tid, 0, 0, t1.address, signed, 1)
+    ch = res.event("AvailabilityChallenged")
+    assert ch["bond"] == base.get_run(tid).syncer_bond // 10 and ch["chunkIndex"] == 1
+    assert base.get_run(tid).open_challenges == 1
+    pending = base.availability_challenge(tid, 0, 0, t1.address)
+    assert pending["challenger"] == syncer.address and pending["chunkIndex"] == 1
+    assert pending["payloadRoot"] == signed.payload_root and pending["bond"] == ch["bond"]
+    anyone = roles["trainers"][1]
+    with pytest.raises(ChainRevert) as ei:
+        anyone.expire_availability(tid, 0, 0, t1.address)
+    assert ei.value.error_name == "Registry__ChallengeDeadline"
+    base.mine(seconds=base.get_run(tid).challenge_seconds + 1)
+    ev = anyone.expire_availability(tid, 0, 0, t1.address).event("InvalidProven")
+    assert ev["reason"] == SlashReason.UNAVAILABLE and ev["prover"] == syncer.address
+    assert base.get_run(tid).open_challenges == 0 and base.challenge_bonds_held() == 0
+    assert base.availability_challenge(tid, 0, 0, t1.address)["challenger"] == "0x" + "0" * 40
 
 
 def test_cancel_during_enrollment_refunds(roles):

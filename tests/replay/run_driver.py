@@ -29,7 +29,8 @@ import pandas as pd
 import torch
 
 from stack import MIN_SYNCER_STAKE, TOKEN
-from tenzro_operator.chain import ChainClient, RoundCommit, SlashReason
+from tenzro_operator.chain import ChainClient, RoundCommit, SignedPayload, SlashReason
+from tenzro_operator.evidence import non_finite_opening
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account
 from tenzro_operator.roles.sponsor import SpecDraft, build_spec, post_task
@@ -37,6 +38,7 @@ from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
 from tenzro_trainer.aggregation import build_rule, validate_payload
 from tenzro_trainer.codec import decode_fragment, encode_fragment
+from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 from tenzro_trainer.config import InnerConfig, OuterConfig
 from tenzro_trainer.data.windows import WindowDataset
 from tenzro_trainer.errors import PayloadError, PayloadRejected
@@ -73,9 +75,10 @@ class Faults:
         perturb: (round, fragment): the syncer commits that fragment's weights with 1e-3 added to
             its first tensor instead of the aggregate (and carries on from them).
         nan: (round, fragment, trainer position): that trainer sends NaNs; the (honest) syncer
-            rejects the payload as NonFinite (reportInvalid slashes the trainer).
+            rejects the payload as NonFinite (proveInvalid with the opened chunk slashes the trainer).
         false_reject: (round, fragment, trainer position): the syncer rejects that trainer's valid
-            payload as NonFinite anyway (a lie only a replay can expose).
+            payload as NonFinite anyway: on-chain it can only challenge its availability (which this
+            trainer, with no daemon to answer, loses), and the replay names the lie.
     """
 
     bad_hash: tuple[int, int, int] | None = None
@@ -150,6 +153,7 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
     input_root = c["base"].get_run(task_id).initial_weights_root
     run = SealedRun(task_id, task_name, spec, order)
 
+    challenged: list[tuple[int, int, str]] = []
     for r in range(rounds):
         # Trainers: inner steps, pseudo-gradients, pin, submit.
         for pos, t in enumerate(trainers):
@@ -164,17 +168,19 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
                 cid, h = ipfs.add(blob), hashlib.sha256(blob).digest()
                 if faults.bad_hash == (r, f, pos):
                     h = h[:-1] + bytes([h[-1] ^ 0xFF])
-                pending.append(t.submit_outer_gradient(task_id, r, f, cid, h, wait=False))
+                root, sumsq = ChunkTree(flatten_fragment(delta)).root
+                pending.append(t.submit_outer_gradient(task_id, r, f, SignedPayload(root, sumsq, cid, h), wait=False))
             for p in pending:
                 t.wait(p)
 
         # Syncer: collect from the chain, fetch, check, aggregate, outer step, pin, finalize.
-        posted = {}
+        posted, signed = {}, {}
         for ev in syncer.get_logs(c["base"].deployment.deploy_block, syncer.block_number(), ["GradientSubmitted"],
                                   task_id=task_id):
             a = ev["args"]
             if a["round"] == r:
                 posted[(int(a["fragment"]), a["trainer"].lower())] = (a["cid"], bytes(a["payloadHash"]))
+                signed[(int(a["fragment"]), a["trainer"].lower())] = SignedPayload.from_event(a)
         new_state = dict(state)
         frag_records, hashes, cids = [], [], []
         bitmaps = [0] * len(order)
@@ -187,7 +193,14 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
                 if faults.false_reject == (r, f, positions[trainer]):
                     verdict = ("NonFinite", "claimed by a lying syncer")
                 if isinstance(verdict, tuple):
-                    syncer.report_invalid(task_id, r, f, trainer, SlashReason[_SLASH[verdict[0]]])
+                    sp = signed[(f, trainer)]
+                    if verdict[1] != "claimed by a lying syncer" and verdict[0] == "NonFinite":
+                        flat = flatten_fragment(decode_fragment(ipfs.cat(cid))[0])
+                        syncer.prove_invalid(task_id, r, f, trainer, SlashReason.NON_FINITE, sp,
+                                             non_finite_opening(ChunkTree(flat), flat))
+                    else:  # no evidence of a defect: the syncer can only challenge availability
+                        syncer.challenge_availability(task_id, r, f, trainer, sp)
+                        challenged.append((r, f, trainer))
                     rejections[f].append(Rejection(trainer=trainer, cid=cid, sha256="0x" + h.hex(),
                                                    reason=verdict[0], detail=verdict[1]))
                     continue
@@ -226,13 +239,14 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
         run.weights_roots.append(wroot)
         run.transcript_cids.append(tcid)
     if seal:
-        c["base"].with_account(anvil_account(0)).seal(task_id)
+        sealer = c["base"].with_account(anvil_account(0))
+        if challenged:  # unanswered availability challenges expire before the seal
+            sealer.mine(seconds=sealer.get_run(task_id).challenge_seconds + 1)
+            for r, f, trainer in challenged:
+                sealer.expire_availability(task_id, r, f, trainer)
+        sealer.seal(task_id)
     run.seconds = time.perf_counter() - t0
     return run
-
-
-_SLASH = {"HashMismatch": "HASH_MISMATCH", "Malformed": "MALFORMED", "NonFinite": "NON_FINITE",
-          "NormOutlier": "NORM_OUTLIER"}
 
 
 def _judge(blob: bytes, payload_hash: bytes, layout, accept_bad_hash: bool):

@@ -1,7 +1,8 @@
 """Hostile submissions against the syncer daemon on a real devnet (issue 14: H1, M6, M8): every
 fault of a submission is that submission's rejection, never a reason for the syncer to halt; the
-run finalizes and seals, the faulty trainers are slashed where the fault is provable, the honest
-ones lose nothing, and tokens are conserved."""
+run finalizes and seals, the faulty trainers are slashed where the fault is provable (here: an
+availability challenge nobody answers, PROTOCOL.md §4), the honest ones lose nothing, and tokens
+are conserved."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
 from stack import TOKEN
-from tenzro_operator.chain import RunStatus
+from tenzro_operator.chain import RunStatus, SignedPayload
 from tenzro_operator.ipfs import Cid, kubo_cid
 from tenzro_operator.transcript import RoundTranscript
 
@@ -38,7 +39,7 @@ def _wait(pred, timeout_s: float, what: str):
 
 @pytest.mark.slow
 def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals(dev, runner, tmp_path):
-    tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=1)
+    tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=1, challenge_window_ms=3_000)
     a, b = dev.client(TRAINERS[2]), dev.client(TRAINERS[3])  # the attackers, enrolled by hand
     for t in (a, b):
         t.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{t.address}")
@@ -48,17 +49,23 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     client = dev.client()
     _wait(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
     zero = b"\x00" * 32
+
+    def junk(cid: str) -> SignedPayload:
+        return SignedPayload(os.urandom(32), 0x3F800000, cid, zero)
+
     # H1: a CID that is not one, and one with a multihash this operator can not verify
-    a.submit_outer_gradient(tid, 0, 0, "not-a-cid", zero)
-    a.submit_outer_gradient(tid, 0, 1, BLAKE2B_RAW_CID, zero)
+    a.submit_outer_gradient(tid, 0, 0, junk("not-a-cid"))
+    a.submit_outer_gradient(tid, 0, 1, junk(BLAKE2B_RAW_CID))
     # M6: a well-formed CID nobody can serve
-    b.submit_outer_gradient(tid, 0, 0, kubo_cid(os.urandom(1000)), zero)
+    b.submit_outer_gradient(tid, 0, 0, junk(kubo_cid(os.urandom(1000))))
     # M8: a copy of an honest trainer's payload (its CID and hash, signed by the copier)
     honest = dev.client(TRAINERS[0]).address
     ev = _wait(lambda: next((e for e in _events(client, tid, "GradientSubmitted")
                              if e["args"]["trainer"] == honest and e["args"]["fragment"] == 1), None),
                180, "an honest submission to copy")
-    b.submit_outer_gradient(tid, 0, 1, ev["args"]["cid"], bytes(ev["args"]["payloadHash"]))
+    copied = SignedPayload.from_event(ev["args"])
+    b.submit_outer_gradient(tid, 0, 1, SignedPayload(copied.payload_root, copied.payload_sumsq, copied.cid,
+                                                     copied.payload_hash))
 
     results = runner.join(240)
     assert results == {"syncer": 0, "honest0": 0, "honest1": 0}, results
@@ -66,7 +73,10 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     assert run.status == RunStatus.SEALED
     slashes = sorted((e["args"]["trainer"], e["args"]["fragment"], e["args"]["reason"])
                      for e in _events(client, tid, "TrainerSlashed"))
-    assert slashes == sorted([(a.address, 0, 2), (a.address, 1, 2), (b.address, 1, 2)])  # 2 = Malformed
+    # none of them is provable from its bytes, so the syncer challenged each for availability; the
+    # attackers did not answer, and the syncer expired the challenges before the seal (5 = Unavailable)
+    assert slashes == sorted([(a.address, 0, 5), (a.address, 1, 5), (b.address, 0, 5), (b.address, 1, 5)])
+    assert len(_events(client, tid, "AvailabilityChallenged")) == 4
     for idx in TRAINERS[:2]:
         st = client.trainer_stats(tid, dev.client(idx).address)
         assert (st.accepted, st.slashed) == (2, 0)

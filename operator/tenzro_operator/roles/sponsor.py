@@ -17,6 +17,7 @@ import pandas as pd
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.spec import (
+    DEFAULT_CHALLENGE_WINDOW_MS,
     DEFAULT_ENROLLMENT_WINDOW_MS,
     DEFAULT_SYNCER_BOND,
     DEFAULT_SYNCER_FEE_BPS,
@@ -36,7 +37,8 @@ TOKEN = 10**18  # atto-units per TNZO
 class SpecDraft:
     """What a sponsor chooses; `build_spec` fills in the dataset, fragment sizes and initial weights.
 
-    Amounts are token atto-units; `grace_window_ms` and `enrollment_window_ms` milliseconds.
+    Amounts are token atto-units; `grace_window_ms`, `enrollment_window_ms` and
+    `challenge_window_ms` milliseconds.
     Defaults are the Phase-1 reference hyperparameters of DESIGN.md except the model (the `demo`
     preset); the protocol-v2 fields default as in `tenzro_operator.spec` (one hour of enrollment,
     1 % of the pool to the syncers, a 10 TNZO syncer bond).
@@ -56,6 +58,7 @@ class SpecDraft:
     enrollment_window_ms: int = DEFAULT_ENROLLMENT_WINDOW_MS
     syncer_fee_bps: int = DEFAULT_SYNCER_FEE_BPS
     syncer_bond: int = int(DEFAULT_SYNCER_BOND)
+    challenge_window_ms: int = DEFAULT_CHALLENGE_WINDOW_MS
     aggregation: str | dict = "Mean"
     reward_pool: int = 1_000 * TOKEN
     min_stake: int = 100 * TOKEN
@@ -96,6 +99,7 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
         "reward_pool": str(d.reward_pool),
         "syncer_fee_bps": d.syncer_fee_bps,
         "syncer_bond": str(d.syncer_bond),
+        "challenge_window_ms": d.challenge_window_ms,
         "dataset_ref": dataset_ref,
         "dataset_hash": dhash,
         "min_throughput": None,

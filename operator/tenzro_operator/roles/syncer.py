@@ -8,13 +8,18 @@ One round r (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 10-12; DESIGN.md 
    (bounded retries; unavailable -> rejected ``Unavailable``, not slashed), sha256 of the bytes ==
    payloadHash (else ``HashMismatch``), decodes as a ``pseudo_gradient`` payload of this task,
    round and fragment (else ``Malformed``), names / shapes / dtype (``Malformed``), finite
-   (``NonFinite``); every invalid submission is reported on-chain with ``reportInvalid`` (the
-   trainer is slashed) and logged with trainer, fragment and reason;
+   (``NonFinite``), and the bytes decode to the vector of the signed chunk commitment. Nothing is
+   reported on the syncer's word (contracts/PROTOCOL.md §4): a non-finite payload is proven with
+   ``proveInvalid`` by opening the chunk that holds the value, a norm outlier with every signed
+   sum of squares of the fragment; a payload it cannot fetch, decode or match with its commitment
+   is challenged with ``challengeAvailability`` (the trainer must open a chunk within the task's
+   challenge window, or is slashed when the syncer calls ``expireAvailability`` before the seal).
+   The registry refuses a finalize that leaves out a live submission on any other ground;
 2. finalize when every fragment has >= K valid submissions and either every active trainer has
    submitted every fragment or ``straggler_wait_s`` more seconds passed; or, whatever arrived,
-   once the round deadline (chain time) has passed. Before finalizing, the norm test of
-   `tenzro_trainer.aggregation.screen_payloads` (L2 norm > ``norm_multiple`` x the fragment's
-   median norm -> ``NormOutlier``) runs over the structurally valid submissions;
+   once the round deadline (chain time) has passed. Before finalizing, the registry's norm
+   screen (`tenzro_operator.evidence.norm_outliers`: signed sum of squares > fl(norm_multiple^2
+   x the binary32 median of every submission's sum) -> ``NormOutlier``) runs over the fragment;
 3. aggregate each fragment's accepted submissions with ``build_rule(spec.aggregation_name,
    spec.aggregation_params)``, keyed by lower-case trainer address (the rules order by key, so a
    replay is bit-identical), apply `OuterOptimizer` (lr / momentum / nesterov from the spec's
@@ -67,7 +72,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from tenzro_operator.chain import ZERO_ADDRESS, RoundCommit, RunStatus, RunView, SlashReason
+from tenzro_operator.chain import ZERO_ADDRESS, RoundCommit, RunStatus, RunView, SignedPayload, SlashReason
 from tenzro_operator.config import SyncerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import (
@@ -79,6 +84,7 @@ from tenzro_operator.errors import (
     IpfsUnavailable,
     TenzroError,
 )
+from tenzro_operator.evidence import bits_to_f32, non_finite_opening, norm_outliers
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics
 from tenzro_operator.spec import TaskSpec
@@ -87,6 +93,7 @@ from tenzro_operator.task_runtime import TaskRuntime, outer_config
 from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
 from tenzro_trainer.aggregation import build_rule, validate_payload
 from tenzro_trainer.codec import decode_fragment
+from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 from tenzro_trainer.errors import PayloadError, PayloadRejected
 from tenzro_trainer.evaluate import HeldoutEvaluator
 from tenzro_trainer.fragments import fragment_state
@@ -99,8 +106,10 @@ log = logging.getLogger("tenzro.syncer")
 MAX_TRANSCRIPT_BYTES = 32 << 20  # bytes: a round transcript (M*F <= 2048 entries) is far smaller
 _REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malformed", "non_finite": "NonFinite",
                      "norm": "NormOutlier"}
-_SLASH = {"HashMismatch": SlashReason.HASH_MISMATCH, "Malformed": SlashReason.MALFORMED,
-          "NonFinite": SlashReason.NON_FINITE, "NormOutlier": SlashReason.NORM_OUTLIER}
+# what the syncer does on-chain about an invalid submission: prove it (evidence the registry
+# checks), or challenge its availability (anything it cannot fetch, decode or match)
+_PROVE = {"NonFinite": SlashReason.NON_FINITE, "NormOutlier": SlashReason.NORM_OUTLIER}
+_CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
 
 
 class SyncerDaemonConfig(SyncerConfig):
@@ -135,13 +144,22 @@ class _Sub:
 
     fragment: int
     trainer: str  # checksummed
-    cid: str
-    payload_hash: bytes
+    signed: SignedPayload  # the trainer's signed commitment, from the event
     reason: str | None = None  # None = structurally valid
     detail: str = ""
     tensors: dict[str, torch.Tensor] | None = None
-    norm: float = 0.0
-    reported: bool = False
+    tree: ChunkTree | None = None  # commitment of the decoded vector (kept for a non-finite proof)
+    flat: torch.Tensor | None = None
+    reported: bool = False  # proven invalid or challenged on-chain (or found so already)
+    challenges: int = 0  # availability challenges after the first (one more per answered one)
+
+    @property
+    def cid(self) -> str:
+        return self.signed.cid
+
+    @property
+    def payload_hash(self) -> bytes:
+        return self.signed.payload_hash
 
     @property
     def key(self) -> str:
@@ -436,6 +454,8 @@ class SyncerDaemon(Daemon):
                         self.outer_cfg.momentum)
         proto = self.spec.require_protocol()
         self.norm_multiple = proto.norm_multiple
+        self.norm_screen_sq = proto.norm_screen_sq_bits
+        self._trainer_index: dict[str, int] = {}
         if self.opt("evaluate", True):
             df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
                               max_bytes=self.config.max_dataset_bytes)
@@ -590,19 +610,16 @@ class SyncerDaemon(Daemon):
                 a = ev["args"]
                 if int(a["round"]) != rs.round:
                     continue
-                sub = _Sub(int(a["fragment"]), a["trainer"], a["cid"], bytes(a["payloadHash"]))
+                sub = _Sub(int(a["fragment"]), a["trainer"], SignedPayload.from_event(a))
                 if (sub.fragment, sub.key) in rs.subs or any((s.fragment, s.key) == (sub.fragment, sub.key)
                                                             for s in new):
                     continue
                 new.append(sub)
             self.validate_all(new, run)  # an IPFS outage raises here: the cursor stays, the rest is read again
             self._scan_from = head + 1
-        rejected_onchain: dict[str, int] = {}
         for sub in rs.subs.values():
-            if sub.reason in _SLASH and not sub.reported:
-                if sub.key not in rejected_onchain:
-                    rejected_onchain[sub.key] = self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1]
-                self.report(sub, already=bool(rejected_onchain[sub.key] >> sub.fragment & 1))
+            if sub.reason is not None and sub.reason != "NormOutlier" and not sub.reported:
+                self.report(sub)
 
     def validate_all(self, subs: list[_Sub], run: RunView) -> None:
         """Validate new submissions ``fetch_workers`` at a time, each within a fetch budget tied to
@@ -713,55 +730,115 @@ class SyncerDaemon(Daemon):
                 self._reject(sub, "Malformed", f"payload metadata {bad} does not match {want}")
                 return
             try:
-                sub.norm = validate_payload(tensors, self.runtime.layouts[sub.fragment])
+                norm = validate_payload(tensors, self.runtime.layouts[sub.fragment])
             except PayloadRejected as exc:
-                self._reject(sub, _REASON_OF_REJECT.get(exc.reason, "Malformed"), str(exc))
+                reason = _REASON_OF_REJECT.get(exc.reason, "Malformed")
+                if reason == "NonFinite" and self._matches_commitment(sub, tensors):
+                    sub.reason, sub.detail = reason, str(exc)  # keep the tree: the proof opens it
+                    self.metrics.rejections.labels(reason=reason).inc()
+                    log.warning("REJECTED submission trainer=%s fragment=%d cid=%s reason=NonFinite: %s",
+                                sub.trainer, sub.fragment, sub.cid, exc)
+                else:
+                    self._reject(sub, "Malformed", str(exc))
                 return
-            sub.tensors = tensors
-            log.info("valid submission trainer=%s fragment=%d norm=%.4g", sub.trainer, sub.fragment, sub.norm)
+            if not self._matches_commitment(sub, tensors):
+                self._reject(sub, "Unavailable", "the payload at the CID is not the vector of the signed commitment "
+                                                 f"(payloadRoot 0x{sub.signed.payload_root.hex()})")
+                return
+            sub.tensors, sub.tree, sub.flat = tensors, None, None
+            log.info("valid submission trainer=%s fragment=%d norm=%.4g", sub.trainer, sub.fragment, norm)
         finally:
             with self._split_lock:
                 rs.split["validate_s"] += time.perf_counter() - t1
 
+    def _matches_commitment(self, sub: _Sub, tensors: dict[str, torch.Tensor]) -> bool:
+        """Whether the decoded tensors are the vector the trainer committed to (PROTOCOL.md §2);
+        keeps the tree and flat vector on ``sub``."""
+        sub.flat = flatten_fragment(tensors)
+        sub.tree = ChunkTree(sub.flat)
+        return sub.tree.root == (sub.signed.payload_root, sub.signed.payload_sumsq)
+
     def _reject(self, sub: _Sub, reason: str, detail: str) -> None:
         sub.reason, sub.detail, sub.tensors = reason, detail, None
+        if reason != "NonFinite":
+            sub.tree = sub.flat = None
         self.metrics.rejections.labels(reason=reason).inc()
         log.warning("REJECTED submission trainer=%s fragment=%d cid=%s reason=%s: %s", sub.trainer, sub.fragment,
                     sub.cid, reason, detail)
 
-    def report(self, sub: _Sub, already: bool = False) -> None:
-        """``reportInvalid`` (the trainer is slashed) unless the chain already shows it rejected."""
+    def report(self, sub: _Sub) -> None:
+        """Act on-chain on an invalid submission, with evidence (PROTOCOL.md §4): ``proveInvalid``
+        for a non-finite value (the opened chunk) or a norm outlier (every signed sum of the
+        fragment), else ``challengeAvailability`` of its first chunk. A submission the chain
+        already shows rejected, or already challenged, counts as done."""
         if sub.reported:
             return
-        if already:
-            sub.reported = True
-            return
+        rs = self._round
         t0 = time.perf_counter()
         try:
-            res = self.chain.report_invalid(self.task_id, self._round.round, sub.fragment, sub.trainer,
-                                            _SLASH[sub.reason])
-            ev = res.event("TrainerSlashed")
-            log.warning("slashed trainer=%s fragment=%d reason=%s amount=%d atto", sub.trainer, sub.fragment,
-                        sub.reason, ev["amount"])
+            if sub.reason in _PROVE:
+                opening, others = None, []
+                if sub.reason == "NonFinite":
+                    opening = non_finite_opening(sub.tree, sub.flat)
+                else:
+                    others = [o.signed for o in sorted(self._fragment_subs(sub.fragment), key=self._index)
+                              if o is not sub]
+                res = self.chain.prove_invalid(self.task_id, rs.round, sub.fragment, sub.trainer,
+                                               _PROVE[sub.reason], sub.signed, opening, others)
+                ev = res.event("InvalidProven")
+                log.warning("proved invalid trainer=%s fragment=%d reason=%s: slashed %d atto (bounty %d)",
+                            sub.trainer, sub.fragment, sub.reason, ev["slashed"], ev["bounty"])
+            else:
+                res = self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed)
+                ev = res.event("AvailabilityChallenged")
+                log.warning("challenged availability trainer=%s fragment=%d (%s) until %d", sub.trainer,
+                            sub.fragment, sub.reason, ev["deadline"])
         except ChainRevert as exc:
-            if exc.error_name != "Registry__NoSuchSubmission":
+            if exc.error_name not in ("Registry__NoSuchSubmission", "Registry__ChallengePending"):
                 raise
+        sub.tree = sub.flat = None
         sub.reported = True
-        self._round.split["chain_s"] = self._round.split.get("chain_s", 0.0) + time.perf_counter() - t0
+        rs.split["chain_s"] = rs.split.get("chain_s", 0.0) + time.perf_counter() - t0
+
+    def _rechallenge_answered(self) -> None:
+        """A challenged submission whose trainer opened the chunk is live again, and the registry
+        would refuse a finalize that leaves it out: challenge its next chunk (another bond, paid to
+        the trainer if it answers again). Sampling more chunks is the syncer's only remedy for a
+        payload it still cannot use (PROTOCOL.md §4, residual)."""
+        rs = self._round
+        for sub in rs.subs.values():
+            if not (sub.reported and sub.reason in _CHALLENGE):
+                continue
+            pending = self.chain.availability_challenge(self.task_id, rs.round, sub.fragment, sub.trainer)
+            if str(pending["challenger"]).lower() != ZERO_ADDRESS:
+                continue
+            if self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1] >> sub.fragment & 1:
+                continue  # expired: rejected and slashed
+            sub.challenges += 1
+            chunks = -(-self.runtime.sizes[sub.fragment] // 16)
+            chunk = sub.challenges % chunks
+            log.warning("trainer=%s answered the availability challenge of fragment %d: challenging chunk %d",
+                        sub.trainer, sub.fragment, chunk)
+            self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed, chunk)
+
+    def _fragment_subs(self, f: int) -> list[_Sub]:
+        return [s for s in self._round.subs.values() if s.fragment == f]
+
+    def _index(self, sub: _Sub) -> int:
+        """The trainer index of a submission (``trainersOf`` order)."""
+        if sub.key not in self._trainer_index:
+            self._trainer_index = {a.lower(): i for i, a in enumerate(self.chain.trainers_of(self.task_id))}
+        return self._trainer_index[sub.key]
 
     def _norm_screen(self) -> dict[int, list[_Sub]]:
-        """Accepted submissions per fragment after the norm test over the structurally valid ones
-        (same test as `screen_payloads`: norm > norm_multiple x median norm of the fragment)."""
+        """Accepted submissions per fragment: the structurally valid ones that are not norm
+        outliers under the registry's rule over every submission of the fragment (`norm_outliers`)."""
         out: dict[int, list[_Sub]] = {f: [] for f in range(len(self.runtime.fragments))}
         for f in out:
-            valid = sorted((s for s in self._round.subs.values() if s.fragment == f and s.reason is None),
-                           key=lambda s: s.key)
-            if valid and self.norm_multiple is not None:
-                med = float(torch.tensor(sorted(s.norm for s in valid), dtype=torch.float64).median())
-                keep = [s for s in valid if not s.norm > self.norm_multiple * med]
-            else:
-                keep = valid
-            out[f] = keep
+            subs = self._fragment_subs(f)
+            outliers = norm_outliers({self._index(s): s.signed.payload_sumsq for s in subs}, self.norm_screen_sq)
+            out[f] = sorted((s for s in subs if s.reason is None and self._index(s) not in outliers),
+                            key=lambda s: s.key)
         return out
 
     def ready(self, run: RunView) -> bool:
@@ -787,12 +864,14 @@ class SyncerDaemon(Daemon):
         """Norm screen, slash outliers, aggregate + outer step, pin, ``finalizeRound``, persist.
         Returns False (state untouched) when the chain refuses for a quorum reason."""
         rs, r, F = self._round, self._round.round, len(self.runtime.fragments)
+        self._rechallenge_answered()
         accepted = self._norm_screen()
         for s in rs.subs.values():
             if s.reason is None and s not in accepted[s.fragment]:
-                self._reject(s, "NormOutlier", f"L2 norm {s.norm:.6g} exceeds {self.norm_multiple:g} x the "
-                                               f"fragment's median norm")
-                self.report(s, already=bool(self.chain.submissions_of(self.task_id, r, s.trainer)[1] >> s.fragment & 1))
+                self._reject(s, "NormOutlier", f"sum of squares {bits_to_f32(s.signed.payload_sumsq):.6g} exceeds "
+                                               f"{self.norm_multiple:g}^2 x the fragment's median")
+            if s.reason == "NormOutlier":
+                self.report(s)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
         t0 = time.perf_counter()
         for f in range(F):
@@ -885,8 +964,35 @@ class SyncerDaemon(Daemon):
         self._round = None
         return True
 
+    def settle_challenges(self) -> None:
+        """Before the seal: every availability challenge of the run still pending is waited out
+        (chain time past its deadline) and expired, which slashes the trainer that did not answer.
+        Read from the ``AvailabilityChallenged`` events, so a restarted syncer finds them too."""
+        head = self.chain.block_number()
+        for ev in self.chain.get_logs(self._run_start, head, ["AvailabilityChallenged"], task_id=self.task_id):
+            a = ev["args"]
+            r, f, trainer = int(a["round"]), int(a["fragment"]), a["trainer"]
+            pending = self.chain.availability_challenge(self.task_id, r, f, trainer)
+            if str(pending["challenger"]).lower() == ZERO_ADDRESS:
+                continue  # answered or expired already
+            deadline = int(pending["deadline"])
+            while self.chain_now() <= deadline:
+                self.check_stop()
+                self.sleep(min(self.poll_s, max(0.1, deadline + 1 - self.chain_now())))
+            self.nudge_devnet(deadline)
+            try:
+                res = self.chain.expire_availability(self.task_id, r, f, trainer)
+                ev2 = res.event("InvalidProven")
+                log.warning("availability challenge unanswered: trainer=%s round=%d fragment=%d slashed %d atto",
+                            trainer, r, f, ev2["slashed"])
+            except ChainRevert as exc:
+                if exc.error_name != "Registry__NoChallenge":
+                    raise
+
     def seal(self) -> None:
-        """``seal`` the Completed run (tolerates someone else sealing first)."""
+        """Settle pending availability challenges, then ``seal`` the Completed run (tolerates
+        someone else sealing first)."""
+        self.settle_challenges()
         try:
             res = self.chain.seal(self.task_id)
             ev = res.event("RunSealed")

@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenzro_operator.chain import RunStatus, RunView
+from tenzro_operator.chain import RunStatus, RunView, SignedPayload
 from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
@@ -55,6 +55,7 @@ from tenzro_operator.progress import progress_bar
 from tenzro_operator.task_assets import fetch_spec, fetch_weights, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.codec import encode_fragment
+from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 from tenzro_trainer.data.windows import WindowDataset
 from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.inner import InnerTrainer
@@ -389,16 +390,17 @@ class TrainerDaemon(Daemon):
                                                trainer=self.account.address.lower(), dtype="float32",
                                                kind="pseudo_gradient"))
             digest = hashlib.sha256(blob + b"\x00" if fault == "wrong_hash" else blob).digest()
-            return f, self.ipfs.add(blob), digest, fault, len(blob)
+            root, sumsq = ChunkTree(flatten_fragment(delta)).root  # the commitment it signs (PROTOCOL.md §2)
+            return f, SignedPayload(root, sumsq, self.ipfs.add(blob), digest), fault, len(blob)
 
         with ThreadPoolExecutor(max_workers=PIN_WORKERS, thread_name_prefix="pin") as pool:
-            for k, (f, cid, digest, fault, size) in enumerate(pool.map(pin, todo)):  # in fragment order
+            for k, (f, payload, fault, size) in enumerate(pool.map(pin, todo)):  # in fragment order
                 tick(k + 1, len(todo))
                 self.metrics.ipfs_out(size)
                 if fault:
                     log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
                 try:
-                    sent.append((f, cid, self._timed_send(r, f, cid, digest)))
+                    sent.append((f, payload.cid, self._timed_send(r, f, payload)))
                 except ChainRevert as exc:
                     if exc.error_name == "Registry__DeadlinePassed":
                         log.warning("round %d: deadline passed while submitting fragment %d; the rest is skipped",
@@ -452,11 +454,13 @@ class TrainerDaemon(Daemon):
                                         "steps": len(res.step_times), "fragments_submitted": n_ok,
                                         "wall_s": round(time.perf_counter() - t_round, 6)})
 
-    def _timed_send(self, r: int, f: int, cid: str, digest: bytes):
-        """`ChainClient.submit_outer_gradient` without waiting; its seconds add to ``_send_s``."""
+    def _timed_send(self, r: int, f: int, payload: SignedPayload):
+        """`ChainClient.submit_outer_gradient` (signed over the weights this round started from)
+        without waiting; its seconds add to ``_send_s``."""
         t0 = time.perf_counter()
         try:
-            return self.chain.submit_outer_gradient(self.task_id, r, f, cid, digest, wait=False)
+            return self.chain.submit_outer_gradient(self.task_id, r, f, payload, base_root=self._global_root,
+                                                    wait=False)
         finally:
             self._send_s += time.perf_counter() - t0
 

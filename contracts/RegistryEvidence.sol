@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.sol";
+import {RegistryStorage} from "./RegistryStorage.sol";
+import {EvidenceVerifier} from "./EvidenceVerifier.sol";
+
+/// @title RegistryEvidence
+/// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4): proven
+/// invalid payloads and availability challenges. TrainingRegistry deploys one in its
+/// constructor and delegatecalls every selector it does not know to it, so these functions run
+/// on the registry's storage, at the registry's address (events come from the registry; the
+/// EIP-712 domain is the registry's). Called directly, it has no runs and every call reverts.
+/// Split off to keep the registry under the 24,576-byte EIP-170 limit.
+contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence {
+    /// @dev Stateless chunk and norm checks.
+    EvidenceVerifier private immutable _evidence;
+
+    /// @param token_ the registry's ERC-20 (bonds are pulled in it)
+    constructor(IERC20 token_) RegistryStorage(token_) {
+        _evidence = new EvidenceVerifier();
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function proveInvalid(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        address trainer,
+        uint8 reason,
+        SignedPayload calldata s,
+        ChunkOpening calldata o,
+        SignedPayload[] calldata others
+    ) external nonReentrant {
+        Run storage run = _openRunRound(taskId, round, fragment);
+        Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
+        _requireSigned(taskId, round, fragment, trainer, s);
+        if (reason == uint8(SlashReason.NormOutlier)) {
+            _requireNormOutlier(run, taskId, round, fragment, t.index, s, others);
+        } else {
+            _requireChunkDefect(run, fragment, reason, s, o);
+        }
+        _reject(taskId, round, fragment, t.index);
+        _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason(reason), msg.sender);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function challengeAvailability(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        address trainer,
+        SignedPayload calldata s,
+        uint32 chunkIndex
+    ) external nonReentrant {
+        Run storage run = _openRunRound(taskId, round, fragment);
+        Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
+        _requireSigned(taskId, round, fragment, trainer, s);
+        uint256 m = (uint256(run.fragmentSizes[fragment]) + 15) / 16;
+        if (chunkIndex >= m) revert Registry__BadOpening(chunkIndex);
+        AvailabilityChallenge storage c = _avail[taskId][round][_slotKey(t.index, fragment)];
+        if (c.challenger != address(0)) revert Registry__ChallengePending(taskId, round, fragment, trainer);
+        uint256 bond = _challengeBond(run);
+        uint64 deadline = uint64(block.timestamp) + run.challengeSeconds;
+        c.challenger = msg.sender;
+        c.deadline = deadline;
+        c.chunkIndex = chunkIndex;
+        c.payloadSumsq = s.payloadSumsq;
+        c.payloadRoot = s.payloadRoot;
+        c.bond = bond;
+        run.openChallenges += 1;
+        _bondsHeld += bond;
+        emit AvailabilityChallenged(taskId, trainer, round, fragment, msg.sender, chunkIndex, deadline, bond);
+        _pullExact(msg.sender, bond);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function answerAvailability(bytes32 taskId, uint32 round, uint16 fragment, address trainer, ChunkOpening calldata o)
+        external
+    {
+        Run storage run = _existing(taskId);
+        (AvailabilityChallenge storage c, Trainer storage t) = _pendingChallenge(taskId, round, fragment, trainer);
+        if (block.timestamp > c.deadline) revert Registry__ChallengeDeadline(c.deadline);
+        if (
+            o.chunkIndex != c.chunkIndex
+                || !_evidence.opens(c.payloadRoot, c.payloadSumsq, run.fragmentSizes[fragment], o)
+        ) revert Registry__BadOpening(o.chunkIndex);
+        uint256 bond = c.bond;
+        _closeChallenge(run, taskId, round, fragment, t.index);
+        _withdrawable[trainer] += bond;
+        emit AvailabilityAnswered(taskId, trainer, round, fragment, o.chunk);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function expireAvailability(bytes32 taskId, uint32 round, uint16 fragment, address trainer) external {
+        Run storage run = _existing(taskId);
+        (AvailabilityChallenge storage c, Trainer storage t) = _pendingChallenge(taskId, round, fragment, trainer);
+        if (block.timestamp <= c.deadline) revert Registry__ChallengeDeadline(c.deadline);
+        address challenger = c.challenger;
+        uint256 bond = c.bond;
+        _closeChallenge(run, taskId, round, fragment, t.index);
+        uint256 states = _subs[taskId][round][t.index];
+        if ((states >> (2 * uint256(fragment))) & 3 == ST_SUBMITTED) _reject(taskId, round, fragment, t.index);
+        _withdrawable[challenger] += bond;
+        _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason.Unavailable, challenger);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function challengeBond(bytes32 taskId) external view returns (uint256) {
+        return _challengeBond(_existing(taskId));
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function challengeBondsHeld() external view returns (uint256) {
+        return _bondsHeld;
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function availabilityChallenge(bytes32 taskId, uint32 round, uint16 fragment, address trainer)
+        external
+        view
+        returns (AvailabilityChallenge memory)
+    {
+        Trainer storage t = _trainers[taskId][trainer];
+        if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
+        return _avail[taskId][round][_slotKey(t.index, fragment)];
+    }
+
+    /// @dev Reverts Registry__NotSignedBy unless `s` is `trainer`'s signature over this
+    /// (round, fragment) with the open round's base weights root.
+    function _requireSigned(bytes32 taskId, uint32 round, uint16 fragment, address trainer, SignedPayload calldata s)
+        internal
+        view
+    {
+        bytes32 digest = _hashTypedDataV4(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s));
+        // slither-disable-next-line unused-return
+        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, s.signature);
+        if (err != ECDSA.RecoverError.NoError || signer != trainer) revert Registry__NotSignedBy(trainer);
+    }
+
+    /// @dev The Training run of `taskId` when `round` is its open round and `fragment` < F.
+    function _openRunRound(bytes32 taskId, uint32 round, uint16 fragment) internal view returns (Run storage run) {
+        run = _runIn(taskId, RunStatus.Training);
+        if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
+        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
+    }
+
+    /// @dev The enrolled trainer whose (round, fragment) submission is live (submitted, not
+    /// rejected or accepted); reverts Registry__NotEnrolled / Registry__NoSuchSubmission.
+    function _liveSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer)
+        internal
+        view
+        returns (Trainer storage t)
+    {
+        t = _trainers[taskId][trainer];
+        if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
+        if ((_subs[taskId][round][t.index] >> (2 * uint256(fragment))) & 3 != ST_SUBMITTED) {
+            revert Registry__NoSuchSubmission(taskId, round, fragment, trainer);
+        }
+    }
+
+    /// @dev Reverts Registry__NotProven unless the target's signed sum of squares is a norm
+    /// outlier among every submission of (round, fragment): `others` must hold, in ascending
+    /// trainer index, one signed submission of every other trainer with a submission there.
+    function _requireNormOutlier(
+        Run storage run,
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        uint256 targetIndex,
+        SignedPayload calldata s,
+        SignedPayload[] calldata others
+    ) internal view {
+        if (run.normScreenSq == 0) revert Registry__NoNormScreen(taskId);
+        uint32[] memory sums = new uint32[](others.length + 1);
+        uint256 k = 0; // sums filled; others[k - (k > target position)] is the next one
+        uint256 n = run.enrolledCount;
+        for (uint256 i = 0; i < n; ++i) {
+            if ((_subs[taskId][round][i] >> (2 * uint256(fragment))) & 3 == 0) continue;
+            if (k > others.length) revert Registry__IncompleteSubmissionSet(others.length, k);
+            sums[k] = i == targetIndex
+                ? s.payloadSumsq
+                : _signedSum(taskId, round, fragment, i, others, i < targetIndex ? k : k - 1);
+            ++k;
+        }
+        if (k != others.length + 1) revert Registry__IncompleteSubmissionSet(others.length, k == 0 ? 0 : k - 1);
+        if (!_evidence.normOutlier(s.payloadSumsq, sums, run.normScreenSq)) {
+            revert Registry__NotProven(uint8(SlashReason.NormOutlier));
+        }
+    }
+
+    /// @dev others[j]'s signed sum of squares, after checking that trainer index i signed it.
+    function _signedSum(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        uint256 i,
+        SignedPayload[] calldata others,
+        uint256 j
+    ) internal view returns (uint32) {
+        if (j >= others.length) revert Registry__IncompleteSubmissionSet(others.length, j + 1);
+        _requireSigned(taskId, round, fragment, _trainerList[taskId][i], others[j]);
+        return others[j].payloadSumsq;
+    }
+
+    /// @dev Marks a live submission rejected (01 -> 10).
+    function _reject(bytes32 taskId, uint32 round, uint16 fragment, uint256 index) internal {
+        // forge-lint: disable-next-line(incorrect-shift) -- a 2-bit mask shifted to the fragment's position, as intended
+        _subs[taskId][round][index] ^= (3 << (2 * uint256(fragment)));
+    }
+
+    /// @dev Reverts unless the opened chunk of the signed commitment shows the defect `reason`
+    /// claims: NonFinite (a NaN or infinity below n) or Malformed (bad padding).
+    function _requireChunkDefect(
+        Run storage run,
+        uint16 fragment,
+        uint8 reason,
+        SignedPayload calldata s,
+        ChunkOpening calldata o
+    ) internal view {
+        uint8 wanted;
+        if (reason == uint8(SlashReason.NonFinite)) wanted = _evidence.NON_FINITE();
+        else if (reason == uint8(SlashReason.Malformed)) wanted = _evidence.BAD_PADDING();
+        else revert Registry__UnknownReason(reason);
+        uint8 defect = _evidence.chunkDefect(s.payloadRoot, s.payloadSumsq, run.fragmentSizes[fragment], o);
+        if (defect == 255) revert Registry__BadOpening(o.chunkIndex);
+        if (defect != wanted) revert Registry__NotProven(reason);
+    }
+
+    /// @dev Slashes INVALID_SLASH_BPS of the trainer's remaining stake: BOUNTY_BPS of it to
+    /// `prover` (withdrawable), the rest burned.
+    function _slashWithBounty(
+        Run storage run,
+        bytes32 taskId,
+        address trainer,
+        uint32 round,
+        uint16 fragment,
+        SlashReason reason,
+        address prover
+    ) internal {
+        Trainer storage t = _trainers[taskId][trainer];
+        uint256 remaining = uint256(t.stake) - t.slashed;
+        uint256 amount = (remaining * INVALID_SLASH_BPS) / BPS;
+        uint256 bounty = (amount * BOUNTY_BPS) / BPS;
+        // forge-lint: disable-next-line(unsafe-typecast) -- amount <= remaining <= stake < 2**128
+        t.slashed += uint128(amount);
+        run.stakeHeld -= amount;
+        _withdrawable[prover] += bounty;
+        _burn(taskId, trainer, amount - bounty);
+        emit TrainerSlashed(taskId, trainer, reason, round, fragment, amount, remaining - amount);
+        emit InvalidProven(taskId, trainer, round, fragment, reason, prover, amount, bounty);
+    }
+
+    /// @dev The pending challenge on (round, fragment, trainer) and the trainer; reverts Registry__NoChallenge.
+    function _pendingChallenge(bytes32 taskId, uint32 round, uint16 fragment, address trainer)
+        internal
+        view
+        returns (AvailabilityChallenge storage c, Trainer storage t)
+    {
+        t = _trainers[taskId][trainer];
+        c = _avail[taskId][round][_slotKey(t.index, fragment)];
+        if (!t.enrolled || c.challenger == address(0)) revert Registry__NoChallenge(taskId, round, fragment, trainer);
+    }
+
+    /// @dev Deletes a pending challenge and its accounting.
+    function _closeChallenge(Run storage run, bytes32 taskId, uint32 round, uint16 fragment, uint256 index) internal {
+        AvailabilityChallenge storage c = _avail[taskId][round][_slotKey(index, fragment)];
+        _bondsHeld -= c.bond;
+        run.openChallenges -= 1;
+        delete _avail[taskId][round][_slotKey(index, fragment)];
+    }
+
+    /// @dev The bond of an availability challenge of `run`, atto-units.
+    function _challengeBond(Run storage run) internal view returns (uint256) {
+        return (run.syncerBond * CHALLENGE_BOND_BPS) / BPS;
+    }
+}

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
+
+/// @title ITrainingRegistryEvidence
+/// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4), served at
+/// the registry's address (TrainingRegistry delegatecalls them to RegistryEvidence). Call them on
+/// the registry; `ITrainingRegistryFull` is the registry's whole ABI.
+/// @dev Units: token atto-units, unix seconds, binary32 bit patterns as uint32.
+interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
+    /// @notice Anyone proves the open round's submission of `trainer` for `fragment` invalid with
+    /// evidence the contract checks (PROTOCOL.md §4); `s` is the trainer's signed submission.
+    /// - NonFinite (3): `o` opens a chunk of s.payloadRoot holding a NaN or infinity at a coordinate < n.
+    /// - Malformed (2): `o` opens the last chunk with a non-zero value past n (bad padding).
+    /// - NormOutlier (4): `others` are the signed submissions of every other trainer that submitted
+    ///   this fragment in this round, in ascending trainer index; with the target's sum they give the
+    ///   median m (CoordinateMedian, binary32), and s.payloadSumsq > fl(normScreenSq * m) in totalOrder.
+    /// The submission becomes rejected and the trainer loses INVALID_SLASH_BPS of its remaining
+    /// stake: BOUNTY_BPS of that to the caller (withdrawable), the rest burned.
+    /// Reverts Registry__NotProven, Registry__BadOpening, Registry__NotSignedBy,
+    /// Registry__NoSuchSubmission (not a live submission), Registry__UnknownReason.
+    function proveInvalid(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        address trainer,
+        uint8 reason,
+        SignedPayload calldata s,
+        ChunkOpening calldata o,
+        SignedPayload[] calldata others
+    ) external;
+
+    /// @notice Anyone (typically the syncer, which could not fetch or decode the payload at the CID)
+    /// challenges a live submission of the open round to open chunk `chunkIndex` of its signed
+    /// commitment within the task's challengeSeconds. Pulls challengeBond(taskId) atto-units from
+    /// the caller (approve first). While it is pending the syncer may leave the submission out.
+    function challengeAvailability(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        address trainer,
+        SignedPayload calldata s,
+        uint32 chunkIndex
+    ) external;
+
+    /// @notice Anyone answers a pending availability challenge with the opening of the challenged
+    /// chunk, until its deadline: the challenger's bond goes to the trainer (withdrawable) and the
+    /// submission is live again (a round still open must then accept it).
+    function answerAvailability(bytes32 taskId, uint32 round, uint16 fragment, address trainer, ChunkOpening calldata o)
+        external;
+
+    /// @notice After the deadline of an unanswered challenge (anyone): the submission is rejected
+    /// and the trainer loses INVALID_SLASH_BPS of its remaining stake (reason Unavailable):
+    /// BOUNTY_BPS of it plus the bond back to the challenger, the rest burned.
+    function expireAvailability(bytes32 taskId, uint32 round, uint16 fragment, address trainer) external;
+
+    /// @notice Bond of an availability challenge of this run: syncerBond * CHALLENGE_BOND_BPS / 10000, atto-units.
+    function challengeBond(bytes32 taskId) external view returns (uint256);
+    /// @notice Bonds of pending availability challenges held by the registry, atto-units.
+    function challengeBondsHeld() external view returns (uint256);
+    /// @notice The availability challenge pending against (round, fragment, trainer), if any.
+    function availabilityChallenge(bytes32 taskId, uint32 round, uint16 fragment, address trainer)
+        external
+        view
+        returns (AvailabilityChallenge memory);
+}

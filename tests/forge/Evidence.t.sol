@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
+import {RegistryBase} from "./RegistryBase.sol";
+import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
+import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
+
+/// @notice No slash on anyone's word (PROTOCOL.md §4, issue "Protocol v2", attacks 4 and 5):
+/// invalid payloads are proven by opening committed chunks or by every signed sum of squares,
+/// unavailable ones by an unanswered challenge, and the syncer cannot leave a live submission out.
+contract EvidenceTest is RegistryBase {
+    bytes32 internal constant ID = keccak256("evidence");
+    uint32 internal constant ONE = 0x3F800000; // 1.0
+    uint32 internal constant NAN = 0x7FC00000;
+    address internal prover = address(0x9407);
+
+    /// @dev A payload of 20 values (two chunks): its chunks and commitment.
+    struct Payload {
+        bytes c0;
+        bytes c1;
+        bytes32 h0;
+        uint32 s0;
+        bytes32 h1;
+        uint32 s1;
+        bytes32 root;
+        uint32 sumsq;
+    }
+
+    function setUp() public {
+        _deploy();
+        _registerSyncer(syncer, MIN_SYNCER_STAKE);
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    /// @dev 16 big-endian binary32 values: `count` of them `v`, the rest +0.
+    function _chunk(uint256 count, uint32 v) internal pure returns (bytes memory c) {
+        c = new bytes(64);
+        for (uint256 j = 0; j < count; ++j) {
+            for (uint256 b = 0; b < 4; ++b) {
+                c[4 * j + b] = bytes1(uint8(v >> (24 - 8 * b)));
+            }
+        }
+    }
+
+    /// @dev Values 0..15 = `a`, values 16..19 = `b`, padding after 20 = `pad` (bad when non-zero).
+    function _payload(uint32 a, uint32 b, uint32 pad) internal pure returns (Payload memory p) {
+        p.c0 = _chunk(16, a);
+        p.c1 = _chunk(4, b);
+        if (pad != 0) {
+            for (uint256 bb = 0; bb < 4; ++bb) {
+                p.c1[4 * 7 + bb] = bytes1(uint8(pad >> (24 - 8 * bb)));
+            }
+        }
+        (p.h0, p.s0) = ChunkMerkle.leaf(p.c0);
+        (p.h1, p.s1) = ChunkMerkle.leaf(p.c1);
+        (p.root, p.sumsq) = ChunkMerkle.node(p.h0, p.s0, p.h1, p.s1);
+    }
+
+    function _open(Payload memory p, uint32 chunkIndex) internal pure returns (ITrainingRegistryTypes.ChunkOpening memory o) {
+        o.chunkIndex = chunkIndex;
+        o.chunk = chunkIndex == 0 ? p.c0 : p.c1;
+        o.siblingH = new bytes32[](1);
+        o.siblingS = new uint32[](1);
+        o.siblingH[0] = chunkIndex == 0 ? p.h1 : p.h0;
+        o.siblingS[0] = chunkIndex == 0 ? p.s1 : p.s0;
+    }
+
+    /// @dev M trainers, K = k, one fragment of 20 values, `rounds` rounds.
+    function _run(uint16 m, uint16 k, uint32 rounds) internal {
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, m, k, 1, rounds, 100e18);
+        p.fragmentSizes[0] = 20;
+        p.maxMisses = 0;
+        _post(p);
+        for (uint256 i = 0; i < m; ++i) {
+            _enroll(ID, i, MIN_STAKE);
+        }
+        _elect(ID);
+    }
+
+    function _send(uint256 i, Payload memory p) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
+        uint32 round = reg.getRun(ID).currentRound;
+        sp = _signed(i, ID, round, 0, p.root, p.sumsq);
+        _submitSigned(ID, round, 0, sp);
+    }
+
+    function _noOthers() internal pure returns (ITrainingRegistryTypes.SignedPayload[] memory) {
+        return new ITrainingRegistryTypes.SignedPayload[](0);
+    }
+
+    function _accepted(uint256 m, uint256 bits) internal pure returns (uint256[] memory acc) {
+        acc = new uint256[](m);
+        for (uint256 i = 0; i < m; ++i) {
+            acc[i] = (bits >> i) & 1;
+        }
+    }
+
+    // ------------------------------------------------------------ non-finite, padding
+
+    function test_nonFinite_provenByOpeningOneChunk_bountyAndBurn() public {
+        _run(2, 1, 1);
+        Payload memory bad = _payload(ONE, NAN, 0);
+        ITrainingRegistryTypes.SignedPayload memory sp = _send(1, bad);
+        _send(0, _payload(ONE, ONE, 0));
+
+        // the sound chunk proves nothing
+        vm.prank(prover);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(3)));
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 0), _noOthers());
+
+        vm.prank(prover);
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 1), _noOthers());
+        uint256 slash = MIN_STAKE / 20;
+        assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, slash, "5 % slashed");
+        assertEq(reg.withdrawable(prover), slash / 10, "10 % bounty to the prover");
+        assertEq(reg.burned(), slash - slash / 10, "the rest burned");
+        (, uint256 rej,) = reg.submissionsOf(ID, 0, trainers[1]);
+        assertEq(rej, 1, "rejected");
+
+        // proven once: a second proof finds no live submission
+        vm.prank(prover);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NoSuchSubmission.selector, ID, 0, uint16(0), trainers[1])
+        );
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 1), _noOthers());
+    }
+
+    function test_badPadding_proven_soundPaddingNot() public {
+        _run(2, 1, 1);
+        Payload memory padded = _payload(ONE, ONE, ONE);
+        ITrainingRegistryTypes.SignedPayload memory sp = _send(1, padded);
+        Payload memory fine = _payload(ONE, ONE, 0);
+        ITrainingRegistryTypes.SignedPayload memory sp0 = _send(0, fine);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(2)));
+        ev.proveInvalid(ID, 0, 0, trainers[0], 2, sp0, _open(fine, 1), _noOthers());
+        ev.proveInvalid(ID, 0, 0, trainers[1], 2, sp, _open(padded, 1), _noOthers());
+        assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, MIN_STAKE / 20, "slashed for bad padding");
+    }
+
+    function test_forgedOpeningOrSigner_rejected() public {
+        _run(2, 1, 1);
+        Payload memory bad = _payload(ONE, NAN, 0);
+        ITrainingRegistryTypes.SignedPayload memory sp = _send(1, bad);
+        // a chunk that is not in the committed tree
+        ITrainingRegistryTypes.ChunkOpening memory o = _open(bad, 1);
+        o.siblingS[0] = ONE;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(1)));
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, o, _noOthers());
+        // a NaN payload the trainer never signed (signed by trainer 0) cannot be pinned on trainer 1
+        ITrainingRegistryTypes.SignedPayload memory forged = _signed(0, ID, 0, 0, bad.root, bad.sumsq);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSignedBy.selector, trainers[1]));
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, forged, _open(bad, 1), _noOthers());
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__UnknownReason.selector, uint8(0)));
+        ev.proveInvalid(ID, 0, 0, trainers[1], 0, sp, _open(bad, 1), _noOthers());
+    }
+
+    // ------------------------------------------------------------ norm outliers
+
+    function test_normOutlier_provenWithEverySignedSum() public {
+        _run(3, 1, 1);
+        ITrainingRegistryTypes.SignedPayload memory a = _send(0, _payload(ONE, ONE, 0)); // sumsq 20
+        ITrainingRegistryTypes.SignedPayload memory b = _send(1, _payload(0x41200000, ONE, 0)); // 10.0: sumsq 1604
+        ITrainingRegistryTypes.SignedPayload memory c = _send(2, _payload(0x42C80000, ONE, 0)); // 100.0: sumsq 160004
+        ITrainingRegistryTypes.SignedPayload[] memory others = new ITrainingRegistryTypes.SignedPayload[](2);
+        // median 1604 x 100 = 160400 >= 160004: trainer 2 is inside the screen
+        others[0] = a;
+        others[1] = b;
+        ITrainingRegistryTypes.ChunkOpening memory none;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(4)));
+        ev.proveInvalid(ID, 0, 0, trainers[2], 4, c, none, others);
+        // leaving a low sum out to lower the median is refused
+        ITrainingRegistryTypes.SignedPayload[] memory fewer = new ITrainingRegistryTypes.SignedPayload[](1);
+        fewer[0] = a;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__IncompleteSubmissionSet.selector, 1, 2));
+        ev.proveInvalid(ID, 0, 0, trainers[2], 4, c, none, fewer);
+        // trainer 0 is small, not an outlier (only sums above the screen are)
+        others[0] = b;
+        others[1] = c;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(4)));
+        ev.proveInvalid(ID, 0, 0, trainers[0], 4, a, none, others);
+    }
+
+    function test_normOutlier_slashes() public {
+        _run(3, 1, 1);
+        ITrainingRegistryTypes.SignedPayload memory a = _send(0, _payload(ONE, ONE, 0));
+        ITrainingRegistryTypes.SignedPayload memory b = _send(1, _payload(ONE, ONE, 0));
+        ITrainingRegistryTypes.SignedPayload memory c = _send(2, _payload(0x42C80000, ONE, 0)); // 100 x the others' values
+        ITrainingRegistryTypes.SignedPayload[] memory others = new ITrainingRegistryTypes.SignedPayload[](2);
+        others[0] = a;
+        others[1] = b;
+        ITrainingRegistryTypes.ChunkOpening memory none;
+        vm.prank(prover);
+        ev.proveInvalid(ID, 0, 0, trainers[2], 4, c, none, others);
+        assertEq(reg.trainerMetrics(ID, trainers[2]).slashed, MIN_STAKE / 20, "outlier slashed");
+    }
+
+    // ------------------------------------------------------------ availability
+
+    function test_availability_unanswered_slashedAfterWindow_noMissMeanwhile() public {
+        _run(2, 1, 1);
+        _send(0, _payload(ONE, ONE, 0));
+        ITrainingRegistryTypes.SignedPayload memory sp = _send(1, _payload(ONE, ONE, 0));
+        // the syncer cannot leave trainer 1 out on its word
+        vm.warp(block.timestamp + 31);
+        vm.prank(syncer);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SubmissionOmitted.selector, uint16(1), uint16(0)));
+        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 1)));
+        // ... but it can challenge, then leave it out while the challenge is pending
+        uint256 bond = ev.challengeBond(ID);
+        assertEq(bond, SYNCER_BOND / 10, "bond = 10 % of the syncer bond");
+        _fund(syncer, bond);
+        vm.prank(syncer);
+        ev.challengeAvailability(ID, 0, 0, trainers[1], sp, 1);
+        vm.prank(syncer);
+        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 1)));
+        assertEq(reg.trainerMetrics(ID, trainers[1]).totalMissed, 0, "a pending challenge counts no miss");
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ChallengesPending.selector, ID, uint16(1)));
+        reg.seal(ID);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ChallengeDeadline.selector, uint64(block.timestamp + CHALLENGE_SECONDS)));
+        ev.expireAvailability(ID, 0, 0, trainers[1]);
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        ev.expireAvailability(ID, 0, 0, trainers[1]);
+        uint256 slash = MIN_STAKE / 20;
+        assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, slash, "slashed");
+        assertEq(reg.withdrawable(syncer), bond + slash / 10, "bond back + bounty");
+        assertEq(ev.challengeBondsHeld(), 0, "no bond held");
+        reg.seal(ID);
+    }
+
+    function test_availability_answered_bondToTrainer_mustBeAccepted() public {
+        _run(2, 1, 1);
+        _send(0, _payload(ONE, ONE, 0));
+        Payload memory p1 = _payload(ONE, ONE, 0);
+        ITrainingRegistryTypes.SignedPayload memory sp = _send(1, p1);
+        uint256 bond = ev.challengeBond(ID);
+        _fund(syncer, bond);
+        vm.prank(syncer);
+        ev.challengeAvailability(ID, 0, 0, trainers[1], sp, 0);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(1)));
+        ev.answerAvailability(ID, 0, 0, trainers[1], _open(p1, 1)); // not the challenged chunk
+        ev.answerAvailability(ID, 0, 0, trainers[1], _open(p1, 0));
+        assertEq(reg.withdrawable(trainers[1]), bond, "the bond compensates the trainer");
+        assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, 0, "not slashed");
+        vm.warp(block.timestamp + 31);
+        vm.prank(syncer);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SubmissionOmitted.selector, uint16(1), uint16(0)));
+        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 1)));
+        vm.prank(syncer);
+        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 3)));
+    }
+
+    // ------------------------------------------------------------ attacks 4 and 5
+
+    /// Attack 4 (malicious syncer, the parts closed by evidence): it cannot slash honest
+    /// trainers without proof, cannot leave their submissions out, and an early finalization on
+    /// its sybils' quorum counts no miss against the honest trainers, so they are never evicted.
+    function test_attack4_maliciousSyncer_cannotSlashOmitOrEvict() public {
+        _run(4, 2, 3); // trainers 0, 1 are the syncer's sybils; maxMisses 0
+        for (uint32 r = 0; r < 3; ++r) {
+            _send(0, _payload(ONE, ONE, 0));
+            _send(1, _payload(ONE, ONE, 0));
+            // early finalization on the sybils' quorum: honest trainers 2, 3 had time left
+            vm.prank(syncer);
+            reg.finalizeRound(_commit(ID, r, 1, _accepted(4, 3)));
+        }
+        for (uint256 i = 2; i < 4; ++i) {
+            ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(ID, trainers[i]);
+            assertTrue(!m.evicted, "honest trainer not evicted");
+            assertEq(m.slashed, 0, "honest trainer not slashed");
+        }
+    }
+
+    function test_attack4_falseInvalidReport_refuted() public {
+        _run(2, 1, 1);
+        Payload memory honest = _payload(ONE, ONE, 0);
+        ITrainingRegistryTypes.SignedPayload memory sp = _send(1, honest);
+        for (uint8 reason = 0; reason < 7; ++reason) {
+            vm.prank(syncer);
+            vm.expectRevert();
+            ev.proveInvalid(ID, 0, 0, trainers[1], reason, sp, _open(honest, 1), _noOthers());
+        }
+        assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, 0, "no slash without evidence");
+    }
+
+    /// Attack 5 (sponsor + syncer): "report everything invalid, accept nothing" fails at both
+    /// steps, so the pool goes to the trainers, and no slashed stake could reach the sponsor anyway.
+    function test_attack5_collusion_cannotRejectEverything() public {
+        _run(2, 1, 1);
+        Payload memory p = _payload(ONE, ONE, 0);
+        ITrainingRegistryTypes.SignedPayload memory s0 = _send(0, p);
+        _send(1, p);
+        vm.prank(syncer);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(3)));
+        ev.proveInvalid(ID, 0, 0, trainers[0], 3, s0, _open(p, 1), _noOthers());
+        vm.warp(block.timestamp + 31);
+        vm.prank(syncer);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SubmissionOmitted.selector, uint16(0), uint16(0)));
+        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 0)));
+        vm.prank(syncer);
+        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 3)));
+        reg.seal(ID);
+        assertEq(reg.withdrawable(sponsor), 0, "the sponsor gets nothing back");
+        assertEq(reg.withdrawable(trainers[0]), MIN_STAKE + 50e18, "half the pool + stake");
+    }
+}
