@@ -52,6 +52,7 @@ from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
+from tenzro_operator.roles.challenges import ChallengeAnswerer
 from tenzro_operator.task_assets import fetch_spec, fetch_weights, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.codec import encode_fragment
@@ -145,6 +146,7 @@ class TrainerDaemon(Daemon):
     _global_root: bytes | None
     _log_from: int  # first block of the next event scan
     _skipped: set[int]  # rounds whose deadline passed before this trainer submitted
+    challenges: ChallengeAnswerer  # answers availability challenges against this trainer (after prepare)
 
     def __init__(self, config: TrainerConfig, account, chain, ipfs, *, metrics: TrainerMetrics | None = None,
                  stop=None) -> None:
@@ -266,6 +268,8 @@ class TrainerDaemon(Daemon):
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec, max_params=self.config.max_model_params)
         self._log_from = self.chain.run_start_block(run)
+        self.challenges = ChallengeAnswerer(self.chain, self.ipfs, self.task_id, self._log_from)
+        self._completed_seen_at: int | None = None
         df = load_dataset(self.ipfs, self.spec, self.config.dataset_path, max_bytes=self.config.max_dataset_bytes)
         self.df: pd.DataFrame = df
         log.info("task %s: %s, F=%d, H=%d, %d rounds, %d series", self.spec.task_id, self.spec.architecture.family,
@@ -325,6 +329,10 @@ class TrainerDaemon(Daemon):
         finalized. Returns ``"done"`` when the run is over for this trainer, else ``"next"``."""
         self.check_stop()
         run = self.chain.get_run(self.task_id)
+        if run.status == RunStatus.COMPLETED and run.open_challenges and self._may_be_challenged(run):
+            self.challenges.poll()  # the last round's challenges are answerable until the seal
+            self.sleep(self.poll_s)
+            return "next"
         if run.status in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
             log.info("run is %s: done", run.status.name)
             return "done"
@@ -464,12 +472,21 @@ class TrainerDaemon(Daemon):
         finally:
             self._send_s += time.perf_counter() - t0
 
+    def _may_be_challenged(self, run: RunView) -> bool:
+        """After the last round, a challenge against this trainer can only have been opened before
+        the run completed, so its deadline is at most ``challenge_seconds`` after this trainer first
+        saw the run Completed: wait that long at most (a silent syncer cannot hold it for ever)."""
+        if self._completed_seen_at is None:
+            self._completed_seen_at = self.chain_now()
+        return self.chain_now() <= self._completed_seen_at + run.challenge_seconds + 1
+
     def wait_finalized(self, r: int) -> None:
         """Poll until round r is finalized (or the run ends); count accepted / missed."""
         while True:
             run = self.chain.get_run(self.task_id)
             if run.status != RunStatus.TRAINING or run.current_round > r:
                 break
+            self.challenges.poll()
             self.sleep(self.poll_s)
         _, rejected, accepted = self.chain.submissions_of(self.task_id, r, self.account.address)
         n = _popcount(accepted)

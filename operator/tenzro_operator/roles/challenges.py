@@ -1,0 +1,122 @@
+"""A trainer's answers to availability challenges (contracts/PROTOCOL.md §4).
+
+Anyone may challenge a trainer's submission to open one chunk of its signed commitment within the
+task's ``challengeSeconds``; an unanswered challenge is expired into a slash (5 % of the remaining
+stake, the challenger's bond back plus a 10 % bounty). An honest trainer answers every challenge
+against it: it reads the ``AvailabilityChallenged`` events of the run, fetches its own payload from
+IPFS by the CID it submitted, rebuilds the chunk commitment and posts the opening with
+``answerAvailability`` (the challenger's bond becomes the trainer's). Challenges can arrive until
+the seal, so the trainer keeps answering after the last round while any is pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from tenzro_operator.chain import ZERO_ADDRESS, ChainClient, ChunkOpening
+from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable
+from tenzro_operator.ipfs import IpfsClient
+from tenzro_trainer.codec import decode_fragment
+from tenzro_trainer.commitment import ChunkTree, flatten_fragment
+from tenzro_trainer.errors import PayloadError
+
+__all__ = ["ChallengeAnswerer"]
+
+log = logging.getLogger("tenzro.trainer")
+
+
+@dataclass
+class ChallengeAnswerer:
+    """Answers the availability challenges against one trainer in one run.
+
+    Args:
+        chain: a `ChainClient` with the trainer's account (it sends ``answerAvailability``).
+        ipfs: the trainer's IPFS node (which pinned its payloads).
+        task_id: the run (bytes32).
+        from_block: the first block that can hold an event of the run.
+    """
+
+    chain: ChainClient
+    ipfs: IpfsClient
+    task_id: bytes
+    from_block: int
+    answered: int = 0
+    _open: set[tuple[int, int]] = field(default_factory=set)  # (round, fragment) challenged
+    _run_start: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._run_start = self.from_block
+
+    def poll(self) -> int:
+        """Read new challenges against this trainer and answer every one still pending. Returns the
+        number answered in this call. A payload this trainer can no longer produce (lost from
+        IPFS, or not the vector it committed to) is logged and left to expire: nothing else can
+        answer it.
+
+        Raises:
+            ChainError / IpfsUnavailable: the RPC or IPFS node is down (the caller retries).
+        """
+        me = self.chain.address
+        head = self.chain.block_number()
+        if head >= self.from_block:
+            for ev in self.chain.get_logs(self.from_block, head, ["AvailabilityChallenged"], task_id=self.task_id):
+                a = ev["args"]
+                if a["trainer"] == me:
+                    self._open.add((int(a["round"]), int(a["fragment"])))
+            self.from_block = head + 1
+        done = 0
+        for r, f in sorted(self._open):
+            self._open.discard((r, f))
+            pending = self.chain.availability_challenge(self.task_id, r, f, me)
+            if str(pending["challenger"]).lower() == ZERO_ADDRESS:
+                continue  # answered or expired already
+            try:
+                opening = self._opening(r, f, int(pending["chunkIndex"]), bytes(pending["payloadRoot"]),
+                                        int(pending["payloadSumsq"]))
+            except IpfsUnavailable:
+                self._open.add((r, f))  # our own node is down: try again on the next poll
+                raise
+            if opening is None:
+                continue
+            try:
+                self.chain.answer_availability(self.task_id, r, f, me, opening)
+            except ChainRevert as exc:
+                if exc.error_name not in ("Registry__NoChallenge", "Registry__ChallengeDeadline"):
+                    raise
+                log.warning("availability challenge round=%d fragment=%d not answered: %s", r, f, exc.error_name)
+                continue
+            done += 1
+            log.info("answered the availability challenge of round %d fragment %d (chunk %d)", r, f,
+                     opening.chunk_index)
+        self.answered += done
+        return done
+
+    def _opening(self, r: int, f: int, chunk: int, root: bytes, sumsq: int) -> ChunkOpening | None:
+        """The opening of chunk ``chunk`` of this trainer's committed payload of (r, f), or None."""
+        cid = self._submitted_cid(r, f)
+        if cid is None:
+            log.error("no submission of round %d fragment %d by this trainer: cannot answer", r, f)
+            return None
+        try:
+            tensors, _ = decode_fragment(self.ipfs.cat(cid))
+            tree = ChunkTree(flatten_fragment(tensors))
+        except IpfsUnavailable:
+            raise
+        except (IpfsError, PayloadError) as exc:
+            log.error("cannot answer the challenge of round %d fragment %d: payload %s: %s", r, f, cid, exc)
+            return None
+        if tree.root != (root, sumsq) or chunk >= tree.num_chunks:
+            log.error("cannot answer the challenge of round %d fragment %d: payload %s is not the committed vector",
+                      r, f, cid)
+            return None
+        return ChunkOpening.of(tree, chunk)
+
+    def _submitted_cid(self, r: int, f: int) -> str | None:
+        me = self.chain.address
+        for ev in self.chain.get_logs(self._run_start, self.chain.block_number(), ["GradientSubmitted"],
+                                      task_id=self.task_id):
+            a = ev["args"]
+            if a["trainer"] == me and int(a["round"]) == r and int(a["fragment"]) == f:
+                return str(a["cid"])
+        return None

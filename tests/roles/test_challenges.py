@@ -1,0 +1,56 @@
+"""An honest trainer daemon answers availability challenges (contracts/PROTOCOL.md §4): a hostile
+party challenges a valid submission while the round is open; the trainer opens the chunk from its
+own pinned payload, so the challenger's bond becomes the trainer's and nobody is slashed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from stack import TOKEN
+from tenzro_operator.chain import RunStatus, SignedPayload
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _events(client, tid, name):
+    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
+
+
+@pytest.mark.slow
+def test_trainer_daemon_answers_a_challenge_and_keeps_the_bond(dev, runner, tmp_path):
+    # M = 3, K = 2: the third trainer (enrolled by hand) never submits, so round 0 stays open until
+    # its deadline and the challenge lands while the honest submission is still live
+    tid = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=1, challenge_window_ms=20_000)
+    idle = dev.client(TRAINERS[2])
+    idle.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{idle.address}")
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", straggler_wait_s=60.0, evaluate=False))
+    runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
+    runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    client = dev.client()
+    honest = dev.client(TRAINERS[0]).address
+
+    deadline = time.monotonic() + 180
+    ev = None
+    while ev is None:
+        assert time.monotonic() < deadline, "no submission to challenge"
+        ev = next((e for e in _events(client, tid, "GradientSubmitted")
+                   if e["args"]["trainer"] == honest and e["args"]["fragment"] == 1), None)
+        time.sleep(0.3)
+    hostile = dev.client(TRAINERS[3])
+    bond = hostile.call("challengeBond", tid)
+    hostile.challenge_availability(tid, 0, 1, honest, SignedPayload.from_event(ev["args"]), 2)
+
+    results = runner.join(240)
+    assert results == {"syncer": 0, "honest0": 0, "honest1": 0}, results
+    assert client.get_run(tid).status == RunStatus.SEALED
+    (answer,) = _events(client, tid, "AvailabilityAnswered")
+    assert (answer["args"]["trainer"], answer["args"]["round"], answer["args"]["fragment"]) == (honest, 0, 1)
+    st = client.trainer_stats(tid, honest)
+    assert st.slashed == 0 and st.accepted == 2  # answered: live, so the syncer had to accept it
+    assert not _events(client, tid, "InvalidProven")
+    # the challenger's bond went to the honest trainer (credited before its payout)
+    credited = sum(e["args"]["reward"] + e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited")
+                   if e["args"]["account"] == honest)
+    assert client.withdrawable(honest) == credited + bond
