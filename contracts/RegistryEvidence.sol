@@ -2,25 +2,55 @@
 pragma solidity 0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.sol";
+import {ITrainingRegistryPermit} from "./interfaces/ITrainingRegistryPermit.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 import {EvidenceVerifier} from "./EvidenceVerifier.sol";
 
 /// @title RegistryEvidence
 /// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4): proven
-/// invalid payloads and availability challenges. TrainingRegistry deploys one in its
+/// invalid payloads and availability challenges; and postTask / enrollTrainer with an ERC-2612
+/// permit (ITrainingRegistryPermit), which share their logic with the registry's own through
+/// RegistryStorage._postTask / _enrollTrainer. TrainingRegistry deploys one in its
 /// constructor and delegatecalls every selector it does not know to it, so these functions run
 /// on the registry's storage, at the registry's address (events come from the registry; the
 /// EIP-712 domain is the registry's). Called directly, it has no runs and every call reverts.
 /// Split off to keep the registry under the 24,576-byte EIP-170 limit.
-contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence {
+contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITrainingRegistryPermit {
     /// @dev Stateless chunk and norm checks.
     EvidenceVerifier private immutable _evidence;
 
     /// @param token_ the registry's ERC-20 (bonds are pulled in it)
-    constructor(IERC20 token_) RegistryStorage(token_) {
+    /// @param minSyncerFeePerRound_ the registry's minimum syncer pay per round, atto-units
+    constructor(IERC20 token_, uint256 minSyncerFeePerRound_) RegistryStorage(token_, minSyncerFeePerRound_) {
         _evidence = new EvidenceVerifier();
+    }
+
+    // ------------------------------------------------------------ permits
+
+    /// @inheritdoc ITrainingRegistryPermit
+    function postTaskWithPermit(TaskParams calldata p, uint256 deadline, uint8 v, bytes32 r, bytes32 s)
+        external
+        nonReentrant
+    {
+        _tryPermit(p.rewardPool, deadline, v, r, s);
+        _postTask(p);
+    }
+
+    /// @inheritdoc ITrainingRegistryPermit
+    function enrollTrainerWithPermit(
+        bytes32 taskId,
+        uint256 stake,
+        string calldata did,
+        uint256 deadline,
+        uint8 v,
+        bytes32 r,
+        bytes32 s
+    ) external nonReentrant {
+        _tryPermit(stake, deadline, v, r, s);
+        _enrollTrainer(taskId, stake, did);
     }
 
     /// @inheritdoc ITrainingRegistryEvidence
@@ -126,6 +156,18 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence {
         Trainer storage t = _trainers[taskId][trainer];
         if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
         return _avail[taskId][round][_slotKey(t.index, fragment)];
+    }
+
+    /// @dev Applies the caller's permit for `amount` atto-units to this registry, if it still
+    /// can; then requires the caller's allowance to cover `amount`. The permit goes first, before
+    /// the run's checks: it only sets an allowance that the pull at the end spends whole (a revert
+    /// below undoes it). A failing permit is ignored on purpose: anyone can copy it from the
+    /// mempool and send it first, which must not block the call (the allowance then covers it).
+    function _tryPermit(uint256 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) private {
+        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {}
+        catch {}
+        uint256 allowed = _token.allowance(msg.sender, address(this));
+        if (allowed < amount) revert Registry__AllowanceTooLow(msg.sender, allowed, amount);
     }
 
     /// @dev Reverts Registry__NotSignedBy unless `s` is `trainer`'s signature over this

@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
@@ -133,6 +134,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
 
     /// @dev The ERC-20 of stakes, rewards and bonds.
     IERC20 internal immutable _token;
+    /// @dev Smallest syncer pay per round a task may offer, atto-units (postTask's check). An
+    /// immutable, so each contract holds its own copy: the registry passes it to RegistryEvidence.
+    uint256 internal immutable _minSyncerFeePerRound;
 
     mapping(bytes32 taskId => Run) internal _runs;
     bytes32[] internal _runIds;
@@ -156,9 +160,11 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     // ------------------------------------------------------------ constructor
 
     /// @param token_ the ERC-20 of stakes and rewards (any ERC-20 without transfer fees)
-    constructor(IERC20 token_) EIP712("TenzroTrainingRegistry", "2") {
+    /// @param minSyncerFeePerRound_ smallest syncer pay per round a task may offer, atto-units
+    constructor(IERC20 token_, uint256 minSyncerFeePerRound_) EIP712("TenzroTrainingRegistry", "2") {
         if (address(token_) == address(0)) revert Registry__ZeroAddress();
         _token = token_;
+        _minSyncerFeePerRound = minSyncerFeePerRound_;
     }
 
     // ------------------------------------------------------------ shared helpers
@@ -199,6 +205,132 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint256 afterwards = _token.balanceOf(address(this));
         uint256 received = afterwards > before ? afterwards - before : 0;
         if (received != amount) revert Registry__TransferShortfall(amount, received);
+    }
+
+    // ------------------------------------------------------------ post and enroll
+
+    /// @dev postTask's checks and effects for the caller as sponsor, then pulls exactly
+    /// p.rewardPool atto-units from it (allowance needed). Shared by TrainingRegistry.postTask and
+    /// RegistryEvidence.postTaskWithPermit; callers hold the reentrancy lock.
+    function _postTask(TaskParams calldata p) internal {
+        uint32 graceSeconds = _validate(p);
+        Run storage run = _runs[p.taskId];
+        run.status = RunStatus.Enrolling;
+        run.fragmentCount = p.fragmentCount;
+        run.trainerCount = p.trainerCount;
+        run.quorum = p.quorum;
+        run.maxMisses = p.maxMisses;
+        run.aggregation = p.aggregation;
+        run.tier = p.tier;
+        run.graceWindowSeconds = graceSeconds;
+        run.sponsor = msg.sender;
+        run.maxRounds = p.maxRounds;
+        run.innerSteps = p.innerSteps;
+        run.postedAt = uint64(block.timestamp);
+        run.enrollmentDeadline = uint64(block.timestamp) + p.enrollmentSeconds;
+        run.syncerFeeBps = p.syncerFeeBps;
+        run.syncerBond = p.syncerBond;
+        run.normScreenSq = p.normScreenSq;
+        run.challengeSeconds = p.challengeSeconds;
+        run.specHash = p.specHash;
+        run.initialWeightsRoot = p.initialWeightsRoot;
+        run.weightsRoot = p.initialWeightsRoot;
+        run.minStake = p.minStake;
+        run.rewardPool = p.rewardPool;
+        run.poolLeft = p.rewardPool;
+        run.specCid = p.specCid;
+        run.fragmentSizes = p.fragmentSizes;
+        _runIds.push(p.taskId);
+        emit TaskPosted(p.taskId, msg.sender, p, graceSeconds);
+        // interaction last; a short transfer reverts everything above
+        _pullExact(msg.sender, p.rewardPool);
+    }
+
+    /// @dev enrollTrainer's checks and effects for the caller as trainer (opens round 0 when it is
+    /// the M-th), then pulls exactly `stake` atto-units from it (allowance needed). Shared by
+    /// TrainingRegistry.enrollTrainer and RegistryEvidence.enrollTrainerWithPermit; callers hold
+    /// the reentrancy lock.
+    function _enrollTrainer(bytes32 taskId, uint256 stake, string calldata did) internal {
+        Run storage run = _existing(taskId);
+        uint16 index = run.enrolledCount;
+        // checked before the status: a full run has moved on to Training
+        if (index >= run.trainerCount) revert Registry__EnrollmentFull(taskId, run.trainerCount);
+        _requireStatus(run, taskId, RunStatus.Enrolling);
+        if (block.timestamp > run.enrollmentDeadline) revert Registry__EnrollmentClosed(taskId, run.enrollmentDeadline);
+        if (bytes(did).length == 0) revert Registry__EmptyDid();
+        if (stake < run.minStake) revert Registry__StakeTooLow(stake, run.minStake);
+        Trainer storage t = _trainers[taskId][msg.sender];
+        if (t.enrolled) revert Registry__AlreadyEnrolled(taskId, msg.sender);
+
+        t.index = index;
+        t.enrolled = true;
+        t.stake = SafeCast.toUint128(stake);
+        _dids[taskId][msg.sender] = did;
+        _trainerList[taskId].push(msg.sender);
+        run.enrolledCount = index + 1;
+        run.activeCount += 1;
+        run.stakeHeld += stake;
+        emit TrainerEnrolled(taskId, msg.sender, index, index, run.trainerCount, stake, did);
+        if (index + 1 == run.trainerCount) _openRound(run, taskId, 0);
+        // interaction last; a short transfer reverts everything above
+        _pullExact(msg.sender, stake);
+    }
+
+    /// @dev Checks a task's parameters; returns the grace window in whole seconds (rounded up).
+    function _validate(TaskParams calldata p) internal view returns (uint32) {
+        if (p.taskId == bytes32(0)) revert Registry__ZeroTaskId();
+        if (_runs[p.taskId].status != RunStatus.None) revert Registry__TaskExists(p.taskId);
+        if (p.trainerCount == 0) revert Registry__ZeroTrainers();
+        if (p.trainerCount > MAX_TRAINERS) revert Registry__TooManyTrainers(p.trainerCount, MAX_TRAINERS);
+        if (p.quorum == 0) revert Registry__ZeroQuorum();
+        if (p.quorum > p.trainerCount) revert Registry__QuorumExceedsTrainers(p.quorum, p.trainerCount);
+        if (p.fragmentCount == 0) revert Registry__ZeroFragments();
+        if (p.fragmentCount > MAX_FRAGMENTS) revert Registry__TooManyFragments(p.fragmentCount, MAX_FRAGMENTS);
+        if (p.fragmentSizes.length != p.fragmentCount) {
+            revert Registry__FragmentSizesLength(p.fragmentSizes.length, p.fragmentCount);
+        }
+        for (uint256 i = 0; i < p.fragmentCount; ++i) {
+            // forge-lint: disable-next-line(unsafe-typecast) -- i < fragmentCount, a uint16
+            if (p.fragmentSizes[i] == 0) revert Registry__ZeroFragmentSize(uint16(i));
+        }
+        if (p.challengeSeconds == 0 || p.challengeSeconds > MAX_CHALLENGE_SECONDS) {
+            revert Registry__BadChallengeWindow(p.challengeSeconds, MAX_CHALLENGE_SECONDS);
+        }
+        if (p.maxRounds == 0) revert Registry__ZeroMaxRounds();
+        if (p.maxRounds > MAX_ROUNDS) revert Registry__TooManyRounds(p.maxRounds, MAX_ROUNDS);
+        if (p.innerSteps == 0) revert Registry__ZeroInnerSteps();
+        if (p.graceWindowMs == 0) revert Registry__ZeroGraceWindow();
+        if (p.graceWindowMs > MAX_GRACE_WINDOW_MS) {
+            revert Registry__GraceWindowTooLong(p.graceWindowMs, MAX_GRACE_WINDOW_MS);
+        }
+        if (p.tier != TIER_OPEN) revert Registry__UnsupportedTier(p.tier);
+        if (p.aggregation > uint8(AggregationRule.Krum)) revert Registry__UnknownAggregation(p.aggregation);
+        // Krum ranks whole payloads by distances: no single coordinate proves it wrong (PROTOCOL.md §1)
+        if (p.aggregation == uint8(AggregationRule.Krum)) revert Registry__RuleNotProvable(p.aggregation, p.tier);
+        if (uint256(p.trainerCount) * p.fragmentCount > MAX_SUBMISSION_SLOTS) {
+            revert Registry__ShapeTooLarge(p.trainerCount, p.fragmentCount, MAX_SUBMISSION_SLOTS);
+        }
+        if (p.minStake == 0) revert Registry__ZeroMinStake();
+        if (p.enrollmentSeconds == 0 || p.enrollmentSeconds > MAX_ENROLLMENT_SECONDS) {
+            revert Registry__BadEnrollmentWindow(p.enrollmentSeconds, MAX_ENROLLMENT_SECONDS);
+        }
+        if (p.syncerFeeBps > MAX_SYNCER_FEE_BPS) revert Registry__SyncerFeeTooHigh(p.syncerFeeBps, MAX_SYNCER_FEE_BPS);
+        if (p.syncerBond == 0) revert Registry__ZeroSyncerBond();
+        uint256 perRound = (p.rewardPool * p.syncerFeeBps) / BPS / p.maxRounds;
+        if (perRound < _minSyncerFeePerRound) revert Registry__SyncerFeeTooLow(perRound, _minSyncerFeePerRound);
+        // ceil(ms / 1000) <= 2_592_000 fits uint32
+        return uint32((p.graceWindowMs + 999) / 1000);
+    }
+
+    /// @dev Opens `round`: status Training, deadline = now + grace window.
+    function _openRound(Run storage run, bytes32 taskId, uint32 round) internal {
+        uint64 openedAt = uint64(block.timestamp);
+        uint64 deadline = openedAt + run.graceWindowSeconds;
+        run.status = RunStatus.Training;
+        run.currentRound = round;
+        run.roundOpenedAt = openedAt;
+        run.roundDeadline = deadline;
+        emit RoundOpened(taskId, round, run.weightsRoot, openedAt, deadline);
     }
 
     /// @dev EIP-712 hashStruct of OuterGradient (PROTOCOL.md §4).

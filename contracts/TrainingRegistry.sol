@@ -59,15 +59,18 @@ import {RegistryEvidence} from "./RegistryEvidence.sol";
 ///   are credited to withdrawable balances and pulled with withdraw(). Conservation:
 ///   token balance = sum over live runs (poolLeft + stakeHeld) + sum of unclaimed syncer
 ///   fees + syncer stakes + withdrawable + burned.
-/// - Evidence functions (ITrainingRegistryEvidence: proveInvalid, availability challenges) run in
+/// - Evidence functions (ITrainingRegistryEvidence: proveInvalid, availability challenges) and the
+///   permit variants of postTask / enrollTrainer (ITrainingRegistryPermit: an ERC-2612 permit of
+///   the token instead of a prior approve, one transaction, no allowance left) run in
 ///   RegistryEvidence's code on this contract's storage: the fallback delegatecalls every
 ///   selector this contract does not define to the RegistryEvidence its constructor deployed.
+///   postTask / enrollTrainer and their permit variants share RegistryStorage._postTask /
+///   _enrollTrainer, so both paths apply the same rules.
 contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     using SafeERC20 for IERC20;
 
     uint256 private immutable _minSyncerStake;
     uint32 private immutable _syncerTimeout;
-    uint256 private immutable _minSyncerFeePerRound;
     /// @dev Stateless receipt encoder deployed by the constructor (keeps this contract < 24 KiB).
     ReceiptBuilder private immutable _builder;
     /// @dev The evidence functions' code (delegatecalled by the fallback).
@@ -81,16 +84,15 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     /// election before a silent syncer can be replaced
     /// @param minSyncerFeePerRound_ smallest syncer pay per round a task may offer, atto-units
     constructor(IERC20 token_, uint256 minSyncerStake_, uint32 syncerTimeout_, uint256 minSyncerFeePerRound_)
-        RegistryStorage(token_)
+        RegistryStorage(token_, minSyncerFeePerRound_)
     {
         _minSyncerStake = minSyncerStake_;
         _syncerTimeout = syncerTimeout_;
-        _minSyncerFeePerRound = minSyncerFeePerRound_;
         _builder = new ReceiptBuilder();
-        _extension = address(new RegistryEvidence(token_));
+        _extension = address(new RegistryEvidence(token_, minSyncerFeePerRound_));
     }
 
-    /// @notice Every selector not defined here (the ITrainingRegistryEvidence functions) runs in
+    /// @notice Every selector not defined here (ITrainingRegistryEvidence, ITrainingRegistryPermit) runs in
     /// RegistryEvidence's code on this contract's storage; an unknown selector reverts there.
     fallback() external {
         address ext = _extension;
@@ -138,37 +140,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     /// @inheritdoc ITrainingRegistry
     function postTask(TaskParams calldata p) external nonReentrant {
-        uint32 graceSeconds = _validate(p);
-        Run storage run = _runs[p.taskId];
-        run.status = RunStatus.Enrolling;
-        run.fragmentCount = p.fragmentCount;
-        run.trainerCount = p.trainerCount;
-        run.quorum = p.quorum;
-        run.maxMisses = p.maxMisses;
-        run.aggregation = p.aggregation;
-        run.tier = p.tier;
-        run.graceWindowSeconds = graceSeconds;
-        run.sponsor = msg.sender;
-        run.maxRounds = p.maxRounds;
-        run.innerSteps = p.innerSteps;
-        run.postedAt = uint64(block.timestamp);
-        run.enrollmentDeadline = uint64(block.timestamp) + p.enrollmentSeconds;
-        run.syncerFeeBps = p.syncerFeeBps;
-        run.syncerBond = p.syncerBond;
-        run.normScreenSq = p.normScreenSq;
-        run.challengeSeconds = p.challengeSeconds;
-        run.specHash = p.specHash;
-        run.initialWeightsRoot = p.initialWeightsRoot;
-        run.weightsRoot = p.initialWeightsRoot;
-        run.minStake = p.minStake;
-        run.rewardPool = p.rewardPool;
-        run.poolLeft = p.rewardPool;
-        run.specCid = p.specCid;
-        run.fragmentSizes = p.fragmentSizes;
-        _runIds.push(p.taskId);
-        emit TaskPosted(p.taskId, msg.sender, p, graceSeconds);
-        // interaction last; a short transfer reverts everything above
-        _pullExact(msg.sender, p.rewardPool);
+        _postTask(p);
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -219,29 +191,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     /// @inheritdoc ITrainingRegistry
     function enrollTrainer(bytes32 taskId, uint256 stake, string calldata did) external nonReentrant {
-        Run storage run = _existing(taskId);
-        uint16 index = run.enrolledCount;
-        // checked before the status: a full run has moved on to Training
-        if (index >= run.trainerCount) revert Registry__EnrollmentFull(taskId, run.trainerCount);
-        _requireStatus(run, taskId, RunStatus.Enrolling);
-        if (block.timestamp > run.enrollmentDeadline) revert Registry__EnrollmentClosed(taskId, run.enrollmentDeadline);
-        if (bytes(did).length == 0) revert Registry__EmptyDid();
-        if (stake < run.minStake) revert Registry__StakeTooLow(stake, run.minStake);
-        Trainer storage t = _trainers[taskId][msg.sender];
-        if (t.enrolled) revert Registry__AlreadyEnrolled(taskId, msg.sender);
-
-        t.index = index;
-        t.enrolled = true;
-        t.stake = SafeCast.toUint128(stake);
-        _dids[taskId][msg.sender] = did;
-        _trainerList[taskId].push(msg.sender);
-        run.enrolledCount = index + 1;
-        run.activeCount += 1;
-        run.stakeHeld += stake;
-        emit TrainerEnrolled(taskId, msg.sender, index, index, run.trainerCount, stake, did);
-        if (index + 1 == run.trainerCount) _openRound(run, taskId, 0);
-        // interaction last; a short transfer reverts everything above
-        _pullExact(msg.sender, stake);
+        _enrollTrainer(taskId, stake, did);
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -562,51 +512,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     // ------------------------------------------------------------ internal
 
-    /// @dev Checks a task's parameters; returns the grace window in whole seconds (rounded up).
-    function _validate(TaskParams calldata p) private view returns (uint32) {
-        if (p.taskId == bytes32(0)) revert Registry__ZeroTaskId();
-        if (_runs[p.taskId].status != RunStatus.None) revert Registry__TaskExists(p.taskId);
-        if (p.trainerCount == 0) revert Registry__ZeroTrainers();
-        if (p.trainerCount > MAX_TRAINERS) revert Registry__TooManyTrainers(p.trainerCount, MAX_TRAINERS);
-        if (p.quorum == 0) revert Registry__ZeroQuorum();
-        if (p.quorum > p.trainerCount) revert Registry__QuorumExceedsTrainers(p.quorum, p.trainerCount);
-        if (p.fragmentCount == 0) revert Registry__ZeroFragments();
-        if (p.fragmentCount > MAX_FRAGMENTS) revert Registry__TooManyFragments(p.fragmentCount, MAX_FRAGMENTS);
-        if (p.fragmentSizes.length != p.fragmentCount) {
-            revert Registry__FragmentSizesLength(p.fragmentSizes.length, p.fragmentCount);
-        }
-        for (uint256 i = 0; i < p.fragmentCount; ++i) {
-            // forge-lint: disable-next-line(unsafe-typecast) -- i < fragmentCount, a uint16
-            if (p.fragmentSizes[i] == 0) revert Registry__ZeroFragmentSize(uint16(i));
-        }
-        if (p.challengeSeconds == 0 || p.challengeSeconds > MAX_CHALLENGE_SECONDS) {
-            revert Registry__BadChallengeWindow(p.challengeSeconds, MAX_CHALLENGE_SECONDS);
-        }
-        if (p.maxRounds == 0) revert Registry__ZeroMaxRounds();
-        if (p.maxRounds > MAX_ROUNDS) revert Registry__TooManyRounds(p.maxRounds, MAX_ROUNDS);
-        if (p.innerSteps == 0) revert Registry__ZeroInnerSteps();
-        if (p.graceWindowMs == 0) revert Registry__ZeroGraceWindow();
-        if (p.graceWindowMs > MAX_GRACE_WINDOW_MS) {
-            revert Registry__GraceWindowTooLong(p.graceWindowMs, MAX_GRACE_WINDOW_MS);
-        }
-        if (p.tier != TIER_OPEN) revert Registry__UnsupportedTier(p.tier);
-        if (p.aggregation > uint8(AggregationRule.Krum)) revert Registry__UnknownAggregation(p.aggregation);
-        // Krum ranks whole payloads by distances: no single coordinate proves it wrong (PROTOCOL.md §1)
-        if (p.aggregation == uint8(AggregationRule.Krum)) revert Registry__RuleNotProvable(p.aggregation, p.tier);
-        if (uint256(p.trainerCount) * p.fragmentCount > MAX_SUBMISSION_SLOTS) {
-            revert Registry__ShapeTooLarge(p.trainerCount, p.fragmentCount, MAX_SUBMISSION_SLOTS);
-        }
-        if (p.minStake == 0) revert Registry__ZeroMinStake();
-        if (p.enrollmentSeconds == 0 || p.enrollmentSeconds > MAX_ENROLLMENT_SECONDS) {
-            revert Registry__BadEnrollmentWindow(p.enrollmentSeconds, MAX_ENROLLMENT_SECONDS);
-        }
-        if (p.syncerFeeBps > MAX_SYNCER_FEE_BPS) revert Registry__SyncerFeeTooHigh(p.syncerFeeBps, MAX_SYNCER_FEE_BPS);
-        if (p.syncerBond == 0) revert Registry__ZeroSyncerBond();
-        uint256 perRound = (p.rewardPool * p.syncerFeeBps) / BPS / p.maxRounds;
-        if (perRound < _minSyncerFeePerRound) revert Registry__SyncerFeeTooLow(perRound, _minSyncerFeePerRound);
-        // ceil(ms / 1000) <= 2_592_000 fits uint32
-        return uint32((p.graceWindowMs + 999) / 1000);
-    }
 
     /// @dev Reverts unless `round` is the open round of a Training run, its deadline has not
     /// passed and `fragment` < F (reads only slot 0 of the run).
@@ -640,16 +545,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
     }
 
-    /// @dev Opens `round`: status Training, deadline = now + grace window.
-    function _openRound(Run storage run, bytes32 taskId, uint32 round) private {
-        uint64 openedAt = uint64(block.timestamp);
-        uint64 deadline = openedAt + run.graceWindowSeconds;
-        run.status = RunStatus.Training;
-        run.currentRound = round;
-        run.roundOpenedAt = openedAt;
-        run.roundDeadline = deadline;
-        emit RoundOpened(taskId, round, run.weightsRoot, openedAt, deadline);
-    }
 
     /// @dev When a silent syncer of a Training run becomes replaceable (seconds): its clock
     /// starts at the later of the round deadline and its own election, so a syncer elected

@@ -3,8 +3,10 @@ pragma solidity 0.8.28;
 
 import {ITrainingRegistry} from "./ITrainingRegistry.sol";
 import {ITrainingRegistryEvidence} from "./ITrainingRegistryEvidence.sol";
+import {ITrainingRegistryPermit} from "./ITrainingRegistryPermit.sol";
 
 /// @title ITrainingRegistryFull
 /// @notice Everything a client can call at the registry's address: ITrainingRegistry (run
-/// lifecycle, rounds, views) and ITrainingRegistryEvidence (proofs and availability challenges).
-interface ITrainingRegistryFull is ITrainingRegistry, ITrainingRegistryEvidence {}
+/// lifecycle, rounds, views), ITrainingRegistryEvidence (proofs and availability challenges) and
+/// ITrainingRegistryPermit (post and enroll with an ERC-2612 permit).
+interface ITrainingRegistryFull is ITrainingRegistry, ITrainingRegistryEvidence, ITrainingRegistryPermit {}

@@ -297,6 +297,8 @@ interface ITrainingRegistryTypes {
     error Registry__ZeroAddress();
     error Registry__ZeroAmount();
     error Registry__TransferShortfall(uint256 expected, uint256 received);
+    /// @dev A *WithPermit call whose permit did not apply and whose allowance is short (atto-units).
+    error Registry__AllowanceTooLow(address owner, uint256 allowance, uint256 needed);
     error Registry__TaskExists(bytes32 taskId);
     error Registry__UnknownTask(bytes32 taskId);
     error Registry__ZeroTaskId();

@@ -14,6 +14,9 @@ One `ChainClient` per (process, signing account). It
 * never signs a call twice: after an uncertain broadcast (a lost response, a "nonce too low"
   for a transaction it may itself have sent) it looks the signed hash up on the node first;
 * decodes a revert at mining time like an estimated one (`TxReverted`, a `ChainRevert`);
+* pays for ``postTask`` / ``enrollTrainer`` with an ERC-2612 permit signed locally over the
+  token's own EIP-712 domain (`spend`, `tenzro_operator.permit`): one transaction, no allowance
+  left; a token without permits is approved first (`spend_approved`);
 * retries connection errors, HTTP 429 / 5xx and JSON-RPC "busy" answers with exponential
   backoff, then raises `RpcUnavailable(url)`.
 
@@ -58,6 +61,7 @@ from tenzro_operator.errors import (
     TxFailed,
     TxReverted,
 )
+from tenzro_operator.permit import PermitDomain, PermitSignature, sign_permit
 
 __all__ = [
     "ChainClient",
@@ -687,6 +691,8 @@ class ChainClient:
         self.metrics = metrics
         self._nonce_lock = threading.Lock()
         self._next_nonce: int | None = None
+        self._permit_ok: bool | None = None  # supports_permit(), once asked
+        self._permit_domain: PermitDomain | None = None
         if _shared is not None:
             self.w3, self.deployment, self.chain_id = _shared.w3, _shared.deployment, _shared.chain_id
             self._contracts, self._errors, self._events = _shared._contracts, _shared._errors, _shared._events
@@ -1211,6 +1217,78 @@ class ChainClient:
                                 self.address, before, method, exc)
             raise
 
+    # -- token: ERC-2612 permits (one transaction, no allowance left) ---------------------
+
+    #: How long a permit this client signs stays valid past the chain's latest block (seconds).
+    PERMIT_TTL_S = 600
+    #: Registry functions that take a permit instead of an allowance (``<method>WithPermit``).
+    PERMIT_METHODS = ("postTask", "enrollTrainer")
+
+    def supports_permit(self) -> bool:
+        """True when the token speaks ERC-2612 + ERC-5267 (``permit``, ``nonces``, ``eip712Domain``
+        in its recorded ABI, and ``eip712Domain()`` answers) and the registry has the
+        ``*WithPermit`` functions; cached per client. False for an older deployment: callers
+        then approve first."""
+        if self._permit_ok is not None:
+            return self._permit_ok
+        token_fns = {i.get("name") for i in self.token.abi if i.get("type") == "function"}
+        reg_fns = {i.get("name") for i in self.registry.abi if i.get("type") == "function"}
+        ok = {"permit", "nonces", "eip712Domain"} <= token_fns and \
+            {m + "WithPermit" for m in self.PERMIT_METHODS} <= reg_fns
+        if ok:
+            try:
+                self._permit_domain = PermitDomain.from_eip712_domain(self.call("eip712Domain", contract=TOKEN))
+            except ChainError as exc:  # ChainRevert included: the token does not answer it
+                log.info("token %s has no usable EIP-712 domain (%s): approving instead of permits",
+                         self.token.address, _why(exc))
+                ok = False
+        self._permit_ok = ok
+        return ok
+
+    def permit_domain(self) -> PermitDomain:
+        """The token's EIP-712 domain, from its ``eip712Domain()``.
+
+        Raises:
+            ChainError: the token does not support permits (see `supports_permit`).
+        """
+        if not self.supports_permit():
+            raise ChainError(f"token {self.token.address} does not support ERC-2612 permits")
+        return self._permit_domain
+
+    def sign_permit(self, value: int, deadline: int | None = None, spender: str | None = None) -> PermitSignature:
+        """This account's ERC-2612 permit for ``spender`` (default the registry) to pull ``value``
+        atto-units, at the token's current nonce, valid until ``deadline`` (unix seconds; default
+        the latest block's timestamp + `PERMIT_TTL_S`). Signs locally; sends nothing."""
+        if deadline is None:
+            deadline = self.block_timestamp() + self.PERMIT_TTL_S
+        nonce = self.call("nonces", self.address, contract=TOKEN)
+        return sign_permit(self.account, self.permit_domain(), spender or self.registry.address, value, nonce,
+                           deadline)
+
+    def spend_permitted(self, amount: int, method: str, *args: Any) -> TxResult:
+        """Registry call ``<method>WithPermit(*args, deadline, v, r, s)`` that pulls exactly
+        ``amount`` atto-units of TNZO from this account under a fresh permit: one transaction,
+        and the allowance it grants is spent whole (none is left, also when the call fails).
+
+        Raises:
+            InsufficientTokens: the balance is below ``amount`` (nothing signed or sent).
+            ChainRevert: the registry's refusal (e.g. ``Registry__AllowanceTooLow`` when the
+                permit did not apply and no allowance covers ``amount``).
+        """
+        if method not in self.PERMIT_METHODS:
+            raise ChainError(f"{method} has no permit variant (one of {', '.join(self.PERMIT_METHODS)})")
+        have = self.token_balance()
+        if have < amount:
+            raise InsufficientTokens(self.address, have, amount, method)
+        sig = self.sign_permit(amount)
+        return self.transact(method + "WithPermit", *args, sig.deadline, sig.v, sig.r, sig.s)
+
+    def spend(self, amount: int, method: str, *args: Any) -> TxResult:
+        """`spend_permitted` when the token and registry support permits, else `spend_approved`."""
+        if method in self.PERMIT_METHODS and self.supports_permit():
+            return self.spend_permitted(amount, method, *args)
+        return self.spend_approved(amount, method, *args)
+
     def transfer_tokens(self, to: str, amount: int) -> TxResult:
         """Send ``amount`` atto-units of TNZO to ``to`` (``Transfer`` event)."""
         return self.transact("transfer", to_checksum_address(to), amount, contract=TOKEN)
@@ -1364,10 +1442,11 @@ class ChainClient:
         return tuple(values[c["name"]] for c in comps)
 
     def post_task_params(self, params: dict[str, Any], approve: bool = True) -> TxResult:
-        """``postTask`` with explicit ``TaskParams`` (approves the reward pool first)."""
+        """``postTask`` with explicit ``TaskParams``; with ``approve`` the reward pool is authorized
+        by a permit in the same transaction (`spend`), or approved first for a token without one."""
         struct = self._struct("postTask", 0, params)
         if approve and params["rewardPool"] > 0:
-            return self.spend_approved(params["rewardPool"], "postTask", struct)
+            return self.spend(params["rewardPool"], "postTask", struct)
         return self.transact("postTask", struct)
 
     def post_task(self, spec, spec_cid: str, approve: bool = True,
@@ -1381,9 +1460,13 @@ class ChainClient:
         return self.post_task_params(self.task_params(spec, spec_cid, initial_weights_root), approve)
 
     def enroll_trainer(self, task_id: bytes, stake: int, did: str, approve: bool = True) -> TxResult:
-        """Stake ``stake`` atto-units and enroll; ``TrainerEnrolled`` carries index and shard."""
+        """Stake ``stake`` atto-units and enroll; ``TrainerEnrolled`` carries index and shard.
+
+        With ``approve`` the stake is authorized in the same transaction by an ERC-2612 permit
+        when the token supports it (`spend`), else approved first; either way no allowance is left.
+        """
         if approve:
-            return self.spend_approved(stake, "enrollTrainer", _b32(task_id), stake, did)
+            return self.spend(stake, "enrollTrainer", _b32(task_id), stake, did)
         return self.transact("enrollTrainer", _b32(task_id), stake, did)
 
     def close_enrollment(self, task_id: bytes) -> TxResult:

@@ -61,6 +61,8 @@ Environment variables (an option given on the command line wins):
   TENZRO_PASSWORD_ENV       --password-env: which variable holds the password
   TENZRO_KEYSTORE_PASSWORD  the keystore password (the default variable)
   TENZRO_LOG_LEVEL          --log-level
+  TENZRO_LOG_FORMAT         --log-format: text, kv or json (one JSON object
+                            per line); daemons: their log_format field
   TENZRO_<FIELD>            daemons (syncer run / trainer run): any field of
                             their YAML config, nested with __, e.g.
                             TENZRO_NODE_RPC, TENZRO_INNER__LR
@@ -71,14 +73,17 @@ Environment variables (an option given on the command line wins):
 @click.version_option(package_name="tenzro-train", prog_name="tenzro")
 @click.option("--log-level", default="ERROR", envvar="TENZRO_LOG_LEVEL", show_default=True, show_envvar=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def cli(log_level: str) -> None:
+@click.option("--log-format", default="text", envvar="TENZRO_LOG_FORMAT", show_default=True, show_envvar=True,
+              type=click.Choice(["text", "kv", "json"]),
+              help="log lines on stderr: text, kv (key=value) or json (one JSON object per line)")
+def cli(log_level: str, log_format: str) -> None:
     """tenzro: operate Tenzro Train runs (chain + IPFS).
 
     New here? `tenzro balance`, `tenzro faucet` (devnet), `tenzro train new-spec`,
     `tenzro train post-task`: the README's "Your first task" walks the whole path."""
     from tenzro_operator.logs import configure_logging
 
-    configure_logging(log_level, role="cli")
+    configure_logging(log_level, log_format, role="cli")
 
 
 @cli.group(cls=_Group, epilog=ENVIRONMENT_HELP)
@@ -227,13 +232,15 @@ def _tx_out(fmt: str, title: str, fields: dict[str, Any]) -> None:
 @train.command("post-task")
 @click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="task spec JSON (the Tenzro Train docs' shape, with metadata.protocol)")
-@click.option("--no-approve", is_flag=True, help="do not send the ERC-20 approve first (an allowance is already set)")
+@click.option("--no-approve", is_flag=True,
+              help="neither sign a permit nor approve: plain postTask on an allowance already set")
 @format_option
 @common_options
 def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
     """Validate the spec, check that its dataset and initial weights can be fetched from IPFS and
-    match their hashes, pin its canonical JSON, approve + escrow the reward pool, post it. Nothing
-    is sent when a check fails; a refused post leaves no approval behind."""
+    match their hashes, pin its canonical JSON, post it and escrow the reward pool in one
+    transaction (an ERC-2612 permit of exactly the pool; a token without permits is approved
+    first). Nothing is sent when a check fails; no allowance is left behind."""
     from tenzro_operator.spec import canonical_json, load_spec, spec_hash
     from tenzro_operator.task_assets import verify_assets
 
@@ -344,7 +351,8 @@ def get_receipt(ctx: Ctx, task_id: str, fmt: str) -> None:
 @format_option
 @common_options
 def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> None:
-    """Approve and stake, then enroll in a run; prints the shard assigned."""
+    """Stake and enroll in a run in one transaction (an ERC-2612 permit of exactly the stake; a
+    token without permits is approved first); prints the shard assigned. No allowance is left."""
     try:
         amount = parse_tokens(stake)
     except ValueError as exc:

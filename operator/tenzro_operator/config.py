@@ -76,7 +76,8 @@ class CommonConfig(BaseSettings):
                                      description="Prometheus port; 0 = any free port; null = no server")
     data_dir: Path = Path(".tenzro")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "kv"] = "text"
+    log_format: Literal["text", "kv", "json"] = Field(
+        default="text", description="log lines: text (human), kv (key=value) or json (one object per line)")
     poll_interval_s: float = Field(default=1.0, gt=0, description="seconds between chain polls")
     # -- hardening (issue 14): fees, limits on what a posted run may make this operator fetch or build
     max_fee_per_gas_gwei: float | None = Field(default=None, gt=0, description="fee cap per gas in gwei "

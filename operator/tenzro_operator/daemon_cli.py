@@ -20,6 +20,7 @@ import click
 __all__ = ["daemon_group"]
 
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+LOG_FORMATS = ["text", "kv", "json"]  # tenzro_operator.logs.LOG_FORMATS (not imported: keeps --help fast)
 
 
 def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str, run_help: str) -> click.Group:
@@ -33,8 +34,8 @@ def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str,
         run_help: the ``run`` command's help line.
 
     Returns:
-        The group: ``run --config PATH [--task-id ID] [--log-level LEVEL]`` exits with the daemon's
-        exit code.
+        The group: ``run --config PATH [--task-id ID] [--log-level LEVEL] [--log-format FORMAT]``
+        exits with the daemon's exit code.
     """
 
     @click.group(name=role, help=help)
@@ -46,10 +47,13 @@ def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str,
                   help=f"{role}.yaml (see operator/examples/{role}.yaml)")
     @click.option("--task-id", default=None, help="override the config's task_id")
     @click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS), help="override the config's log_level")
-    def run_cmd(config_path: Path, task_id: str | None, log_level: str | None) -> None:
+    @click.option("--log-format", default=None, type=click.Choice(LOG_FORMATS),
+                  help="override the config's log_format: text, kv (key=value) or json (one object per line)")
+    def run_cmd(config_path: Path, task_id: str | None, log_level: str | None, log_format: str | None) -> None:
         from tenzro_operator.daemon import run_daemon_cli
 
         daemon_cls, config_cls = load()
-        sys.exit(run_daemon_cli(daemon_cls, config_cls, config_path, role, task_id=task_id, log_level=log_level))
+        sys.exit(run_daemon_cli(daemon_cls, config_cls, config_path, role, task_id=task_id, log_level=log_level,
+                                log_format=log_format))
 
     return group

@@ -1,16 +1,24 @@
 """Prometheus metrics of the daemons, each role in its own registry (several daemons in one test
 process do not collide), served by `start_metrics_server` (default port 9101).
 
-Names (all prefixed ``tenzro_``):
+Names (all prefixed ``tenzro_``). Every series about one run carries ``task``, the run's
+0x-hex bytes32 id (`task_label`), so one Prometheus scrapes many runs and daemons apart:
 
-* trainer: ``trainer_submitted_total``, ``trainer_accepted_total``, ``trainer_missed_rounds_total``,
-  ``trainer_inner_step_seconds`` (histogram, seconds per inner AdamW step), ``trainer_loss``
-  (gauge, mean train loss of the last round), ``trainer_round`` (gauge).
-* syncer: ``syncer_round_latency_seconds`` (histogram, round opened -> finalized),
-  ``syncer_submissions_total``, ``syncer_rejections_total{reason}``, ``syncer_round{task}``
-  (gauge), ``syncer_heldout_loss{task}`` (gauge); ``task`` is the run's 0x-hex bytes32 id.
-* both: ``chain_tx_total{method}``, ``chain_tx_failures_total{method,reason}``,
-  ``ipfs_bytes_total{direction="in"|"out"}``, ``handler_errors_total{event}``.
+* trainer: ``trainer_submitted_total{task}``, ``trainer_accepted_total{task}``,
+  ``trainer_missed_rounds_total{task}``, ``trainer_inner_step_seconds{task}`` (histogram,
+  seconds per inner AdamW step), ``trainer_loss{task}`` (gauge, mean train loss of the last
+  round), ``trainer_round{task}`` (gauge).
+* syncer: ``syncer_round_latency_seconds{task}`` (histogram, round opened -> finalized),
+  ``syncer_submissions_total{task}``, ``syncer_rejections_total{task,reason}``,
+  ``syncer_round{task}`` (gauge), ``syncer_heldout_loss{task}`` (gauge),
+  ``syncer_fees_claimed_tnzo_total{task}`` (TNZO).
+* both, about the daemon rather than one run: ``chain_tx_total{method}``,
+  ``chain_tx_failures_total{method,reason}``, ``ipfs_bytes_total{direction="in"|"out"}``,
+  ``handler_errors_total{event}``.
+
+    m = TrainerMetrics()
+    m.submitted.labels(task=task_label(task_id)).inc()
+    start_metrics_server(9101, m)
 """
 
 from __future__ import annotations
@@ -21,9 +29,28 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from tenzro_operator.errors import TenzroError
 
-__all__ = ["DEFAULT_METRICS_PORT", "RoleMetrics", "SyncerMetrics", "TrainerMetrics", "start_metrics_server"]
+__all__ = ["DEFAULT_METRICS_PORT", "RoleMetrics", "SyncerMetrics", "TrainerMetrics", "start_metrics_server",
+           "task_label"]
 
 DEFAULT_METRICS_PORT = 9101
+_TASK = ["task"]
+
+
+def task_label(task_id: bytes | str) -> str:
+    """The ``task`` label of a run: its bytes32 id as ``0x`` + 64 lower-case hex digits.
+
+    Raises:
+        ValueError: not 32 bytes (or 64 hex digits).
+    """
+    if isinstance(task_id, str):
+        text = task_id[2:] if task_id.startswith(("0x", "0X")) else task_id
+        try:
+            task_id = bytes.fromhex(text)
+        except ValueError:
+            raise ValueError(f"task id {task_id!r} is not hex") from None
+    if len(task_id) != 32:
+        raise ValueError(f"task id must be 32 bytes, got {len(task_id)}")
+    return "0x" + bytes(task_id).hex()
 
 
 @dataclass
@@ -62,14 +89,16 @@ class TrainerMetrics(RoleMetrics):
     def __post_init__(self) -> None:
         super().__post_init__()
         r = self.registry
-        self.submitted = Counter("tenzro_trainer_submitted", "outer gradients submitted", registry=r)
-        self.accepted = Counter("tenzro_trainer_accepted", "submissions accepted by finalizeRound", registry=r)
-        self.missed_rounds = Counter("tenzro_trainer_missed_rounds", "rounds with no accepted submission", registry=r)
+        self.submitted = Counter("tenzro_trainer_submitted", "outer gradients submitted", _TASK, registry=r)
+        self.accepted = Counter("tenzro_trainer_accepted", "submissions accepted by finalizeRound", _TASK,
+                                registry=r)
+        self.missed_rounds = Counter("tenzro_trainer_missed_rounds", "rounds with no accepted submission", _TASK,
+                                     registry=r)
         self.inner_step_seconds = Histogram(
-            "tenzro_trainer_inner_step_seconds", "wall time of one inner AdamW step (seconds)", registry=r,
+            "tenzro_trainer_inner_step_seconds", "wall time of one inner AdamW step (seconds)", _TASK, registry=r,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-        self.loss = Gauge("tenzro_trainer_loss", "mean inner training loss of the last round", registry=r)
-        self.round = Gauge("tenzro_trainer_round", "round being trained", registry=r)
+        self.loss = Gauge("tenzro_trainer_loss", "mean inner training loss of the last round", _TASK, registry=r)
+        self.round = Gauge("tenzro_trainer_round", "round being trained", _TASK, registry=r)
 
 
 @dataclass
@@ -80,16 +109,17 @@ class SyncerMetrics(RoleMetrics):
         super().__post_init__()
         r = self.registry
         self.round_latency = Histogram(
-            "tenzro_syncer_round_latency_seconds", "round opened -> finalized (seconds)", registry=r,
+            "tenzro_syncer_round_latency_seconds", "round opened -> finalized (seconds)", _TASK, registry=r,
             buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600))
-        self.submissions = Counter("tenzro_syncer_submissions", "submissions seen", registry=r)
-        self.rejections = Counter("tenzro_syncer_rejections", "submissions rejected", ["reason"], registry=r)
+        self.submissions = Counter("tenzro_syncer_submissions", "submissions seen", _TASK, registry=r)
+        self.rejections = Counter("tenzro_syncer_rejections", "submissions rejected", ["task", "reason"],
+                                  registry=r)
         # per run: one syncer serves every run it is elected for at once
-        self.round = Gauge("tenzro_syncer_round", "open round", ["task"], registry=r)
-        self.heldout_loss = Gauge("tenzro_syncer_heldout_loss", "held-out loss after the last round", ["task"],
+        self.round = Gauge("tenzro_syncer_round", "open round", _TASK, registry=r)
+        self.heldout_loss = Gauge("tenzro_syncer_heldout_loss", "held-out loss after the last round", _TASK,
                                   registry=r)
         self.fees_claimed = Counter("tenzro_syncer_fees_claimed_tnzo", "syncer fees claimed after seals (TNZO)",
-                                    registry=r)
+                                    _TASK, registry=r)
 
 
 def start_metrics_server(port: int = DEFAULT_METRICS_PORT, metrics: RoleMetrics | None = None,

@@ -100,12 +100,12 @@ def test_new_spec_then_post_task_leaves_no_allowance(run_cli, roles, keystores, 
     sponsor = roles["sponsor"]
     res = run_cli("train", "post-task", "--spec", str(path), "--format", "json", keystore=keystores["sponsor"])
     assert res.exit_code == 0, res.output
-    assert sponsor.allowance() == 0  # exactly the pool was approved, and postTask spent it
-    # the same spec again: approve, postTask refused by name, approval taken back
+    assert sponsor.allowance() == 0  # a permit of exactly the pool, spent by postTaskWithPermit
+    # the same spec again: refused by name at the estimate, nothing sent, no allowance
     nonce = _nonce(roles["base"], sponsor.address)
     line = one_line_error(run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]))
     assert "Registry__TaskExists" in line
-    assert sponsor.allowance() == 0 and _nonce(roles["base"], sponsor.address) == nonce + 2
+    assert sponsor.allowance() == 0 and _nonce(roles["base"], sponsor.address) == nonce
 
 
 def test_post_task_refuses_unfetchable_or_mismatched_assets_before_any_token_moves(

@@ -24,6 +24,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -110,11 +111,15 @@ def _clients(rpc_url: str, deployments: Path, trainer_accounts: tuple[int, ...])
 def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame, task_name: str, *,
              rounds: int = 2, fragments: int = 2, inner_steps: int = 3, batch_size: int = 16,
              aggregation: str | dict = "Mean", quorum: int | None = None, faults: Faults | None = None,
-             seal: bool = True, trainer_accounts: tuple[int, ...] = TRAINERS) -> SealedRun:
+             seal: bool = True, trainer_accounts: tuple[int, ...] = TRAINERS,
+             on_progress: Callable[[str, int], None] | None = None) -> SealedRun:
     """Post, enroll, train ``rounds`` rounds, finalize each, seal. Returns the `SealedRun`.
 
     ``trainer_accounts`` are anvil account indices (funded by the caller); M = their number and
-    K = ``quorum`` (default M)."""
+    K = ``quorum`` (default M). ``on_progress(step, round)`` is called, on this thread, after the
+    post (``"posted", -1``), after each ``finalizeRound`` (``"finalized", r``) and after the seal
+    (``"sealed", rounds``); it may block to pace the run (e.g. while a browser catches up)."""
+    progress = on_progress or (lambda step, rnd: None)
     t0 = time.perf_counter()
     faults = faults or Faults()
     c = _clients(rpc_url, deployments, trainer_accounts)
@@ -125,6 +130,7 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
                                       grace_window_ms=600_000, aggregation=aggregation, reward_pool=100 * TOKEN,
                                       min_stake=10 * TOKEN, max_missed_rounds=2), df)
     task_id, _ = post_task(sponsor, ipfs, spec)
+    progress("posted", -1)
     info = syncer.syncer_info()  # candidate with an unlocked stake that covers the run's bond
     if not info.registered:
         syncer.register_syncer(max(MIN_SYNCER_STAKE, spec.syncer_bond_atto))
@@ -238,6 +244,7 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
         state, input_root = new_state, wroot
         run.weights_roots.append(wroot)
         run.transcript_cids.append(tcid)
+        progress("finalized", r)
     if seal:
         sealer = c["base"].with_account(anvil_account(0))
         if challenged:  # unanswered availability challenges expire before the seal
@@ -245,6 +252,7 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
             for r, f, trainer in challenged:
                 sealer.expire_availability(task_id, r, f, trainer)
         sealer.seal(task_id)
+        progress("sealed", rounds)
     run.seconds = time.perf_counter() - t0
     return run
 

@@ -92,8 +92,13 @@ def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
         assert all(0 < r["chain_s"] <= r["submit_s"] for r in tr)  # sending + mining, part of submitting
         assert (tmp_path / f"t{i}" / "trainer-state.pt").exists()
         m = runner.daemons[f"trainer{i}"].metrics
-        assert m.submitted._value.get() == 4 and m.accepted._value.get() == 4
-        assert m.missed_rounds._value.get() == 0
+        task = "0x" + tid.hex()
+        assert m.submitted.labels(task=task)._value.get() == 4 and m.accepted.labels(task=task)._value.get() == 4
+        assert m.missed_rounds.labels(task=task)._value.get() == 0
+        _assert_labelled(m, task, "tenzro_trainer_")
+    sm = syncer.metrics
+    assert sm.submissions.labels(task="0x" + tid.hex())._value.get() == 12  # 3 trainers x 2 fragments x 2 rounds
+    _assert_labelled(sm, "0x" + tid.hex(), "tenzro_syncer_")
     # an off-chain replay (verify-receipt) reproduces every aggregate, root and the run root
     from tenzro_operator.replay import verify_receipt
 
@@ -105,6 +110,18 @@ def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
     assert again.run() == 0
     assert len(_events(client, tid, "TrainerEnrolled")) == enrolled_before
     assert again.summary["submitted"] == 0
+
+
+def _assert_labelled(metrics, task: str, prefix: str) -> None:
+    """Every sample of the role's per-run series (``prefix``...) in the exposition text carries
+    ``task="<task>"``, and there is at least one (metrics present and labelled)."""
+    from prometheus_client import generate_latest
+
+    samples = [ln for ln in generate_latest(metrics.registry).decode().splitlines()
+               if ln.startswith(prefix)]
+    assert samples, f"no {prefix}* samples"
+    bad = [ln for ln in samples if f'task="{task}"' not in ln]
+    assert not bad, bad
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 Usage::
 
     spec = build_spec(ipfs, SpecDraft(task_id="demo-1", sponsor_address=addr, ...), df)
-    task_id, spec_cid = post_task(client, ipfs, spec)      # approves the pool, calls postTask
+    task_id, spec_cid = post_task(client, ipfs, spec)      # permit + postTask in one transaction
 """
 
 from __future__ import annotations
@@ -112,7 +112,8 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
 
 
 def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:
-    """Pin the canonical spec JSON, approve the reward pool and call postTask.
+    """Pin the canonical spec JSON and post the task, escrowing the reward pool (an ERC-2612 permit
+    in the same transaction; approve first for a token without permits).
 
     Returns (task id bytes32, spec CID). Raises `ChainRevert` (e.g. Registry__TaskExists) with the
     error's name, or `RpcUnavailable` / `IpfsError` when a service is down.

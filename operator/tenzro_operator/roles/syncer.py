@@ -86,7 +86,7 @@ from tenzro_operator.errors import (
 )
 from tenzro_operator.evidence import bits_to_f32, non_finite_opening, norm_outliers
 from tenzro_operator.logs import log_context, set_log_context
-from tenzro_operator.metrics import SyncerMetrics
+from tenzro_operator.metrics import SyncerMetrics, task_label
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime, outer_config
@@ -586,7 +586,7 @@ class SyncerDaemon(Daemon):
             self.restore()
         if self._round is None or self._round.round != r:
             self._round = _RoundState(r)
-            self.metrics.round.labels(task="0x" + self.task_id.hex()).set(r)
+            self.metrics.round.labels(task=task_label(self.task_id)).set(r)
         self.collect(run)
         if self.ready(run):
             if self.finalize(run):
@@ -651,7 +651,7 @@ class SyncerDaemon(Daemon):
                 self._reject(sub, "Malformed", f"payload 0x{sub.payload_hash.hex()} duplicates the one trainer "
                                                f"{first.trainer} submitted for fragment {first.fragment}")
             rs.subs[(sub.fragment, sub.key)] = sub
-            self.metrics.submissions.inc()
+            self.metrics.submissions.labels(task=task_label(self.task_id)).inc()
         if outage is not None:
             raise outage
 
@@ -735,7 +735,7 @@ class SyncerDaemon(Daemon):
                 reason = _REASON_OF_REJECT.get(exc.reason, "Malformed")
                 if reason == "NonFinite" and self._matches_commitment(sub, tensors):
                     sub.reason, sub.detail = reason, str(exc)  # keep the tree: the proof opens it
-                    self.metrics.rejections.labels(reason=reason).inc()
+                    self.metrics.rejections.labels(task=task_label(self.task_id), reason=reason).inc()
                     log.warning("REJECTED submission trainer=%s fragment=%d cid=%s reason=NonFinite: %s",
                                 sub.trainer, sub.fragment, sub.cid, exc)
                 else:
@@ -762,7 +762,7 @@ class SyncerDaemon(Daemon):
         sub.reason, sub.detail, sub.tensors = reason, detail, None
         if reason != "NonFinite":
             sub.tree = sub.flat = None
-        self.metrics.rejections.labels(reason=reason).inc()
+        self.metrics.rejections.labels(task=task_label(self.task_id), reason=reason).inc()
         log.warning("REJECTED submission trainer=%s fragment=%d cid=%s reason=%s: %s", sub.trainer, sub.fragment,
                     sub.cid, reason, detail)
 
@@ -934,7 +934,7 @@ class SyncerDaemon(Daemon):
         self._tally("rounds_finalized", 1)
         self.persist()
         wall = max(0.0, time.time() - run.round_opened_at)
-        self.metrics.round_latency.observe(wall)
+        self.metrics.round_latency.labels(task=task_label(self.task_id)).observe(wall)
         n_acc = sum(len(v) for v in accepted.values())
         n_rej = sum(1 for s in rs.subs.values() if s.reason is not None)
         rec: dict[str, Any] = {
@@ -1017,6 +1017,6 @@ class SyncerDaemon(Daemon):
                 raise
             return 0
         self._tally("fees_claimed_atto", amount)
-        self.metrics.fees_claimed.inc(amount / 10**18)
+        self.metrics.fees_claimed.labels(task=task_label(self.task_id)).inc(amount / 10**18)
         log.info("claimed %d atto of syncer fees (now withdrawable)", amount)
         return amount

@@ -49,7 +49,7 @@ from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
 from tenzro_operator.logs import log_context, set_log_context
-from tenzro_operator.metrics import TrainerMetrics
+from tenzro_operator.metrics import TrainerMetrics, task_label
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
 from tenzro_operator.roles.challenges import ChallengeAnswerer
@@ -276,7 +276,8 @@ class TrainerDaemon(Daemon):
                  len(self.runtime.fragments), self.spec.inner_steps, self.spec.max_rounds, df["unique_id"].nunique())
 
     def enroll(self, run: RunView) -> None:
-        """Approve + ``enrollTrainer`` unless already enrolled (idempotent across restarts)."""
+        """Stake and ``enrollTrainer`` (permit in the same transaction, else approve first) unless
+        already enrolled (idempotent across restarts)."""
         stats = self.chain.trainer_stats(self.task_id)
         if not stats.enrolled:
             stake = self.config.stake_atto or run.min_stake
@@ -424,14 +425,14 @@ class TrainerDaemon(Daemon):
         t_round = time.perf_counter()
         global_state, fetch_s = self.round_weights(run, r)
         self.check_stop()
-        self.metrics.round.set(r)
+        self.metrics.round.labels(task=task_label(self.task_id)).set(r)
         t0 = time.perf_counter()
         with progress_bar(f"round {r}: inner steps", self.spec.inner_steps) as tick:
             res = self.worker.run(global_state, on_step=tick)
         inner_s = time.perf_counter() - t0
         for st in res.step_times:
-            self.metrics.inner_step_seconds.observe(st)
-        self.metrics.loss.set(res.mean_loss)
+            self.metrics.inner_step_seconds.labels(task=task_label(self.task_id)).observe(st)
+        self.metrics.loss.labels(task=task_label(self.task_id)).set(res.mean_loss)
         self.save_state(r)
         log.info("round %d: %d inner steps in %.2f s, loss %.4f", r, len(res.step_times), inner_s, res.mean_loss)
 
@@ -449,7 +450,7 @@ class TrainerDaemon(Daemon):
                 log.warning("round %d: submission of fragment %d failed on-chain: %s", r, f, exc)
                 continue
             n_ok += 1
-            self.metrics.submitted.inc()
+            self.metrics.submitted.labels(task=task_label(self.task_id)).inc()
             self.summary["submitted"] += 1
             log.info("submitted fragment %d cid=%s", f, cid)
         chain_s = self._send_s + time.perf_counter() - t_mined
@@ -490,10 +491,10 @@ class TrainerDaemon(Daemon):
             self.sleep(self.poll_s)
         _, rejected, accepted = self.chain.submissions_of(self.task_id, r, self.account.address)
         n = _popcount(accepted)
-        self.metrics.accepted.inc(n)
+        self.metrics.accepted.labels(task=task_label(self.task_id)).inc(n)
         self.summary["accepted"] += n
         if n == 0:
-            self.metrics.missed_rounds.inc()
+            self.metrics.missed_rounds.labels(task=task_label(self.task_id)).inc()
             self.summary["missed"] += 1
         log.info("round %d finalized: %d fragment(s) accepted, %d rejected", r, n, _popcount(rejected))
 

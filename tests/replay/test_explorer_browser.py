@@ -1,0 +1,206 @@
+"""`tenzro explorer` in a real headless Chromium during a live devnet run.
+
+The replay suite's devnet (anvil + the Helia IPFS node) and run driver play a run of 3 rounds
+while the explorer serves it (``--refresh 1``) and tests/browser/watch_run.mjs keeps its page
+open in Chromium (npm ``@sparticuz/chromium``, driven by ``playwright-core``; no download). The
+browser never reloads by itself: the page's own ``<meta http-equiv="refresh">`` does, and each
+load is read back. The run waits after its post and after each ``finalizeRound`` until the
+browser has shown that state, so the test sees every round appear as it finalizes; at the end
+the figures on the page (rounds' accepted counts and weights roots, each trainer's submissions,
+acceptances, credits and reward) are checked against the chain."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import run_driver as drv
+from stack import REPO, free_port
+from tenzro_operator.units import format_tokens
+
+ROUNDS = 3
+SCRIPT = REPO / "tests" / "browser" / "watch_run.mjs"
+BROWSER_PACKAGES = ("@sparticuz/chromium", "playwright-core")
+
+
+def _node() -> str:
+    """Node 22 from node_modules (the bootstrap installs it), else the machine's node."""
+    local = REPO / "node_modules" / "node" / "bin" / "node"
+    found = str(local) if local.exists() else shutil.which("node")
+    if not found:
+        pytest.fail("no node executable: run `make bootstrap` (it installs Node 22 into node_modules)")
+    return found
+
+
+def _node_env() -> dict[str, str]:
+    """The environment of the browser script: NODE_PATH adds the checkout's node_modules, where
+    `make bootstrap` installs the two browser packages (package.json devDependencies)."""
+    env = dict(os.environ)
+    paths = [str(REPO / "node_modules"), *filter(None, env.get("NODE_PATH", "").split(os.pathsep))]
+    env["NODE_PATH"] = os.pathsep.join(paths)
+    missing = [p for p in BROWSER_PACKAGES if not any((Path(d) / p / "package.json").exists() for d in paths)]
+    if missing:
+        pytest.fail(f"npm packages {', '.join(missing)} are not installed: run `make bootstrap` (npm install)")
+    return env
+
+
+class Watcher:
+    """The browser script as a subprocess; its JSON lines collected by a reader thread."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.snaps: list[dict] = []
+        self.done: dict | None = None
+        self._cv = threading.Condition()
+        self.proc = subprocess.Popen([_node(), str(SCRIPT), "--url", url, "--timeout-s", str(int(timeout_s))],
+                                     cwd=REPO, env=_node_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            with self._cv:
+                if "done" in msg:
+                    self.done = msg
+                else:
+                    self.snaps.append(msg)
+                self._cv.notify_all()
+        with self._cv:
+            self._cv.notify_all()
+
+    def wait_for(self, what: str, pred, timeout_s: float) -> dict:
+        """The first snapshot satisfying ``pred``; fails after ``timeout_s`` seconds or if the
+        browser script ended."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while True:
+                hit = next((s for s in self.snaps if pred(s)), None)
+                if hit is not None:
+                    return hit
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"the browser never showed {what}; last page: "
+                                         f"{self.snaps[-1] if self.snaps else None}; stderr: {self.stderr()}")
+                self._cv.wait(min(left, 0.5))
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            return "(running)"
+        return self.proc.stderr.read()[-2000:]
+
+    def finish(self, timeout_s: float) -> None:
+        try:
+            self.proc.wait(timeout_s)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._reader.join(10)
+
+
+@pytest.fixture
+def live_explorer(stack):
+    """Base URL of `tenzro explorer --refresh 1` on a free port."""
+    port = free_port()
+    argv = [sys.executable, "-m", "tenzro_operator.cli", "explorer", "--port", str(port), "--rpc", stack.rpc_url,
+            "--deployments", str(stack.deployments), "--ipfs", stack.ipfs_url, "--refresh", "1"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                httpx.get(url + "/favicon.ico", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.communicate()[0]
+                assert time.monotonic() < deadline, "the explorer did not start"
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _finalized(snap: dict) -> int:
+    return sum(1 for r in snap["rounds"] if r["finalized"])
+
+
+@pytest.mark.slow
+def test_live_run_page_in_chromium_shows_rounds_as_they_finalize(stack, dataset, live_explorer):
+    _node(), _node_env()  # fail at once, with what to run, when Node or the browser packages are missing
+    name = f"browser-live-{os.getpid()}-{time.time_ns()}"
+    watcher: dict[str, Watcher] = {}
+    failure: list[BaseException] = []
+    result: dict[str, drv.SealedRun] = {}
+
+    def paced(step: str, rnd: int) -> None:
+        if step == "posted":  # open the page while the run is live, before any round
+            w = watcher["w"] = Watcher(f"{live_explorer}/runs/{name}", timeout_s=600)
+            w.wait_for("the posted run", lambda s: s["status"] in ("ENROLLING", "TRAINING"), 180)
+        elif step == "finalized":
+            watcher["w"].wait_for(f"round {rnd} finalized", lambda s: _finalized(s) == rnd + 1, 60)
+
+    def play() -> None:
+        try:
+            result["run"] = drv.play_run(stack.rpc_url, stack.deployments, stack.ipfs, dataset, name,
+                                         rounds=ROUNDS, on_progress=paced)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
+            failure.append(exc)
+
+    runner = threading.Thread(target=play, daemon=True)
+    runner.start()
+    runner.join(900)
+    assert not runner.is_alive(), "the run did not finish in 15 minutes"
+    w = watcher.get("w")
+    if failure:
+        if w is not None:
+            w.finish(1)
+        raise failure[0]
+    w.finish(120)
+    assert w.done == {"done": "sealed", "loads": w.done["loads"], "ms": w.done["ms"]}, (w.done, w.stderr())
+
+    snaps = w.snaps
+    first, last = snaps[0], snaps[-1]
+    assert first["status"] in ("ENROLLING", "TRAINING") and first["refresh"] is True
+    assert _finalized(first) == 0
+    counts = [_finalized(s) for s in snaps]
+    assert counts == sorted(counts), counts  # rounds only ever appear
+    assert set(range(ROUNDS + 1)) <= set(counts), counts  # each round was seen on its own
+    loads = [s["load"] for s in snaps]
+    assert loads == sorted(loads) and len(set(loads)) == len(loads) and loads[-1] > 1  # the page's own reloads
+    assert last["status"] == "SEALED" and last["refresh"] is False
+    assert last["round"] == f"{ROUNDS} of {ROUNDS}"
+
+    chain = stack.chain()
+    task_id = result["run"].task_id
+    assert [r["weights_root"] for r in last["rounds"]] == ["0x" + h.hex() for h in result["run"].weights_roots]
+    for r, row in enumerate(last["rounds"]):
+        rec = chain.get_round(task_id, r)
+        assert row["round"] == r and row["finalized"]
+        assert row["accepted"] == rec.accepted_count == 4  # 2 trainers x 2 fragments
+        assert row["weights_root"] == "0x" + rec.weights_root.hex()
+        assert row["seconds"] is not None and row["seconds"] >= 0
+    assert len(last["rounds"]) == ROUNDS
+    order = chain.trainers_of(task_id)
+    assert [t["trainer"].lower() for t in last["trainers"]] == [a.lower() for a in order]
+    for t in last["trainers"]:
+        s = chain.trainer_stats(task_id, t["trainer"])
+        assert (t["submitted"], t["accepted"], t["missed"], t["credits"]) == \
+            (s.submitted, s.accepted, s.total_missed, str(s.credits))
+        assert t["reward"] == format_tokens(s.current_reward) and t["slashed"] == format_tokens(0)
+        assert t["state"] == "enrolled"
+    # a page seen mid-run showed the chain's figures of that moment too: round 0 as finalized
+    mid = next(s for s in snaps if _finalized(s) == 1)
+    assert mid["rounds"][0]["weights_root"] == last["rounds"][0]["weights_root"]
+    assert mid["status"] == "TRAINING" and mid["refresh"] is True
