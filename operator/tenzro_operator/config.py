@@ -85,6 +85,9 @@ class CommonConfig(BaseSettings):
     tx_replace_after_s: float | None = Field(default=20.0, gt=0, description="seconds before an unmined "
                                              "transaction is replaced on its nonce with 12.5 % higher fees; "
                                              "None = never")
+    outage_tolerance_s: float = Field(default=300.0, ge=0, description="how long a daemon rides out an "
+                                      "RPC or IPFS node that does not answer (retrying with bounded exponential "
+                                      "backoff, logged and in tenzro_service_outage_seconds) before it halts, seconds")
     max_dataset_bytes: int = Field(default=256 * 1024 * 1024, gt=0, description="largest task dataset fetched "
                                    "from IPFS, bytes")
     max_model_params: int = Field(default=1_000_000_000, gt=0, description="largest model a task may ask for, "

@@ -136,6 +136,8 @@ class Daemon:
         self.max_consecutive_failures = max(1, max_consecutive_failures)
         self.consecutive_failures = 0
         self.failures = 0
+        self.outage_tolerance_s = float(getattr(config, "outage_tolerance_s", 300.0))
+        self._outage_since: float | None = None  # monotonic time the RPC / IPFS node stopped answering
         self.metrics_port: int | None = None
         self.poll_s = min(float(config.poll_interval_s), 1.0)  # seconds between chain polls
         self.task_id: bytes | None = None
@@ -201,28 +203,60 @@ class Daemon:
 
     def guarded(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn``; on an exception log it with ``what``, count it, and return None, or raise
-        `DaemonHalted` once ``max_consecutive_failures`` steps in a row have failed. A success
-        resets the count. `StopRequested` and `DaemonHalted` pass through."""
+        `DaemonHalted` once ``max_consecutive_failures`` steps in a row have failed. An RPC or IPFS
+        node that does not answer (`ServiceUnavailable`) is not counted while it has been down for
+        at most ``outage_tolerance_s`` seconds (config, default 300): the step is retried with
+        `backoff_s`, the log says how long it has been down, ``tenzro_service_outage_seconds``
+        shows it. A success resets both. `StopRequested` and `DaemonHalted` pass through."""
         try:
             out = fn()
         except (StopRequested, DaemonHalted):
             raise
+        except ServiceUnavailable as exc:
+            if self._ride_out(what, exc):
+                return None
+            return self._failed(what, exc)
         except Exception as exc:  # noqa: BLE001 - isolation: log, count, maybe halt
-            self.failures += 1
-            self.consecutive_failures += 1
-            if self.metrics is not None:
-                self.metrics.handler_errors.labels(event=what).inc()
-            log.error("%s failed: %s: %s [failure %d/%d in a row]", what, type(exc).__name__, exc,
-                      self.consecutive_failures, self.max_consecutive_failures,
-                      exc_info=log.isEnabledFor(logging.DEBUG) or not isinstance(exc, TenzroError))
-            if self.consecutive_failures >= self.max_consecutive_failures:
-                log.critical("%s halting: %d consecutive failures, last in %s: %s", self.role,
-                             self.consecutive_failures, what, exc)
-                raise DaemonHalted(f"{self.role} halted after {self.consecutive_failures} consecutive failures; "
-                                   f"last in {what}: {type(exc).__name__}: {exc}") from exc
-            return None
+            return self._failed(what, exc)
         self.consecutive_failures = 0
+        if self._outage_since is not None:
+            log.warning("%s: the service answers again after %.0f s", what, time.monotonic() - self._outage_since)
+            self._outage_since = None
+            if self.metrics is not None and hasattr(self.metrics, "service_outage"):
+                self.metrics.service_outage.set(0)
         return out
+
+    def _ride_out(self, what: str, exc: ServiceUnavailable) -> bool:
+        """An RPC or IPFS node that does not answer: retry (with `backoff_s`) for up to
+        ``outage_tolerance_s`` seconds from the first failure, logging how long it has been down;
+        True while within that time."""
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+        down = now - self._outage_since
+        if self.metrics is not None and hasattr(self.metrics, "service_outage"):
+            self.metrics.service_outage.set(down)
+        if down > self.outage_tolerance_s:
+            return False
+        self.consecutive_failures = min(self.consecutive_failures + 1, 16)  # grows the backoff only
+        log.warning("%s: %s (down %.0f s of the %.0f s this daemon rides out; retrying in %.1f s)", what, exc,
+                    down, self.outage_tolerance_s, self.backoff_s())
+        return True
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Count a failed step; raise `DaemonHalted` after ``max_consecutive_failures`` in a row."""
+        self.failures += 1
+        self.consecutive_failures += 1
+        if self.metrics is not None:
+            self.metrics.handler_errors.labels(event=what).inc()
+        log.error("%s failed: %s: %s [failure %d/%d in a row]", what, type(exc).__name__, exc,
+                  self.consecutive_failures, self.max_consecutive_failures,
+                  exc_info=log.isEnabledFor(logging.DEBUG) or not isinstance(exc, TenzroError))
+        if self.consecutive_failures >= self.max_consecutive_failures:
+            log.critical("%s halting: %d consecutive failures, last in %s: %s", self.role,
+                         self.consecutive_failures, what, exc)
+            raise DaemonHalted(f"{self.role} halted after {self.consecutive_failures} consecutive failures; "
+                               f"last in {what}: {type(exc).__name__}: {exc}") from exc
 
     def backoff_s(self, base_s: float = 0.5, cap_s: float = 8.0) -> float:
         """Delay before retrying after the n-th consecutive failure: ``base_s * 2**(n-1)``,

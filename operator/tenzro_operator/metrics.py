@@ -67,6 +67,8 @@ class RoleMetrics:
                                          ["method", "reason"], registry=r)
         self.ipfs_bytes = Counter("tenzro_ipfs_bytes", "bytes moved to/from IPFS", ["direction"], registry=r)
         self.handler_errors = Counter("tenzro_handler_errors", "event handler exceptions", ["event"], registry=r)
+        self.service_outage = Gauge("tenzro_service_outage_seconds",
+                                    "seconds the RPC or IPFS node has not answered (0 when it does)", registry=r)
 
     # hooks the chain client and IPFS wrappers call
     def tx_sent(self, method: str) -> None:

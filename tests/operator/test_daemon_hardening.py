@@ -97,3 +97,51 @@ def test_state_files_load_without_running_code(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a zip")
     with pytest.raises(TenzroError, match="junk.pt"):
         load_state_file(tmp_path / "junk.pt")
+
+
+def test_a_daemon_rides_out_an_rpc_outage_then_halts_past_its_tolerance(fresh_stack, ipfs_url, tmp_path, caplog):
+    """Issue 11, item 6: the anvil behind a daemon stops for a few seconds and comes back; the
+    daemon's steps fail with RpcUnavailable meanwhile, are retried (logged, outage metric set) and
+    the daemon carries on: nothing halts. With a tolerance of 0 s the same outage halts it after
+    ``max_consecutive_failures`` failed steps."""
+    import logging
+    import threading
+    import time
+
+    from tenzro_operator.chain import ChainClient
+    from tenzro_operator.ipfs import IpfsClient
+    from tenzro_operator.metrics import TrainerMetrics
+
+    caplog.set_level(logging.WARNING, logger="tenzro.daemon")
+    chain = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments, anvil_account(3))
+    config = TrainerDaemonConfig(node_rpc=fresh_stack.rpc_url, ipfs_api=ipfs_url,
+                                 deployments=fresh_stack.deployments, data_dir=tmp_path / "t", metrics_port=None,
+                                 outage_tolerance_s=120)
+    daemon = TrainerDaemon(config, anvil_account(3), chain, IpfsClient(ipfs_url), metrics=TrainerMetrics())
+    heads, outage = [], []
+
+    def step():  # one unit of a daemon's work: read the chain
+        heads.append(chain.block_number())
+        if len(heads) == 2:  # the node goes away after two good steps, for about 9 s
+            fresh_stack.anvil.stop()
+            threading.Timer(9.0, fresh_stack.anvil.start).start()
+        outage.append(daemon.metrics.service_outage._value.get())
+        return "done" if len(heads) >= 4 else "next"
+
+    daemon.step = step
+    t0 = time.monotonic()
+    daemon.step_until_done("read the chain")  # does not raise: the outage is ridden out
+    assert len(heads) == 4 and time.monotonic() - t0 >= 8.5
+    assert "rides out" in caplog.text and "answers again" in caplog.text
+    assert max(outage) > 0  # the outage metric showed it while the node was down
+    assert daemon.metrics.service_outage._value.get() == 0  # back to 0 once it answers
+
+    impatient = TrainerDaemon(config.model_copy(update={"outage_tolerance_s": 0.0}), anvil_account(3), chain,
+                              IpfsClient(ipfs_url), metrics=TrainerMetrics())
+    fresh_stack.anvil.stop()
+    try:
+        impatient.step = lambda: chain.block_number()
+        with pytest.raises(DaemonHalted, match="RpcUnavailable"):
+            impatient.step_until_done("read the chain")
+    finally:
+        fresh_stack.anvil.start()

@@ -30,6 +30,7 @@ def test_trainer_daemon_answers_a_challenge_and_keeps_the_bond(dev, runner, tmp_
     runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
     client = dev.client()
     honest = dev.client(TRAINERS[0]).address
+    before = client.withdrawable(honest)  # the devnet is shared with other tests of the session
 
     deadline = time.monotonic() + 180
     ev = None
@@ -53,4 +54,4 @@ def test_trainer_daemon_answers_a_challenge_and_keeps_the_bond(dev, runner, tmp_
     # the challenger's bond went to the honest trainer (credited before its payout)
     credited = sum(e["args"]["reward"] + e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited")
                    if e["args"]["account"] == honest)
-    assert client.withdrawable(honest) == credited + bond
+    assert client.withdrawable(honest) == before + credited + bond

@@ -11,6 +11,7 @@ the seal, so the trainer keeps answering after the last round while any is pendi
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 
@@ -94,12 +95,20 @@ class ChallengeAnswerer:
 
     def _opening(self, r: int, f: int, chunk: int, root: bytes, sumsq: int) -> ChunkOpening | None:
         """The opening of chunk ``chunk`` of this trainer's committed payload of (r, f), or None."""
-        cid = self._submitted_cid(r, f)
-        if cid is None:
+        posted = self._submitted(r, f)
+        if posted is None:
             log.error("no submission of round %d fragment %d by this trainer: cannot answer", r, f)
             return None
+        cid, payload_hash = posted
         try:
-            tensors, _ = decode_fragment(self.ipfs.cat(cid))
+            raw = self.ipfs.cat(cid)
+            if hashlib.sha256(raw).digest() != payload_hash:
+                # the bytes are not the ones this trainer declared: the syncer could not accept them,
+                # so answering would only take the challenger's bond for an unusable payload
+                log.error("not answering the challenge of round %d fragment %d: payload %s does not hash to the "
+                          "payloadHash this trainer submitted", r, f, cid)
+                return None
+            tensors, _ = decode_fragment(raw)
             tree = ChunkTree(flatten_fragment(tensors))
         except IpfsUnavailable:
             raise
@@ -112,11 +121,12 @@ class ChallengeAnswerer:
             return None
         return ChunkOpening.of(tree, chunk)
 
-    def _submitted_cid(self, r: int, f: int) -> str | None:
+    def _submitted(self, r: int, f: int) -> tuple[str, bytes] | None:
+        """``(cid, payloadHash)`` of this trainer's submission of (r, f), from its event."""
         me = self.chain.address
         for ev in self.chain.get_logs(self._run_start, self.chain.block_number(), ["GradientSubmitted"],
                                       task_id=self.task_id):
             a = ev["args"]
             if a["trainer"] == me and int(a["round"]) == r and int(a["fragment"]) == f:
-                return str(a["cid"])
+                return str(a["cid"]), bytes(a["payloadHash"])
         return None
