@@ -127,6 +127,7 @@ def _assert_labelled(metrics, task: str, prefix: str) -> None:
 @pytest.mark.slow
 def test_invalid_payloads_are_rejected_logged_and_slashed(dev, runner, tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="tenzro.syncer")
+    caplog.set_level(logging.WARNING, logger="tenzro.trainer")
     # a short challenge window: the syncer waits it out before the seal
     tid = post_small_task(dev, trainers=5, quorum=2, fragments=2, rounds=2, challenge_window_ms=3_000)
     runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer"))
@@ -178,6 +179,9 @@ def test_invalid_payloads_are_rejected_logged_and_slashed(dev, runner, tmp_path,
     assert f"trainer={wrong_addr} fragment=1" in text and "reason=HashMismatch" in text
     assert f"trainer={nan_addr} fragment=0" in text and "reason=NonFinite" in text
     assert f"trainer={big_addr} fragment=0" in text and "reason=NormOutlier" in text
+    # ...and each faulty trainer's own log says why, from the chain's InvalidProven events
+    assert "round 1 fragment 0 rejected on-chain: NON_FINITE" in text
+    assert "round 1 fragment 0 rejected on-chain: NORM_OUTLIER" in text
     # slashes are burned but for the prover's capped bounty: every slash has its StakeBurned of 90 %
     slashed = [e["args"]["amount"] for e in _events(client, tid, "TrainerSlashed")]
     burned = _events(client, tid, "StakeBurned")

@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenzro_operator.chain import RunStatus, RunView, SignedPayload
+from tenzro_operator.chain import RunStatus, RunView, SignedPayload, SlashReason
 from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
@@ -497,4 +497,24 @@ class TrainerDaemon(Daemon):
             self.metrics.missed_rounds.labels(task=task_label(self.task_id)).inc()
             self.summary["missed"] += 1
         log.info("round %d finalized: %d fragment(s) accepted, %d rejected", r, n, _popcount(rejected))
+        if rejected:
+            self.explain_rejections(r)
+
+    def explain_rejections(self, r: int) -> list[tuple[int, str]]:
+        """Log why this trainer's submissions of round r were rejected, from the chain's own record
+        (``InvalidProven``: the reason the registry checked, the slash, who proved it); returns
+        ``[(fragment, reason name)]``. A rejection still under an availability challenge shows once
+        the challenge expires."""
+        me = self.account.address
+        out = []
+        for ev in self.chain.get_logs(self._log_from, self.chain.block_number(), ["InvalidProven"],
+                                      task_id=self.task_id):
+            a = ev["args"]
+            if a["trainer"] != me or int(a["round"]) != r:
+                continue
+            reason = SlashReason(int(a["reason"])).name
+            out.append((int(a["fragment"]), reason))
+            log.warning("round %d fragment %d rejected on-chain: %s, proven by %s (slashed %d atto)", r,
+                        int(a["fragment"]), reason, a["prover"], int(a["slashed"]))
+        return out
 
