@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -283,13 +284,21 @@ def list_runs(ctx: Ctx, offset: int, limit: int, fmt: str) -> None:
     _console().print(t)
 
 
+def _when(ts: int) -> str:
+    """Unix seconds as ISO-8601 UTC with the raw value: ``2026-11-22T18:41:17Z (1795372877)``; 0 is "-"."""
+    if not ts:
+        return "-"
+    return f"{datetime.fromtimestamp(ts, timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} ({ts})"
+
+
 @train.command("get-run")
 @click.option("--task-id", required=True, help="the spec's task_id string, or 0x + 64 hex digits")
 @click.option("--trainers/--no-trainers", default=True, help="include per-trainer metrics")
+@click.option("--atto", is_flag=True, help="amounts in exact atto-units instead of TNZO")
 @format_option
 @common_options
-def get_run(ctx: Ctx, task_id: str, trainers: bool, fmt: str) -> None:
-    """One run: status, parameters, round, deadline, pool; per-trainer metrics."""
+def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> None:
+    """One run: status, parameters, round, deadline (ISO-8601 UTC), pool; per-trainer metrics."""
     chain = ctx.chain()
     run = _run(chain, task_id)
     tid = run.task_id
@@ -299,19 +308,20 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, fmt: str) -> None:
         out["trainers"] = [s.to_json() for s in stats]
         _echo_json(out)
         return
+    amount = (lambda a: f"{a} atto") if atto else format_tokens
     rows = [("task id", _hex(run.task_id)), ("status", run.status.name), ("sponsor", run.sponsor),
             ("syncer", run.syncer), ("spec cid", run.spec_cid), ("spec hash", _hex(run.spec_hash)),
-            ("round", f"{run.current_round} of {run.max_rounds}"), ("deadline (unix s)", run.round_deadline),
+            ("round", f"{run.current_round} of {run.max_rounds}"), ("deadline", _when(run.round_deadline)),
             ("trainers (enrolled/active/M)", f"{run.enrolled_count}/{run.active_count}/{run.trainer_count}"),
             ("quorum K", run.quorum), ("fragments F", run.fragment_count), ("inner steps H", run.inner_steps),
             ("aggregation", run.aggregation_name), ("grace window", f"{run.grace_window_seconds} s"),
-            ("min stake", format_tokens(run.min_stake)), ("reward pool", format_tokens(run.reward_pool)),
-            ("pool left", format_tokens(run.reward_pool_left)), ("stakes held", format_tokens(run.stake_held)),
-            ("enrollment deadline (unix s)", run.enrollment_deadline),
-            ("syncer fee", f"{run.syncer_fee_bps} bps of the pool"), ("syncer bond", format_tokens(run.syncer_bond)),
-            ("syncer fees accrued", format_tokens(run.syncer_fees_accrued)),
-            ("syncer elected at (unix s)", run.syncer_elected_at or "-"),
-            ("syncer replaceable at (unix s)", run.syncer_replaceable_at or "-"),
+            ("min stake", amount(run.min_stake)), ("reward pool", amount(run.reward_pool)),
+            ("pool left", amount(run.reward_pool_left)), ("stakes held", amount(run.stake_held)),
+            ("enrollment deadline", _when(run.enrollment_deadline)),
+            ("syncer fee", f"{run.syncer_fee_bps} bps of the pool"), ("syncer bond", amount(run.syncer_bond)),
+            ("syncer fees accrued", amount(run.syncer_fees_accrued)),
+            ("syncer elected at", _when(run.syncer_elected_at)),
+            ("syncer replaceable at", _when(run.syncer_replaceable_at)),
             ("election requested at block", run.election_block or "-"),
             ("weights root", _hex(run.weights_root))]
     _kv_table("run", rows)
@@ -321,8 +331,7 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, fmt: str) -> None:
             t.add_column(col)
         for s in stats:
             t.add_row(str(s.index), s.trainer, str(s.submitted), str(s.accepted), str(s.total_missed),
-                      "yes" if s.evicted else "", format_tokens(s.stake), format_tokens(s.slashed),
-                      format_tokens(s.current_reward))
+                      "yes" if s.evicted else "", amount(s.stake), amount(s.slashed), amount(s.current_reward))
         _console().print(t)
 
 

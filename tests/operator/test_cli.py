@@ -34,6 +34,13 @@ def test_get_run_json_and_table(run_cli, roles, running_task):
     table = run_cli("train", "get-run", "--task-id", spec.task_id)
     assert table.exit_code == 0 and "TRAINING" in table.output and "1,000 TNZO" in table.output
     assert "syncer bond" in table.output and "10 TNZO" in table.output and "100 bps of the pool" in table.output
+    # times as ISO-8601 UTC with the raw unix seconds; --atto gives exact atto-units
+    from datetime import datetime, timezone
+
+    iso = datetime.fromtimestamp(run.round_deadline, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"{iso} ({run.round_deadline})" in table.output
+    exact = run_cli("train", "get-run", "--task-id", spec.task_id, "--atto")
+    assert exact.exit_code == 0 and f"{spec.reward_pool} atto" in exact.output and "TNZO" not in exact.output
 
 
 def test_rpc_down_is_one_clear_line(run_cli):
