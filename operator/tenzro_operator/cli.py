@@ -405,15 +405,41 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
             state = (f"round {run.current_round} is open" if run.status == RunStatus.TRAINING
                      else f"the run is {run.status.name}, not TRAINING")
             raise TenzroError(f"cannot submit for round {round_}: {state}")
-        runtime = TaskRuntime.from_spec(fetch_spec(ipfs, run.spec_cid, run.spec_hash))
-        norm = check_payload(data, runtime, round_, fragment, source=str(payload))
+        spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
+        norm = check_payload(data, TaskRuntime.from_spec(spec), round_, fragment, source=str(payload))
     root, sumsq = _payload_commitment(data, skip_check)
+    if not skip_check:
+        _check_norm_screen(chain, run, round_, fragment, sumsq, spec.require_protocol().norm_screen_sq_bits)
     cid = ipfs.add(data, pin=True)
     res = chain.submit_outer_gradient(run.task_id, round_, fragment, SignedPayload(root, sumsq, cid, digest))
     _tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": _hex(digest), "payload_root": _hex(root),
                                "bytes": len(data),
                                "round": round_, "fragment": fragment, "tx": res.tx_hash, "gas": res.gas_used,
                                "l2_norm": norm if norm is None else round(norm, 6)})
+
+
+def _check_norm_screen(chain, run, round_: int, fragment: int, sumsq: int, screen_sq_bits: int) -> None:
+    """Refuse a payload the registry's norm screen would prove an outlier against the fragment's
+    submissions so far (`tenzro_operator.evidence.norm_outliers`, PROTOCOL.md §4): sending it would
+    get this trainer slashed. Later submissions can still move the median."""
+    from tenzro_operator.evidence import bits_to_f32, norm_outliers
+
+    me = chain.address
+    sums: dict[int, int] = {}
+    order = {a: i for i, a in enumerate(chain.trainers_of(run.task_id))}
+    for ev in chain.get_logs(chain.run_start_block(run), chain.block_number(), ["GradientSubmitted"],
+                             task_id=run.task_id):
+        a = ev["args"]
+        if int(a["round"]) == round_ and int(a["fragment"]) == fragment and a["trainer"] in order:
+            sums[order[a["trainer"]]] = int(a["payloadSumsq"])
+    if me not in order or len(sums) < 2:
+        return  # not enrolled (the registry will say so) or too few submissions to judge
+    sums[order[me]] = sumsq
+    if order[me] in norm_outliers(sums, screen_sq_bits):
+        raise click.ClickException(
+            f"--payload: its squared L2 norm {bits_to_f32(sumsq):.6g} is above the task's screen "
+            f"({bits_to_f32(screen_sq_bits):g} x the median of the {len(sums)} submissions of fragment {fragment} "
+            f"so far): it would be proven a NormOutlier and this trainer slashed; --skip-check sends it anyway")
 
 
 def _payload_commitment(data: bytes, skip_check: bool) -> tuple[bytes, int]:

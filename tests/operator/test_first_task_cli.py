@@ -254,3 +254,36 @@ def test_register_syncer_below_the_minimum_sends_nothing(run_cli, roles, tmp_pat
     line = one_line_error(run_cli("train", "register-syncer", "--stake", stake, keystore=ks))
     assert "minSyncerStake" in line
     assert _nonce(roles["base"], anvil_account(8).address) == nonce
+
+
+def test_submit_gradient_refuses_a_payload_the_norm_screen_would_prove_an_outlier(run_cli, roles, keystores,
+                                                                                real_spec, tmp_path):
+    """With the fragment's submissions so far, the registry's norm rule (PROTOCOL.md §4) would prove a
+    100x payload an outlier and slash its trainer: the CLI says so and sends nothing."""
+    from tenzro_operator.task_runtime import TaskRuntime
+
+    spec, path = real_spec(trainers="3")
+    assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
+    ks = dict(keystores)
+    ks["t2"] = tmp_path / "t2.json"
+    create_keystore(ks["t2"], "pw", anvil_account(5).key, scrypt_n=2**12)
+    for i, who in enumerate(("t0", "t1", "t2")):
+        assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
+                       "--did", f"did:tenzro:machine:{i}", keystore=ks[who]).exit_code == 0
+    runtime = TaskRuntime.from_spec(spec)
+    f = tmp_path / "delta.safetensors"
+    for who in ("t1", "t2"):
+        f.write_bytes(_payload(runtime, 0, 1, fill=0.01))
+        res = run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
+                      "--payload", str(f), keystore=ks[who])
+        assert res.exit_code == 0, res.output
+    base, t0 = roles["base"], roles["trainers"][0]
+    f.write_bytes(_payload(runtime, 0, 1, fill=1.0))  # 100x the others' values: 10,000x their sums
+    nonce = _nonce(base, t0.address)
+    line = one_line_error(run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0",
+                                  "--fragment", "1", "--payload", str(f), keystore=ks["t0"]))
+    assert "NormOutlier" in line and "median of the 3 submissions" in line
+    assert _nonce(base, t0.address) == nonce  # nothing sent
+    f.write_bytes(_payload(runtime, 0, 1, fill=0.02))  # within the screen: sent
+    assert run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
+                   "--payload", str(f), keystore=ks["t0"]).exit_code == 0
