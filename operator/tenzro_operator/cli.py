@@ -264,24 +264,43 @@ def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
 @train.command("list-runs")
 @click.option("--offset", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1, max=1000))
+@click.option("--atto", is_flag=True, help="amounts in exact atto-units instead of TNZO")
 @format_option
 @common_options
-def list_runs(ctx: Ctx, offset: int, limit: int, fmt: str) -> None:
-    """Runs in posting order, with status, round and enrollment."""
+def list_runs(ctx: Ctx, offset: int, limit: int, atto: bool, fmt: str) -> None:
+    """Runs in posting order: full task id and the spec's name, status, round, enrollment, rule,
+    pool, syncer, posting time (ISO-8601 UTC). A name shows "?" when the spec cannot be fetched."""
     chain = ctx.chain()
     ids, total = chain.list_runs(offset, limit)
     runs = [chain.get_run(i) for i in ids]
     if fmt == "json":
         _echo_json({"total": total, "offset": offset, "runs": [r.to_json() for r in runs]})
         return
+    names = _spec_names(ctx, runs)
+    amount = (lambda a: f"{a} atto") if atto else format_tokens
     t = Table(title=f"runs {offset + 1 if ids else 0}-{offset + len(ids)} of {total}")
-    for col in ("task id", "status", "round", "trainers", "K", "F", "rule", "pool", "syncer"):
+    for col in ("task id", "name", "status", "round", "trainers", "K", "F", "rule", "pool", "syncer", "posted"):
         t.add_column(col, overflow="fold")
     for r in runs:
-        t.add_row(_hex(r.task_id)[:18] + "…", r.status.name, f"{r.current_round}/{r.max_rounds}",
+        t.add_row(_hex(r.task_id), names.get(r.task_id, "?"), r.status.name, f"{r.current_round}/{r.max_rounds}",
                   f"{r.enrolled_count}/{r.trainer_count}", str(r.quorum), str(r.fragment_count),
-                  r.aggregation_name, format_tokens(r.reward_pool), r.syncer)
+                  r.aggregation_name, amount(r.reward_pool), r.syncer, _when(r.posted_at))
     _console().print(t)
+
+
+def _spec_names(ctx: Ctx, runs) -> dict[bytes, str]:
+    """task id -> the spec's ``task_id`` name, for the runs whose spec the IPFS node serves (checked
+    against the on-chain spec hash; a run whose spec cannot be fetched is left out)."""
+    from tenzro_operator.errors import IpfsError, SpecError
+    from tenzro_operator.task_assets import fetch_spec
+
+    ipfs, out = ctx.ipfs(), {}
+    for r in runs:
+        try:
+            out[r.task_id] = fetch_spec(ipfs, r.spec_cid, r.spec_hash).task_id
+        except (IpfsError, SpecError, TenzroError):
+            continue
+    return out
 
 
 def _when(ts: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from click.testing import CliRunner
 
@@ -152,7 +153,12 @@ def test_enroll_submit_finalize_list_by_hand(run_cli, roles, keystores, tmp_path
     res = run_cli("train", "list-runs", "--format", "json", "--limit", "1000")
     runs = {r["task_id"]: r for r in json.loads(res.output)["runs"]}
     assert runs["0x" + spec.task_id_bytes.hex()]["current_round"] == 1
-    assert run_cli("train", "list-runs").exit_code == 0
+    table = run_cli("train", "list-runs", "--limit", "1000", env={"COLUMNS": "400"})
+    assert table.exit_code == 0, table.output
+    # the full 0x id, the posting time in ISO-8601; this run's spec CID is a placeholder, so its name is "?"
+    row = next(line for line in table.output.splitlines() if spec.task_id_bytes.hex() in line)
+    assert "0x" + spec.task_id_bytes.hex() in row and "│ ? " in row
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", row)
     stats = json.loads(run_cli("train", "trainer-stats", "--task-id", tid, "--trainer", anvil_account(3).address,
                                "--format", "json").output)
     assert stats["accepted"] == 1 and stats["submitted"] == 1

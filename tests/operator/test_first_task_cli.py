@@ -287,3 +287,7 @@ def test_submit_gradient_refuses_a_payload_the_norm_screen_would_prove_an_outlie
     f.write_bytes(_payload(runtime, 0, 1, fill=0.02))  # within the screen: sent
     assert run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
                    "--payload", str(f), keystore=ks["t0"]).exit_code == 0
+    # list-runs names the run by its spec (fetched from IPFS and checked against the on-chain hash)
+    table = run_cli("train", "list-runs", "--limit", "1000", env={"COLUMNS": "400"})
+    row = next(line for line in table.output.splitlines() if spec.task_id_bytes.hex() in line)
+    assert spec.task_id in row and "TRAINING" in row
