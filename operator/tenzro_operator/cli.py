@@ -368,8 +368,8 @@ def get_receipt(ctx: Ctx, task_id: str, fmt: str) -> None:
     if fmt == "json":
         _echo_json(out)
     else:
-        _kv_table("training receipt", [(k, v) for k, v in out.items() if k != "serialized"]
-                  + [("serialized", f"{len(rec.serialized)} bytes")])
+        rows = [(k, _when(v) if k == "sealed_at" else v) for k, v in out.items() if k != "serialized"]
+        _kv_table("training receipt", rows + [("serialized", f"{len(rec.serialized)} bytes")])
 
 
 @train.command("enroll-trainer")
@@ -631,13 +631,17 @@ def claim_syncer_fee(ctx: Ctx, task_id: str, fmt: str) -> None:
 @train.command("trainer-stats")
 @click.option("--task-id", required=True)
 @click.option("--trainer", default=None, help="address (default: the keystore's)")
+@click.option("--atto", is_flag=True, help="amounts in exact atto-units instead of TNZO (JSON is always atto)")
 @format_option
 @common_options
-def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
+def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, atto: bool, fmt: str) -> None:
     """Submitted / accepted / missed / stake / slashed / reward of one trainer."""
     chain = ctx.chain(signer=trainer is None)
     s = chain.trainer_stats(_task_id(task_id), trainer)
-    _tx_out(fmt, "trainer", s.to_json())
+    out = s.to_json()
+    if fmt != "json" and not atto:
+        out.update({k: format_tokens(int(out[k])) for k in ("stake", "slashed", "current_reward") if k in out})
+    _tx_out(fmt, "trainer", out)
 
 
 @train.command("verify-receipt")

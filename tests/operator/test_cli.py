@@ -162,6 +162,11 @@ def test_enroll_submit_finalize_list_by_hand(run_cli, roles, keystores, tmp_path
     stats = json.loads(run_cli("train", "trainer-stats", "--task-id", tid, "--trainer", anvil_account(3).address,
                                "--format", "json").output)
     assert stats["accepted"] == 1 and stats["submitted"] == 1
+    table = run_cli("train", "trainer-stats", "--task-id", tid, "--trainer", anvil_account(3).address,
+                    env={"COLUMNS": "400"}).output
+    exact = run_cli("train", "trainer-stats", "--task-id", tid, "--trainer", anvil_account(3).address, "--atto",
+                    env={"COLUMNS": "400"}).output
+    assert "100 TNZO" in table and f"{100 * TOKEN}" in exact and "TNZO" not in exact
 
 
 def test_close_enrollment_seal_and_claim_by_hand(run_cli, roles, keystores, tmp_path):
