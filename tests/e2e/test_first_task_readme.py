@@ -44,8 +44,10 @@ def _script(block: str, port: int) -> str:
         if line.startswith("tenzro explorer"):
             line = line.replace("--port 8080", f"--port {port}")
         if line.startswith("tenzro train get-run --task-id my-first-task"):
-            line = ("for i in $(seq 400); do tenzro train get-run --task-id my-first-task | grep -q SEALED && break; "
-                    "sleep 1; done; tenzro train get-run --task-id my-first-task")
+            # grep without -q reads all of get-run's output: under `set -o pipefail` an early exit
+            # (grep -q) can fail the pipeline with SIGPIPE even when SEALED was printed
+            line = ("for i in $(seq 400); do tenzro train get-run --task-id my-first-task | grep SEALED >/dev/null "
+                    "&& break; sleep 1; done; tenzro train get-run --task-id my-first-task")
         lines.append(line)
     return "\n".join(lines)
 
