@@ -127,12 +127,13 @@ def test_trainer_cli_enrolls_then_exits_zero_on_sigterm(dev, tmp_path):
 
 def test_repeated_service_failures_halt_with_a_clear_error(dev, tmp_path):
     """A step that keeps failing because IPFS is down is retried, then the daemon halts on purpose
-    with the service named (the client's own retries come first)."""
+    with the service named (the client's own retries come first). The outage tolerance is 0 here:
+    the default rides out 300 s of outage first (tests/operator/test_daemon_hardening.py)."""
     from tenzro_operator.daemon import DaemonHalted
 
     dead = f"http://127.0.0.1:{free_port()}"
     cfg = SyncerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dead, deployments=dev.deployments, data_dir=tmp_path,
-                             metrics_port=None, max_consecutive_failures=3)
+                             metrics_port=None, max_consecutive_failures=3, outage_tolerance_s=0)
     dead_ipfs = IpfsClient(dead, retries=1, backoff_s=0.01)
     d = SyncerDaemon(cfg, anvil_account(SYNCER), dev.client(SYNCER), dead_ipfs)
     cid = "bafkreicysg23kiwv34eg2d7qweipxwosdo2py4ldv42nbauguluen5v6am"
