@@ -25,6 +25,8 @@ import click
 from ape import accounts, chain, project
 from ape.cli import ConnectedProviderCommand, account_option
 
+from tenzro_operator.chain import merged_abi
+
 PRECOMPILE = "0x0000000000000000000000000000000000001008"
 DEVNET_CHAIN_IDS = {31337, 1337}
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -41,11 +43,7 @@ def _record(container, instance, *extra) -> dict:
     """The deployment record of one contract; ``extra`` containers add their functions, events and
     errors to its ABI (the registry's evidence functions live in RegistryEvidence, reached through
     the registry's fallback)."""
-    abi = _abi(container)
-    keys = {(i.get("type"), i.get("name"), json.dumps(i.get("inputs", []), sort_keys=True)) for i in abi}
-    for more in extra:
-        abi += [i for i in _abi(more) if i.get("type") in ("function", "event", "error")
-                and (i.get("type"), i.get("name"), json.dumps(i.get("inputs", []), sort_keys=True)) not in keys]
+    abi = merged_abi(_abi(container), *(_abi(c) for c in extra))
     canonical = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
     return {"address": instance.address, "abi": abi, "abi_sha256": hashlib.sha256(canonical).hexdigest()}
 

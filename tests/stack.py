@@ -27,6 +27,7 @@ import httpx
 
 from web3 import HTTPProvider, Web3
 
+from tenzro_operator.chain import merged_abi
 from tenzro_operator.keys import anvil_account
 
 __all__ = ["ANVIL", "Anvil", "BUILD", "MIN_SYNCER_FEE_PER_ROUND", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN",
@@ -133,15 +134,6 @@ def build_artifacts() -> dict[str, Any]:
     return json.loads(BUILD.read_text())["contractTypes"]
 
 
-def registry_abi(registry: list, evidence: list) -> list:
-    """The registry's whole ABI: TrainingRegistry's plus the functions, events and errors of
-    RegistryEvidence (served at the registry's address by its fallback), without duplicates."""
-    seen = {(i.get("type"), i.get("name"), json.dumps(i.get("inputs", []), sort_keys=True)) for i in registry}
-    extra = [i for i in evidence if i.get("type") in ("function", "event", "error")
-             and (i.get("type"), i.get("name"), json.dumps(i.get("inputs", []), sort_keys=True)) not in seen]
-    return list(registry) + extra
-
-
 def _contract_record(address: str, abi: list) -> dict[str, Any]:
     canon = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
     return {"address": address, "abi": abi, "abi_sha256": hashlib.sha256(canon).hexdigest()}
@@ -191,7 +183,7 @@ def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_
     token = deploy("TenzroToken", INITIAL_SUPPLY)
     registry = deploy("TrainingRegistry", token, min_syncer_stake, syncer_timeout_s, min_syncer_fee_per_round)
     contracts["TrainingRegistry"] = _contract_record(
-        registry, registry_abi(types["TrainingRegistry"]["abi"], types["RegistryEvidence"]["abi"]))
+        registry, merged_abi(types["TrainingRegistry"]["abi"], types["RegistryEvidence"]["abi"]))
     verifier = deploy("ReceiptVerifier")
     w3.provider.make_request("anvil_setCode", [PRECOMPILE, "0x" + bytes(w3.eth.get_code(verifier)).hex()])
     deploy("RewardEscrow", PRECOMPILE)

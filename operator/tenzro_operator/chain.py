@@ -443,6 +443,22 @@ def _b32(v: Any) -> bytes:
 # ----------------------------------------------------------------------------- deployments
 
 
+def merged_abi(first: list, *more: list) -> list:
+    """One address's ABI from several contracts': every item of ``first``, then the functions,
+    events and errors of ``more`` that ``first`` lacks (the registry's own ABI plus RegistryEvidence's,
+    whose functions its fallback serves)."""
+    def key(item: dict) -> tuple:
+        return item.get("type"), item.get("name"), json.dumps(item.get("inputs", []), sort_keys=True)
+
+    out, seen = list(first), {key(i) for i in first}
+    for abi in more:
+        for item in abi:
+            if item.get("type") in ("function", "event", "error") and key(item) not in seen:
+                seen.add(key(item))
+                out.append(item)
+    return out
+
+
 @dataclass(frozen=True)
 class ContractRecord:
     name: str
