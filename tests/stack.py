@@ -31,7 +31,7 @@ from tenzro_operator.chain import merged_abi
 from tenzro_operator.keys import anvil_account
 
 __all__ = ["ANVIL", "Anvil", "BUILD", "MIN_SYNCER_FEE_PER_ROUND", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN",
-           "build_artifacts", "deploy_stack", "free_port", "fund", "rpc_answers"]
+           "build_artifacts", "deploy_stack", "free_port", "fund", "rpc_answers", "small_dataset"]
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / ".build/__local__.json"
@@ -201,3 +201,19 @@ def fund(rpc_url: str, deployments: Path, indices, amount: int) -> None:
     owner = ChainClient(rpc_url, deployments, anvil_account(0))
     for p in [owner.send("mint", anvil_account(i).address, amount, contract="TenzroToken") for i in indices]:
         owner.wait(p)
+
+
+_DATASETS: dict[int, Any] = {}
+
+
+def small_dataset(n_series: int = 4):
+    """A few real series of the default collection (200-800 points each, long enough for the demo
+    model's windows), the first ``n_series`` by id; cached per size."""
+    if n_series not in _DATASETS:
+        from tenzro_trainer.data.collection import default_collection
+
+        df = default_collection()
+        lengths = df.groupby("unique_id").size()
+        ids = sorted(u for u, n in lengths.items() if 200 <= n <= 800)[:n_series]
+        _DATASETS[n_series] = df[df["unique_id"].isin(ids)].reset_index(drop=True)
+    return _DATASETS[n_series].copy()

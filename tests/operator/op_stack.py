@@ -9,12 +9,11 @@ import json
 import os
 import time
 
-from stack import REPO, Anvil  # noqa: F401  (Anvil: re-exported for the operator tests)
+from stack import REPO, Anvil, small_dataset  # noqa: F401  (Anvil, small_dataset: re-exported for the operator tests)
 
 EXAMPLE_SPEC = REPO / "operator/examples/task_spec.json"
 PW_ENV = "TEST_TENZRO_PW"  # the variable the CLI tests keep keystore passwords in
 _counter = {"n": 0}
-_DATA: dict = {}
 
 
 def fresh_task_name(prefix: str = "test") -> str:
@@ -23,16 +22,6 @@ def fresh_task_name(prefix: str = "test") -> str:
     return f"{prefix}-{os.getpid()}-{_counter['n']}-{time.time_ns()}"
 
 
-def small_dataset(n_series: int = 4):
-    """A few real series of the default collection (long enough for the demo model's windows)."""
-    if "df" not in _DATA:
-        from tenzro_trainer.data.collection import default_collection
-
-        df = default_collection()
-        lengths = df.groupby("unique_id").size()
-        ids = sorted(u for u, n in lengths.items() if 200 <= n <= 800)[:n_series]
-        _DATA["df"] = df[df["unique_id"].isin(ids)].reset_index(drop=True)
-    return _DATA["df"].copy()
 
 
 def one_line_error(result) -> str:

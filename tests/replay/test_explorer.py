@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -20,7 +18,8 @@ import httpx
 import pytest
 
 import run_driver as drv
-from stack import REPO, free_port
+from explorer_proc import explorer_process
+from stack import free_port
 from tenzro_operator.explorer.server import Explorer, ExplorerServer
 from tenzro_operator.explorer.sources import ChainSource, SpecCache, SyncerRecords
 from tenzro_operator.ipfs import IpfsClient
@@ -39,27 +38,8 @@ def records(tmp_path_factory):
 @pytest.fixture(scope="module")
 def explorer(stack, records):
     """Base URL of a `tenzro explorer` process on a free port (stopped after the module)."""
-    port = free_port()
-    argv = [sys.executable, "-m", "tenzro_operator.cli", "explorer", "--port", str(port), "--rpc", stack.rpc_url,
-            "--deployments", str(stack.deployments), "--ipfs", stack.ipfs_url, "--syncer-rounds", str(records),
-            "--refresh", "3"]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                httpx.get(url + "/favicon.ico", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.communicate()[0]
-                assert time.monotonic() < deadline, "the explorer did not start"
-                time.sleep(0.2)
+    with explorer_process(stack, "--syncer-rounds", str(records), "--refresh", "3") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _get(url: str, path: str, status: int = 200) -> httpx.Response:

@@ -15,16 +15,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 import run_driver as drv
-from stack import REPO, free_port
+from explorer_proc import explorer_process
+from stack import REPO
 from tenzro_operator.units import format_tokens
 
 ROUNDS = 3
@@ -111,25 +110,8 @@ class Watcher:
 @pytest.fixture
 def live_explorer(stack):
     """Base URL of `tenzro explorer --refresh 1` on a free port."""
-    port = free_port()
-    argv = [sys.executable, "-m", "tenzro_operator.cli", "explorer", "--port", str(port), "--rpc", stack.rpc_url,
-            "--deployments", str(stack.deployments), "--ipfs", stack.ipfs_url, "--refresh", "1"]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                httpx.get(url + "/favicon.ico", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.communicate()[0]
-                assert time.monotonic() < deadline, "the explorer did not start"
-                time.sleep(0.2)
+    with explorer_process(stack, "--refresh", "1") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _finalized(snap: dict) -> int:

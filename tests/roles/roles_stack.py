@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from stack import TOKEN, deploy_stack, free_port, fund
+from stack import small_dataset as _small_dataset
 from tenzro_operator import devnet
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
@@ -76,19 +77,11 @@ def dev(tmp_path_factory) -> Iterator[Devnet]:
         yield d
 
 
-_DATA: dict[str, Any] = {}
 
 
 def small_dataset(n_series: int = 6):
-    """A few real series of the default collection (long enough for the demo model's windows)."""
-    if "df" not in _DATA:
-        from tenzro_trainer.data.collection import default_collection
-
-        df = default_collection()
-        lengths = df.groupby("unique_id").size()
-        ids = sorted(u for u, n in lengths.items() if 200 <= n <= 800)[:n_series]
-        _DATA["df"] = df[df["unique_id"].isin(ids)].reset_index(drop=True)
-    return _DATA["df"].copy()
+    """A few real series of the default collection (`stack.small_dataset`), 6 by default."""
+    return _small_dataset(n_series)
 
 
 _n = {"i": 0}
