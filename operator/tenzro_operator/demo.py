@@ -20,7 +20,8 @@ Steps, each printed as it happens:
    replay from IPFS; a RewardEscrow deposit bound to the run (task id, sponsor,
    spec hash, least accepted work) is released against it;
 6. a summary (per trainer: accepted, missed, reward, slashed, withdrawable;
-   held-out loss per round; the run's token accounting, which must balance to
+   held-out loss per round; the sealed model's zero-shot relative MASE
+   (:func:`tenzro_trainer.zeroshot.zero_shot_score`); the run's token accounting, which must balance to
    the atto-unit: pool + stakes + syncer stake in = rewards + refunds + syncer
    fees + dust + burned + syncer stake still registered out) is printed and
    written, with a loss-curve PNG.
@@ -58,6 +59,8 @@ from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.units import format_tokens
 from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.evaluate import HeldoutEvaluator
+from tenzro_trainer.models import build_model
+from tenzro_trainer.zeroshot import zero_shot_score
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD_ENV = "TENZRO_KEYSTORE_PASSWORD"
@@ -293,6 +296,14 @@ def round_weights(chain: ChainClient, ipfs: IpfsClient, runtime: TaskRuntime, ta
     return states
 
 
+def sealed_model_zero_shot(runtime: TaskRuntime, state: dict) -> dict:
+    """The sealed model's zero-shot quality (:func:`tenzro_trainer.zeroshot.zero_shot_score`: series no
+    training collection holds, relative to SeasonalNaive) for the summary."""
+    model = build_model(runtime.model_cfg)
+    model.load_state_dict(state)
+    return zero_shot_score(model)
+
+
 def plot_loss(rows: list[dict], path: Path, title: str) -> Path:
     import matplotlib
 
@@ -451,6 +462,7 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     for r, state in enumerate(round_weights(chain, ipfs, runtime, task_id, spec, from_block)):
         res = ev(state)
         curve.append({"round": r, "heldout_loss": res.loss, "mase": res.mase, "smape": res.smape})
+    zero_shot = sealed_model_zero_shot(runtime, state)
 
     run = chain.get_run(task_id)
     trainers = []
@@ -466,8 +478,8 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
                                                 "fees_tnzo": run.syncer_fees_accrued / TOKEN,
                                                 "fee_unclaimed_tnzo": chain.syncer_fee_of(task_id, run.syncer) / TOKEN},
                "accounting": {k: (v if isinstance(v, bool) else str(v)) for k, v in acct.items()},
-               "heldout": curve, "receipt": {"run_root": "0x" + receipt.run_root.hex(), "verifier_ok": on_chain_ok,
-                                             "replay_ok": report.ok},
+               "heldout": curve, "zero_shot": zero_shot,
+               "receipt": {"run_root": "0x" + receipt.run_root.hex(), "verifier_ok": on_chain_ok, "replay_ok": report.ok},
                "escrow_released_tnzo": paid / TOKEN, "wall_s": time.monotonic() - t_start, "settings": {
                    k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(s).items()}}
     _print_summary(summary)
@@ -498,6 +510,10 @@ def _print_summary(summary: dict) -> None:
     for row in summary["heldout"]:
         h.add_row(str(row["round"]), f"{row['heldout_loss']:.4f}", f"{row['mase']:.3f}", f"{row['smape']:.3f}")
     console.print(h)
+    z = summary["zero_shot"]
+    console.print(f"zero-shot relative MASE of the sealed model: {z['relative_mase']:.3f} (WQL {z['relative_wql']:.3f}; "
+                  f"{z['series']} series no training run has seen, {z['windows']} windows, vs SeasonalNaive = 1; "
+                  f"beats it on {z['beats_seasonal_naive']}/{z['series']} series)")
     a = {k: (v if isinstance(v, bool) else int(v)) for k, v in summary["accounting"].items()}
     t = Table(title="run token accounting (TNZO, exact in atto-units)")
     for col in ("in", "TNZO", "out", "TNZO "):

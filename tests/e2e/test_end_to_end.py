@@ -5,12 +5,19 @@ the run's outcome against the chain and IPFS, not against the demo's own summary
 """
 
 import hashlib
+import json
 
+import numpy as np
+import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from tenzro_operator.chain import ChainClient
-from tenzro_operator.demo import DemoSettings, run_demo
+from tenzro_operator.cli import cli
+from tenzro_operator.demo import DemoSettings, post_demo_task, run_demo
+from tenzro_operator.forecast_cli import export_model
 from tenzro_operator.ipfs import IpfsClient
+from tenzro_operator.task_runtime import WeightsError
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +34,24 @@ def _events(chain: ChainClient, summary: dict, name: str) -> list[dict]:
                           task_id=bytes.fromhex(summary["task_id"][2:]))
 
 
-def test_full_run_seals_verifies_and_conserves_tokens(deployed, tmp_path):
+@pytest.fixture(scope="module")
+def sealed(deployed, tmp_path_factory):
+    """(cfg, deployments, summary) of one demo run at test scale, sealed."""
     cfg, deployments = deployed
-    summary = run_demo(_settings(cfg, deployments, tmp_path))
+    return cfg, deployments, run_demo(_settings(cfg, deployments, tmp_path_factory.mktemp("demo")))
+
+
+def test_full_run_seals_verifies_and_conserves_tokens(sealed):
+    cfg, deployments, summary = sealed
     chain, ipfs = ChainClient(cfg.rpc_url, deployments), IpfsClient(cfg.ipfs_url)
     task_id = bytes.fromhex(summary["task_id"][2:])
 
     # Held-out loss of the global weights goes down over the run.
     curve = [r["heldout_loss"] for r in summary["heldout"]]
     assert len(curve) == 4 and curve[-1] < curve[0], curve
+    # ... and the summary scores the sealed model zero-shot, on series no run trained on
+    z = summary["zero_shot"]
+    assert z["series"] >= 30 and z["windows"] >= z["series"] and 0 < z["relative_mase"] < 100
 
     # The bytes behind every accepted CID hash to what is on-chain.
     submitted = {(e["args"]["round"], e["args"]["fragment"], e["args"]["trainer"].lower()): e["args"]
@@ -102,3 +118,72 @@ def test_trainer_killed_mid_run_is_counted_missed_and_run_seals(deployed, tmp_pa
     assert rows["trainer-2"]["accepted"] < rows["trainer-0"]["accepted"]
     assert summary["receipt"]["verifier_ok"] and summary["receipt"]["replay_ok"]
     assert summary["accounting"]["conserved"] is True  # an eviction's slash is burned, and counted
+
+
+class _CorruptingIpfs(IpfsClient):
+    """A node that serves the files `targets` names with one bit flipped (a hostile or broken gateway)."""
+
+    def __init__(self, url: str, targets: set[str]):
+        super().__init__(url)
+        self.targets = targets
+
+    def cat(self, cid, *args, **kw):
+        data = super().cat(cid, *args, **kw)
+        if cid not in self.targets:
+            return data
+        flipped = bytearray(data)
+        flipped[len(flipped) // 2] ^= 1
+        return bytes(flipped)
+
+
+def test_export_model_and_forecast_on_the_sealed_run(sealed, tmp_path):
+    """`tenzro train export-model` and `tenzro forecast --task-id` against the sealed devnet run:
+    the exported weights are the receipt's, the forecast is long format with the asked quantiles,
+    and a missing run, an unsealed run and weights that do not match the receipt are one-line errors."""
+    cfg, deployments, summary = sealed
+    conn = ["--rpc", cfg.rpc_url, "--ipfs", cfg.ipfs_url, "--deployments", str(deployments)]
+    runner = CliRunner()
+    chain = ChainClient(cfg.rpc_url, deployments)
+    task_id = bytes.fromhex(summary["task_id"][2:])
+
+    out = tmp_path / "model"
+    res = runner.invoke(cli, ["train", "export-model", "--task-id", summary["task_id"], "--out", str(out),
+                              "--format", "json", *conn])
+    assert res.exit_code == 0, res.output
+    meta = json.loads(res.output)
+    assert meta["provenance"]["final_model_hash"] == "0x" + bytes(chain.get_receipt(task_id).final_model_hash).hex()
+    assert (out / "model.safetensors").stat().st_size > 1000
+
+    t = np.arange(300)
+    hist = pd.DataFrame({"unique_id": "load", "ds": pd.date_range("2025-01-01", periods=300, freq="h"),
+                         "y": 50 + 10 * np.sin(2 * np.pi * t / 24)})
+    csv = tmp_path / "history.csv"
+    hist.to_csv(csv, index=False)
+    fc_path = tmp_path / "fc.csv"
+    res = runner.invoke(cli, ["forecast", "--task-id", summary["task_id"], "--input", str(csv), "--h", "24",
+                              "--quantiles", "0.1,0.5,0.9", "--output", str(fc_path), *conn])
+    assert res.exit_code == 0, res.output
+    fc = pd.read_csv(fc_path, parse_dates=["ds"])
+    assert list(fc.columns) == ["unique_id", "ds", "yhat", "q-0.1", "q-0.5", "q-0.9"] and len(fc) == 24
+    assert fc["ds"].iloc[0] == pd.Timestamp("2025-01-01") + pd.Timedelta(hours=300)
+    assert (fc["q-0.1"] <= fc["q-0.9"]).all() and fc["yhat"].between(20, 80).all()
+    # the same forecast from the exported directory: --task-id fetched the same, checked weights
+    res = runner.invoke(cli, ["forecast", "--model", str(out), "--input", str(csv), "--h", "24",
+                              "--quantiles", "0.1,0.5,0.9", *conn])
+    assert res.exit_code == 0 and res.output.strip().splitlines()[1:] == fc_path.read_text().strip().splitlines()[1:]
+
+    # errors: unknown run, a run that is not sealed, too short a history, weights not the receipt's
+    res = runner.invoke(cli, ["forecast", "--task-id", "0x" + "ab" * 32, "--input", str(csv), "--h", "4", *conn])
+    assert res.exit_code == 1 and "no run with task id" in res.output and "Traceback" not in res.output
+    posted = post_demo_task(_settings(cfg, deployments, tmp_path / "unsealed"))
+    res = runner.invoke(cli, ["train", "export-model", "--task-id", "0x" + posted.task_id.hex(),
+                              "--out", str(tmp_path / "m2"), *conn])
+    assert res.exit_code == 1 and "not SEALED" in res.output and "Traceback" not in res.output
+    short = tmp_path / "short.csv"
+    hist.head(4).to_csv(short, index=False)
+    res = runner.invoke(cli, ["forecast", "--task-id", summary["task_id"], "--input", str(short), "--h", "4", *conn])
+    assert res.exit_code == 1 and "observed points" in res.output
+    final_cids = {cid for e in _events(chain, summary, "RoundFinalized") for cid in e["args"]["commit"]["fragmentCids"]}
+    with pytest.raises(WeightsError, match="do not match the receipt's final model hash"):
+        export_model(chain, _CorruptingIpfs(cfg.ipfs_url, final_cids), task_id, tmp_path / "m3")
+    assert not (tmp_path / "m3" / "model.safetensors").exists()

@@ -177,6 +177,29 @@ def relative_summary(scores: MethodScores, baseline: MethodScores, uids: Sequenc
     return out
 
 
+
+def zero_shot_score(model, max_windows: int = 3) -> dict:
+    """A trained model's zero-shot quality in one figure: its geometric-mean MASE and WQL relative to
+    SeasonalNaive on the zero-shot collection, up to ``max_windows`` rolling windows per series
+    (3: a few seconds on a CPU; the benchmark uses 10).
+
+    Args:
+        model: a :class:`~tenzro_trainer.models.PatchForecaster` with its weights loaded.
+
+    Returns:
+        ``{"relative_mase", "relative_wql", "series", "windows", "beats_seasonal_naive"}``; the last
+        is the number of series whose MASE is below SeasonalNaive's.
+    """
+    from tenzro_trainer.forecast import model_forecaster
+
+    tasks = zero_shot_tasks(max_windows=max_windows)
+    mine = evaluate_forecaster(tasks, model_forecaster(model))
+    snaive = evaluate_forecaster(tasks, statsforecast_forecaster("SeasonalNaive"), "SeasonalNaive")
+    rel = relative_summary(mine, snaive)
+    wins = sum(mine.per_series[t.unique_id]["mase"] < snaive.per_series[t.unique_id]["mase"] for t in tasks)
+    return {"relative_mase": rel["mase"], "relative_wql": rel["wql"], "series": len(tasks),
+            "windows": sum(len(t.origins) for t in tasks), "beats_seasonal_naive": wins}
+
 # --- statistical baselines -------------------------------------------------------------------
 
 def _sf_model(name: str, season: int, n: int):
@@ -241,4 +264,4 @@ def statsforecast_forecaster(name: str, history: int = 512, arima_seasonal_histo
 
 __all__ = ["BASELINES", "Forecaster", "MethodScores", "QUANTILES", "ZeroShotTask", "evaluate_forecaster",
            "geometric_mean", "pinball", "relative_summary", "score_task", "statsforecast_forecaster",
-           "window_origins", "zero_shot_tasks"]
+           "window_origins", "zero_shot_score", "zero_shot_tasks"]
