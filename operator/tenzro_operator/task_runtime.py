@@ -164,8 +164,10 @@ class TaskRuntime:
     # ------------------------------------------------------------------- data
 
     def split(self, df: pd.DataFrame) -> Split:
-        """Train / held-out split by time of the task's dataset (last windows held out)."""
-        return train_heldout_split(df, self.model_cfg.context_len, self.model_cfg.horizon, HELDOUT_FRAC)
+        """Train / held-out split by time of the task's dataset (last windows held out); a masked model
+        (``min_context`` below its context) also trains on left-padded short series, as in the simulator."""
+        return train_heldout_split(df, self.model_cfg.context_len, self.model_cfg.horizon, HELDOUT_FRAC,
+                                   min_context=self.model_cfg.effective_min_context)
 
     @staticmethod
     def shard_ids(split: Split, protocol: ProtocolParams, shard: int) -> list[str]:
