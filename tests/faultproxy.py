@@ -10,7 +10,14 @@ Rules match a request (its path and, for JSON-RPC, its ``method``) and fire ``ti
 * ``status``: answer this HTTP status (e.g. 429) without forwarding;
 * ``delay``: wait ``seconds`` before forwarding;
 * ``trickle``: forward, then send the answer ``chunk`` bytes at a time, ``seconds`` apart;
-* ``rewrite``: forward, then pass the decoded JSON answer through ``fn(request, answer)``.
+* ``rewrite``: forward, then pass the decoded JSON answer through ``fn(request, answer)``;
+* ``lag``: answer as a node ``blocks`` blocks behind the real head would (a stale backend behind
+  a load balancer): ``eth_blockNumber`` is that much lower, a block above it is ``null`` by
+  number and "unknown block" by hash in ``eth_getLogs``, a ranged ``eth_getLogs`` silently stops
+  at it (what geth and anvil do with a ``toBlock`` past their head); other methods pass.
+
+``probability`` makes a rule fire on only that share of the matching requests (seeded: the same
+test sees the same faults).
 
 Usage::
 
@@ -22,6 +29,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import random
 import socket
 import threading
 import time
@@ -36,7 +44,7 @@ __all__ = ["FaultProxy", "Rule"]
 
 @dataclass
 class Rule:
-    action: str  # drop | status | delay | trickle | rewrite
+    action: str  # drop | status | delay | trickle | rewrite | lag
     method: str | None = None  # JSON-RPC method to match (None: any)
     path: str | None = None  # URL path prefix to match (None: any)
     times: int | None = 1  # how often it fires (None: always)
@@ -44,6 +52,8 @@ class Rule:
     seconds: float = 0.0
     chunk: int = 1
     fn: Callable[[dict, Any], Any] | None = None
+    blocks: int = 3  # lag: how far behind the head
+    probability: float = 1.0
     fired: int = 0
 
     def matches(self, path: str, rpc_method: str | None) -> bool:
@@ -62,10 +72,12 @@ class FaultProxy:
     upstream: str
     rules: list[Rule] = field(default_factory=list)
     log: list[tuple[str, str | None, str]] = field(default_factory=list)
+    seed: int = 0
 
     def __post_init__(self) -> None:
         self.upstream = self.upstream.rstrip("/")
         self._lock = threading.Lock()
+        self._rng = random.Random(self.seed)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -116,6 +128,8 @@ class FaultProxy:
         with self._lock:
             for rule in self.rules:
                 if rule.matches(path, rpc_method):
+                    if rule.probability < 1.0 and self._rng.random() >= rule.probability:
+                        continue
                     rule.fired += 1
                     return rule
         return None
@@ -137,6 +151,11 @@ class FaultProxy:
             return
         if rule is not None and rule.action == "delay":
             time.sleep(rule.seconds)
+        if rule is not None and rule.action == "lag" and isinstance(request, dict):
+            answer = self._lagged(request, rule.blocks)
+            if answer is not None:
+                self._reply(h, 200, {"Content-Type": "application/json"}, json.dumps(answer).encode())
+                return
         headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "content-length", "connection")}
         try:
             resp = self._http.post(self.upstream + h.path, content=body, headers=headers)
@@ -165,6 +184,42 @@ class FaultProxy:
                 pass
             return
         self._reply(h, resp.status_code, out_headers, content)
+
+    def _upstream(self, method: str, params: list) -> Any:
+        r = self._http.post(self.upstream, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        return r.json().get("result")
+
+    def _lagged(self, request: dict, blocks: int) -> dict | None:
+        """The answer of a node ``blocks`` behind the head to ``request``; None: forward it as is."""
+        method, params = request.get("method"), list(request.get("params") or [])
+        head = int(self._upstream("eth_blockNumber", []), 16) - blocks
+        ok = lambda result: {"jsonrpc": "2.0", "id": request.get("id"), "result": result}  # noqa: E731
+        if method == "eth_blockNumber":
+            return ok(hex(max(0, head)))
+        if method == "eth_getBlockByNumber" and params:
+            tag = params[0]
+            n = head if tag in ("latest", "pending", "safe", "finalized") else int(tag, 16) if tag.startswith("0x") \
+                else None
+            if n is None:
+                return None
+            return ok(None if n > head else self._upstream(method, [hex(n), *params[1:]]))
+        if method == "eth_getLogs" and params and isinstance(params[0], dict):
+            flt = dict(params[0])
+            if "blockHash" in flt:
+                blk = self._upstream("eth_getBlockByHash", [flt["blockHash"], False])
+                if blk is None or int(blk["number"], 16) > head:
+                    return {"jsonrpc": "2.0", "id": request.get("id"),
+                            "error": {"code": -32000, "message": "unknown block"}}
+                return None
+            to = flt.get("toBlock", "latest")
+            to_n = head if not str(to).startswith("0x") else min(int(to, 16), head)
+            frm = flt.get("fromBlock", "latest")
+            frm_n = head if not str(frm).startswith("0x") else int(frm, 16)
+            if frm_n > to_n:
+                return ok([])
+            flt["fromBlock"], flt["toBlock"] = hex(frm_n), hex(to_n)
+            return ok(self._upstream(method, [flt]))
+        return None
 
     @staticmethod
     def _reply(h: BaseHTTPRequestHandler, status: int, headers: dict[str, str], content: bytes) -> None:

@@ -45,6 +45,7 @@ from eth_utils import keccak, to_checksum_address
 from eth_utils.abi import abi_to_signature, get_abi_input_types
 from web3 import HTTPProvider, Web3
 from web3.exceptions import (
+    BlockNotFound,
     ContractLogicError,
     TimeExhausted,
     TransactionNotFound,
@@ -99,6 +100,7 @@ ELECTION_WINDOW_BLOCKS = 256  # TrainingRegistry.ELECTION_WINDOW_BLOCKS: blocks 
 CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)
 _TRANSIENT_RPC = re.compile(r"rate limit|too many requests|busy|timeout|timed out|header not found|"
                             r"try again|temporarily unavailable|limit exceeded", re.I)
+_UNKNOWN_BLOCK = re.compile(r"unknown block|block not found|not found block|missing block", re.I)
 FEE_BUMP = (9, 8)  # a replacement pays 9/8 of the fees it replaces (12.5 %; nodes require >= 10 %)
 _NONCE_ERROR = re.compile(r"nonce too (low|high)|already known|replacement transaction underpriced|"
                           r"invalid nonce|known transaction", re.I)
@@ -824,6 +826,23 @@ class ChainClient:
         b = self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))
         return "0x" + bytes(b["hash"]).hex()
 
+    def block_header(self, block: int | str) -> dict[str, Any] | None:
+        """``{"number", "hash", "parent_hash", "bloom", "timestamp"}`` of a block (hashes 0x-hex,
+        ``bloom`` the ``logsBloom`` as an int, ``timestamp`` unix seconds), or None when this node
+        does not have it (it lags behind the block, or a reorg removed it).
+
+        Raises:
+            RpcUnavailable: the node does not answer (after the retries).
+        """
+        try:
+            b = self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))
+        except BlockNotFound:
+            return None
+        return {"number": int(b["number"]), "hash": "0x" + bytes(b["hash"]).hex(),
+                "timestamp": int(b["timestamp"]),
+                "parent_hash": "0x" + bytes(b["parentHash"]).hex(),
+                "bloom": int.from_bytes(bytes(b["logsBloom"]), "big")}
+
     def block_timestamp(self, block: int | str = "latest") -> int:
         """Timestamp (unix seconds) of a block."""
         return int(self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))["timestamp"])
@@ -839,7 +858,8 @@ class ChainClient:
         lo, hi = self.deployment.deploy_block, self.block_number() + 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.block_timestamp(mid) >= timestamp:
+            header = self.block_header(mid)  # None: a lagging node lacks it; searching earlier is safe
+            if header is None or header["timestamp"] >= timestamp:
                 hi = mid
             else:
                 lo = mid + 1
@@ -1170,24 +1190,62 @@ class ChainClient:
 
         Returns dicts ``{"event", "args", "block_number", "tx_hash", "log_index"}`` in chain order.
         """
-        topic0 = [("0x" + self.event_topic(n, contract).hex()) for n in event_names] if event_names else None
-        topics: list[Any] = [topic0] if topic0 else [None]
-        if task_id is not None:
-            topics.append("0x" + _b32(task_id).hex())
+        base = self._log_filter(event_names, contract, task_id)
         out = []
         start = max(0, from_block)
         while start <= to_block:
             end = min(to_block, start + max(1, max_range) - 1)
-            flt = {"address": self.deployment.contracts[contract].address, "fromBlock": start, "toBlock": end,
-                   "topics": topics if (topic0 or task_id is not None) else []}
-            raw = self._rpc("eth_getLogs", lambda f=flt: self.w3.eth.get_logs(f))
-            for lg in raw:
-                d = self.decode_log(lg)
-                if d is None:
-                    continue
-                out.append({"event": d[0], "args": d[1], "block_number": lg["blockNumber"],
-                            "tx_hash": "0x" + bytes(lg["transactionHash"]).hex(), "log_index": lg["logIndex"]})
+            flt = {**base, "fromBlock": start, "toBlock": end}
+            out += self._decoded_logs(self._rpc("eth_getLogs", lambda f=flt: self.w3.eth.get_logs(f)))
             start = end + 1
+        return out
+
+    def get_logs_at(self, block_hash: str, event_names: Sequence[str] | None = None, contract: str = REGISTRY,
+                    task_id: bytes | None = None) -> list[dict[str, Any]] | None:
+        """``eth_getLogs`` of the one block with hash ``block_hash`` (EIP-234 ``blockHash`` filter),
+        same filters and result shape as `get_logs`. A node that does not know the block answers an
+        error instead of an empty list, so a lagging node, or a block a reorg removed, can not pass
+        for a block without events: then None.
+
+        Raises:
+            RpcUnavailable: the node does not answer (after the retries).
+        """
+        flt = {**self._log_filter(event_names, contract, task_id), "blockHash": block_hash}
+        try:
+            raw = self._rpc("eth_getLogs", lambda: self.w3.eth.get_logs(flt))
+        except Web3RPCError as exc:
+            if _UNKNOWN_BLOCK.search(str(exc)):
+                return None
+            raise
+        return self._decoded_logs(raw)
+
+    def log_bloom_items(self, event_names: Sequence[str] | None = None, contract: str = REGISTRY,
+                        task_id: bytes | None = None) -> list[bytes]:
+        """What a block's ``logsBloom`` must contain for it to hold a log `get_logs` with these
+        filters would return: the contract's address and the task id topic (event topics are
+        alternatives, so they are left out)."""
+        items = [bytes.fromhex(self.deployment.contracts[contract].address[2:])]
+        if task_id is not None:
+            items.append(_b32(task_id))
+        return items
+
+    def _log_filter(self, event_names: Sequence[str] | None, contract: str, task_id: bytes | None) -> dict:
+        topic0 = [("0x" + self.event_topic(n, contract).hex()) for n in event_names] if event_names else None
+        topics: list[Any] = [topic0] if topic0 else [None]
+        if task_id is not None:
+            topics.append("0x" + _b32(task_id).hex())
+        return {"address": self.deployment.contracts[contract].address,
+                "topics": topics if (topic0 or task_id is not None) else []}
+
+    def _decoded_logs(self, raw: Iterable[Any]) -> list[dict[str, Any]]:
+        out = []
+        for lg in raw:
+            d = self.decode_log(lg)
+            if d is None:
+                continue
+            out.append({"event": d[0], "args": d[1], "block_number": lg["blockNumber"],
+                        "block_hash": "0x" + bytes(lg["blockHash"]).hex(),
+                        "tx_hash": "0x" + bytes(lg["transactionHash"]).hex(), "log_index": lg["logIndex"]})
         return out
 
     # -- token ----------------------------------------------------------------------------

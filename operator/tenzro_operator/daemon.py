@@ -34,7 +34,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -45,6 +44,7 @@ import torch
 
 from tenzro_operator.chain import RunStatus, RunView
 from tenzro_operator.errors import ChainRevert, IpfsError, ServiceUnavailable, TenzroError, TxFailed
+from tenzro_operator.events import atomic_write_bytes  # re-exported: the one durable write
 from tenzro_operator.logs import set_log_context
 from tenzro_operator.spec import task_id_bytes32
 
@@ -63,18 +63,6 @@ class StopRequested(Exception):
 
 
 # ----------------------------------------------------------------------------- atomic files
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file + ``os.replace`` (never half-written)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f"{p.name}.tmp{os.getpid()}.{threading.get_ident()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> None:

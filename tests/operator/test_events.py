@@ -41,7 +41,7 @@ def test_checkpoint_resume_exactly_once(fresh_stack, tmp_path):
     assert w.poll_once() >= 3
     assert seen == [1, 2, 3]
     doc = json.loads(ckpt.read_text())
-    assert doc["last_block"] == c.block_number()
+    assert doc["next_block"] == c.block_number() + 1 and doc["extra"] == {}
     # A new watcher (a restarted daemon) resumes from the file: nothing twice, new events once.
     approvals(c, [4])
     seen2: list[int] = []

@@ -224,10 +224,11 @@ def test_syncer_restarts_resume_without_losing_submissions(dev, runner, tmp_path
     b = syncer_daemon(dev, tid, sdir, exit_after_rounds=1)
     assert b.run() == 0
     assert b.history[0]["round"] == 1 and b.history[0]["accepted"] == 4  # nothing lost
-    # B scanned the chain from A's saved cursor (round 0's finalize), not from the deploy block
-    cursor = int(re.search(r"restored outer state after round 0 .* \(events from block (\d+)\)", caplog.text)[1])
+    # B read round 1's submissions from the block round 1 opened in (round 0's finalize), not
+    # from the deploy block
+    start = int(re.search(r"round 1: reading submissions from block (\d+)", caplog.text)[1])
     round0_block = _events(client, tid, "RoundFinalized")[0]["block_number"]
-    assert dev.client().deployment.deploy_block < cursor <= round0_block
+    assert dev.client().deployment.deploy_block < start <= round0_block
     state_files = list(sdir.glob("syncer-*.pt"))
     assert len(state_files) == 1
     state_files[0].unlink()

@@ -3,7 +3,8 @@
 Anyone may challenge a trainer's submission to open one chunk of its signed commitment within the
 task's ``challengeSeconds``; an unanswered challenge is expired into a slash (5 % of the remaining
 stake, the challenger's bond back plus a 10 % bounty). An honest trainer answers every challenge
-against it: it reads the ``AvailabilityChallenged`` events of the run, fetches its own payload from
+against it: the trainer's event cursor (`tenzro_operator.events.EventCursor`) hands it the
+``AvailabilityChallenged`` events against it (`note`); it fetches its own payload from
 IPFS by the CID it submitted, rebuilds the chunk commitment and posts the opening with
 ``answerAvailability`` (the challenger's bond becomes the trainer's). Challenges can arrive until
 the seal, so the trainer keeps answering after the last round while any is pending.
@@ -35,7 +36,8 @@ class ChallengeAnswerer:
         chain: a `ChainClient` with the trainer's account (it sends ``answerAvailability``).
         ipfs: the trainer's IPFS node (which pinned its payloads).
         task_id: the run (bytes32).
-        from_block: the first block that can hold an event of the run.
+        from_block: the first block that can hold an event of the run (where its own
+            submissions are looked up).
     """
 
     chain: ChainClient
@@ -49,23 +51,24 @@ class ChallengeAnswerer:
     def __post_init__(self) -> None:
         self._run_start = self.from_block
 
+    @property
+    def open(self) -> list[tuple[int, int]]:
+        """``(round, fragment)`` of the challenges noted and not yet answered or found closed."""
+        return sorted(self._open)
+
+    def note(self, round_: int, fragment: int) -> None:
+        """A challenge against this trainer's submission of (round, fragment) was read."""
+        self._open.add((round_, fragment))
+
     def poll(self) -> int:
-        """Read new challenges against this trainer and answer every one still pending. Returns the
-        number answered in this call. A payload this trainer can no longer produce (lost from
-        IPFS, or not the vector it committed to) is logged and left to expire: nothing else can
-        answer it.
+        """Answer every noted challenge still pending. Returns the number answered in this call. A
+        payload this trainer can no longer produce (lost from IPFS, or not the vector it committed
+        to) is logged and left to expire: nothing else can answer it.
 
         Raises:
             ChainError / IpfsUnavailable: the RPC or IPFS node is down (the caller retries).
         """
         me = self.chain.address
-        head = self.chain.block_number()
-        if head >= self.from_block:
-            for ev in self.chain.get_logs(self.from_block, head, ["AvailabilityChallenged"], task_id=self.task_id):
-                a = ev["args"]
-                if a["trainer"] == me:
-                    self._open.add((int(a["round"]), int(a["fragment"])))
-            self.from_block = head + 1
         done = 0
         for r, f in sorted(self._open):
             self._open.discard((r, f))
@@ -96,8 +99,9 @@ class ChallengeAnswerer:
     def _opening(self, r: int, f: int, chunk: int, root: bytes, sumsq: int) -> ChunkOpening | None:
         """The opening of chunk ``chunk`` of this trainer's committed payload of (r, f), or None."""
         posted = self._submitted(r, f)
-        if posted is None:
-            log.error("no submission of round %d fragment %d by this trainer: cannot answer", r, f)
+        if posted is None:  # a lagging node: the challenge is on-chain, so the submission is too
+            log.warning("submission of round %d fragment %d not found on this node yet: answering later", r, f)
+            self._open.add((r, f))
             return None
         cid, payload_hash = posted
         try:

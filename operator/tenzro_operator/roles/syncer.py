@@ -84,6 +84,7 @@ from tenzro_operator.errors import (
     IpfsUnavailable,
     TenzroError,
 )
+from tenzro_operator.events import EventCursor
 from tenzro_operator.evidence import bits_to_f32, non_finite_opening, norm_outliers
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics, task_label
@@ -123,7 +124,9 @@ class SyncerDaemonConfig(SyncerConfig):
     (default 5), ``discover_timeout_s`` (default 600), ``exit_after_rounds`` (testing: return
     after finalizing this many rounds in this process, as if stopped), ``fetch_workers`` (payloads
     fetched at once, default 8), ``confirmations`` (blocks a submission must be buried under
-    before it is read; the event cursor never passes the last block read, default 0).
+    before it is read, default 0), ``reorg_tail_blocks`` (how deep below the head blocks are read
+    one by one with their hashes checked: the deepest reorg and the largest node lag survived,
+    default 64; `tenzro_operator.events.EventCursor`).
     """
 
     straggler_wait_s: float = Field(default=2.0, ge=0)
@@ -136,6 +139,7 @@ class SyncerDaemonConfig(SyncerConfig):
     exit_after_rounds: int | None = Field(default=None, ge=1)
     fetch_workers: int = Field(default=8, ge=1)
     confirmations: int = Field(default=0, ge=0)
+    reorg_tail_blocks: int = Field(default=64, ge=2)
 
 
 @dataclass
@@ -145,6 +149,7 @@ class _Sub:
     fragment: int
     trainer: str  # checksummed
     signed: SignedPayload  # the trainer's signed commitment, from the event
+    block: int = 0  # the block of its GradientSubmitted event
     reason: str | None = None  # None = structurally valid
     detail: str = ""
     tensors: dict[str, torch.Tensor] | None = None
@@ -197,7 +202,7 @@ class SyncerDaemon(Daemon):
     outers: list[OuterOptimizer]  # one per fragment
     last_finalized: int  # round finalized last (-1: none)
     _run_start: int  # first block that can hold an event of the run (`ChainClient.run_start_block`)
-    _scan_from: int  # first block of the next GradientSubmitted scan
+    cursor: EventCursor | None  # GradientSubmitted of the run (positioned at the open round's first block)
     _round: _RoundState | None
     _eval: HeldoutEvaluator | None
     _last_loss: float | None  # held-out loss of the weights finalized last
@@ -278,9 +283,10 @@ class SyncerDaemon(Daemon):
     def reset_run(self) -> None:
         """Forget the previous run: spec, layout, outer optimizers, rounds, event cursor, evaluator."""
         self.task_id = self.spec = self.runtime = self._round = self._eval = self._last_loss = None
+        self.cursor = None
         self.outers = []
         self.last_finalized = -1
-        self._run_start = self._scan_from = self.chain.deployment.deploy_block
+        self._run_start = self.chain.deployment.deploy_block
 
     def _candidates(self) -> list[bytes]:
         """Unsealed runs this account should serve: its syncer is this account or unset, or the
@@ -443,7 +449,11 @@ class SyncerDaemon(Daemon):
         evaluating."""
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec, max_params=self.config.max_model_params)
-        self._run_start = self._scan_from = self.chain.run_start_block(run)
+        self._run_start = self.chain.run_start_block(run)
+        self.cursor = EventCursor(self.chain, ["GradientSubmitted"], task_id=self.task_id, start_block=self._run_start,
+                                  confirmations=int(self.opt("confirmations", 0)),
+                                  tail_blocks=int(self.opt("reorg_tail_blocks", 64)),
+                                  path=self.data_dir / f"syncer-{self.task_id.hex()}.cursor.json")
         self.rule = build_rule(self.spec.aggregation_name, self.spec.aggregation_params)
         self.outer_cfg = outer_config(self.spec)
         cfg_lr, cfg_mom = self.config.outer_lr, self.config.outer_momentum
@@ -474,19 +484,22 @@ class SyncerDaemon(Daemon):
     # ------------------------------------------------------------------ state
 
     def persist(self) -> None:
-        """Save the round finalized last, the outer optimizers and the event cursor (atomic tmp +
-        rename). The cursor is at or before the block of the last finalize transaction, so every
-        submission of the next round lies after it."""
+        """Save the round finalized last and the outer optimizers (atomic, fsynced). The event
+        cursor has a file of its own (`EventCursor.save`); a restarted syncer reads the open
+        round's submissions again from the block the round opened in."""
         atomic_torch_save({"task": "0x" + self.task_id.hex(), "round": self.last_finalized,
-                           "outers": [copy.deepcopy(o.state_dict()) for o in self.outers],
-                           "scan_from": self._scan_from}, self.state_path)
+                           "outers": [copy.deepcopy(o.state_dict()) for o in self.outers]}, self.state_path)
 
     def restore(self) -> None:
         """Bring the outer optimizers to the chain's open round (see the module docstring).
 
+        A saved state ahead of the chain (a reorg dropped a finalize this syncer saved, or the
+        transaction never made it) is not trusted: the rounds are rebuilt from the transcripts the
+        chain does hold, and the dropped round is finalized again.
+
         Raises:
-            TenzroError: the saved state is ahead of the chain, or a rebuilt round does not match
-                its committed weights.
+            TenzroError: a finalized round without its event, or a rebuilt round that does not
+                match its committed weights.
         """
         run = self.chain.get_run(self.task_id)
         done = run.current_round - 1 if run.status == RunStatus.TRAINING else run.max_rounds - 1
@@ -498,17 +511,16 @@ class SyncerDaemon(Daemon):
                     break
                 saved = None
         if saved is not None and saved["round"] > done:
-            raise TenzroError(f"syncer state {self.state_path} is at round {saved['round']} but the chain has "
-                              f"finalized only up to round {done}: the chain was reset? move the file away")
-        # the event scan restarts at the saved cursor, else where the run was posted (a long chain
-        # is not rescanned from the deploy block); never later than where it was
-        self._scan_from = self._run_start
+            self.chain.resync_nonce()  # the dropped finalize's nonce is free again
+            log.warning("syncer state %s is at round %d but the chain has finalized only up to round %d (a reorg "
+                        "dropped a finalize, or it never landed): rebuilding from the chain's transcripts and "
+                        "finalizing again", self.state_path, saved["round"], done)
+            saved = None
+        self._round = None  # the open round's submissions are read again from the chain
         if saved is not None:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in saved["outers"]]
             self.last_finalized = int(saved["round"])
-            self._scan_from = int(saved.get("scan_from", self._scan_from))
-            log.info("restored outer state after round %d from %s (events from block %d)", self.last_finalized,
-                     self.state_path, self._scan_from)
+            log.info("restored outer state after round %d from %s", self.last_finalized, self.state_path)
         else:
             state, _ = initial_weights(self.ipfs, self.spec, self.runtime, run.initial_weights_root)
             self.outers = [OuterOptimizer(fragment_state(state, names), self.outer_cfg)
@@ -585,9 +597,10 @@ class SyncerDaemon(Daemon):
         if r - 1 != self.last_finalized:  # finalized elsewhere or by a previous life: catch up
             self.restore()
         if self._round is None or self._round.round != r:
-            self._round = _RoundState(r)
-            self.metrics.round.labels(task=task_label(self.task_id)).set(r)
+            self._open_round(run)
         self.collect(run)
+        if self._round is None:  # a reorg: read the run again first
+            return "next"
         if self.ready(run):
             if self.finalize(run):
                 if self.opt("exit_after_rounds", None) and self.finalized_here >= self.opt("exit_after_rounds", None):
@@ -598,25 +611,50 @@ class SyncerDaemon(Daemon):
         self.sleep(self.poll_s)
         return "next"
 
+    def _open_round(self, run: RunView) -> None:
+        """Start the round state of the chain's open round, its submissions read from the block the
+        round opened in (`ChainClient.first_block_at` its ``round_opened_at``: early, never late)."""
+        self._round = _RoundState(run.current_round)
+        self.metrics.round.labels(task=task_label(self.task_id)).set(run.current_round)
+        start = max(self._run_start, self.chain.first_block_at(run.round_opened_at))
+        log.info("round %d: reading submissions from block %d", run.current_round, start)
+        if self.cursor.next_block > start:
+            self.cursor.rewind(start)
+        else:  # nothing of this round lies before the block it opened in
+            self.cursor.seek(start)
+
     def collect(self, run: RunView) -> None:
-        """Read new ``GradientSubmitted`` events of the open round, validate each new one, and
-        report the invalid ones (retried on the next poll if a report failed)."""
+        """Read new ``GradientSubmitted`` events of the open round (`EventCursor`: verified against
+        a lagging node, rewound on a reorg), validate each new one, and report the invalid ones
+        (retried on the next poll if a report failed). After a reorg the round's submissions are
+        read again from the chain and every report redone where it is missing."""
         rs = self._round
-        head = self.chain.block_number() - int(self.opt("confirmations", 0))
-        if head >= self._scan_from:
-            events = self.chain.get_logs(self._scan_from, head, ["GradientSubmitted"], task_id=self.task_id)
-            new: list[_Sub] = []
-            for ev in events:
-                a = ev["args"]
-                if int(a["round"]) != rs.round:
-                    continue
-                sub = _Sub(int(a["fragment"]), a["trainer"], SignedPayload.from_event(a))
-                if (sub.fragment, sub.key) in rs.subs or any((s.fragment, s.key) == (sub.fragment, sub.key)
-                                                            for s in new):
-                    continue
-                new.append(sub)
-            self.validate_all(new, run)  # an IPFS outage raises here: the cursor stays, the rest is read again
-            self._scan_from = head + 1
+        batch = self.cursor.poll()
+        if batch.reorg_from is not None:  # the next step reads the run again and the round from its start
+            log.warning("reorg from block %d: reading the open round and its submissions again from the chain",
+                        batch.reorg_from)
+            self._round = None
+            self.chain.resync_nonce()  # transactions of ours may have gone with the replaced blocks
+            self.cursor.save()
+            return
+        new: list[_Sub] = []
+        for ev in batch.events:
+            a = ev["args"]
+            if int(a["round"]) != rs.round:
+                continue
+            sub = _Sub(int(a["fragment"]), a["trainer"], SignedPayload.from_event(a), block=int(ev["block_number"]))
+            if (sub.fragment, sub.key) in rs.subs or any((s.fragment, s.key) == (sub.fragment, sub.key) for s in new):
+                continue
+            new.append(sub)
+        try:
+            self.validate_all(new, run)
+        except BaseException:  # an IPFS outage, a stop: what was not recorded is read again next time
+            pending = [s.block for s in new if (s.fragment, s.key) not in rs.subs]
+            if pending:
+                self.cursor.rewind(min(pending))
+            raise
+        finally:
+            self.cursor.save()
         for sub in rs.subs.values():
             if sub.reason is not None and sub.reason != "NormOutlier" and not sub.reported:
                 self.report(sub)

@@ -48,6 +48,7 @@ from tenzro_operator.chain import RunStatus, RunView, SignedPayload, SlashReason
 from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
+from tenzro_operator.events import EventCursor
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics, task_label
 from tenzro_operator.spec import TaskSpec
@@ -98,10 +99,15 @@ class TrainerDaemonConfig(TrainerConfig):
     this architecture family), ``max_consecutive_failures`` (failed steps in a row before the
     daemon halts, default 5), ``discover_timeout_s`` (without ``task_id``: how long to wait for an
     open run to appear, seconds, default 600), ``task_wait_s`` (with ``task_id``: how long to wait
-    for that run to be posted, seconds; default 0, an unknown task id is refused at start-up).
+    for that run to be posted, seconds; default 0, an unknown task id is refused at start-up),
+    ``confirmations`` (blocks an event must be buried under before it is read, default 0) and
+    ``reorg_tail_blocks`` (how deep below the head blocks are read one by one with their hashes
+    checked, default 64; `tenzro_operator.events.EventCursor`).
     """
 
     fault: FaultSettings | None = None
+    confirmations: int = Field(default=0, ge=0)
+    reorg_tail_blocks: int = Field(default=64, ge=2)
     family: str | None = None
     max_consecutive_failures: int = Field(default=5, ge=1)
     discover_timeout_s: float = Field(default=600.0, gt=0)
@@ -144,7 +150,7 @@ class TrainerDaemon(Daemon):
     index: int | None
     _global: dict[str, torch.Tensor] | None  # the round's input weights, cached by weights root
     _global_root: bytes | None
-    _log_from: int  # first block of the next event scan
+    events: EventCursor | None  # RoundFinalized, AvailabilityChallenged, InvalidProven of the run (after prepare)
     _skipped: set[int]  # rounds whose deadline passed before this trainer submitted
     challenges: ChallengeAnswerer  # answers availability challenges against this trainer (after prepare)
 
@@ -218,8 +224,11 @@ class TrainerDaemon(Daemon):
         """Forget the previous run: spec, model, shard index, weights cache, skipped rounds, log cursor."""
         self.task_id = self.spec = self.runtime = self.worker = self.index = None
         self._global = self._global_root = None
-        self._log_from = self.chain.deployment.deploy_block
+        self.events = None
         self._skipped = set()
+        self._landed: dict[int, int] = {}  # round -> bitmap of fragments whose submission was mined
+        # this trainer's proven rejections: (round, fragment, reason, prover, slashed atto, block)
+        self._rejections: list[tuple[int, int, str, str, int, int]] = []
 
     def _discover(self) -> bytes | None:
         runs = self.live_runs()
@@ -267,8 +276,15 @@ class TrainerDaemon(Daemon):
         ``dataset_hash``), build the model layout, and start event scans where the run was posted."""
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec, max_params=self.config.max_model_params)
-        self._log_from = self.chain.run_start_block(run)
-        self.challenges = ChallengeAnswerer(self.chain, self.ipfs, self.task_id, self._log_from)
+        start = self.chain.run_start_block(run)
+        self.events = EventCursor(self.chain, ["RoundFinalized", "AvailabilityChallenged", "InvalidProven"],
+                                  task_id=self.task_id, start_block=start,
+                                  confirmations=getattr(self.config, "confirmations", 0),
+                                  tail_blocks=getattr(self.config, "reorg_tail_blocks", 64),
+                                  path=self.data_dir / f"trainer-{self.task_id.hex()}.cursor.json")
+        self.challenges = ChallengeAnswerer(self.chain, self.ipfs, self.task_id, start)
+        for r, f in self.events.extra.get("challenges", []):  # open when the previous life ended
+            self.challenges.note(int(r), int(f))
         self._completed_seen_at: int | None = None
         df = load_dataset(self.ipfs, self.spec, self.config.dataset_path, max_bytes=self.config.max_dataset_bytes)
         self.df: pd.DataFrame = df
@@ -314,14 +330,56 @@ class TrainerDaemon(Daemon):
             saved = load_state_file(self.state_path)
             if saved.get("task") == "0x" + self.task_id.hex() and saved.get("index") == self.index:
                 self.worker.load_state_dict(saved["inner"])
-                self._log_from = int(saved.get("log_from", self._log_from))  # RoundFinalized scan cursor
-                log.info("restored inner state after round %d from %s (events from block %d)", saved["round"],
-                         self.state_path, self._log_from)
+                log.info("restored inner state after round %d from %s", saved["round"], self.state_path)
         log.info("shard %d: %d series", self.index, len(ids))
 
     def save_state(self, round_: int) -> None:
         atomic_torch_save({"task": "0x" + self.task_id.hex(), "index": self.index, "round": round_,
-                           "inner": self.worker.state_dict(), "log_from": self._log_from}, self.state_path)
+                           "inner": self.worker.state_dict()}, self.state_path)
+
+    # ------------------------------------------------------------------ events
+
+    def poll_events(self) -> None:
+        """Read the run's new events (`EventCursor`: verified against a lagging node, rewound on a
+        reorg) into what the trainer keeps: the commits of the last rounds finalized, the open
+        availability challenges against it, its proven rejections; then save the cursor with them
+        (a restarted trainer answers a challenge read by its previous life).
+
+        Raises:
+            RpcUnavailable: the RPC endpoint is down.
+        """
+        batch = self.events.poll()
+        extra = self.events.extra
+        commits: dict[str, dict] = extra.get("commits", {})
+        if batch.reorg_from is not None:  # what came from replaced blocks is read again
+            self.chain.resync_nonce()  # transactions of ours may have gone with them
+            commits = {k: c for k, c in commits.items() if c["block"] < batch.reorg_from}
+            self._rejections = [x for x in self._rejections if x[5] < batch.reorg_from]
+        me = self.account.address
+        for ev in batch.events:
+            a, b = ev["args"], int(ev["block_number"])
+            if ev["event"] == "RoundFinalized":
+                c = a["commit"]
+                commits[str(int(a["round"]))] = {"block": b, "cids": [str(x) for x in c["fragmentCids"]],
+                                                 "hashes": ["0x" + bytes(h).hex() for h in c["fragmentHashes"]]}
+            elif ev["event"] == "AvailabilityChallenged" and a["trainer"] == me:
+                self.challenges.note(int(a["round"]), int(a["fragment"]))
+            elif ev["event"] == "InvalidProven" and a["trainer"] == me:
+                self._rejections.append((int(a["round"]), int(a["fragment"]), SlashReason(int(a["reason"])).name,
+                                         a["prover"], int(a["slashed"]), b))
+        keep = sorted(commits, key=int)[-3:]  # a round needs only the commit of the one before
+        extra["commits"] = {k: commits[k] for k in keep}
+        extra["challenges"] = sorted(self.challenges.open)
+        self.events.save()
+
+    def answer_challenges(self) -> None:
+        """Read new events, answer every availability challenge against this trainer still open."""
+        self.poll_events()
+        try:
+            self.challenges.poll()
+        finally:
+            self.events.extra["challenges"] = sorted(self.challenges.open)
+            self.events.save()
 
     # ------------------------------------------------------------------ a round
 
@@ -331,7 +389,7 @@ class TrainerDaemon(Daemon):
         self.check_stop()
         run = self.chain.get_run(self.task_id)
         if run.status == RunStatus.COMPLETED and run.open_challenges and self._may_be_challenged(run):
-            self.challenges.poll()  # the last round's challenges are answerable until the seal
+            self.answer_challenges()  # the last round's challenges are answerable until the seal
             self.sleep(self.poll_s)
             return "next"
         if run.status in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
@@ -357,7 +415,7 @@ class TrainerDaemon(Daemon):
                 self._skipped.add(r)
             else:
                 self.train_and_submit(run, r, submitted)
-        self.wait_finalized(r)
+        self.wait_finalized(r)  # False: submit again on the next step
         return "next"
 
     def round_weights(self, run: RunView, r: int) -> tuple[dict[str, torch.Tensor], float]:
@@ -375,14 +433,22 @@ class TrainerDaemon(Daemon):
         self._global, self._global_root = state, run.weights_root
         return state, time.perf_counter() - t0
 
-    def _finalized_commit(self, r: int) -> dict:
-        """The ``commit`` of the ``RoundFinalized`` event of round r (CIDs and hashes of its weights)."""
-        head = self.chain.block_number()
-        for ev in self.chain.get_logs(self._log_from, head, ["RoundFinalized"], task_id=self.task_id):
-            if int(ev["args"]["round"]) == r:
-                self._log_from = ev["block_number"]
-                return ev["args"]["commit"]
-        raise TenzroError(f"no RoundFinalized event for round {r} between blocks {self._log_from} and {head}")
+    def _finalized_commit(self, r: int, attempts: int = 20) -> dict:
+        """The ``commit`` of the ``RoundFinalized`` event of round r (CIDs and hashes of its weights),
+        read by `poll_events`; a lagging node may not show it at once: polls ``attempts`` times,
+        ``poll_s`` apart.
+
+        Raises:
+            TenzroError: still not read after that (the step is retried).
+        """
+        for i in range(attempts):
+            self.poll_events()
+            c = self.events.extra["commits"].get(str(r))
+            if c is not None:
+                return {"fragmentCids": c["cids"], "fragmentHashes": [bytes.fromhex(h[2:]) for h in c["hashes"]]}
+            if i + 1 < attempts:
+                self.sleep(self.poll_s)
+        raise TenzroError(f"no RoundFinalized event for round {r} read up to block {self.events.next_block - 1}")
 
     def _pin_and_submit(self, r: int, global_state, res, already: int, sent: list, tick) -> None:
         """Encode and pin the outer gradient of every fragment not yet submitted (PIN_WORKERS at a
@@ -450,6 +516,7 @@ class TrainerDaemon(Daemon):
                 log.warning("round %d: submission of fragment %d failed on-chain: %s", r, f, exc)
                 continue
             n_ok += 1
+            self._landed[r] = self._landed.get(r, 0) | 1 << f
             self.metrics.submitted.labels(task=task_label(self.task_id)).inc()
             self.summary["submitted"] += 1
             log.info("submitted fragment %d cid=%s", f, cid)
@@ -481,13 +548,23 @@ class TrainerDaemon(Daemon):
             self._completed_seen_at = self.chain_now()
         return self.chain_now() <= self._completed_seen_at + run.challenge_seconds + 1
 
-    def wait_finalized(self, r: int) -> None:
-        """Poll until round r is finalized (or the run ends); count accepted / missed."""
+    def wait_finalized(self, r: int) -> bool:
+        """Poll until round r is finalized (or the run ends); count accepted / missed. Returns
+        False, counting nothing, when the chain no longer holds a submission this trainer made
+        in round r before its deadline (a reorg dropped it): the caller submits again."""
+        landed = self._landed.get(r, 0)  # fragments whose submission this trainer saw mined
         while True:
             run = self.chain.get_run(self.task_id)
             if run.status != RunStatus.TRAINING or run.current_round > r:
                 break
-            self.challenges.poll()
+            if landed and r not in self._skipped and self.chain_now() <= run.round_deadline:
+                if self.chain.submissions_of(self.task_id, r, self.account.address)[0] & landed != landed:
+                    self._landed.pop(r, None)
+                    self.chain.resync_nonce()  # the nonces of the dropped transactions are free again
+                    log.warning("round %d: the chain no longer holds every submission of this trainer (a reorg?): "
+                                "submitting again", r)
+                    return False
+            self.answer_challenges()
             self.sleep(self.poll_s)
         _, rejected, accepted = self.chain.submissions_of(self.task_id, r, self.account.address)
         n = _popcount(accepted)
@@ -499,22 +576,20 @@ class TrainerDaemon(Daemon):
         log.info("round %d finalized: %d fragment(s) accepted, %d rejected", r, n, _popcount(rejected))
         if rejected:
             self.explain_rejections(r)
+        return True
 
     def explain_rejections(self, r: int) -> list[tuple[int, str]]:
         """Log why this trainer's submissions of round r were rejected, from the chain's own record
         (``InvalidProven``: the reason the registry checked, the slash, who proved it); returns
         ``[(fragment, reason name)]``. A rejection still under an availability challenge shows once
         the challenge expires."""
-        me = self.account.address
         out = []
-        for ev in self.chain.get_logs(self._log_from, self.chain.block_number(), ["InvalidProven"],
-                                      task_id=self.task_id):
-            a = ev["args"]
-            if a["trainer"] != me or int(a["round"]) != r:
+        self.poll_events()
+        for rr, f, reason, prover, slashed, _block in self._rejections:
+            if rr != r:
                 continue
-            reason = SlashReason(int(a["reason"])).name
-            out.append((int(a["fragment"]), reason))
-            log.warning("round %d fragment %d rejected on-chain: %s, proven by %s (slashed %d atto)", r,
-                        int(a["fragment"]), reason, a["prover"], int(a["slashed"]))
+            out.append((f, reason))
+            log.warning("round %d fragment %d rejected on-chain: %s, proven by %s (slashed %d atto)", r, f, reason,
+                        prover, slashed)
         return out
 
