@@ -46,7 +46,7 @@ from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime, WeightsError, outer_config
 from tenzro_operator.transcript import RoundTranscript, TranscriptError
-from tenzro_trainer.aggregation import build_rule, validate_payload
+from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
 from tenzro_trainer.codec import decode_fragment
 from tenzro_trainer.errors import AggregationError, PayloadError, PayloadRejected
 from tenzro_trainer.fragments import fragment_state
@@ -325,6 +325,7 @@ class _RoundReplayer:
                  trainers: list[str], submissions: dict, check_payloads: bool, progress: Progress | None) -> None:
         self.chain, self.ipfs, self.task_id, self.spec, self.runtime = chain, ipfs, task_id, spec, runtime
         self.trainers = [t.lower() for t in trainers]
+        self.index = {t: i for i, t in enumerate(self.trainers)}  # address -> enrollment index
         self.submissions, self.check_payloads, self.progress = submissions, check_payloads, progress
         self.rule_name, self.rule_params = spec.aggregation_name, spec.aggregation_params
         self.outer_cfg = outer_config(spec)
@@ -493,14 +494,13 @@ class _RoundReplayer:
                 if verdict is not None:
                     chk.fail(where, "a valid pseudo-gradient payload", verdict[1])
                     continue
-                updates[trainer] = tensors
+                updates[trainer_key(self.index[trainer.lower()])] = tensors  # posted: so enrolled
                 norms.append(norm)
             self._check_rejections(r, f, rep, chk, rejected_sets[f], norms)
-            if updates:
-                try:
-                    self.outers[f].step(rule(updates))
-                except AggregationError as exc:
-                    chk.fail(f"round {r} fragment {f} aggregation ({rule!r})", "success", str(exc))
+            try:  # PROTOCOL.md section 1: trainer-index order; +0 for a fragment without any accepted
+                self.outers[f].step(rule(updates) if updates else self.outers[f].zero_aggregate())
+            except AggregationError as exc:
+                chk.fail(f"round {r} fragment {f} aggregation ({rule!r})", "success", str(exc))
         state: dict[str, torch.Tensor] = {}
         for o in self.outers:
             state.update(o.weights())

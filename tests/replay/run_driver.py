@@ -37,7 +37,7 @@ from tenzro_operator.keys import anvil_account
 from tenzro_operator.roles.sponsor import SpecDraft, build_spec, post_task
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
-from tenzro_trainer.aggregation import build_rule, validate_payload
+from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
 from tenzro_trainer.codec import decode_fragment, encode_fragment
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 from tenzro_trainer.config import InnerConfig, OuterConfig
@@ -210,9 +210,9 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
                     rejections[f].append(Rejection(trainer=trainer, cid=cid, sha256="0x" + h.hex(),
                                                    reason=verdict[0], detail=verdict[1]))
                     continue
-                updates[trainer] = verdict
+                updates[trainer_key(order.index(trainer))] = verdict
                 bitmaps[order.index(trainer)] |= 1 << f
-            new_frag = outers[f].step(rule(updates)) if updates else outers[f].weights()
+            new_frag = outers[f].step(rule(updates) if updates else outers[f].zero_aggregate())
             if faults.perturb == (r, f):
                 first = sorted(new_frag)[0]
                 new_frag[first] = new_frag[first] + 1e-3

@@ -155,3 +155,19 @@ def test_norm_screen():
     accepted, rejected = screen_payloads(payloads, LAYOUT, norm_multiple=5)
     assert sorted(accepted) == ["t0", "t1", "t2", "t3"]
     assert rejected["t9"].reason == "norm" and rejected["t8"].reason == "names"
+
+
+def test_trainer_key_orders_inputs_by_trainer_index_not_by_address():
+    """PROTOCOL.md section 1 sums in ascending trainer index. Float addition is not associative:
+    index order [1e8, -1e8, 1] sums to 1, the addresses' lexical order [1, 1e8, -1e8] to 0."""
+    from tenzro_trainer.aggregation import trainer_key
+
+    addresses = ["0xcc", "0xdd", "0xaa"]  # enrollment indices 0, 1, 2
+    values = [1e8, -1e8, 1.0]
+    by_index = {trainer_key(i): {"w": torch.tensor([v], dtype=torch.float32)} for i, v in enumerate(values)}
+    by_address = {a: {"w": torch.tensor([v], dtype=torch.float32)} for a, v in zip(addresses, values)}
+    assert [trainer_key(i) for i in (2, 10, 100, 255)] == sorted(trainer_key(i) for i in (100, 2, 255, 10))
+    assert Mean()(by_index)["w"].item() == pytest.approx(1 / 3)
+    assert Mean()(by_address)["w"].item() == 0.0
+    with pytest.raises(ValueError):
+        trainer_key(-1)

@@ -168,3 +168,18 @@ def test_cuda_optimizer_matches_cpu_bit_for_bit():
         a, b = cpu.step(agg), gpu.step({"w": agg["w"].cuda()})
         assert b["w"].device.type == "cuda" and torch.equal(a["w"].view(torch.int32), b["w"].cpu().view(torch.int32))
     assert torch.equal(OuterOptimizer.from_state_dict(gpu.state_dict()).momentum[0], cpu.momentum[0])
+
+
+def test_a_fragment_without_submissions_steps_by_its_momentum():
+    """g = +0 (PROTOCOL.md section 1): after a real step the weights keep moving by the momentum."""
+    w = {"a": torch.tensor([1.0, -2.0, 3.0])}
+    opt = OuterOptimizer(w, OuterConfig(lr=0.7, momentum=0.9))
+    g = torch.tensor([0.5, -0.25, 0.125])
+    opt.step({"a": g})
+    p, m = opt.params[0].numpy().copy(), opt.momentum[0].numpy().copy()
+    zero = opt.zero_aggregate()
+    assert torch.equal(zero["a"], torch.zeros(3)) and not torch.signbit(zero["a"]).any()
+    new = opt.step(zero)["a"]
+    want_p, want_m = ref_step(p, m, np.zeros(3, np.float32), 0.7, 0.9)
+    assert (bits(new) == bits(want_p)).all() and (bits(opt.momentum[0]) == bits(want_m)).all()
+    assert not torch.equal(new, torch.tensor(p))  # it moved

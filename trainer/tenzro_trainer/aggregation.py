@@ -13,8 +13,7 @@ Rules (each maps ``{submitter: {name: tensor}}`` to ``{name: tensor}``, fp32):
   tolerant gradient descent", NeurIPS, Sec. 4); ``m > 1`` averages the m best (Multi-Krum).
 
 Determinism: submissions are ordered by ascending submitter key before anything is computed
-(protocol v2 callers key them by zero-padded trainer index, so the order is ascending trainer
-index), and Mean, TrimmedMean and CoordinateMedian reduce through :mod:`tenzro_trainer.canonical`,
+(callers key them by :func:`trainer_key`, so the order is ascending trainer index), and Mean, TrimmedMean and CoordinateMedian reduce through :mod:`tenzro_trainer.canonical`,
 the binary32 arithmetic of ``contracts/PROTOCOL.md`` section 1: the same inputs in any order give
 bit-for-bit the same aggregate on the CPU, on CUDA and in the on-chain referee. Rows stay on the
 device of the submitted tensors. Krum's scores are float64 and not part of the canonical
@@ -33,6 +32,15 @@ from tenzro_trainer import canonical
 from tenzro_trainer.errors import AggregationError, PayloadRejected
 
 Update = Mapping[str, Tensor]
+
+
+def trainer_key(index: int) -> str:
+    """The submitter key of trainer ``index`` (its on-chain enrollment index, 0..255): zero-padded,
+    so the rules' ascending key order is ascending trainer index, PROTOCOL.md section 1's input
+    order (the order the on-chain referee sums in). Raises ValueError for a negative index."""
+    if index < 0:
+        raise ValueError(f"trainer index must be >= 0, got {index}")
+    return f"{index:05d}"
 
 
 def _stack(updates: Mapping[str, Update]) -> tuple[list[str], list[tuple[str, torch.Size]], Tensor]:

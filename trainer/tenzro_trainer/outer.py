@@ -66,6 +66,11 @@ class OuterOptimizer:
         """Current global weights of the fragment: ``{name: fp32 copy}`` on ``self.device``."""
         return {n: p.detach().clone() for n, p in zip(self.names, self.params)}
 
+    def zero_aggregate(self) -> dict[str, Tensor]:
+        """``+0`` for every coordinate: the aggregate of a round in which the fragment had no
+        accepted submission (PROTOCOL.md section 1), ``{name: fp32 zeros}`` on ``self.device``."""
+        return {n: torch.zeros_like(p) for n, p in zip(self.names, self.params)}
+
     @torch.no_grad()
     def step(self, aggregate: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """Apply one outer step with the aggregated pseudo-gradient; returns the new weights.

@@ -92,7 +92,7 @@ from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime, outer_config
 from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
-from tenzro_trainer.aggregation import build_rule, validate_payload
+from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
 from tenzro_trainer.codec import decode_fragment
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 from tenzro_trainer.errors import PayloadError, PayloadRejected
@@ -543,16 +543,16 @@ class SyncerDaemon(Daemon):
         committed fragment hashes."""
         tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                    bytes(commit["transcriptHash"]))
+        index = {a.lower(): i for i, a in enumerate(self.chain.trainers_of(self.task_id))}
         for fr in sorted(tr.fragments, key=lambda x: x.fragment):
-            if not fr.accepted:
-                continue
             updates = {}
             for s in fr.accepted:
                 raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(fr.fragment))
                 if "0x" + hashlib.sha256(raw).hexdigest() != s.sha256.lower():
                     raise TenzroError(f"rebuilding round {r}: payload {s.cid} does not hash to {s.sha256}")
-                updates[s.trainer.lower()] = decode_fragment(raw)[0]
-            self.outers[fr.fragment].step(self.rule(updates))
+                updates[trainer_key(index[s.trainer.lower()])] = decode_fragment(raw)[0]
+            outer = self.outers[fr.fragment]
+            outer.step(self.rule(updates) if updates else outer.zero_aggregate())
         blobs = self.runtime.encode_weights(self._state(), r)
         got = [hashlib.sha256(b).digest() for b in blobs]
         want = [bytes(h) for h in commit["fragmentHashes"]]
@@ -912,9 +912,10 @@ class SyncerDaemon(Daemon):
                 self.report(s)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
         t0 = time.perf_counter()
-        for f in range(F):
-            if accepted[f]:
-                self.outers[f].step(self.rule({s.key: s.tensors for s in accepted[f]}))
+        for f in range(F):  # PROTOCOL.md section 1: inputs in trainer-index order, +0 for a fragment without any
+            outer = self.outers[f]
+            outer.step(self.rule({trainer_key(self._index(s)): s.tensors for s in accepted[f]}) if accepted[f]
+                       else outer.zero_aggregate())
         blobs = self.runtime.encode_weights(self._state(), r)
         t_agg = time.perf_counter() - t0
         t1 = time.perf_counter()
