@@ -53,8 +53,10 @@ def test_ts_mixup_mixes_scaled_windows_and_keeps_tails_out():
 
 
 def test_mixture_weights_are_series_shares_and_the_hash_covers_synthetic_series():
-    cfg = MixtureConfig(real="default", kernelsynth_length=64, tsmixup_max_len=128)
+    cfg = MixtureConfig(real="default", weight_real=0.2, weight_tsmixup=0.6, weight_kernelsynth=0.2,
+                        kernelsynth_length=64, tsmixup_max_len=128)
     assert cfg.counts(49) == (147, 49)
+    assert MixtureConfig().counts(96) == (1056, 768)  # the recipe's defaults on the extended collection
     df = training_mixture(cfg)
     shares = mixture_shares(df)
     assert shares == pytest.approx({"real": 0.2, "tsmixup": 0.6, "kernelsynth": 0.2}, abs=0.01)

@@ -98,6 +98,8 @@ def main() -> None:
                     "--device cuda --dtype bf16)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--max-windows", type=int, default=10)
+    ap.add_argument("--mix-weights", type=float, nargs=3, metavar=("REAL", "TSMIXUP", "KERNELSYNTH"),
+                    help="the training mixture's shares (default: MixtureConfig's)")
     ap.add_argument("--label", default="CPU reference recipe")
     ap.add_argument("--out", default="zero_shot")
     ap.add_argument("--baselines-only", action="store_true", help="compute and cache the baselines, then stop")
@@ -112,7 +114,8 @@ def main() -> None:
     if args.baselines_only:
         cached_baselines(tasks, args.max_windows)
         return
-    mix_cfg = MixtureConfig()
+    mix_cfg = MixtureConfig() if args.mix_weights is None else MixtureConfig(
+        weight_real=args.mix_weights[0], weight_tsmixup=args.mix_weights[1], weight_kernelsynth=args.mix_weights[2])
     t0 = time.perf_counter()
     df = cached_mixture(mix_cfg)
     ds_hash = dataset_hash(df)
@@ -121,12 +124,13 @@ def main() -> None:
 
     model_cfg = ModelConfig.preset(args.preset, args.family)
     runs = []
-    recipe = {k: getattr(args, k) for k in ("family", "preset", "workers", "rounds", "H", "batch", "lr", "device", "dtype")}
+    recipe = {k: getattr(args, k) for k in ("family", "preset", "workers", "rounds", "H", "batch", "lr", "device", "dtype",
+                                        "mix_weights")}
     for seed in args.seeds:
         saved = CACHE / f"{args.out}-seed{seed}"
         if args.reuse:
             meta = json.loads(saved.with_suffix(".json").read_text())
-            if {"device": "cpu", "dtype": "fp32", **meta["recipe"]} != recipe:
+            if {"device": "cpu", "dtype": "fp32", "mix_weights": None, **meta["recipe"]} != recipe:
                 raise SystemExit(f"{saved}.json was trained with {meta['recipe']}, not {recipe}")
             model = build_model(model_cfg)
             model.load_state_dict(torch.load(saved.with_suffix(".pt")))
