@@ -1,3 +1,5 @@
+import torch
+
 from tenzro_trainer.config import InnerConfig, ModelConfig
 from tenzro_trainer.simulate import SimConfig, simulate
 
@@ -38,3 +40,19 @@ def test_dataset_hash_checked_before_training(collection):
         simulate(cfg, collection)
     cfg.dataset_hash = dataset_hash(collection)
     assert len(simulate(cfg, collection).rounds) == 2
+
+
+def test_shard_redundancy_gives_every_shard_r_workers(collection):
+    """shards = workers / 2: workers i and i + 2 train the same shard (with their own sample streams),
+    so every series is still trained when either is excluded; shards=None keeps one shard per worker."""
+    from tenzro_trainer.simulate import _Eval, _samplers
+
+    redundant = SimConfig(inner=InnerConfig(steps=1, batch_size=4), workers=4, rounds=1, shards=2)
+    ev = _Eval(redundant, collection)
+    samplers = _samplers(redundant, ev)
+    assert [sorted(s.unique_ids) for s in samplers[:2]] == [sorted(s.unique_ids) for s in samplers[2:]]
+    assert set(samplers[0].unique_ids) | set(samplers[1].unique_ids) == set(ev.split.unique_ids)
+    assert not set(samplers[0].unique_ids) & set(samplers[1].unique_ids)
+    assert not torch.equal(samplers[0].sample(4), samplers[2].sample(4))  # own sample streams
+    plain = _samplers(SimConfig(inner=InnerConfig(steps=1, batch_size=4), workers=4, rounds=1), ev)
+    assert len({tuple(sorted(s.unique_ids)) for s in plain}) == 4

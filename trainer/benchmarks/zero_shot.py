@@ -15,6 +15,13 @@ SeasonalNaive, geometric mean over series. statsforecast's SeasonalNaive, AutoET
     # a shortened run (say so in the results: --label)
     nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --rounds 12 --label "shortened"
 
+The same recipe on the devnet (M=4 trainer daemons, the same mixture pinned as the task's dataset,
+its parameters in the spec's ``metadata.training_mixture``)::
+
+    tenzro train new-spec --data builtin:mixture --preset cpu-ref --trainers 4 --quorum 4 --fragments 4 \
+        --inner-steps 100 --rounds 30 --grace-window 1800 --task-id zs-ref --keystore sponsor.json --out zs-ref.json
+    # each trainer.yaml: inner: {lr: 1.0e-3, batch_size: 64}; then post-task, a syncer and 4 trainers
+
 The results file ends with ``zero-shot relative MASE (CPU reference recipe): <mean over seeds>``.
 """
 
@@ -49,6 +56,9 @@ from tenzro_trainer.zeroshot import (
 )
 
 CACHE = Path("/tmp/tenzro-zero-shot-cache")
+DEVNET_RECIPE = ("`tenzro train new-spec --data builtin:mixture --preset cpu-ref --trainers 4 --quorum 4 --fragments 4 "
+                 "--inner-steps 100 --rounds 30 --grace-window 1800 ...` with `inner: {lr: 1.0e-3, batch_size: 64}` in "
+                 "each trainer.yaml (the simulator's settings above; the spec records the mixture's parameters).")
 
 
 def cached_mixture(cfg: MixtureConfig) -> pd.DataFrame:
@@ -184,6 +194,8 @@ def main() -> None:
         f"Training data: the mixture of `tenzro_trainer.data.mixture` ({df['unique_id'].nunique()} series, "
         f"{len(df)} points; shares {', '.join(f'{k} {v:.2f}' for k, v in mixture_shares(df).items())}; "
         f"dataset hash `{ds_hash}`).",
+        "",
+        f"The same recipe on the devnet: {DEVNET_RECIPE}",
         "",
         f"Zero-shot set: {len(tasks)} series from {len(domains)} domains ({', '.join(sorted(domains))}), sources "
         f"pmdarima, sktime, pvlib (none read by any training collection; listed in trainer/DATA_MANIFEST.md); "

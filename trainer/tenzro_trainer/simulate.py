@@ -75,6 +75,10 @@ class SimConfig:
     max_windows_per_series: int = 12
     train_windows_per_series: int = 8
     attackers: dict[int, str] = field(default_factory=dict)
+    # data shards (the spec's ``protocol.shards``): worker i trains shard i mod shards, so with
+    # shards = workers / r every shard is trained by r workers and excluding one loses no data;
+    # None: one shard per worker
+    shards: int | None = None
     task: str = "sim"
     dataset_hash: str | None = None  # the task spec's dataset_hash; checked before training when given
     compression: object | None = None  # a codec (tenzro_trainer.compression) or its dict; None: dense payloads
@@ -114,8 +118,9 @@ def _initial_state(cfg: SimConfig) -> dict[str, Tensor]:
 
 
 def _samplers(cfg: SimConfig, ev: _Eval) -> list[WindowDataset]:
-    shards = shard_series(ev.split.unique_ids, cfg.workers)
-    return [WindowDataset(ev.split, shard, seed=cfg.seed * 1000 + cfg.inner.seed * 100 + i) for i, shard in enumerate(shards)]
+    shards = shard_series(ev.split.unique_ids, cfg.shards or cfg.workers)
+    return [WindowDataset(ev.split, shards[i % len(shards)], seed=cfg.seed * 1000 + cfg.inner.seed * 100 + i)
+            for i in range(cfg.workers)]
 
 
 def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict], None] | None = None) -> SimResult:
