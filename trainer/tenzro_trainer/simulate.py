@@ -48,6 +48,7 @@ from tenzro_trainer.fragments import fragment_state, partition
 from tenzro_trainer.inner import InnerTrainer
 from tenzro_trainer.models import build_model
 from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
+from tenzro_trainer.scoring import loss_improvement, scoring_batch
 
 Attack = Callable[[dict[str, Tensor]], dict[str, Tensor]]
 ATTACKS: dict[str, Attack] = {
@@ -79,6 +80,9 @@ class SimConfig:
     # shards = workers / r every shard is trained by r workers and excluding one loses no data;
     # None: one shard per worker
     shards: int | None = None
+    # loss-improvement scoring (tenzro_trainer.scoring): windows per round's scoring batch; payloads
+    # whose application alone does not lower the loss on it are left out; 0: off
+    scoring: int = 0
     task: str = "sim"
     dataset_hash: str | None = None  # the task spec's dataset_hash; checked before training when given
     compression: object | None = None  # a codec (tenzro_trainer.compression) or its dict; None: dense payloads
@@ -143,6 +147,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     codec = None if cfg.compression is None else parse_codec(cfg.compression)
     compressors = [PayloadCompressor(codec) for _ in workers] if codec is not None else None
     shapes = [{n: tuple(state[n].shape) for n in names} for names in frags]
+    scorer = build_model(cfg.model) if cfg.scoring else None
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
                "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "seconds": 0.0}]
     if log:
@@ -179,7 +184,12 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                 decoded = {k: decode_payload(b, shapes[f], codec)[0] for k, b in payloads[f].items()}
             accepted, rej = screen_payloads(decoded, layouts[f], cfg.norm_multiple)
             rejected += len(rej)
-            new_frag = outers[f].step(rule(accepted))
+            if scorer is not None and accepted:
+                scores = loss_improvement(scorer, state, names, accepted, scoring_batch(ev.split, r, cfg.scoring,
+                                                                                         salt=cfg.task))
+                rejected += sum(1 for k in accepted if scores[k] <= 0.0)
+                accepted = {k: v for k, v in accepted.items() if scores[k] > 0.0}
+            new_frag = outers[f].step(rule(accepted) if accepted else outers[f].zero_aggregate())
             new_state.update(new_frag)
             down += len(encode_fragment(new_frag, dict(task=cfg.task, round=r, fragment=f, trainer="syncer",
                                                        dtype="float32", kind="weights")))

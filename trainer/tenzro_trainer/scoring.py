@@ -1,0 +1,78 @@
+"""Loss-improvement scoring of pseudo-gradients (the idea of Templar's validator).
+
+A payload is worth aggregating when applying it alone lowers the loss. For one fragment of the
+global weights ``w`` and a trainer's pseudo-gradient ``d`` (``d = w - w_local``, DiLoCo's outer
+gradient), the score is
+
+    score(d) = loss(w) - loss(w with the fragment replaced by fragment - d)
+
+on a fixed batch of training windows: positive when the trainer's own update helps, negative when
+it hurts (a sign flip, an inner-product attack at large epsilon, a random or stale update). Payloads
+with a score at or below ``min_score`` are left out; the others go to the aggregation rule.
+
+Determinism: the batch is drawn by :func:`scoring_batch` from the task's training split with a
+seed derived from the round only, the model runs in float32 on the CPU in eval mode, so any
+watcher with the same data recomputes every score bit for bit and can check the syncer's choice.
+Scores are not provable on-chain (each is a forward pass of the model), so the Open tier's registry
+does not take them as grounds to leave a submission out (PROTOCOL.md section 4: only evidence or a
+pending challenge does). They serve the simulator's attack benchmarks and a watcher's reports; a
+score-challenge game (bisection over the forward pass) would be needed to make them binding.
+
+Usage::
+
+    batch = scoring_batch(split, round_index=r, size=64)
+    scores = loss_improvement(model, state, names, deltas, batch)   # {submitter: float}
+    kept = {k: deltas[k] for k in deltas if scores[k] > 0.0}
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Mapping
+
+import torch
+from torch import Tensor
+
+from tenzro_trainer.data.windows import Split, WindowDataset
+from tenzro_trainer.evaluate import window_loss
+from tenzro_trainer.models import PatchForecaster
+
+
+def scoring_batch(split: Split, round_index: int, size: int = 64, salt: str = "") -> Tensor:
+    """The round's fixed scoring windows: ``size`` windows of the split's training parts, sampled
+    with a seed from sha256(salt, round_index) (salt: e.g. the task id), so every party draws the
+    same batch. Returns (size, context_len + horizon) float32."""
+    seed = int.from_bytes(hashlib.sha256(f"{salt}/{round_index}".encode()).digest()[:8], "big") >> 1
+    return WindowDataset(split, seed=seed).sample(size)
+
+
+@torch.no_grad()
+def loss_improvement(model: PatchForecaster, state: Mapping[str, Tensor], names: list[str],
+                     deltas: Mapping[str, Mapping[str, Tensor]], batch: Tensor) -> dict[str, float]:
+    """Scores (see the module docstring) of each submitter's pseudo-gradient of one fragment.
+
+    Args:
+        model: a model of the task's architecture (its weights are overwritten).
+        state: the global weights ``{name: fp32 tensor}`` the round started from.
+        names: the fragment's tensor names; each delta holds exactly these.
+        deltas: ``{submitter: {name: fp32 tensor}}`` pseudo-gradients (global - local).
+        batch: scoring windows, (n, context_len + horizon) float32.
+
+    Returns:
+        ``{submitter: loss(w) - loss(w - delta)}`` (float, loss units of ``model.loss``).
+    """
+    model.load_state_dict(dict(state))
+    base = window_loss(model, batch)
+    scores = {}
+    live = model.state_dict()  # shares storage with the model's parameters and buffers
+    for key in sorted(deltas):
+        d = deltas[key]
+        for n in names:
+            live[n].copy_(state[n] - d[n].to(torch.float32))
+        scores[key] = base - window_loss(model, batch)
+        for n in names:
+            live[n].copy_(state[n])
+    return scores
+
+
+__all__ = ["loss_improvement", "scoring_batch"]
