@@ -171,3 +171,22 @@ def test_trainer_key_orders_inputs_by_trainer_index_not_by_address():
     assert Mean()(by_address)["w"].item() == 0.0
     with pytest.raises(ValueError):
         trainer_key(-1)
+
+
+def test_centered_clip_bounds_what_far_inputs_move_and_keeps_history():
+    from tenzro_trainer.aggregation import CenteredClip
+
+    honest = [[1.0, 1.0], [1.1, 0.9], [0.9, 1.1], [1.0, 1.05]]
+    far = [[1000.0, -1000.0]]
+    rule = build_rule("centered_clip", {"tau": 0.5, "iters": 1})
+    out = rule(U(*honest, *far))["w"]
+    # the first center is the coordinate median (1.0, 1.0 here); the attacker moves it by at most tau / K
+    assert torch.linalg.vector_norm(out - torch.tensor([1.0, 1.0])) <= 0.5 / 5 + 1e-6
+    assert torch.allclose(rule.center, out)
+    # history: the next round starts from this output, not from the new inputs' median
+    nxt = rule(U([3.0, 3.0], [3.0, 3.0], [3.0, 3.0]))["w"]
+    assert torch.linalg.vector_norm(nxt - out) <= 0.5 + 1e-6  # each input moves it by at most tau / K
+    assert Mean()(U(*honest, *far))["w"].abs().max() > 100  # Mean is not robust
+    with pytest.raises(AggregationError):
+        CenteredClip(tau=0.0)
+    assert repr(rule) == "CenteredClip(tau=0.5, iters=1)"

@@ -140,7 +140,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     state = _initial_state(cfg)
     frags = partition(state, cfg.fragments)
     outers = [OuterOptimizer(fragment_state(state, names), cfg.outer) for names in frags]
-    rule = build_rule(cfg.rule, cfg.rule_params)
+    rules = [build_rule(cfg.rule, cfg.rule_params) for _ in frags]  # one per fragment: CenteredClip keeps history
     workers = [InnerTrainer(cfg.model, cfg.inner, data, init_seed=cfg.seed) for data in _samplers(cfg, ev)]
     layouts = [{n: (tuple(state[n].shape), torch.float32) for n in names} for names in frags]
     tensor_bytes = sum(t.numel() * 4 for t in state.values())
@@ -189,7 +189,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                                                                                          salt=cfg.task))
                 rejected += sum(1 for k in accepted if scores[k] <= 0.0)
                 accepted = {k: v for k, v in accepted.items() if scores[k] > 0.0}
-            new_frag = outers[f].step(rule(accepted) if accepted else outers[f].zero_aggregate())
+            new_frag = outers[f].step(rules[f](accepted) if accepted else outers[f].zero_aggregate())
             new_state.update(new_frag)
             down += len(encode_fragment(new_frag, dict(task=cfg.task, round=r, fragment=f, trainer="syncer",
                                                        dtype="float32", kind="weights")))
