@@ -7,7 +7,8 @@
 ``trainer-stats``, ``unregister-syncer``, ``new-spec`` (`tenzro_operator.spec_cli`) and
 ``export-model`` (`tenzro_operator.forecast_cli`). ``tenzro keys`` makes keystores; ``tenzro
 balance`` / ``transfer`` / ``faucet`` (`tenzro_operator.wallet_cli`) fund accounts; ``tenzro
-explorer`` (`tenzro_operator.explorer`) serves a read-only run explorer to a browser.
+explorer`` (`tenzro_operator.explorer`) serves a read-only run explorer to a browser; ``tenzro
+gateway run`` (`tenzro_operator.gateway`) serves the ``tenzro_training_*`` JSON-RPC methods.
 
 Every verb takes the common options ``--rpc``, ``--deployments``, ``--keystore``,
 ``--password-env`` and ``--ipfs`` (also from ``TENZRO_NODE_RPC``, ``TENZRO_DEPLOYMENTS``,
@@ -739,6 +740,10 @@ wallet_cli.register(cli)
 from tenzro_operator.explorer import cli as explorer_cli  # noqa: E402  (tenzro explorer)
 
 explorer_cli.register(cli)
+
+from tenzro_operator.gateway import cli as gateway_cli  # noqa: E402  (tenzro gateway run)
+
+gateway_cli.register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,6 +40,7 @@ from tenzro_operator.units import parse_tokens
 
 __all__ = [
     "CommonConfig",
+    "GatewayConfig",
     "InnerSettings",
     "SponsorConfig",
     "SyncerConfig",
@@ -242,6 +243,24 @@ class SponsorConfig(CommonConfig):
     dataset_path: Path | None = Field(default=None, description="dataset file to pin (long format)")
     approve_extra: str = Field(default="0", description="extra allowance beyond the reward pool (tokens)")
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
+
+
+class GatewayConfig(CommonConfig):
+    """``gateway.yaml``: the JSON-RPC gateway (``tenzro gateway run``, `tenzro_operator.gateway`).
+
+    ``keystore`` is the gateway's own *relayer* account, which pays the gas of the trainers'
+    signed submissions it relays (``tenzro_training_submitGradient``); None = that method answers
+    an error. Users' transactions arrive signed: the gateway never holds their keys."""
+
+    host: str = Field(default="127.0.0.1", description="address to listen on (the default serves this machine only)")
+    port: int = Field(default=8547, ge=0, le=65535, description="TCP port; 0 = any free port")
+    max_request_bytes: int = Field(default=1024 * 1024, gt=0, description="largest HTTP request body, bytes; "
+                                   "a larger one is answered with a JSON-RPC error (HTTP 413)")
+    max_batch: int = Field(default=100, ge=1, description="most calls in one batch request")
+    preflight: bool = Field(default=True, description="simulate a signed transaction (eth_call as its sender) "
+                            "and refuse it with the decoded revert before broadcasting; false = relay it as is")
+    receipt_timeout_s: float = Field(default=60.0, gt=0, description="how long a write waits for its receipt, "
+                                     "seconds")
 
 
 C = TypeVar("C", bound=CommonConfig)
