@@ -190,5 +190,22 @@ class IpfsIntegrityError(IpfsContentError):
         super().__init__(cid, detail, f"IPFS content for {cid} failed verification: {detail}")
 
 
+class IpfsPubsubError(IpfsError):
+    """A pubsub or swarm call failed: the node refused it (bad topic, bad address, dial failure)
+    or a subscription could not be read."""
+
+
+class IpfsBadTopic(IpfsPubsubError, ValueError):
+    """A topic name or task id that can not name a tenzro-train topic (also a ValueError)."""
+
+
+class IpfsMessageTooLarge(IpfsPubsubError):
+    """A pubsub message over the byte cap: ``size`` bytes of data, ``limit`` allowed."""
+
+    def __init__(self, size: int, limit: int, what: str = "message") -> None:
+        self.size, self.limit = size, limit
+        super().__init__(f"pubsub {what} has {size} bytes of data, over the cap of {limit} bytes")
+
+
 class IpfsNodeError(IpfsError):
     """The local IPFS node process could not be started or stopped."""

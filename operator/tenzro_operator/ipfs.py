@@ -16,6 +16,8 @@ Usage::
         cid = ipfs.add(b"hello IPFS\\n")      # 'bafkrei...'
         assert ipfs.cat(cid) == b"hello IPFS\\n"
         ipfs.unpin(cid)
+
+Pubsub and swarm calls (``pubsub_*``, ``swarm_connect``): see `tenzro_operator.pubsub`.
 """
 
 from __future__ import annotations
@@ -33,10 +35,19 @@ from tenzro_operator.errors import (
     IpfsContentError,
     IpfsError,
     IpfsIntegrityError,
+    IpfsMessageTooLarge,
     IpfsNotFound,
+    IpfsPubsubError,
     IpfsTooLarge,
     IpfsUnavailable,
     IpfsUnsupported,
+)
+from tenzro_operator.pubsub import (
+    MAX_MESSAGE_BYTES,
+    PubsubSubscription,
+    _check_topic,
+    multibase_decode,
+    multibase_encode,
 )
 
 __all__ = [
@@ -317,7 +328,8 @@ _CONNECTION_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProt
 
 
 class IpfsClient:
-    """Kubo RPC client: add / cat / pin / unpin / pins / block_size / version / id.
+    """Kubo RPC client: add / cat / pin / unpin / pins / block_size / version / id, and pubsub
+    (pubsub_publish / pubsub_subscribe / pubsub_topics / pubsub_peers) with swarm_connect.
 
     Args:
         api_url: base URL of the RPC API, e.g. "http://127.0.0.1:5001".
@@ -333,7 +345,8 @@ class IpfsClient:
 
     Errors: IpfsUnavailable (no node answers), IpfsNotFound (unknown CID, or not in time),
     IpfsContentError (the CID or its content is at fault: IpfsBadCid, IpfsUnsupported,
-    IpfsTooLarge, IpfsIntegrityError), IpfsError (anything else the node refused).
+    IpfsTooLarge, IpfsIntegrityError), IpfsPubsubError (a pubsub or swarm call refused:
+    IpfsBadTopic, IpfsMessageTooLarge), IpfsError (anything else the node refused).
     """
 
     def __init__(self, api_url: str = DEFAULT_API_URL, timeout_s: float = 30.0, retries: int = 3,
@@ -358,10 +371,11 @@ class IpfsClient:
     # -- transport ----------------------------------------------------------
 
     def _post(self, command: str, params: dict | None = None, *, files: dict | None = None,
-              cid: str | None = None, timeout_s: float | None = None) -> httpx.Response:
-        """POST /api/v0/<command>; retries connection errors and 502/503/504; maps Kubo errors."""
+              cid: str | None = None, timeout_s: float | None = None, online: bool = False) -> httpx.Response:
+        """POST /api/v0/<command>; retries connection errors and 502/503/504; maps Kubo errors.
+        ``online``: a command that needs the network (pubsub, swarm) never gets ``offline=true``."""
         params = dict(params or {})
-        if self.offline:
+        if self.offline and not online:
             params["offline"] = "true"
         timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)) if timeout_s else httpx.USE_CLIENT_DEFAULT
         reason = ""
@@ -403,6 +417,8 @@ class IpfsClient:
             return IpfsUnsupported(cid, f"not a file: {message}")
         if cid is not None and "invalid cid" in message.lower():
             return IpfsBadCid(cid, message)
+        if command.startswith(("pubsub/", "swarm/")):
+            return IpfsPubsubError(f"IPFS {command} failed at {self.api_url} (HTTP {status}): {message}")
         return IpfsError(f"IPFS {command} failed at {self.api_url} (HTTP {status}): {message}")
 
     # -- commands -----------------------------------------------------------
@@ -544,5 +560,98 @@ class IpfsClient:
         return self._post("version").json()
 
     def id(self) -> dict:
-        """The node's /api/v0/id answer: {"ID", "PublicKey", "Addresses", "AgentVersion", "ProtocolVersion", ...}."""
+        """The node's /api/v0/id answer: {"ID", "PublicKey", "Addresses", "AgentVersion", "ProtocolVersion", ...}.
+
+        ``Addresses`` are the libp2p multiaddrs the node listens on, each ending in
+        ``/p2p/<ID>`` (what `swarm_connect` on another node takes). Raises IpfsUnavailable.
+        """
         return self._post("id").json()
+
+    # -- pubsub and swarm -----------------------------------------------------
+
+    def pubsub_publish(self, topic: str, data: bytes, *, timeout_s: float | None = None) -> None:
+        """Publish ``data`` (at most MAX_MESSAGE_BYTES bytes) to ``topic`` (pubsub/pub).
+
+        Returns once the node has handed the message to its mesh; delivery is best effort and
+        nobody subscribed is not an error. A retry after a lost connection may publish twice
+        (with another seqno): receivers dedupe on content.
+
+        Raises:
+            IpfsMessageTooLarge: ``data`` is over MAX_MESSAGE_BYTES (nothing sent).
+            IpfsBadTopic: ``topic`` is not 1..MAX_TOPIC_BYTES bytes of text.
+            IpfsPubsubError: the node refused it. IpfsUnavailable: the node does not answer.
+        """
+        raw_topic = _check_topic(topic)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise IpfsPubsubError(f"pubsub data is bytes, got {type(data).__name__}")
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise IpfsMessageTooLarge(len(data), MAX_MESSAGE_BYTES)
+        self._post("pubsub/pub", {"arg": multibase_encode(raw_topic)}, online=True, timeout_s=timeout_s,
+                   files={"file": ("data", bytes(data), "application/octet-stream")})
+
+    def pubsub_subscribe(self, topic: str, *, max_bytes: int = MAX_MESSAGE_BYTES,
+                         queue_size: int = 1024) -> PubsubSubscription:
+        """Subscribe to ``topic`` (pubsub/sub, a stream); returns once the node has joined it.
+
+        Args:
+            topic: the topic name (text, 1..MAX_TOPIC_BYTES bytes of UTF-8).
+            max_bytes: most bytes of data accepted per message; longer ones are skipped
+                (counted in the subscription's ``dropped``), never held whole.
+            queue_size: messages held for a consumer that lags; beyond it the reader waits and
+                the node drops messages for this subscriber, as Kubo does for slow readers.
+
+        Returns a PubsubSubscription (iterator of PubsubMessage, ``get(timeout_s)``, ``close()``).
+        Messages published by other nodes arrive once this node and theirs are connected
+        (`swarm_connect`) and the subscription has reached them: poll ``pubsub_peers(topic)``
+        on the publishing node for this node's ID before relying on delivery.
+
+        Raises:
+            IpfsBadTopic: not a usable topic. IpfsPubsubError: the node refused the topic.
+            IpfsUnavailable: the node does not answer (connecting waits at most the client's
+            timeout_s, capped at 5 s).
+        """
+        _check_topic(topic)
+        return PubsubSubscription(self.api_url, topic, max_bytes=int(max_bytes), queue_size=int(queue_size),
+                                  connect_timeout_s=min(self.timeout_s, 5.0), error_of=self._error)
+
+    def pubsub_topics(self) -> list[str]:
+        """Topics the node is subscribed to (pubsub/ls), decoded to text. Raises IpfsPubsubError
+        on an answer that is not Kubo's, IpfsUnavailable when the node does not answer."""
+        strings = self._strings("pubsub/ls", {})
+        try:
+            return [multibase_decode(t).decode("utf-8") for t in strings]
+        except UnicodeDecodeError as exc:
+            raise IpfsPubsubError(f"IPFS pubsub/ls at {self.api_url} listed a topic that is not UTF-8: {exc}") from None
+
+    def pubsub_peers(self, topic: str | None = None) -> list[str]:
+        """Peer IDs (sorted) of the connected peers subscribed to ``topic`` (pubsub/peers); every
+        pubsub peer when ``topic`` is None. Raises IpfsBadTopic, IpfsPubsubError, IpfsUnavailable."""
+        params = {} if topic is None else {"arg": multibase_encode(_check_topic(topic))}
+        return sorted(self._strings("pubsub/peers", params))
+
+    def swarm_connect(self, addr: str, *, timeout_s: float | None = None) -> str:
+        """Connect the node to the peer at ``addr``, a multiaddr ending in ``/p2p/<peer id>``
+        (one of the other node's `id()` ``Addresses``); returns that peer ID.
+
+        Idempotent (an open connection is reused). The node gives up dialling after 10 s.
+        Raises IpfsPubsubError (bad address, dial failed; the node's message) or IpfsUnavailable.
+        """
+        if not isinstance(addr, str) or "/p2p/" not in addr:
+            raise IpfsPubsubError(f"swarm_connect needs a multiaddr ending in /p2p/<peer id>, got {addr!r}")
+        answer = self._strings("swarm/connect", {"arg": addr}, timeout_s=timeout_s)
+        peer = addr.rsplit("/p2p/", 1)[1].split("/", 1)[0]
+        if not any(peer in line and "success" in line for line in answer):
+            raise IpfsPubsubError(f"IPFS swarm/connect at {self.api_url} did not confirm {peer}: {answer!r}")
+        return peer
+
+    def _strings(self, command: str, params: dict, timeout_s: float | None = None) -> list[str]:
+        """The ``Strings`` list of a Kubo answer (null read as empty)."""
+        resp = self._post(command, params, online=True, timeout_s=timeout_s)
+        unexpected = IpfsPubsubError(f"IPFS {command} at {self.api_url} gave an unexpected answer: {resp.text[:300]!r}")
+        try:
+            strings = resp.json().get("Strings") or []
+        except (json.JSONDecodeError, AttributeError):
+            raise unexpected from None
+        if not isinstance(strings, list) or not all(isinstance(x, str) for x in strings):
+            raise unexpected
+        return strings

@@ -2,6 +2,17 @@
 
 The devnet launcher and the tests use these; the node itself is documented in
 scripts/ipfs/node.mjs.
+
+Besides the RPC API the node listens for libp2p (TCP, noise, yamux, gossipsub) on
+127.0.0.1 and a free port unless ``swarm_port`` says otherwise; it dials nobody by
+itself. Two nodes exchange pubsub messages once one is told of the other::
+
+    a, b = start_ipfs_node(dir_a, port_a), start_ipfs_node(dir_b, port_b)
+    IpfsClient(b.api_url).swarm_connect(a.swarm_addr)   # '/ip4/127.0.0.1/tcp/<port>/p2p/<id>'
+
+Pubsub topics of tenzro-train (`tenzro_operator.ipfs.submission_topic` / `syncer_topic`):
+``tenzro/training/1.0.0/<task id hex>`` for trainer submissions and
+``tenzro/training/syncer/1.0.0/<task id hex>`` for syncer announcements.
 """
 
 from __future__ import annotations
@@ -21,16 +32,17 @@ NODE_SCRIPT = REPO_ROOT / "scripts" / "ipfs" / "node.mjs"
 READY_PREFIX = "ipfs node ready "
 
 
-def node_command(repo: Path, port: int, host: str = "127.0.0.1") -> list[str]:
+def node_command(repo: Path, port: int, host: str = "127.0.0.1", swarm_port: int = 0) -> list[str]:
     """The node's command line (Node 22 + scripts/ipfs/node.mjs); raises IpfsNodeError when Node 22
     is not installed."""
     if not NODE_BINARY.exists():
         raise IpfsNodeError(f"Node 22 is not installed at {NODE_BINARY}; run `make bootstrap` first")
-    return [str(NODE_BINARY), str(NODE_SCRIPT), "--repo", str(repo), "--api", f"{host}:{port}"]
+    return [str(NODE_BINARY), str(NODE_SCRIPT), "--repo", str(repo), "--api", f"{host}:{port}",
+            "--swarm", f"{host}:{int(swarm_port)}"]
 
 
 def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path: Path | None = None,
-                    host: str = "127.0.0.1") -> subprocess.Popen:
+                    host: str = "127.0.0.1", swarm_port: int = 0) -> subprocess.Popen:
     """Start the node on `host:port` with its data in `repo`; return once it answers.
 
     Args:
@@ -38,13 +50,16 @@ def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path:
         port: TCP port of the RPC API.
         timeout_s: seconds to wait for the `ipfs node ready` line.
         log_path: file for the node's stderr (default `<repo>.log` beside the repo dir).
+        host: address of the RPC API and of the libp2p swarm.
+        swarm_port: TCP port of the libp2p swarm (0: a free port picked by the node).
 
-    Returns the running process; its `api_url` and `peer_id` attributes are set
-    from the ready line. Stop it with stop_ipfs_node().
+    Returns the running process; its `api_url`, `peer_id` and `swarm_addr` (the multiaddr
+    another node's `swarm_connect` takes, `/ip4/<host>/tcp/<port>/p2p/<peer id>`)
+    attributes are set from the ready line. Stop it with stop_ipfs_node().
     Raises IpfsNodeError (with the node's own message) if the binary is
     missing, the node exits (port taken, repo unusable) or is not ready in time.
     """
-    argv = node_command(Path(repo), port, host)
+    argv = node_command(Path(repo), port, host, swarm_port)
     repo = Path(repo)
     repo.parent.mkdir(parents=True, exist_ok=True)
     log_path = Path(log_path) if log_path else repo.with_name(repo.name + ".log")
@@ -79,6 +94,7 @@ def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path:
             fields = dict(f.split("=", 1) for f in line[len(READY_PREFIX):].split() if "=" in f)
             proc.api_url = fields.get("api", f"http://{host}:{port}")  # type: ignore[attr-defined]
             proc.peer_id = fields.get("peer", "")  # type: ignore[attr-defined]
+            proc.swarm_addr = fields.get("swarm", "")  # type: ignore[attr-defined]
             return proc
 
 

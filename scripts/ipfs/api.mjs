@@ -1,7 +1,8 @@
 /**
  * The Kubo RPC subset served by the local node (https://docs.ipfs.tech/reference/kubo/rpc/):
  * add, cat, pin/add, pin/rm, pin/ls, block/stat, version, id — POST only,
- * with Kubo's JSON shapes and its error body {"Message","Code","Type":"error"}.
+ * with Kubo's JSON shapes and its error body {"Message","Code","Type":"error"};
+ * pubsub/{pub,sub,ls,peers} and swarm/{connect,peers} come from pubsub.mjs.
  *
  * CIDs match `ipfs add` of Kubo for the same options: fixed-size chunks of
  * 262144 bytes, balanced DAG of at most 174 links per node, raw leaves by
@@ -58,13 +59,13 @@ function parseCidArg (arg) {
   }
 }
 
-function requiredArgs (params, argName) {
+export function requiredArgs (params, argName) {
   const args = params.getAll('arg')
   if (args.length === 0) throw new ApiError(400, `argument "${argName}" is required`, 1)
   return args
 }
 
-function sendJson (res, status, body) {
+export function sendJson (res, status, body) {
   const text = JSON.stringify(body)
   res.writeHead(status, {
     'Content-Type': 'application/json',
@@ -85,13 +86,16 @@ export class KuboApi {
   /**
    * @param {{helia: object, privateKey: object, peerId: object}} node - from openRepo()
    * @param {{agentVersion: string, version: string}} info
+   * @param {object|null} libp2p - the swarm from startSwarm(), serving /id's addresses
+   * @param {Record<string, Function>} extraRoutes - e.g. PubsubApi.routes()
    */
-  constructor (node, info) {
+  constructor (node, info, libp2p = null, extraRoutes = {}) {
     this.helia = node.helia
     this.fs = unixfs(node.helia)
     this.privateKey = node.privateKey
     this.peerId = node.peerId
     this.info = info
+    this.libp2p = libp2p
     this.pinQueue = Promise.resolve() // pin changes run one at a time
     this.routes = {
       '/api/v0/add': (req, res, p) => this.add(req, res, p),
@@ -101,7 +105,8 @@ export class KuboApi {
       '/api/v0/pin/ls': (req, res, p) => this.pinLs(req, res, p),
       '/api/v0/block/stat': (req, res, p) => this.blockStat(req, res, p),
       '/api/v0/version': (req, res, p) => this.version(req, res, p),
-      '/api/v0/id': (req, res, p) => this.id(req, res, p)
+      '/api/v0/id': (req, res, p) => this.id(req, res, p),
+      ...extraRoutes
     }
   }
 
@@ -350,10 +355,10 @@ export class KuboApi {
     sendJson(res, 200, {
       ID: this.peerId.toString(),
       PublicKey: Buffer.from(publicKeyToProtobuf(this.privateKey.publicKey)).toString('base64'),
-      Addresses: [],
+      Addresses: this.libp2p == null ? [] : this.libp2p.getMultiaddrs().map(String),
       AgentVersion: this.info.agentVersion,
       ProtocolVersion: 'ipfs/0.1.0',
-      Protocols: []
+      Protocols: this.libp2p == null ? [] : this.libp2p.getProtocols().sort()
     })
   }
 }

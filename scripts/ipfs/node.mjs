@@ -1,14 +1,32 @@
 #!/usr/bin/env node
 /**
- * The local IPFS node of tenzro-train: Helia on a filesystem blockstore,
- * no networking, serving the Kubo RPC subset the project uses.
+ * The local IPFS node of tenzro-train: Helia on a filesystem blockstore and a
+ * libp2p swarm for pubsub only, serving the Kubo RPC subset the project uses.
  *
  *   node_modules/node/bin/node scripts/ipfs/node.mjs --repo <data dir> --api 127.0.0.1:<port>
+ *       [--swarm 127.0.0.1:<port>]
  *
- * Prints `ipfs node ready api=http://<host>:<port> peer=<id>` on stdout once
- * it answers; serves until SIGTERM/SIGINT, then closes the stores and exits 0.
- * Exits 2 with a message on stderr when the arguments are wrong, the repo is
- * unusable (not writable, locked by a live node) or the port is taken.
+ * --swarm is the libp2p TCP listen address (default 127.0.0.1:0, a free port
+ * chosen at start; `/api/v0/id` and the ready line give the address to dial).
+ * Nothing is dialled on its own: no bootstrap peers, no mDNS, no DHT; two
+ * nodes meet through `/api/v0/swarm/connect <multiaddr>`. Blocks stay local
+ * (no bitswap); only pubsub messages cross the swarm.
+ *
+ * Prints `ipfs node ready api=http://<host>:<port> peer=<id> swarm=<multiaddr>`
+ * on stdout once it answers; serves until SIGTERM/SIGINT, then closes the
+ * swarm and the stores and exits 0. Exits 2 with a message on stderr when the
+ * arguments are wrong, the repo is unusable (not writable, locked by a live
+ * node) or a port is taken.
+ *
+ * Pubsub (gossipsub, Kubo RPC /api/v0/pubsub/{pub,sub,ls,peers}, see
+ * pubsub.mjs): topics and data are multibase base64url (`u...`) on the wire
+ * as in Kubo. The topics tenzro-train uses (names from the Tenzro Train docs,
+ * one of each per task; the task id is the bytes32 as 64 lowercase hex digits
+ * without 0x):
+ *   tenzro/training/1.0.0/<task id hex>          signed trainer submissions
+ *   tenzro/training/syncer/1.0.0/<task id hex>   syncer announcements
+ * (constants and helpers in operator/tenzro_operator/ipfs.py). A message
+ * carries at most 1 MiB of data.
  */
 import http from 'node:http'
 import fs from 'node:fs'
@@ -16,6 +34,8 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { openRepo, RepoError } from './repo.mjs'
 import { KuboApi } from './api.mjs'
+import { PubsubApi } from './pubsub.mjs'
+import { startSwarm, SwarmError } from './swarm.mjs'
 
 const NODE_VERSION = '0.1.0'
 
@@ -25,24 +45,28 @@ function fail (message) {
 }
 
 function parseArgs (argv) {
-  const out = { repo: null, api: '127.0.0.1:5001' }
+  const out = { repo: null, api: '127.0.0.1:5001', swarm: '127.0.0.1:0' }
+  const usage = 'usage: node scripts/ipfs/node.mjs --repo <data dir> --api 127.0.0.1:<port> [--swarm 127.0.0.1:<port>]'
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, null]
     if (flag === '--help' || flag === '-h') {
-      process.stdout.write('usage: node scripts/ipfs/node.mjs --repo <data dir> --api 127.0.0.1:<port>\n')
+      process.stdout.write(usage + '\n')
       process.exit(0)
     }
-    if (flag !== '--repo' && flag !== '--api') fail(`unknown argument ${a} (usage: --repo <data dir> --api 127.0.0.1:<port>)`)
+    if (!['--repo', '--api', '--swarm'].includes(flag)) fail(`unknown argument ${a} (${usage})`)
     const value = inline ?? argv[++i]
     if (value == null || value === '') fail(`${flag} needs a value`)
     out[flag.slice(2)] = value
   }
   if (out.repo == null) fail('--repo <data dir> is required')
-  const m = /^(.+):(\d+)$/.exec(out.api)
-  if (m == null || Number(m[2]) > 65535) fail(`--api must be <host>:<port>, got ${out.api}`)
-  out.host = m[1].replace(/^\[|\]$/g, '')
-  out.port = Number(m[2])
+  const hostPort = (flag, value) => {
+    const m = /^(.+):(\d+)$/.exec(value)
+    if (m == null || Number(m[2]) > 65535) fail(`${flag} must be <host>:<port>, got ${value}`)
+    return [m[1].replace(/^\[|\]$/g, ''), Number(m[2])]
+  }
+  ;[out.host, out.port] = hostPort('--api', out.api)
+  ;[out.swarmHost, out.swarmPort] = hostPort('--swarm', out.swarm)
   return out
 }
 
@@ -64,11 +88,16 @@ async function main () {
     fail(err instanceof RepoError ? err.message : `cannot open repo ${args.repo}: ${err.message}`)
   }
   const heliaVersion = packageVersion('helia')
-  const api = new KuboApi(node, {
-    version: `${NODE_VERSION}-helia`,
-    heliaVersion,
-    agentVersion: `tenzro-ipfs/${NODE_VERSION} helia/${heliaVersion} (local, offline)`
-  })
+  const agentVersion = `tenzro-ipfs/${NODE_VERSION} helia/${heliaVersion} (local, offline)`
+  let swarm
+  try {
+    swarm = await startSwarm({ privateKey: node.privateKey, host: args.swarmHost, port: args.swarmPort, agentVersion })
+  } catch (err) {
+    try { await node.close() } catch { /* exiting anyway */ }
+    fail(err instanceof SwarmError ? err.message : `cannot start the swarm: ${err.message}`)
+  }
+  const pubsub = new PubsubApi(swarm)
+  const api = new KuboApi(node, { version: `${NODE_VERSION}-helia`, heliaVersion, agentVersion }, swarm, pubsub.routes())
   const server = http.createServer((req, res) => { api.handle(req, res) })
   server.requestTimeout = 0 // large uploads
   server.keepAliveTimeout = 5000
@@ -80,6 +109,11 @@ async function main () {
     process.stderr.write(`ipfs node: ${signal}, closing\n`)
     server.close()
     server.closeAllConnections()
+    try {
+      await swarm.stop()
+    } catch (err) {
+      process.stderr.write(`ipfs node: error while stopping the swarm: ${err.message}\n`)
+    }
     try {
       await node.close()
     } catch (err) {
@@ -95,13 +129,15 @@ async function main () {
     const why = err.code === 'EADDRINUSE'
       ? `port ${args.port} on ${args.host} is already in use (another IPFS node or Kubo daemon?)`
       : `cannot listen on ${args.host}:${args.port}: ${err.message}`
+    try { await swarm.stop() } catch { /* exiting anyway */ }
     try { await node.close() } catch { /* exiting anyway */ }
     fail(why)
   })
   server.listen(args.port, args.host, () => {
     const { port } = server.address()
     const host = args.host.includes(':') ? `[${args.host}]` : args.host
-    process.stdout.write(`ipfs node ready api=http://${host}:${port} peer=${node.peerId.toString()}\n`)
+    const swarmAddr = swarm.getMultiaddrs()[0]?.toString() ?? ''
+    process.stdout.write(`ipfs node ready api=http://${host}:${port} peer=${node.peerId.toString()} swarm=${swarmAddr}\n`)
   })
 }
 
