@@ -1,6 +1,7 @@
 """Benchmark: compressed outer gradients. Bytes one trainer uploads per round under each codec, against
 uncompressed DiLoCo (fp32 payloads) and synchronous data-parallel (H fp32 gradients per round), and
-the held-out loss after the same number of rounds relative to uncompressed DiLoCo, same seed.
+the held-out loss after the same number of rounds relative to uncompressed DiLoCo and to a tuned
+synchronous data-parallel baseline, same seed.
 
 Bytes are exact: every payload the simulator sends is measured (safetensors header included) and
 checked against ``tenzro_trainer.compression.round_upload_bytes``; "data" counts tensor bytes
@@ -10,12 +11,18 @@ Each run uses ``tenzro_trainer.simulate`` with ``SimConfig.compression`` (per-wo
 where the codec has it). Codecs marked "SparseLoCo outer" replace outer Nesterov (lr 0.7, momentum
 0.9) with plain SGD lr 1.0, no momentum, as SparseLoCo does (its error feedback plays the momentum).
 
+The synchronous baseline (``tenzro_trainer.simulate_sync``: same model, data, workers and global
+batch, rounds x H AdamW steps) is tuned as EVALUATION.md asks: its learning rate is swept over
+``--sync-lrs`` and the one with the lowest mean over seeds of the last three rounds' held-out loss
+is the reference of the "vs sync DP" loss ratios (:func:`pick_sync_lr`, :func:`bytes_ratio_at_loss`).
+
     .venv/bin/python trainer/benchmarks/compression.py --seeds 0 1 2 --rounds 30
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 
@@ -27,7 +34,7 @@ from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
 from tenzro_trainer.data import default_collection
 from tenzro_trainer.fragments import partition
 from tenzro_trainer.models import build_model
-from tenzro_trainer.simulate import SimConfig, simulate
+from tenzro_trainer.simulate import SimConfig, simulate, simulate_sync
 
 NESTEROV = OuterConfig()
 SPARSELOCO_OUTER = OuterConfig(lr=1.0, momentum=0.0, nesterov=False)
@@ -57,6 +64,33 @@ def mean_sd(xs):
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
 
+def pick_sync_lr(sweep: dict[float, list[float]]) -> float:
+    """The learning rate of ``sweep`` (lr -> one loss per seed) with the lowest mean loss; a
+    non-finite mean (a diverged seed) never wins, and equal means go to the first lr given.
+
+    Raises:
+        ValueError: every lr has a non-finite mean loss.
+    """
+    finite = {lr: statistics.fmean(xs) for lr, xs in sweep.items() if math.isfinite(statistics.fmean(xs))}
+    if not finite:
+        raise ValueError(f"every sync learning rate diverged: {sorted(sweep)}")
+    return min(finite, key=finite.__getitem__)
+
+
+def curve_min(curves: list[list[float]]) -> tuple[int, float]:
+    """(round, loss) of the minimum of the per-round mean over seeds of held-out curves (round 0 = init)."""
+    mean = [statistics.fmean(xs) for xs in zip(*curves)]
+    i = min(range(len(mean)), key=mean.__getitem__)
+    return i, mean[i]
+
+
+def bytes_ratio_at_loss(rows: list[dict], max_loss_ratio: float) -> dict | None:
+    """The row with the largest ``vs_sync`` (bytes fewer than sync DP) among rows whose mean loss
+    ratio vs sync DP (``loss_vs_sync[0]``) is at most ``max_loss_ratio``; None when none is."""
+    ok = [r for r in rows if r["loss_vs_sync"][0] <= max_loss_ratio]
+    return max(ok, key=lambda r: r["vs_sync"]) if ok else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -67,6 +101,8 @@ def main() -> None:
     ap.add_argument("--preset", default="demo")
     ap.add_argument("--fragments", type=int, default=4)
     ap.add_argument("--loss-codecs", nargs="+", default=DEFAULT_LOSS_CODECS, choices=sorted(CODECS))
+    ap.add_argument("--sync-lrs", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2],
+                    help="inner learning rates of the synchronous data-parallel sweep")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--name", default="compression")
     args = ap.parse_args()
@@ -89,8 +125,18 @@ def main() -> None:
     # ---- loss at equal rounds
     df = default_collection()
     t_start = time.perf_counter()
-    runs = []
+    runs, sync_runs = [], []
     for seed in args.seeds:
+        for lr in args.sync_lrs:
+            cfg = SimConfig(model=model, inner=InnerConfig(steps=args.H, batch_size=args.batch, seed=seed),
+                            workers=args.workers, rounds=args.rounds, fragments=args.fragments, seed=seed)
+            res = simulate_sync(cfg, df, lr=lr)
+            held = [r["heldout_loss"] for r in res.rounds]
+            sync_runs.append({"lr": lr, "seed": seed, "final": held[-1], "last3": statistics.fmean(held[-3:]),
+                              "train_window": res.rounds[-1]["train_window_loss"], "mase": res.rounds[-1]["mase"],
+                              "upload_bytes": res.rounds[-1]["upload_bytes"], "curve": held, "wall_s": res.wall_s})
+            print(f"seed {seed} sync DP lr {lr:<8g} held-out final {held[-1]:.4f} last3 {sync_runs[-1]['last3']:.4f} "
+                  f"train-window {sync_runs[-1]['train_window']:.4f} ({res.wall_s:.0f}s)", flush=True)
         for name in args.loss_codecs:
             codec, outer, _ = CODECS[name]
             cfg = SimConfig(model=model, inner=InnerConfig(steps=args.H, batch_size=args.batch, seed=seed), outer=outer,
@@ -115,6 +161,15 @@ def main() -> None:
             b = next(r for r in runs if r["codec"] == "fp32" and r["seed"] == seed)
             per_seed.append(a[key] / b[key])
         return per_seed
+
+    # ---- the tuned synchronous baseline: the lr with the lowest mean last-3 held-out loss
+    sweep = {lr: [r["last3"] for r in sync_runs if r["lr"] == lr] for lr in args.sync_lrs}
+    sync_lr = pick_sync_lr(sweep)
+    sync_ref = {r["seed"]: r for r in sync_runs if r["lr"] == sync_lr}
+
+    def ratio_sync(name, key):
+        return [next(r for r in runs if r["codec"] == name and r["seed"] == seed)[key] / sync_ref[seed][key]
+                for seed in args.seeds]
 
     m = machine()
     n_rounds_note = "" if len(args.seeds) >= 3 and args.rounds >= 30 else " (fewer seeds/rounds than the issue's bar)"
@@ -174,6 +229,114 @@ def main() -> None:
         "    bytes ratio vs sync DP at loss ratio (vs uncompressed DiLoCo; held-out last-3 and train-window) <= 1.05: "
         + (f"{best['vs_sync']:.0f}x ({best['codec']}: held-out last3 {best['last3'][0]:.3f}, train-window "
            f"{best['train_window'][0]:.3f})" if best else "none"),
+    ]
+    edge = sync_lr in (min(args.sync_lrs), max(args.sync_lrs))
+    lines += [
+        "",
+        "## Tuned synchronous data-parallel baseline",
+        "",
+        f"`simulate_sync`: the same model, data, shards and initial weights, global batch {args.workers} x {args.batch} "
+        f"= {args.workers * args.batch} windows per step (each worker's share from its own shard), "
+        f"{args.rounds} x {args.H} = {args.rounds * args.H} AdamW steps, evaluated every {args.H} steps (a 'round'). "
+        f"Its inner learning rate is swept (DiLoCo's inner lr is {InnerConfig().lr:g}); the lr with the lowest mean "
+        f"over seeds of the last-3 held-out loss is the reference below. Ratios in this table: sync DP at that lr / "
+        f"uncompressed DiLoCo (fp32), same seed.",
+        "",
+        "| sync lr | held-out last3 (mean ± sd) | last3 per seed | held-out final (mean ± sd) | train-window (mean ± sd) "
+        "| last3 vs fp32 DiLoCo | train-window vs fp32 DiLoCo | lowest mean held-out (round) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    sweep_rows = []
+    fp32_by_seed = {r["seed"]: r for r in runs if r["codec"] == "fp32"}
+    for lr in args.sync_lrs:
+        rs = [next(r for r in sync_runs if r["lr"] == lr and r["seed"] == seed) for seed in args.seeds]
+        row = {"lr": lr, "last3": mean_sd([r["last3"] for r in rs]), "last3_per_seed": [r["last3"] for r in rs],
+               "final": mean_sd([r["final"] for r in rs]), "train_window": mean_sd([r["train_window"] for r in rs]),
+               "last3_vs_fp32": mean_sd([r["last3"] / fp32_by_seed[r["seed"]]["last3"] for r in rs]),
+               "train_window_vs_fp32": mean_sd([r["train_window"] / fp32_by_seed[r["seed"]]["train_window"] for r in rs]),
+               "curve_min": curve_min([r["curve"] for r in rs])}
+        sweep_rows.append(row)
+        vs = (f"{row['last3_vs_fp32'][0]:.3f} ± {row['last3_vs_fp32'][1]:.3f} | "
+              f"{row['train_window_vs_fp32'][0]:.3f} ± {row['train_window_vs_fp32'][1]:.3f}")
+        lines.append(f"| {lr:g}{' (chosen)' if lr == sync_lr else ''} | {row['last3'][0]:.4f} ± {row['last3'][1]:.4f} | "
+                     f"{', '.join(f'{x:.4f}' for x in row['last3_per_seed'])} | "
+                     f"{row['final'][0]:.4f} ± {row['final'][1]:.4f} | "
+                     f"{row['train_window'][0]:.4f} ± {row['train_window'][1]:.4f} | {vs} | "
+                     f"{row['curve_min'][1]:.4f} ({row['curve_min'][0]}) |")
+    ranked = sorted((r for r in sweep_rows if math.isfinite(r["last3"][0])), key=lambda r: r["last3"][0])
+    runner = ranked[1] if len(ranked) > 1 else None
+    lines += [
+        "",
+        f"Chosen: lr {sync_lr:g}" + (" (at the edge of the sweep: a wider sweep might find a better one)" if edge
+                                    else " (inside the sweep: both neighbours are worse)")
+        + (f"; runner-up lr {runner['lr']:g}, {100 * (runner['last3'][0] / ranked[0]['last3'][0] - 1):.2f}% higher "
+           f"mean last-3 held-out loss (the seed-to-seed sd of the chosen lr is {ranked[0]['last3'][1]:.4f})." if runner
+           else "."),
+        "",
+        "## Loss vs the tuned synchronous baseline, with bytes",
+        "",
+        f"Loss ratio = the codec's mean held-out loss over the last three rounds / sync DP's (lr {sync_lr:g}), same "
+        f"seed; mean ± sd over seeds. Sync DP at equal steps and samples uploads H x 4 x P = {sync_round} B per "
+        f"worker per round; bytes ratio = that / the codec's bytes per round. The train-window ratio (same "
+        f"definition on the fixed training windows, final round) is shown as a check; it does not enter the line "
+        f"at the end.",
+        "",
+        "| codec | bytes fewer than sync DP | held-out last3 vs sync DP | last3 per seed | train-window vs sync DP "
+        "| lowest mean held-out (round) | lowest vs sync DP's lowest at any lr |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    sync_min = curve_min([sync_ref[seed]["curve"] for seed in args.seeds])
+    sync_any = min(sweep_rows, key=lambda r: r["curve_min"][1] if math.isfinite(r["curve_min"][1]) else math.inf)
+    vs_sync_rows = []
+    for name in args.loss_codecs:
+        l3, tw = ratio_sync(name, "last3"), ratio_sync(name, "train_window")
+        row = {"codec": name, "vs_sync": by_name[name]["vs_sync"], "loss_vs_sync": mean_sd(l3),
+               "loss_vs_sync_per_seed": l3, "train_window_vs_sync": mean_sd(tw),
+               "curve_min": curve_min([r["curve"] for r in runs if r["codec"] == name])}
+        vs_sync_rows.append(row)
+        lines.append(f"| {name} | {row['vs_sync']:.0f}x | {row['loss_vs_sync'][0]:.3f} ± {row['loss_vs_sync'][1]:.3f} | "
+                     f"{', '.join(f'{x:.3f}' for x in l3)} | {row['train_window_vs_sync'][0]:.3f} ± "
+                     f"{row['train_window_vs_sync'][1]:.3f} | {row['curve_min'][1]:.4f} ({row['curve_min'][0]}) | "
+                     f"{row['curve_min'][1] / sync_any['curve_min'][1]:.3f} |")
+    at105, at102 = bytes_ratio_at_loss(vs_sync_rows, 1.05), bytes_ratio_at_loss(vs_sync_rows, 1.02)
+    ok105 = [r for r in vs_sync_rows if r["loss_vs_sync"][0] <= 1.05]
+    tw_best = min(sweep_rows, key=lambda r: r["train_window"][0])
+    chosen_row = next(r for r in sweep_rows if r["lr"] == sync_lr)
+    sync_ref_last3 = statistics.fmean(sync_ref[seed]["last3"] for seed in args.seeds)
+    strict = bytes_ratio_at_loss([r for r in vs_sync_rows if r["train_window_vs_sync"][0] <= 1.05], 1.05)
+
+    def verdict(best, need):
+        if best is None:
+            return "not met (no codec qualifies)"
+        return f"{'met' if best['vs_sync'] >= need else 'not met'} ({best['vs_sync']:.0f}x, {best['codec']})"
+
+    lines += [
+        "",
+        f"The issue's floor is at least 100x fewer bytes than sync DP at a loss ratio <= 1.05, its target 400x at "
+        f"<= 1.02 (loss ratio vs the tuned sync DP, mean over seeds of the last-3 held-out loss). Floor: "
+        f"{verdict(at105, 100)}; target: {verdict(at102, 400)}. With the stricter reading (the train-window ratio vs "
+        f"sync DP also <= 1.05): "
+        + (f"{strict['vs_sync']:.0f}x ({strict['codec']})." if strict else "no codec qualifies."),
+        "",
+        f"Read the held-out ratios with care. The mean held-out curve of the chosen sync DP is lowest at round "
+        f"{sync_min[0]} ({sync_min[1]:.4f}); its last-3 mean is {sync_ref_last3:.4f} "
+        f"({100 * (sync_ref_last3 / sync_min[1] - 1):+.1f}%)"
+        + (": it rises after its minimum (the model overfits the training series), so at a fixed late round the "
+           "held-out loss rewards runs that learn slowly" if sync_min[0] < args.rounds - 2 else "")
+        + f". In the sweep the lowest train-window loss is at lr {tw_best['lr']:g} ({tw_best['train_window'][0]:.4f}), "
+        f"the lowest held-out last-3 at lr {sync_lr:g}, whose train-window loss is "
+        f"{chosen_row['train_window_vs_fp32'][0]:.3f}x uncompressed DiLoCo's"
+        + (" (the tuned baseline is under-trained: the held-out criterion prefers it because the held-out tail "
+           "punishes fitting the training series)" if chosen_row["train_window_vs_fp32"][0] > 1.05 else "")
+        + f". The codecs within 1.05 on held-out loss have train-window "
+        f"ratios vs sync DP of "
+        + (f"{min(r['train_window_vs_sync'][0] for r in ok105):.3f}-{max(r['train_window_vs_sync'][0] for r in ok105):.3f}"
+           if ok105 else "(none)")
+        + ". The 'lowest' columns (the best round of each mean curve, a checkpoint picked on held-out data, so "
+        f"optimistic for every run alike; sync DP's lowest at any lr is {sync_any['curve_min'][1]:.4f}, lr "
+        f"{sync_any['lr']:g}, round {sync_any['curve_min'][0]}) are a diagnostic, not the metric of the line below.",
+    ]
+    lines += [
         "",
         "Every simulated round's upload matched the accounting: "
         + ("yes" if all(r["upload_bytes"] == r["accounting_bytes"] for r in runs) else "NO, see json"),
@@ -186,8 +349,14 @@ def main() -> None:
     for r in runs:
         lines.append(f"| {r['codec']} | {r['seed']} | {r['final']:.4f} | {r['last3']:.4f} | {r['train_window']:.4f} | "
                      f"{r['mase']:.3f} | {r['upload_bytes']} | {r['wall_s']:.0f} |")
+    for r in sync_runs:
+        lines.append(f"| sync DP lr {r['lr']:g} | {r['seed']} | {r['final']:.4f} | {r['last3']:.4f} | "
+                     f"{r['train_window']:.4f} | {r['mase']:.3f} | {r['upload_bytes']} | {r['wall_s']:.0f} |")
+    lines += ["", "bytes ratio vs sync DP at loss ratio <= 1.05: " + (f"{at105['vs_sync']:.0f}x" if at105 else "none")]
     write(args.name, "\n".join(lines), {"args": vars(args), "machine": m, "params": P, "sync_round_bytes": sync_round,
-                                        "fp32_round_bytes": fp32_round, "bytes": bytes_rows, "summary": summary, "runs": runs})
+                                        "fp32_round_bytes": fp32_round, "bytes": bytes_rows, "summary": summary,
+                                        "runs": runs, "sync_lr": sync_lr, "sync_sweep": sweep_rows,
+                                        "sync_runs": sync_runs, "vs_sync": vs_sync_rows})
     print("\n".join(lines))
 
 
