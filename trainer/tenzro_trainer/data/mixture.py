@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 import pandas as pd
 
@@ -66,11 +67,17 @@ class MixtureConfig:
 
 def training_mixture(cfg: MixtureConfig = MixtureConfig()) -> pd.DataFrame:
     """Real + TSMixup + KernelSynth series in long format (ids ``tsmixup/…``, ``kernelsynth/…`` for
-    the synthetic ones). Refuses real data that overlaps the zero-shot collection.
+    the synthetic ones). Refuses real data that overlaps the zero-shot collection. The last frame
+    built is kept in memory (a copy is returned), so asking twice in one process costs one build.
 
     Raises:
         DataError: unknown ``cfg.real``, bad weights, or a zero-shot series in the real data.
     """
+    return _build(cfg).copy()
+
+
+@lru_cache(maxsize=1)
+def _build(cfg: MixtureConfig) -> pd.DataFrame:
     if cfg.real not in ("extended", "default"):
         raise DataError(f"MixtureConfig.real must be 'extended' or 'default', got {cfg.real!r}")
     real = extended_collection() if cfg.real == "extended" else default_collection()
