@@ -719,11 +719,13 @@ def keys_devnet(directory: Path, roles: tuple[str, ...], password_env: str) -> N
 
 def _attach_daemons() -> None:
     """``tenzro syncer run --config syncer.yaml`` and ``tenzro trainer run --config trainer.yaml``:
-    the same commands as ``python -m tenzro_operator.syncer_cli`` and ``tenzro-trainer``."""
-    from tenzro_operator import syncer_cli, trainer_cli
+    the same commands as ``python -m tenzro_operator.syncer_cli`` and ``tenzro-trainer``;
+    ``tenzro watcher run --config watcher.yaml`` (`tenzro_operator.watcher_cli`)."""
+    from tenzro_operator import syncer_cli, trainer_cli, watcher_cli
 
     cli.add_command(syncer_cli.cli, "syncer")
     cli.add_command(trainer_cli.cli, "trainer")
+    cli.add_command(watcher_cli.cli, "watcher")
 
 
 _attach_daemons()

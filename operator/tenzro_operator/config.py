@@ -45,6 +45,7 @@ __all__ = [
     "SponsorConfig",
     "SyncerConfig",
     "TrainerConfig",
+    "WatcherConfig",
     "load_config",
 ]
 
@@ -236,6 +237,33 @@ class SyncerConfig(CommonConfig):
         return OuterConfig(**kw)
 
 
+class WatcherConfig(CommonConfig):
+    """``watcher.yaml``: the watcher daemon (``tenzro watcher run``, `tenzro_operator.roles.watcher`),
+    which replays each committed round as it lands and reports every mismatch.
+
+    ``keystore`` is optional: the watcher only reads the chain and IPFS today (the fraud proof it
+    will send, and the bond that goes with it, need the registry's challenge, not built yet)."""
+
+    task_id: str | None = Field(default=None, description="run to watch; None = every run (discovery)")
+    max_runs: int | None = Field(default=None, ge=1, description="without task_id: runs to watch to their seal "
+                                 "before exiting; None = every run, until stopped")
+    include_sealed: bool = Field(default=False, description="discovery also replays runs already sealed when "
+                                 "first seen (default: only runs still training or completed)")
+    check_payloads: bool = Field(default=True, description="fetch every accepted payload and recompute the "
+                                 "weights; false checks only the commitments (transcripts, bitmaps, digests)")
+    report_path: Path | None = Field(default=None, description="JSON-lines file of mismatches (one line per "
+                                     "round that differs); None = <data_dir>/watcher-mismatches.jsonl")
+    confirmations: int = Field(default=0, ge=0, description="blocks an event must be buried under before it is "
+                               "read")
+    reorg_tail_blocks: int = Field(default=64, ge=2, description="blocks below the head read one by one with "
+                                   "their hashes checked (the deepest reorg survived)")
+    max_consecutive_failures: int = Field(default=5, ge=1, description="failed polls of one run in a row "
+                                          "before the watcher gives that run up")
+    discover_timeout_s: float = Field(default=600.0, gt=0, description="with task_id: how long to wait for "
+                                      "the run to be posted, seconds")
+    metrics_port: int | None = Field(default=9103, ge=0, le=65535)
+
+
 class SponsorConfig(CommonConfig):
     """``sponsor.yaml``: posting a task and watching it."""
 
@@ -301,7 +329,7 @@ def load_config(path: str | Path | None, cls: type[C], **overrides: Any) -> C:
         if not isinstance(loaded, dict):
             raise ConfigError(source, None, f"top level must be a mapping, got {type(loaded).__name__}")
         base = p.resolve().parent
-        for key in ("deployments", "keystore", "data_dir", "spec", "dataset_path"):
+        for key in ("deployments", "keystore", "data_dir", "spec", "dataset_path", "report_path"):
             v = loaded.get(key)
             if isinstance(v, str) and v and not Path(v).expanduser().is_absolute():
                 loaded[key] = str(base / v)

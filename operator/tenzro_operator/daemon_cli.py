@@ -27,9 +27,12 @@ def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str,
     """A click group with the ``run`` command of one daemon role.
 
     Args:
-        role: ``"trainer"`` or ``"syncer"`` (the logging role, and the name of the example config
+        role: ``"trainer"``, ``"syncer"`` or ``"watcher"`` (the logging role, and the name of the example config
             ``operator/examples/<role>.yaml`` in the help).
-        load: returns ``(daemon class, config class)``; called only when ``run`` is invoked.
+        load: returns ``(daemon class, config class)``; called only when ``run`` is invoked. A
+            daemon class with a ``run_cli(config_cls, config_path, role, **overrides) -> int``
+            classmethod is run by it (e.g. the watcher, which needs no keystore); else by
+            `tenzro_operator.daemon.run_daemon_cli`.
         help: the group's help line.
         run_help: the ``run`` command's help line.
 
@@ -53,7 +56,10 @@ def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str,
         from tenzro_operator.daemon import run_daemon_cli
 
         daemon_cls, config_cls = load()
-        sys.exit(run_daemon_cli(daemon_cls, config_cls, config_path, role, task_id=task_id, log_level=log_level,
-                                log_format=log_format))
+        overrides = dict(task_id=task_id, log_level=log_level, log_format=log_format)
+        run_cli = getattr(daemon_cls, "run_cli", None)
+        if run_cli is not None:
+            sys.exit(run_cli(config_cls, config_path, role, **overrides))
+        sys.exit(run_daemon_cli(daemon_cls, config_cls, config_path, role, **overrides))
 
     return group

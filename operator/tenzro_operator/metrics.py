@@ -12,7 +12,11 @@ Names (all prefixed ``tenzro_``). Every series about one run carries ``task``, t
   ``syncer_submissions_total{task}``, ``syncer_rejections_total{task,reason}``,
   ``syncer_round{task}`` (gauge), ``syncer_heldout_loss{task}`` (gauge),
   ``syncer_fees_claimed_tnzo_total{task}`` (TNZO).
-* both, about the daemon rather than one run: ``chain_tx_total{method}``,
+* watcher: ``watcher_rounds_checked_total{task}``, ``watcher_mismatches_total{task}`` (rounds
+  whose replay differs from the commit), ``watcher_lag_blocks{task}`` and
+  ``watcher_lag_seconds{task}`` (histograms: blocks and seconds between a round's
+  ``RoundFinalized`` block and its check), ``watcher_round{task}`` (gauge, last round checked).
+* every role, about the daemon rather than one run: ``chain_tx_total{method}``,
   ``chain_tx_failures_total{method,reason}``, ``ipfs_bytes_total{direction="in"|"out"}``,
   ``handler_errors_total{event}``.
 
@@ -29,8 +33,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from tenzro_operator.errors import TenzroError
 
-__all__ = ["DEFAULT_METRICS_PORT", "RoleMetrics", "SyncerMetrics", "TrainerMetrics", "start_metrics_server",
-           "task_label"]
+__all__ = ["DEFAULT_METRICS_PORT", "RoleMetrics", "SyncerMetrics", "TrainerMetrics", "WatcherMetrics",
+           "start_metrics_server", "task_label"]
 
 DEFAULT_METRICS_PORT = 9101
 _TASK = ["task"]
@@ -122,6 +126,25 @@ class SyncerMetrics(RoleMetrics):
                                   registry=r)
         self.fees_claimed = Counter("tenzro_syncer_fees_claimed_tnzo", "syncer fees claimed after seals (TNZO)",
                                     _TASK, registry=r)
+
+
+@dataclass
+class WatcherMetrics(RoleMetrics):
+    role: str = "watcher"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        r = self.registry
+        self.rounds_checked = Counter("tenzro_watcher_rounds_checked", "committed rounds replayed", _TASK,
+                                      registry=r)
+        self.mismatches = Counter("tenzro_watcher_mismatches", "rounds whose replay differs from the commit",
+                                  _TASK, registry=r)
+        self.lag_blocks = Histogram("tenzro_watcher_lag_blocks", "blocks between a round's commit and its check",
+                                    _TASK, registry=r, buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128, 256))
+        self.lag_seconds = Histogram("tenzro_watcher_lag_seconds", "seconds between a round's commit (its block's "
+                                     "timestamp) and its check", _TASK, registry=r,
+                                     buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600))
+        self.round = Gauge("tenzro_watcher_round", "last round checked", _TASK, registry=r)
 
 
 def start_metrics_server(port: int = DEFAULT_METRICS_PORT, metrics: RoleMetrics | None = None,

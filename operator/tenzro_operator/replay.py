@@ -22,7 +22,11 @@ Nothing the syncer claims is taken on trust. From the chain and IPFS alone the r
 Each difference is recorded as a `Mismatch` (what / expected / got); the replay goes on after
 one. When a round's committed weights differ from the recomputed ones, the replay continues from
 the *committed* weights (fetched from IPFS, momentum buffers kept: they depend only on the
-aggregates), so one bad round does not hide the state of the later ones.
+aggregates), so one bad round does not hide the state of the later ones: every round is checked
+given its committed inputs.
+
+The same `RoundReplayer` serves the live watcher (`tenzro_operator.roles.watcher`), which feeds it
+each round as its ``RoundFinalized`` lands instead of every round of a sealed run.
 
 Encoding of hashes and roots: contracts/RECEIPT.md (v1). Transcript format: `transcript.py`.
 """
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -52,7 +57,8 @@ from tenzro_trainer.errors import AggregationError, PayloadError, PayloadRejecte
 from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.outer import OuterOptimizer
 
-__all__ = ["Mismatch", "ReplayError", "ReplayReport", "RoundReport", "outer_config", "verify_receipt"]
+__all__ = ["Finalized", "Mismatch", "ReplayError", "ReplayReport", "RoundReplayer", "RoundReport", "outer_config",
+           "submission_of", "verify_receipt"]
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stage is ``"receipt"``, ``"round"`` or ``"payload"``."""
@@ -74,20 +80,30 @@ def _show(v: Any) -> str:
     return str(v)
 
 
+_FRAGMENT = re.compile(r"\bfragment (\d+)\b")
+
+
 @dataclass(frozen=True)
 class Mismatch:
-    """One check that failed: ``what`` names the value and where (round, fragment, trainer)."""
+    """One check that failed: ``what`` names the value and where (round, fragment, trainer).
+    ``fragment`` is the fragment ``what`` names (None: the check is about no single fragment)."""
 
     what: str
     expected: str
     got: str
     round: int | None = None
 
+    @property
+    def fragment(self) -> int | None:
+        m = _FRAGMENT.search(self.what)
+        return int(m.group(1)) if m else None
+
     def __str__(self) -> str:
         return f"{self.what}: expected {self.expected}, got {self.got}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"what": self.what, "expected": self.expected, "got": self.got, "round": self.round}
+        return {"what": self.what, "expected": self.expected, "got": self.got, "round": self.round,
+                "fragment": self.fragment}
 
 
 @dataclass
@@ -227,7 +243,7 @@ def _hex(b: bytes) -> str:
 
 
 @dataclass
-class _Finalized:
+class Finalized:
     """A ``RoundFinalized`` event: what the syncer committed for one round."""
 
     round: int
@@ -239,29 +255,39 @@ class _Finalized:
     transcript_hash: bytes
     transcript_cid: str
 
-
-def _finalized_events(chain: ChainClient, task_id: bytes, from_block: int, to_block: int) -> dict[int, _Finalized]:
-    """``round -> RoundFinalized`` of the task in ``[from_block, to_block]``."""
-    out: dict[int, _Finalized] = {}
-    for ev in chain.get_logs(from_block, to_block, ["RoundFinalized"], task_id=task_id):
+    @classmethod
+    def from_event(cls, ev: Mapping[str, Any]) -> "Finalized":
+        """From a decoded ``RoundFinalized`` event (`ChainClient.get_logs` / `EventCursor` shape)."""
         a, c = ev["args"], ev["args"]["commit"]
-        r = int(a["round"])
-        out[r] = _Finalized(r, bytes(a["weightsRoot"]), int(a["acceptedCount"]),
-                            [bytes(h) for h in c["fragmentHashes"]], list(c["fragmentCids"]),
-                            [int(x) for x in c["acceptedBitmaps"]], bytes(c["transcriptHash"]),
-                            str(c["transcriptCid"]))
+        return cls(int(a["round"]), bytes(a["weightsRoot"]), int(a["acceptedCount"]),
+                   [bytes(h) for h in c["fragmentHashes"]], list(c["fragmentCids"]),
+                   [int(x) for x in c["acceptedBitmaps"]], bytes(c["transcriptHash"]), str(c["transcriptCid"]))
+
+
+def _finalized_events(chain: ChainClient, task_id: bytes, from_block: int, to_block: int) -> dict[int, Finalized]:
+    """``round -> RoundFinalized`` of the task in ``[from_block, to_block]``."""
+    out: dict[int, Finalized] = {}
+    for ev in chain.get_logs(from_block, to_block, ["RoundFinalized"], task_id=task_id):
+        fin = Finalized.from_event(ev)
+        out[fin.round] = fin
     return out
 
 
 def _submissions(chain: ChainClient, task_id: bytes, from_block: int,
                  to_block: int) -> dict[tuple[int, int, str], tuple[str, bytes]]:
     """``(round, fragment, lower-case trainer) -> (cid, payloadHash)`` of every GradientSubmitted."""
-    out = {}
+    out: dict[tuple[int, int, str], tuple[str, bytes]] = {}
     for ev in chain.get_logs(from_block, to_block, ["GradientSubmitted"], task_id=task_id):
-        a = ev["args"]
-        out[(int(a["round"]), int(a["fragment"]), str(a["trainer"]).lower())] = (str(a["cid"]),
-                                                                                bytes(a["payloadHash"]))
+        key, value = submission_of(ev)
+        out[key] = value
     return out
+
+
+def submission_of(ev: Mapping[str, Any]) -> tuple[tuple[int, int, str], tuple[str, bytes]]:
+    """``((round, fragment, lower-case trainer), (cid, payloadHash))`` of a decoded
+    ``GradientSubmitted`` event: the form `RoundReplayer.submissions` holds."""
+    a = ev["args"]
+    return (int(a["round"]), int(a["fragment"]), str(a["trainer"]).lower()), (str(a["cid"]), bytes(a["payloadHash"]))
 
 
 def _fetch(ipfs: IpfsClient, cid: str) -> tuple[bytes | None, str]:
@@ -317,8 +343,19 @@ def _check_receipt(chain: ChainClient, rec: TrainingReceipt, run: RunView, task_
     return decoded
 
 
-class _RoundReplayer:
-    """Replays rounds in order; holds the outer optimizers (one per fragment) across rounds."""
+class RoundReplayer:
+    """Replays one run's rounds in order; holds the outer optimizers (one per fragment) across
+    rounds. `verify_receipt` feeds it every round of a sealed run; the watcher
+    (`tenzro_operator.roles.watcher`) feeds it each round as it is finalized, so the replay is
+    incremental: ``submissions`` must hold round r's ``GradientSubmitted`` events (`add_submission`)
+    before `replay` is called for round r, and rounds come in order 0, 1, 2, ...
+
+    Usage::
+
+        rp = RoundReplayer.for_run(chain, ipfs, task_id, chain.get_run(task_id))
+        for ev in gradient_submitted_events: rp.add_submission(ev)
+        report, *_ = rp.replay(r, Finalized.from_event(round_finalized_event), chain.get_round(task_id, r))
+    """
 
     def __init__(self, chain: ChainClient, ipfs: IpfsClient, task_id: bytes, spec: TaskSpec,
                  runtime: TaskRuntime, state: Mapping[str, torch.Tensor], input_root: bytes,
@@ -332,9 +369,37 @@ class _RoundReplayer:
         self.outers = [OuterOptimizer(fragment_state(state, names), self.outer_cfg) for names in runtime.fragments]
         self.input_root = input_root
 
+    @classmethod
+    def for_run(cls, chain: ChainClient, ipfs: IpfsClient, task_id: bytes, run: RunView, *,
+                submissions: dict | None = None, check_payloads: bool = True, progress: Progress | None = None,
+                max_params: int | None = None) -> "RoundReplayer":
+        """A replayer at round 0 of ``run``: its spec (checked against ``specHash``), model layout,
+        initial weights (checked against ``initialWeightsRoot``) and trainers (``trainersOf``,
+        fixed once the run trains).
+
+        Args:
+            submissions: ``(round, fragment, trainer) -> (cid, payloadHash)`` (`submission_of`);
+                None: an empty dict, filled with `add_submission`.
+            max_params: largest model to build (None: `TaskRuntime`'s default).
+        Raises:
+            AssetError / WeightsError: the spec or the initial weights do not match their commitments.
+            RpcUnavailable / IpfsUnavailable: the chain or the IPFS node does not answer.
+        """
+        spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
+        runtime = TaskRuntime.from_spec(spec) if max_params is None else TaskRuntime.from_spec(spec,
+                                                                                             max_params=max_params)
+        state, _ = initial_weights(ipfs, spec, runtime, run.initial_weights_root)
+        return cls(chain, ipfs, task_id, spec, runtime, state, run.initial_weights_root, chain.trainers_of(task_id),
+                   {} if submissions is None else submissions, check_payloads, progress)
+
+    def add_submission(self, ev: Mapping[str, Any]) -> None:
+        """Record a decoded ``GradientSubmitted`` event (idempotent: an event seen twice does no harm)."""
+        key, value = submission_of(ev)
+        self.submissions[key] = value
+
     # -- one round ---------------------------------------------------------------------------
 
-    def replay(self, r: int, fin: _Finalized | None, record: RoundRecord,
+    def replay(self, r: int, fin: Finalized | None, record: RoundRecord,
                receipt_digest: bytes | None) -> tuple[RoundReport, bytes, bytes, bytes]:
         """Check round r against its ``RoundFinalized`` event ``fin``, its ``getRound`` record and
         the receipt's digest; returns (report, recomputed weights root, transcript hash, recomputed
@@ -427,7 +492,7 @@ class _RoundReplayer:
         rep.seconds = time.perf_counter() - t0
         return rep, weights_root, transcript_hash, digest
 
-    def _check_transcript_fields(self, chk: _Checks, r: int, tr: RoundTranscript, fin: _Finalized) -> None:
+    def _check_transcript_fields(self, chk: _Checks, r: int, tr: RoundTranscript, fin: Finalized) -> None:
         """The transcript against the commit and the GradientSubmitted events (no payload fetched)."""
         tid = _hex(self.task_id)
         if tr.task_id.lower() != tid and tr.task_id != self.spec.task_id:
@@ -562,7 +627,7 @@ class _RoundReplayer:
                     chk.fail(f"round {r} fragment {f} trainer {trainer} rejection 'NormOutlier'",
                              f"L2 norm > {bound:.6g}", f"{norm:.6g}")
 
-    def _resync(self, r: int, f: int, fin: _Finalized, chk: _Checks) -> None:
+    def _resync(self, r: int, f: int, fin: Finalized, chk: _Checks) -> None:
         """Continue fragment f from the committed weights (momentum kept), if they can be fetched."""
         raw, why = _fetch(self.ipfs, fin.fragment_cids[f])
         if raw is None:
@@ -630,16 +695,12 @@ def verify_receipt(chain: ChainClient, ipfs: IpfsClient, task_id: bytes, *, chec
     if progress:
         progress("receipt", 1, 1)
 
-    spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
-    runtime = TaskRuntime.from_spec(spec)
-    state, _ = initial_weights(ipfs, spec, runtime, run.initial_weights_root)
-    trainers = chain.trainers_of(task_id)
     start = chain.run_start_block(run) if from_block is None else from_block
     end = chain.block_number()
     finalized = _finalized_events(chain, task_id, start, end)
-    subs = _submissions(chain, task_id, start, end)
-    replayer = _RoundReplayer(chain, ipfs, task_id, spec, runtime, state, run.initial_weights_root, trainers,
-                              subs, check_payloads, progress)
+    replayer = RoundReplayer.for_run(chain, ipfs, task_id, run, submissions=_submissions(chain, task_id, start, end),
+                                     check_payloads=check_payloads, progress=progress)
+    trainers = replayer.trainers
 
     R = run.max_rounds
     weights_roots, transcript_hashes, digests = [], [], []

@@ -51,6 +51,11 @@ After the last round the syncer calls ``seal`` (anyone may), claims the fees it 
 round it finalized: ``rewardPool * syncerFeeBps / 10000 / maxRounds``) with ``claimSyncerFee``,
 and returns; ``summary`` counts rounds, seals and fees.
 
+Fault injection (tests and demos only, off by default): ``fault: {wrong_aggregate_at: [round,
+fragment], go_silent_at: round, drop_submission: [round, fragment, trainer_index]}`` in the config
+(`SyncerFaultSettings`): the lies the watcher (`tenzro_operator.roles.watcher`) and the registry
+must catch.
+
 Many runs: with a ``task_id`` in the config the daemon serves that run only. Without one it
 serves every run it is (or gets) elected for at once, one thread per run (`serve_elected`):
 the registry may elect it for a second run while it serves a first, and a missed round deadline
@@ -70,7 +75,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tenzro_operator.chain import ZERO_ADDRESS, RoundCommit, RunStatus, RunView, SignedPayload, SlashReason
 from tenzro_operator.config import SyncerConfig
@@ -100,7 +105,7 @@ from tenzro_trainer.evaluate import HeldoutEvaluator
 from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.outer import OuterOptimizer
 
-__all__ = ["SyncerDaemon", "SyncerDaemonConfig"]
+__all__ = ["SyncerDaemon", "SyncerDaemonConfig", "SyncerFaultSettings"]
 
 log = logging.getLogger("tenzro.syncer")
 
@@ -111,6 +116,41 @@ _REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malfo
 # checks), or challenge its availability (anything it cannot fetch, decode or match)
 _PROVE = {"NonFinite": SlashReason.NON_FINITE, "NormOutlier": SlashReason.NORM_OUTLIER}
 _CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
+
+
+class SyncerFaultSettings(BaseModel):
+    """Deliberate misbehaviour of the syncer, ONLY for tests and demos (off unless configured):
+    the lies a watcher (`tenzro_operator.roles.watcher`) and the registry must catch. Each key is
+    off when left out; every injected fault is logged at WARNING with ``FAULT INJECTION``.
+
+    Attributes:
+        wrong_aggregate_at: ``[round, fragment]``: after the honest aggregate and outer step of
+            that round, add 1.0 to the first coordinate of that fragment's new weights before they
+            are pinned and committed. The perturbed weights stay the syncer's own state (saved in
+            its state file), so later rounds build on them, as a real liar's would. A restarted
+            syncer without its state file cannot rebuild them from the transcripts and halts.
+        go_silent_at: ``round``: from that round on, never finalize: the daemon idles (polls,
+            logs once) until the registry replaces it after ``syncerTimeout`` (its bond burned),
+            then it stops serving the run as any replaced syncer does.
+        drop_submission: ``[round, fragment, trainer_index]``: leave that trainer's live
+            submission out of that round's commit (neither accepted nor rejected). The registry
+            refuses such a commit (``Registry__SubmissionOmitted``); the syncer logs the refusal
+            at ERROR, gives the cheat up and finalizes the round honestly on its next step (the
+            refusal is counted once, not as a failed step, so it never halts the daemon).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    wrong_aggregate_at: tuple[int, int] | None = None
+    go_silent_at: int | None = Field(default=None, ge=0)
+    drop_submission: tuple[int, int, int] | None = None
+
+    @field_validator("wrong_aggregate_at", "drop_submission")
+    @classmethod
+    def _non_negative(cls, v):
+        if v is not None and any(x < 0 for x in v):
+            raise ValueError(f"must be non-negative, got {list(v)}")
+        return v
 
 
 class SyncerDaemonConfig(SyncerConfig):
@@ -126,9 +166,11 @@ class SyncerDaemonConfig(SyncerConfig):
     fetched at once, default 8), ``confirmations`` (blocks a submission must be buried under
     before it is read, default 0), ``reorg_tail_blocks`` (how deep below the head blocks are read
     one by one with their hashes checked: the deepest reorg and the largest node lag survived,
-    default 64; `tenzro_operator.events.EventCursor`).
+    default 64; `tenzro_operator.events.EventCursor`), ``fault`` (`SyncerFaultSettings`: deliberate
+    lies for tests and demos only; default off).
     """
 
+    fault: SyncerFaultSettings | None = None
     straggler_wait_s: float = Field(default=2.0, ge=0)
     fetch_retries: int = Field(default=3, ge=1)
     fetch_timeout_s: float = Field(default=10.0, gt=0)
@@ -214,6 +256,9 @@ class SyncerDaemon(Daemon):
         self.opt = lambda name, default: getattr(config, name, default)
         self.rounds_path = self.data_dir / "syncer-rounds.jsonl"
         self.leave_to_others = leave_to_others
+        self.fault: SyncerFaultSettings | None = getattr(config, "fault", None)
+        self._fault_dropped_refused = False  # drop_submission: refused by the registry, given up
+        self._fault_silent_logged = False
         self.reset_run()
         self.finalized_here = 0
         self.history: list[dict[str, Any]] = []
@@ -594,6 +639,13 @@ class SyncerDaemon(Daemon):
             return "done"
         r = run.current_round
         set_log_context(round=r)
+        if self.fault is not None and self.fault.go_silent_at is not None and r >= self.fault.go_silent_at:
+            if not self._fault_silent_logged:
+                log.warning("FAULT INJECTION: going silent at round %d (go_silent_at=%d): no more finalizes; idling "
+                            "until the registry replaces this syncer", r, self.fault.go_silent_at)
+                self._fault_silent_logged = True
+            self.sleep(self.poll_s)
+            return "next"
         if r - 1 != self.last_finalized:  # finalized elsewhere or by a previous life: catch up
             self.restore()
         if self._round is None or self._round.round != r:
@@ -910,12 +962,14 @@ class SyncerDaemon(Daemon):
                                                f"{self.norm_multiple:g}^2 x the fragment's median")
             if s.reason == "NormOutlier":
                 self.report(s)
+        dropping = self._fault_drop(r, accepted)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
         t0 = time.perf_counter()
         for f in range(F):  # PROTOCOL.md section 1: inputs in trainer-index order, +0 for a fragment without any
             outer = self.outers[f]
             outer.step(self.rule({trainer_key(self._index(s)): s.tensors for s in accepted[f]}) if accepted[f]
                        else outer.zero_aggregate())
+        self._fault_wrong_aggregate(r)
         blobs = self.runtime.encode_weights(self._state(), r)
         t_agg = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -955,6 +1009,11 @@ class SyncerDaemon(Daemon):
             t_chain = time.perf_counter() - t2 + rs.split.get("chain_s", 0.0)
         except ChainRevert as exc:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
+            if dropping and exc.error_name == "Registry__SubmissionOmitted":
+                self._fault_dropped_refused = True
+                log.error("FAULT INJECTION: the registry refused round %d's commit that leaves out a live submission "
+                          "(%s); giving the cheat up: finalizing the round honestly", r, exc)
+                return False
             if exc.error_name == "Registry__QuorumNotMet":
                 log.info("round %d: the chain wants more accepted submissions before the deadline (%s)", r, exc)
                 rs.quorum_since = None
@@ -1002,6 +1061,39 @@ class SyncerDaemon(Daemon):
                  f", held-out loss {rec['heldout_loss']:.4f}" if "heldout_loss" in rec else "")
         self._round = None
         return True
+
+    # ------------------------------------------------------------------ fault injection (tests, demos)
+
+    def _fault_drop(self, r: int, accepted: dict[int, list[_Sub]]) -> bool:
+        """``drop_submission``: take that trainer's submission out of ``accepted`` (in place) for
+        round r, unless the registry refused it already. True when one was taken out."""
+        spec = self.fault.drop_submission if self.fault is not None else None
+        if spec is None or self._fault_dropped_refused or spec[0] != r or spec[1] not in accepted:
+            return False
+        f, i = spec[1], spec[2]
+        keep = [s for s in accepted[f] if self._index(s) != i]
+        if len(keep) == len(accepted[f]):
+            log.warning("FAULT INJECTION: drop_submission %s: trainer %d has no accepted submission of fragment %d "
+                        "in round %d: nothing to drop", list(spec), i, f, r)
+            return False
+        accepted[f] = keep
+        log.warning("FAULT INJECTION: leaving trainer %d's live submission of fragment %d out of round %d's commit",
+                    i, f, r)
+        return True
+
+    def _fault_wrong_aggregate(self, r: int) -> None:
+        """``wrong_aggregate_at``: add 1.0 to the first coordinate of the fragment's new weights
+        (the outer optimizer's own parameters, so later rounds build on the wrong value)."""
+        spec = self.fault.wrong_aggregate_at if self.fault is not None else None
+        if spec is None or spec[0] != r or not 0 <= spec[1] < len(self.outers):
+            return
+        outer = self.outers[spec[1]]
+        with torch.no_grad():
+            flat = outer.params[0].view(-1)
+            before = float(flat[0])
+            flat[0] += 1.0
+        log.warning("FAULT INJECTION: round %d fragment %d: weight %s[0] committed as %.6g instead of the aggregate's "
+                    "%.6g", r, spec[1], outer.names[0], float(flat[0]), before)
 
     def settle_challenges(self) -> None:
         """Before the seal: every availability challenge of the run still pending is waited out
