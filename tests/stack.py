@@ -114,6 +114,19 @@ class Anvil:
 
 
 
+def wait_until(predicate, timeout_s: float = 10.0, what: str = "condition", poll_s: float = 0.1):
+    """Poll ``predicate()`` until it returns something truthy (returned) or ``timeout_s`` seconds pass
+    (AssertionError naming ``what``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(poll_s)
+
+
 def free_port() -> int:
     """A loopback TCP port nobody listens on now (bind port 0 and let the kernel choose)."""
     with socket.socket() as s:

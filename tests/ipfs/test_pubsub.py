@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ipfs_fixtures import NodeHandle
-from stack import free_port
+from stack import free_port, wait_until
 from tenzro_operator.errors import IpfsNodeError
 from tenzro_operator.errors import IpfsBadTopic, IpfsError, IpfsMessageTooLarge, IpfsPubsubError, IpfsUnavailable
 from tenzro_operator.ipfs import IpfsClient
@@ -38,16 +38,6 @@ def u(text: str | bytes) -> str:
     """Kubo's multibase base64url, computed independently of the client."""
     raw = text.encode() if isinstance(text, str) else text
     return "u" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def wait_until(predicate, timeout_s: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached within {timeout_s} s")
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 
 import pytest
 
 from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
-from stack import TOKEN
+from stack import TOKEN, wait_until
 from tenzro_operator.chain import RunStatus, SignedPayload
 from tenzro_operator.ipfs import Cid, kubo_cid
 from tenzro_operator.transcript import RoundTranscript
@@ -27,16 +26,6 @@ def _events(client, tid, name):
     return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
-def _wait(pred, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = pred()
-        if out:
-            return out
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.slow
 def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals(dev, runner, tmp_path):
     tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=1, challenge_window_ms=3_000)
@@ -47,7 +36,7 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
     runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
     client = dev.client()
-    _wait(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
+    wait_until(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
     zero = b"\x00" * 32
 
     def junk(cid: str) -> SignedPayload:
@@ -60,7 +49,7 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     b.submit_outer_gradient(tid, 0, 0, junk(kubo_cid(os.urandom(1000))))
     # M8: a copy of an honest trainer's payload (its CID and hash, signed by the copier)
     honest = dev.client(TRAINERS[0]).address
-    ev = _wait(lambda: next((e for e in _events(client, tid, "GradientSubmitted")
+    ev = wait_until(lambda: next((e for e in _events(client, tid, "GradientSubmitted")
                              if e["args"]["trainer"] == honest and e["args"]["fragment"] == 1), None),
                180, "an honest submission to copy")
     copied = SignedPayload.from_event(ev["args"])

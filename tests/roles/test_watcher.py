@@ -20,14 +20,13 @@ import json
 import logging
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from roles_stack import TRAINERS, Devnet, devnet_stack, post_small_task, syncer_daemon, trainer_daemon
-from stack import REPO
+from stack import REPO, wait_until
 from tenzro_operator.chain import ZERO_ADDRESS, RunStatus
 from tenzro_operator.keys import anvil_account
 
@@ -190,7 +189,7 @@ def test_silent_syncer_is_replaced_after_the_timeout(wdev, runner, tmp_path, cap
     runner.start("silent", silent)
     _start_trainers(wdev, runner, tid, tmp_path)
     # the second candidate registers only once the silent one is elected (else either could be drawn)
-    _wait(lambda: client.get_run(tid).syncer == silent.account.address, 120, "the first syncer's election")
+    wait_until(lambda: client.get_run(tid).syncer == silent.account.address, 120, "the first syncer's election")
     from tenzro_operator.roles.syncer import SyncerDaemon, SyncerDaemonConfig
 
     cfg = SyncerDaemonConfig(node_rpc=wdev.rpc_url, ipfs_api=wdev.ipfs_url, deployments=wdev.deployments,
@@ -198,7 +197,7 @@ def test_silent_syncer_is_replaced_after_the_timeout(wdev, runner, tmp_path, cap
                              poll_interval_s=0.3, register_stake="100", evaluate=False, straggler_wait_s=1.0)
     runner.start("second", SyncerDaemon(cfg, anvil_account(SECOND_SYNCER), wdev.client(SECOND_SYNCER), wdev.ipfs()))
     # round 1 opens; every trainer submits; the syncer stays silent
-    _wait(lambda: len([e for e in _events(client, tid, "GradientSubmitted") if e["args"]["round"] == 1]) == 6, 120,
+    wait_until(lambda: len([e for e in _events(client, tid, "GradientSubmitted") if e["args"]["round"] == 1]) == 6, 120,
           "round 1's submissions")
     run = client.get_run(tid)
     assert run.current_round == 1 and run.syncer == silent.account.address
@@ -215,11 +214,3 @@ def test_silent_syncer_is_replaced_after_the_timeout(wdev, runner, tmp_path, cap
     assert elected[1]["previousSlashed"] == run.syncer_bond > 0  # the silent syncer's bond, burned
     assert silent.summary["rounds_finalized"] == 1 and runner.daemons["second"].summary["rounds_finalized"] == 1
     assert any("FAULT INJECTION: going silent at round 1" in r.getMessage() for r in caplog.records)
-
-
-def _wait(cond, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
