@@ -112,7 +112,7 @@ def run_shape(base: DemoSettings, m: int, f: int, meter: IpfsMeter) -> dict:
                         "workdir": base.workdir / task, "timeout_s": 300 + 30 * m * base.rounds})
     t0 = time.monotonic()
     posted = post_demo_task(s)
-    procs = launch_daemons(s, posted.task, posted.keys, posted.work)
+    procs = launch_daemons(s, posted.task, posted.keys, posted.work, watcher=False)  # as measured
     probe = RoundProbe(posted.work / "syncer" / "syncer-rounds.jsonl", procs[0].popen.pid, meter).start()
     error = None
     try:

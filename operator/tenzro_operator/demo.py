@@ -13,14 +13,15 @@ Steps, each printed as it happens:
    the initial weights and the spec (with a syncer fee and bond), escrows the
    reward pool and posts the task;
 4. one syncer and M trainer daemons start as separate processes, each with its
-   own key and config file; the M-th enrollment opens round 0, the syncer is
-   elected (two steps) and the rounds run until the run is sealed and the
-   syncer has claimed its fee;
+   own key and config file, and a watcher (no key) that replays each round as it
+   lands; the M-th enrollment opens round 0, the syncer is elected (two steps) and
+   the rounds run until the run is sealed and the syncer has claimed its fee;
 5. the receipt is checked by the verifier at 0x…1008 and by an off-chain
    replay from IPFS; a RewardEscrow deposit bound to the run (task id, sponsor,
    spec hash, least accepted work) is released against it;
 6. a summary (per trainer: accepted, missed, reward, slashed, withdrawable;
-   held-out loss per round; the sealed model's zero-shot relative MASE
+   held-out loss per round; what the watcher checked (an honest run has no mismatch,
+   else the demo fails) and its lag; the sealed model's zero-shot relative MASE
    (:func:`tenzro_trainer.zeroshot.zero_shot_score`); the run's token accounting, which must balance to
    the atto-unit: pool + stakes + syncer stake in = rewards + refunds + syncer
    fees + dust + burned + syncer stake still registered out) is printed and
@@ -187,8 +188,9 @@ def _write_yaml(path: Path, data: dict) -> Path:
     return path
 
 
-def _common(s: DemoSettings, keystore: Path, data_dir: Path) -> dict:
-    return {"node_rpc": s.rpc, "ipfs_api": s.ipfs, "deployments": str(s.deployments), "keystore": str(keystore),
+def _common(s: DemoSettings, keystore: Path | None, data_dir: Path) -> dict:
+    return {"node_rpc": s.rpc, "ipfs_api": s.ipfs, "deployments": str(s.deployments),
+            "keystore": None if keystore is None else str(keystore),
             "password_env": PASSWORD_ENV, "metrics_port": 0, "data_dir": str(data_dir), "poll_interval_s": 0.5}
 
 
@@ -222,8 +224,9 @@ def register_syncer(syncer: ChainClient, deployer: ChainClient, s: DemoSettings)
     return syncer.syncer_info().stake
 
 
-def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path) -> list[Proc]:
-    """Start the syncer and the trainers as separate processes; returns them (syncer first)."""
+def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path, watcher: bool = True) -> list[Proc]:
+    """Start the syncer, the trainers and (``watcher``) a watcher as separate processes; returns
+    them (syncer first, watcher last)."""
     syncer_cfg = _write_yaml(work / "config" / "syncer.yaml", {
         **_common(s, keys["syncer"], work / "syncer"), "task_id": task, **s.syncer_options})
     procs = [_spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
@@ -235,6 +238,13 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
             "device": "cpu", "dtype": "fp32"})
         procs.append(_spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config",
                                              str(cfg)], work / "logs" / f"trainer-{i}.log"))
+    if not watcher:
+        return procs
+    # a watcher beside them: replays each round as it lands (read-only: no key); exits at the seal
+    watcher_cfg = _write_yaml(work / "config" / "watcher.yaml", {
+        **_common(s, None, work / "watcher"), "task_id": task})
+    procs.append(_spawn("watcher", [sys.executable, "-m", "tenzro_operator.watcher_cli", "run", "--config",
+                                    str(watcher_cfg)], work / "logs" / "watcher.log"))
     return procs
 
 
@@ -393,11 +403,27 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     console.print(f"started 1 syncer and {s.trainers} trainer processes (logs in {p.work / 'logs'})")
     try:
         train_s = wait_sealed(p.sponsor, p.task_id, procs, s, on_round)
+        watcher = procs[-1]
+        try:  # it exits by itself once it has checked the last round of the sealed run
+            watcher.popen.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            console.print(f"[yellow]the watcher had not finished 120 s after the seal[/] (log: {watcher.log})")
     finally:
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
     return summarize(s, p.sponsor, p.ipfs, p.spec, p.df, p.task, p.task_id, p.posted_block, p.addresses, t_start,
-                     p.syncer_stake)
+                     p.syncer_stake, watcher_rounds(p.work / "watcher"))
+
+
+def watcher_rounds(data_dir: Path) -> dict:
+    """What the demo's watcher saw (its ``watcher-rounds.jsonl``): rounds checked, mismatches, and
+    its lag behind the chain, seconds between a round's commit and the end of its check."""
+    path = data_dir / "watcher-rounds.jsonl"
+    rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+    lags = sorted(r["lag_s"] for r in rows)
+    return {"rounds_checked": len(rows), "mismatches": sum(1 for r in rows if not r["ok"]),
+            "lag_s_median": lags[len(lags) // 2] if lags else None, "lag_s_max": lags[-1] if lags else None,
+            "rounds": rows}
 
 
 def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str, syncer: str,
@@ -435,7 +461,7 @@ def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str
 
 def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: pd.DataFrame, task: str,
               task_id: bytes, from_block: int, addresses: dict[str, str], t_start: float,
-              syncer_stake_in: int) -> dict:
+              syncer_stake_in: int, watcher: dict) -> dict:
     receipt = chain.get_receipt(task_id)
     report = replay.verify_receipt(chain, ipfs, task_id)  # also asks the verifier at 0x…1008
     on_chain_ok = report.verifier_ok
@@ -478,7 +504,7 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
                                                 "fees_tnzo": run.syncer_fees_accrued / TOKEN,
                                                 "fee_unclaimed_tnzo": chain.syncer_fee_of(task_id, run.syncer) / TOKEN},
                "accounting": {k: (v if isinstance(v, bool) else str(v)) for k, v in acct.items()},
-               "heldout": curve, "zero_shot": zero_shot,
+               "heldout": curve, "zero_shot": zero_shot, "watcher": watcher,
                "receipt": {"run_root": "0x" + receipt.run_root.hex(), "verifier_ok": on_chain_ok, "replay_ok": report.ok},
                "escrow_released_tnzo": paid / TOKEN, "wall_s": time.monotonic() - t_start, "settings": {
                    k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(s).items()}}
@@ -490,6 +516,9 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     console.print(f"summary: {s.out / 'summary.json'}; loss curve: {png}; total {summary['wall_s']:.0f} s")
     if not (on_chain_ok and report.ok):
         raise DemoError("the receipt did not verify (see above)")
+    if watcher["mismatches"]:
+        raise DemoError(f"the watcher found {watcher['mismatches']} round(s) that differ from their replay "
+                        f"(an honest run has none): see its log")
     if not acct["conserved"]:
         raise DemoError(f"the run's tokens do not balance: in {acct['in']} atto, out {acct['out']} atto")
     return summary
@@ -510,6 +539,10 @@ def _print_summary(summary: dict) -> None:
     for row in summary["heldout"]:
         h.add_row(str(row["round"]), f"{row['heldout_loss']:.4f}", f"{row['mase']:.3f}", f"{row['smape']:.3f}")
     console.print(h)
+    w = summary["watcher"]
+    console.print(f"watcher: {w['rounds_checked']}/{summary['rounds']} rounds replayed as they landed, "
+                  f"{w['mismatches']} mismatches" + (f"; lag behind the commit median {w['lag_s_median']:.0f} s, "
+                                                      f"max {w['lag_s_max']:.0f} s" if w["rounds_checked"] else ""))
     z = summary["zero_shot"]
     console.print(f"zero-shot relative MASE of the sealed model: {z['relative_mase']:.3f} (WQL {z['relative_wql']:.3f}; "
                   f"{z['series']} series no training run has seen, {z['windows']} windows, vs SeasonalNaive = 1; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tenzro_operator.daemon_cli import daemon_group
 
-__all__ = ["cli"]
+__all__ = ["cli", "main"]
 
 
 def _load():
@@ -21,3 +21,12 @@ def _load():
 
 cli = daemon_group("watcher", _load, help="The Tenzro Train watcher daemon.",
                    run_help="Replay each committed round as it lands; report every mismatch.")
+
+
+def main() -> None:
+    """Entry point (``python -m tenzro_operator.watcher_cli``; ``tenzro watcher run``)."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -49,6 +49,10 @@ def test_full_run_seals_verifies_and_conserves_tokens(sealed):
     # Held-out loss of the global weights goes down over the run.
     curve = [r["heldout_loss"] for r in summary["heldout"]]
     assert len(curve) == 4 and curve[-1] < curve[0], curve
+    # A watcher replayed every round as it landed and found nothing wrong in this honest run.
+    w = summary["watcher"]
+    assert w["rounds_checked"] == 3 and w["mismatches"] == 0
+    assert [r["round"] for r in w["rounds"]] == [0, 1, 2] and all(r["payloads"] >= 2 * 4 for r in w["rounds"])
     # ... and the summary scores the sealed model zero-shot, on series no run trained on
     z = summary["zero_shot"]
     assert z["series"] >= 30 and z["windows"] >= z["series"] and 0 < z["relative_mase"] < 100

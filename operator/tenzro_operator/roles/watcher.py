@@ -24,7 +24,9 @@ verify-receipt`` runs over a sealed run, fed incrementally:
    difference, how many more) and appended to the JSON-lines report (``report_path``, default
    ``<data_dir>/watcher-mismatches.jsonl``; one object per round: task, round, fragments,
    commit block and transaction, committing syncer, lag, every mismatch); the watcher goes on
-   with the run and the others.
+   with the run and the others. Every round checked, matching or not, is one line of
+   ``<data_dir>/watcher-rounds.jsonl`` (task, round, ok, accepted, payloads, replay seconds,
+   lag in blocks and seconds).
 
 No fraud proof is sent yet: the registry's challenge of a round (protocol v2) is not built. The
 hook is `WatcherDaemon.on_mismatch`, called once per mismatched round with its `Finding`; that is
@@ -158,6 +160,7 @@ class WatcherDaemon(Daemon):
         super().__init__(config, account, chain, ipfs, metrics=metrics or WatcherMetrics(), stop=stop,
                          max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
         self.report_path = Path(config.report_path or self.data_dir / "watcher-mismatches.jsonl")
+        self.rounds_path = self.data_dir / "watcher-rounds.jsonl"  # one line per round checked
         self.on_finding = on_finding
         self.watches: dict[bytes, _RunWatch] = {}
         self.findings: list[Finding] = []
@@ -383,6 +386,9 @@ class WatcherDaemon(Daemon):
         self.metrics.lag_seconds.labels(task=label).observe(lag_s)
         self.metrics.round.labels(task=label).set(r)
         self.checked.append((tid, r, rep.ok))
+        append_jsonl(self.rounds_path, {"task": label, "round": r, "ok": rep.ok, "accepted": rep.accepted,
+                                        "payloads": rep.payloads_checked, "replay_s": round(rep.seconds, 3),
+                                        "lag_blocks": lag_blocks, "lag_s": round(lag_s, 3)})
         if rep.ok:
             log.info("round %d checked: matches the commit (%d accepted, %d payloads, %.2f s; lag %d blocks, %.0f s)",
                      r, rep.accepted, rep.payloads_checked, rep.seconds, lag_blocks, lag_s)
