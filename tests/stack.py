@@ -20,8 +20,10 @@ import signal
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import httpx
 
@@ -217,6 +219,33 @@ def fund(rpc_url: str, deployments: Path, indices, amount: int) -> None:
 
 
 _DATASETS: dict[int, Any] = {}
+
+
+@dataclass
+class DevStack:
+    """A running anvil with the contracts deployed (`funded_devnet`)."""
+
+    anvil: Anvil
+    deployments: Path
+    record: dict
+
+    @property
+    def rpc_url(self) -> str:
+        return self.anvil.url
+
+
+@contextmanager
+def funded_devnet(tmp: Path, funded=range(1, 10), *, state: bool = False) -> Iterator[DevStack]:
+    """Anvil in ``tmp`` (``state``: persisted, survives ``anvil.restart()``), the contracts deployed by
+    `deploy_stack`, anvil accounts ``funded`` holding 1,000,000 TNZO each; anvil stopped on exit."""
+    anvil = Anvil(tmp, state=state).start()
+    try:
+        dep = tmp / "deployments.json"
+        record = deploy_stack(anvil.url, dep)
+        fund(anvil.url, dep, list(funded), 1_000_000 * TOKEN)
+        yield DevStack(anvil, dep, record)
+    finally:
+        anvil.stop()
 
 
 def small_dataset(n_series: int = 4):

@@ -140,14 +140,15 @@ class Daemon:
 
     def startup_checks(self) -> None:
         """Fail fast: the RPC answers and the deployment has code at every address
-        (`ChainClient.check_deployment`), the signer is this account, the IPFS node answers.
+        (`ChainClient.check_deployment`), the signer is this account (a daemon without an account,
+        e.g. the watcher, reads only), the IPFS node answers.
         Starts the metrics server when the config has a port (0 = any free port; None = off).
 
         Raises:
             RpcUnavailable / DeploymentError / IpfsUnavailable / TenzroError: with the service named.
         """
         self.chain.check_deployment()
-        if self.chain.account is None or self.chain.address != self.account.address:
+        if self.account is not None and (self.chain.account is None or self.chain.address != self.account.address):
             raise TenzroError(f"{self.role}: the chain client must sign as {self.account.address}")
         try:
             self.ipfs.version()

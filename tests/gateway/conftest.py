@@ -5,38 +5,18 @@ simulating first). Helpers live in gw_stack.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
-from stack import TOKEN, Anvil, deploy_stack, fund
+from stack import DevStack, funded_devnet
 from tenzro_operator.keys import anvil_account
 
 SPONSOR, SYNCER, T0, T1, OUTSIDER, RELAYER = 1, 2, 3, 4, 5, 6
 
 
-@dataclass
-class Chain:
-    anvil: Anvil
-    deployments: Path
-
-    @property
-    def rpc_url(self) -> str:
-        return self.anvil.url
-
-
 @pytest.fixture(scope="session")
-def chain(tmp_path_factory) -> Chain:
-    tmp = tmp_path_factory.mktemp("gw-chain")
-    anvil = Anvil(tmp).start()
-    try:
-        dep = tmp / "deployments.json"
-        deploy_stack(anvil.url, dep)
-        fund(anvil.url, dep, list(range(1, 10)), 1_000_000 * TOKEN)
-        yield Chain(anvil, dep)
-    finally:
-        anvil.stop()
+def chain(tmp_path_factory) -> DevStack:
+    with funded_devnet(tmp_path_factory.mktemp("gw-chain")) as s:
+        yield s
 
 
 @pytest.fixture(scope="session")

@@ -3,53 +3,25 @@ clients, a posted run, a real IPFS node. The helpers live in op_stack.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
-from op_stack import PW_ENV, Anvil, ensure_syncer_stake, fresh_task_name, make_spec, small_dataset
-from stack import fund
-from stack import MIN_SYNCER_STAKE, TOKEN, deploy_stack, free_port
+from op_stack import PW_ENV, ensure_syncer_stake, fresh_task_name, make_spec, small_dataset
+from stack import MIN_SYNCER_STAKE, TOKEN, DevStack, free_port, funded_devnet
 from tenzro_operator.keys import anvil_account
 
 
-@dataclass
-class Stack:
-    anvil: Anvil
-    deployments: Path
-    record: dict
-
-    @property
-    def rpc_url(self) -> str:
-        return self.anvil.url
-
-
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory) -> Stack:
+def stack(tmp_path_factory) -> DevStack:
     """One anvil + deployed contracts for the whole session; accounts 1..9 hold 1,000,000 TNZO."""
-    tmp = tmp_path_factory.mktemp("chain")
-    anvil = Anvil(tmp).start()
-    try:
-        dep = tmp / "deployments.json"
-        record = deploy_stack(anvil.url, dep)
-        fund(anvil.url, dep, list(range(1, 10)), 1_000_000 * TOKEN)
-        yield Stack(anvil, dep, record)
-    finally:
-        anvil.stop()
+    with funded_devnet(tmp_path_factory.mktemp("chain")) as s:
+        yield s
 
 
 @pytest.fixture
-def fresh_stack(tmp_path) -> Stack:
+def fresh_stack(tmp_path) -> DevStack:
     """A stack of its own with anvil state persisted (survives `stack.anvil.restart()`)."""
-    anvil = Anvil(tmp_path, state=True).start()
-    try:
-        dep = tmp_path / "deployments.json"
-        record = deploy_stack(anvil.url, dep)
-        fund(anvil.url, dep, [1, 2, 3, 4], 1_000_000 * TOKEN)
-        yield Stack(anvil, dep, record)
-    finally:
-        anvil.stop()
+    with funded_devnet(tmp_path, [1, 2, 3, 4], state=True) as s:
+        yield s
 
 
 @pytest.fixture

@@ -62,7 +62,7 @@ from typing import Any, Callable
 from tenzro_operator.chain import RunStatus, RunView
 from tenzro_operator.config import WatcherConfig
 from tenzro_operator.daemon import Daemon, DaemonHalted, StopRequested, append_jsonl
-from tenzro_operator.errors import IpfsError, ServiceUnavailable, TenzroError
+from tenzro_operator.errors import ServiceUnavailable, TenzroError
 from tenzro_operator.events import EventCursor
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import WatcherMetrics, task_label
@@ -194,27 +194,6 @@ class WatcherDaemon(Daemon):
         except TenzroError as exc:
             print(f"Error: {exc}", file=sys.stderr)
             return 1
-
-    def startup_checks(self) -> None:
-        """Fail fast: the RPC answers and the deployment has code at every address, the IPFS node
-        answers; start the metrics server (``metrics_port``; None = off). No signer is needed.
-
-        Raises:
-            RpcUnavailable / DeploymentError / IpfsUnavailable / TenzroError: with the service named.
-        """
-        self.chain.check_deployment()
-        try:
-            self.ipfs.version()
-        except ServiceUnavailable:
-            raise
-        except IpfsError as exc:
-            raise TenzroError(f"watcher: the IPFS node at {self.ipfs.api_url} does not work: {exc}") from None
-        port = self.config.metrics_port
-        if port is not None:
-            from tenzro_operator.metrics import start_metrics_server
-
-            self.metrics_port = start_metrics_server(port, self.metrics)
-            log.info("watcher metrics on http://127.0.0.1:%d/metrics", self.metrics_port)
 
     def run(self) -> int:
         """Start-up checks, then watch until the configured run is sealed and checked (or
