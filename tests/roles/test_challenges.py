@@ -4,6 +4,7 @@ own pinned payload, so the challenger's bond becomes the trainer's and nobody is
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -55,3 +56,45 @@ def test_trainer_daemon_answers_a_challenge_and_keeps_the_bond(dev, runner, tmp_
     credited = sum(e["args"]["reward"] + e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited")
                    if e["args"]["account"] == honest)
     assert client.withdrawable(honest) == before + credited + bond
+
+
+@pytest.mark.slow
+def test_a_payload_the_syncer_could_not_fetch_is_accepted_once_its_trainer_answers(dev, runner, tmp_path):
+    """The syncer's first fetch of an honest payload fails (its own node restarting, a slow
+    network): it rejects the payload ``Unavailable`` and challenges it; the trainer daemon answers
+    from its pinned copy, so the bytes exist; the syncer fetches again, accepts the payload and the
+    trainer is credited for every fragment: a fault on the syncer's side costs an honest trainer
+    nothing (and earns it the challenge bond)."""
+    from tenzro_operator.errors import IpfsNotFound
+
+    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, challenge_window_ms=20_000)
+    client = dev.client()
+    honest = dev.client(TRAINERS[0]).address
+    before = client.withdrawable(honest)
+    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1)
+    original, failed, lock = sync.ipfs.cat, [], threading.Lock()  # the syncer fetches on a thread pool
+
+    def cat_failing_once(cid, **kw):
+        with lock:
+            fail = not failed and any(e["args"]["cid"] == cid and e["args"]["trainer"] == honest
+                                      for e in _events(client, tid, "GradientSubmitted"))
+            if fail:
+                failed.append(cid)
+        if fail:
+            raise IpfsNotFound(cid, "injected: the node lost the first request")
+        return original(cid, **kw)
+
+    sync.ipfs.cat = cat_failing_once
+    runner.start("syncer", sync)
+    runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
+    runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    assert runner.join(240) == {"syncer": 0, "honest0": 0, "honest1": 0}
+    assert len(failed) == 1
+    assert client.get_run(tid).status == RunStatus.SEALED
+    assert [e["args"]["trainer"] for e in _events(client, tid, "AvailabilityChallenged")] == [honest]
+    assert [e["args"]["trainer"] for e in _events(client, tid, "AvailabilityAnswered")] == [honest]
+    assert _events(client, tid, "TrainerSlashed") == []
+    for idx in TRAINERS[:2]:
+        st = client.trainer_stats(tid, dev.client(idx).address)
+        assert (st.accepted, st.slashed) == (2, 0)
+    assert client.withdrawable(honest) > before  # the syncer's bond, and the run's payout

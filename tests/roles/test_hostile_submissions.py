@@ -83,3 +83,37 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     burned = sum(e["args"]["amount"] for e in _events(client, tid, "TrainerSlashed"))
     assert burned > 0
     assert credited + run.syncer_fees_accrued + burned == run.reward_pool + 4 * 100 * TOKEN
+
+
+@pytest.mark.slow
+def test_a_submission_landing_just_before_the_finalize_is_collected_not_a_halt(dev, runner, tmp_path):
+    """A trainer's submission mined after the syncer's last read and before its finalize (the
+    race every straggler can win, and a lagging node widens): the registry refuses the commit
+    (``Registry__SubmissionOmitted``); the syncer reads the late submission, handles it (here an
+    unservable payload: rejected and challenged) and finalizes again, instead of halting."""
+    tid = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=1, challenge_window_ms=3_000)
+    late = dev.client(TRAINERS[2])
+    late.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{late.address}")
+    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_timeout_s=1.0, fetch_retries=1)
+    original, calls = sync.chain.finalize_round, []
+
+    def finalize_after_a_late_submission(commit):
+        if not calls:  # the first attempt: the straggler's transaction is mined just before it
+            late.submit_outer_gradient(tid, 0, 1, SignedPayload(os.urandom(32), 0x3F800000,
+                                                                kubo_cid(os.urandom(1000)), b"\x00" * 32))
+        calls.append(commit.round)
+        return original(commit)
+
+    sync.chain.finalize_round = finalize_after_a_late_submission
+    runner.start("syncer", sync)
+    runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
+    runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    assert runner.join(240) == {"syncer": 0, "honest0": 0, "honest1": 0}
+    client = dev.client()
+    assert client.get_run(tid).status == RunStatus.SEALED
+    assert calls == [0, 0]  # refused once, then committed with the late submission handled
+    slashes = [(e["args"]["trainer"], e["args"]["fragment"]) for e in _events(client, tid, "TrainerSlashed")]
+    assert slashes == [(late.address, 1)]  # its challenge expired unanswered
+    for idx in TRAINERS[:2]:
+        st = client.trainer_stats(tid, dev.client(idx).address)
+        assert (st.accepted, st.slashed) == (2, 0)

@@ -678,7 +678,8 @@ class SyncerDaemon(Daemon):
     def collect(self, run: RunView) -> None:
         """Read new ``GradientSubmitted`` events of the open round (`EventCursor`: verified against
         a lagging node, rewound on a reorg), validate each new one, and report the invalid ones
-        (retried on the next poll if a report failed). After a reorg the round's submissions are
+        (retried on the next poll if a report failed); a challenged one that its trainer answered is
+        checked again (`_rechallenge_answered`). After a reorg the round's submissions are
         read again from the chain and every report redone where it is missing."""
         rs = self._round
         batch = self.cursor.poll()
@@ -710,6 +711,7 @@ class SyncerDaemon(Daemon):
         for sub in rs.subs.values():
             if sub.reason is not None and sub.reason != "NormOutlier" and not sub.reported:
                 self.report(sub)
+        self._rechallenge_answered()
 
     def validate_all(self, subs: list[_Sub], run: RunView) -> None:
         """Validate new submissions ``fetch_workers`` at a time, each within a fetch budget tied to
@@ -892,9 +894,10 @@ class SyncerDaemon(Daemon):
 
     def _rechallenge_answered(self) -> None:
         """A challenged submission whose trainer opened the chunk is live again, and the registry
-        would refuse a finalize that leaves it out: challenge its next chunk (another bond, paid to
-        the trainer if it answers again). Sampling more chunks is the syncer's only remedy for a
-        payload it still cannot use (PROTOCOL.md §4, residual)."""
+        would refuse a finalize that leaves it out: fetch and check it again (`_revalidate`), and if
+        it is still unusable challenge its next chunk (another bond, paid to the trainer if it
+        answers again). Sampling more chunks is the syncer's only remedy for a payload it still
+        cannot use (PROTOCOL.md §4, residual)."""
         rs = self._round
         for sub in rs.subs.values():
             if not (sub.reported and sub.reason in _CHALLENGE):
@@ -904,12 +907,41 @@ class SyncerDaemon(Daemon):
                 continue
             if self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1] >> sub.fragment & 1:
                 continue  # expired: rejected and slashed
+            if self._revalidate(sub):
+                continue
             sub.challenges += 1
             chunks = -(-self.runtime.sizes[sub.fragment] // 16)
             chunk = sub.challenges % chunks
             log.warning("trainer=%s answered the availability challenge of fragment %d: challenging chunk %d",
                         sub.trainer, sub.fragment, chunk)
-            self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed, chunk)
+            try:
+                self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed, chunk)
+            except ChainRevert as exc:  # a stale read: the challenge is still pending, or the slot is settled
+                if exc.error_name not in ("Registry__ChallengePending", "Registry__NoSuchSubmission"):
+                    raise
+                sub.challenges -= 1
+
+    def _revalidate(self, sub: _Sub) -> bool:
+        """A challenged submission was answered, so its bytes exist: fetch and check it again (the
+        first fetch may have met this syncer's own node restarting, or a slow network). True when
+        it is valid now: it joins the round's inputs, and an honest trainer loses no credit to a
+        fault of the syncer's side."""
+        before = (sub.reason, sub.detail)
+        sub.reason = sub.detail = None
+        try:
+            self.validate(sub)
+        except BaseException:  # this syncer's own node is down: the rejection stands for now
+            sub.reason, sub.detail = before
+            raise
+        dup = next((o for o in self._round.subs.values()
+                    if o is not sub and o.reason is None and o.payload_hash == sub.payload_hash), None)
+        if sub.reason is None and dup is None:
+            log.info("trainer=%s fragment=%d: the payload is retrievable and valid now: accepted", sub.trainer,
+                     sub.fragment)
+            return True
+        if sub.reason is None:
+            sub.reason, sub.detail = before
+        return False
 
     def _fragment_subs(self, f: int) -> list[_Sub]:
         return [s for s in self._round.subs.values() if s.fragment == f]
@@ -1013,6 +1045,12 @@ class SyncerDaemon(Daemon):
                 self._fault_dropped_refused = True
                 log.error("FAULT INJECTION: the registry refused round %d's commit that leaves out a live submission "
                           "(%s); giving the cheat up: finalizing the round honestly", r, exc)
+                return False
+            if exc.error_name == "Registry__SubmissionOmitted":
+                # a submission landed after this syncer's last read of the chain (in the block of
+                # the finalize, or behind a lagging node): read it, validate it and commit again
+                log.info("round %d: a submission arrived after the last read (%s): collecting it and "
+                         "finalizing again", r, exc)
                 return False
             if exc.error_name == "Registry__QuorumNotMet":
                 log.info("round %d: the chain wants more accepted submissions before the deadline (%s)", r, exc)
