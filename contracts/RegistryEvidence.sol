@@ -22,10 +22,33 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// @dev Stateless chunk and norm checks.
     EvidenceVerifier private immutable _evidence;
 
+    /// @dev The root-flow functions' code (RegistryRounds), delegatecalled by the fallback.
+    address private immutable _roundsModule;
+
     /// @param token_ the registry's ERC-20 (bonds are pulled in it)
     /// @param minSyncerFeePerRound_ the registry's minimum syncer pay per round, atto-units
-    constructor(IERC20 token_, uint256 minSyncerFeePerRound_) RegistryStorage(token_, minSyncerFeePerRound_) {
+    /// @param rounds_ the registry's RegistryRounds module
+    constructor(IERC20 token_, uint256 minSyncerFeePerRound_, address rounds_)
+        RegistryStorage(token_, minSyncerFeePerRound_)
+    {
         _evidence = new EvidenceVerifier();
+        _roundsModule = rounds_;
+    }
+
+    /// @notice Every selector not defined here or in TrainingRegistry (ITrainingRegistryRounds)
+    /// runs in RegistryRounds' code, still on the registry's storage (this code itself runs by
+    /// the registry's delegatecall); an unknown selector reverts there.
+    fallback() external {
+        address ext = _roundsModule;
+        // slither-disable-next-line assembly
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, 0, calldatasize())
+            let ok := delegatecall(gas(), ext, ptr, calldatasize(), 0, 0)
+            returndatacopy(ptr, 0, returndatasize())
+            if iszero(ok) { revert(ptr, returndatasize()) }
+            return(ptr, returndatasize())
+        }
     }
 
     // ------------------------------------------------------------ permits
@@ -164,8 +187,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// below undoes it). A failing permit is ignored on purpose: anyone can copy it from the
     /// mempool and send it first, which must not block the call (the allowance then covers it).
     function _tryPermit(uint256 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) private {
-        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {}
-        catch {}
+        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {} catch {}
         uint256 allowed = _token.allowance(msg.sender, address(this));
         if (allowed < amount) revert Registry__AllowanceTooLow(msg.sender, allowed, amount);
     }
@@ -242,7 +264,9 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         SignedPayload[] calldata others,
         uint256 j
     ) internal view returns (uint32) {
-        if (j >= others.length) revert Registry__IncompleteSubmissionSet(others.length, j + 1);
+        if (j >= others.length) {
+            revert Registry__IncompleteSubmissionSet(others.length, j + 1);
+        }
         _requireSigned(taskId, round, fragment, _trainerList[taskId][i], others[j]);
         return others[j].payloadSumsq;
     }

@@ -7,6 +7,7 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
+import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 
 /// @title RegistryStorage
 /// @notice The storage layout, constants and shared helpers of the registry, inherited by both
@@ -51,10 +52,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @notice Tier 0 (Open) is the only one supported.
     uint8 public constant TIER_OPEN = 0;
     /// @notice EIP-712 type hash of a trainer's submission.
-    bytes32 public constant OUTER_GRADIENT_TYPEHASH =
-        keccak256(
-            "OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,uint32 payloadSumsq,string cid,bytes32 payloadHash)"
-        );
+    bytes32 public constant OUTER_GRADIENT_TYPEHASH = keccak256(
+        "OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,uint32 payloadSumsq,string cid,bytes32 payloadHash)"
+    );
 
     /// @dev Submission states, two bits per fragment.
     uint256 internal constant ST_SUBMITTED = 1;
@@ -122,6 +122,16 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint256 credits;
     }
 
+    /// @dev Root-flow state of one run (PROTOCOL.md §5). run.totalCredits is the cumulative
+    /// total of the last committed round; run.poolLeft, after the seal, the unclaimed pool.
+    struct RootRun {
+        bool enabled;
+        uint64 claimDeadline; // seconds: set by the seal; sweep after it
+        bytes32 initialFragmentsRoot;
+        bytes32 fragmentsRoot; // of the last committed round (the initial one before round 0)
+        bytes32 creditsRoot; // cumulative credits after the last committed round
+    }
+
     /// @dev One syncer candidate.
     struct SyncerEntry {
         uint128 stake;
@@ -156,6 +166,13 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 slot => AvailabilityChallenge))) internal _avail;
     /// @dev Challenge bonds held (pending challenges), atto-units.
     uint256 internal _bondsHeld;
+    /// @dev Root-flow state of each run (PROTOCOL.md §5); `enabled` false: the v1 flow.
+    mapping(bytes32 taskId => RootRun) internal _rootRuns;
+    /// @dev Per root-flow round: keccak256(fragmentsRoot ‖ creditsRoot ‖ uint256 totalCredits ‖
+    /// keccak256(counts as uint16[])): one word per round, its preimage is in RoundCommitted.
+    mapping(bytes32 taskId => mapping(uint32 round => bytes32 commitment)) internal _rootCommitments;
+    /// @dev Root-flow claims made, one bit per trainer index.
+    mapping(bytes32 taskId => mapping(uint256 word => uint256 bits)) internal _claimedBits;
 
     // ------------------------------------------------------------ constructor
 
@@ -256,7 +273,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         // checked before the status: a full run has moved on to Training
         if (index >= run.trainerCount) revert Registry__EnrollmentFull(taskId, run.trainerCount);
         _requireStatus(run, taskId, RunStatus.Enrolling);
-        if (block.timestamp > run.enrollmentDeadline) revert Registry__EnrollmentClosed(taskId, run.enrollmentDeadline);
+        if (block.timestamp > run.enrollmentDeadline) {
+            revert Registry__EnrollmentClosed(taskId, run.enrollmentDeadline);
+        }
         if (bytes(did).length == 0) revert Registry__EmptyDid();
         if (stake < run.minStake) revert Registry__StakeTooLow(stake, run.minStake);
         Trainer storage t = _trainers[taskId][msg.sender];
@@ -331,6 +350,73 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         run.roundOpenedAt = openedAt;
         run.roundDeadline = deadline;
         emit RoundOpened(taskId, round, run.weightsRoot, openedAt, deadline);
+    }
+
+    /// @dev Accrues one round's syncer fee (rewardPool * syncerFeeBps / BPS / maxRounds) from
+    /// the pool to the committing syncer (msg.sender).
+    function _accrueSyncerFee(Run storage run, bytes32 taskId) internal {
+        uint256 fee = _syncerFeePerRound(run);
+        if (fee == 0) return;
+        // poolLeft >= rewardPool - fees accrued so far >= fee: slashes never reduce the pool and
+        // at most maxRounds fees of rewardPool * feeBps / BPS / maxRounds are taken
+        run.poolLeft -= fee;
+        _syncerFees[taskId][msg.sender] += fee;
+    }
+
+    /// @dev The syncer fee of one finalized round, atto-units.
+    function _syncerFeePerRound(Run storage run) internal view returns (uint256) {
+        return (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
+    }
+
+    /// @dev Unlocks the run's bond from its syncer (seal).
+    function _releaseSyncer(Run storage run) internal {
+        address syncer = run.syncer;
+        if (syncer == address(0)) return;
+        SyncerEntry storage s = _syncers[syncer];
+        s.activeTasks -= 1;
+        // forge-lint: disable-next-line(unsafe-typecast) -- the bond was added to locked at election
+        s.locked -= uint128(run.syncerBond);
+    }
+
+    /// @dev Seals the Completed run: status Sealed, the receipt stored (encoding v1, built by
+    /// `builder` from the stored rounds), the syncer's bond released. Payouts are the caller's.
+    function _sealReceipt(Run storage run, bytes32 taskId, ReceiptBuilder builder)
+        internal
+        returns (TrainingReceipt storage rc)
+    {
+        run.status = RunStatus.Sealed;
+        rc = _receipts[taskId];
+        rc.taskId = taskId;
+        rc.specHash = run.specHash;
+        rc.finalModelHash = run.weightsRoot;
+        rc.rounds = run.maxRounds;
+        rc.trainerCount = run.enrolledCount;
+        rc.chainId = block.chainid;
+        rc.registry = address(this);
+        rc.sealedAt = uint64(block.timestamp);
+        (, rc.transcriptRoot, rc.runRoot) = _encode(rc, builder);
+        _releaseSyncer(run);
+    }
+
+    /// @dev The serialized receipt (encoding v1) rebuilt from the stored rounds, with its
+    /// transcript root and run root (through `builder`).
+    function _encode(TrainingReceipt memory rc, ReceiptBuilder builder)
+        internal
+        view
+        returns (bytes memory serialized, bytes32 transcriptRoot, bytes32 runRoot)
+    {
+        uint32 rounds = rc.rounds;
+        bytes32[] memory digests = new bytes32[](rounds);
+        bytes32[] memory transcripts = new bytes32[](rounds);
+        mapping(uint32 => RoundRecord) storage recs = _rounds[rc.taskId];
+        for (uint32 r = 0; r < rounds; ++r) {
+            RoundRecord storage rec = recs[r];
+            digests[r] = rec.roundDigest;
+            transcripts[r] = rec.transcriptHash;
+        }
+        return builder.build(
+            rc.chainId, rc.registry, rc.taskId, rc.specHash, rc.finalModelHash, rc.trainerCount, digests, transcripts
+        );
     }
 
     /// @dev EIP-712 hashStruct of OuterGradient (PROTOCOL.md §4).

@@ -83,17 +83,26 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     /// @param syncerTimeout_ seconds after the later of a round deadline and the syncer's
     /// election before a silent syncer can be replaced
     /// @param minSyncerFeePerRound_ smallest syncer pay per round a task may offer, atto-units
-    constructor(IERC20 token_, uint256 minSyncerStake_, uint32 syncerTimeout_, uint256 minSyncerFeePerRound_)
-        RegistryStorage(token_, minSyncerFeePerRound_)
-    {
+    /// @param rounds_ the RegistryRounds module (root-flow rounds, PROTOCOL.md §5), deployed
+    /// beforehand with the same token and minimum fee (the registry's init code cannot hold it
+    /// under EIP-3860's 49,152 bytes); reverts Registry__ZeroAddress when it has no code
+    constructor(
+        IERC20 token_,
+        uint256 minSyncerStake_,
+        uint32 syncerTimeout_,
+        uint256 minSyncerFeePerRound_,
+        address rounds_
+    ) RegistryStorage(token_, minSyncerFeePerRound_) {
+        if (rounds_.code.length == 0) revert Registry__ZeroAddress();
         _minSyncerStake = minSyncerStake_;
         _syncerTimeout = syncerTimeout_;
         _builder = new ReceiptBuilder();
-        _extension = address(new RegistryEvidence(token_, minSyncerFeePerRound_));
+        _extension = address(new RegistryEvidence(token_, minSyncerFeePerRound_, rounds_));
     }
 
-    /// @notice Every selector not defined here (ITrainingRegistryEvidence, ITrainingRegistryPermit) runs in
-    /// RegistryEvidence's code on this contract's storage; an unknown selector reverts there.
+    /// @notice Every selector not defined here (ITrainingRegistryEvidence, ITrainingRegistryPermit,
+    /// ITrainingRegistryRounds) runs in RegistryEvidence's code on this contract's storage, which
+    /// passes the root-flow selectors on to RegistryRounds; an unknown selector reverts there.
     fallback() external {
         address ext = _extension;
         // slither-disable-next-line assembly
@@ -272,22 +281,10 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     /// @inheritdoc ITrainingRegistry
     function seal(bytes32 taskId) external {
         Run storage run = _runIn(taskId, RunStatus.Completed);
+        if (_rootRuns[taskId].enabled) revert Registry__RootFlow(taskId);
         if (run.openChallenges != 0) revert Registry__ChallengesPending(taskId, run.openChallenges);
-        run.status = RunStatus.Sealed;
-
-        TrainingReceipt storage rc = _receipts[taskId];
-        rc.taskId = taskId;
-        rc.specHash = run.specHash;
-        rc.finalModelHash = run.weightsRoot;
-        rc.rounds = run.maxRounds;
-        rc.trainerCount = run.enrolledCount;
-        rc.chainId = block.chainid;
-        rc.registry = address(this);
-        rc.sealedAt = uint64(block.timestamp);
-        (, rc.transcriptRoot, rc.runRoot) = _encode(rc);
-
+        TrainingReceipt storage rc = _sealReceipt(run, taskId, _builder);
         (uint256 rewards, uint256 dust) = _creditPayouts(run, taskId);
-        _releaseSyncer(run);
         emit RunSealed(
             taskId, rc.runRoot, rc.finalModelHash, rc.transcriptRoot, rc.rounds, rc.trainerCount, rewards, dust
         );
@@ -421,10 +418,14 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized) {
+    function getReceipt(bytes32 taskId)
+        external
+        view
+        returns (TrainingReceipt memory receipt, bytes memory serialized)
+    {
         _runIn(taskId, RunStatus.Sealed);
         receipt = _receipts[taskId];
-        (serialized,,) = _encode(receipt);
+        (serialized,,) = _encode(receipt, _builder);
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -512,7 +513,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     // ------------------------------------------------------------ internal
 
-
     /// @dev Reverts unless `round` is the open round of a Training run, its deadline has not
     /// passed and `fragment` < F (reads only slot 0 of the run).
     function _checkSubmissionWindow(bytes32 taskId, uint32 round, uint16 fragment) private view {
@@ -540,11 +540,11 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     /// @dev The Training run of `taskId` when the caller is its syncer and `round` is open.
     function _openRoundOfSyncer(bytes32 taskId, uint32 round) private view returns (Run storage run) {
         run = _runIn(taskId, RunStatus.Training);
+        if (_rootRuns[taskId].enabled) revert Registry__RootFlow(taskId);
         // address(0) never sends transactions; the check only guards simulated calls
         if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(taskId, msg.sender);
         if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
     }
-
 
     /// @dev When a silent syncer of a Training run becomes replaceable (seconds): its clock
     /// starts at the later of the round deadline and its own election, so a syncer elected
@@ -564,22 +564,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, current, replaceableAt);
     }
 
-    /// @dev Accrues one round's syncer fee (rewardPool * syncerFeeBps / BPS / maxRounds) from
-    /// the pool to the finalizing syncer.
-    function _accrueSyncerFee(Run storage run, bytes32 taskId) private {
-        uint256 fee = _syncerFeePerRound(run);
-        if (fee == 0) return;
-        // poolLeft >= rewardPool - fees accrued so far >= fee: slashes never reduce the pool and
-        // at most maxRounds fees of rewardPool * feeBps / BPS / maxRounds are taken
-        run.poolLeft -= fee;
-        _syncerFees[taskId][msg.sender] += fee;
-    }
-
-    /// @dev The syncer fee of one finalized round, atto-units.
-    function _syncerFeePerRound(Run storage run) private view returns (uint256) {
-        return (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
-    }
-
     /// @dev Rounds finalized so far (each accrued one syncer fee): the open round's number while
     /// Training, every round once Completed or Sealed, none before round 0 or when Cancelled.
     function _roundsFinalized(Run storage run) private view returns (uint256) {
@@ -587,16 +571,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         if (status == RunStatus.Training) return run.currentRound;
         if (status == RunStatus.Completed || status == RunStatus.Sealed) return run.maxRounds;
         return 0;
-    }
-
-    /// @dev Unlocks the run's bond from its syncer (seal).
-    function _releaseSyncer(Run storage run) private {
-        address syncer = run.syncer;
-        if (syncer == address(0)) return;
-        SyncerEntry storage s = _syncers[syncer];
-        s.activeTasks -= 1;
-        // forge-lint: disable-next-line(unsafe-typecast) -- the bond was added to locked at election
-        s.locked -= uint128(run.syncerBond);
     }
 
     /// @dev Removes `account` from the candidate pool; its whole stake becomes withdrawable.
@@ -807,27 +781,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         emit PayoutCredited(taskId, run.sponsor, dust, 0);
     }
 
-    /// @dev Rebuilds the serialized receipt (encoding v1) from the stored rounds, with its
-    /// transcript root and run root (through the ReceiptBuilder).
-    function _encode(TrainingReceipt memory rc)
-        private
-        view
-        returns (bytes memory serialized, bytes32 transcriptRoot, bytes32 runRoot)
-    {
-        uint32 rounds = rc.rounds;
-        bytes32[] memory digests = new bytes32[](rounds);
-        bytes32[] memory transcripts = new bytes32[](rounds);
-        mapping(uint32 => RoundRecord) storage recs = _rounds[rc.taskId];
-        for (uint32 r = 0; r < rounds; ++r) {
-            RoundRecord storage rec = recs[r];
-            digests[r] = rec.roundDigest;
-            transcripts[r] = rec.transcriptHash;
-        }
-        return _builder.build(
-            rc.chainId, rc.registry, rc.taskId, rc.specHash, rc.finalModelHash, rc.trainerCount, digests, transcripts
-        );
-    }
-
     /// @dev Stake-weighted pick among candidates with stake >= minSyncerStake whose unlocked
     /// stake covers `bond`, excluding `exclude`. Reverts Registry__NoSyncerCandidates when
     /// none is eligible. `seed` is the hash of the request block, which no transaction of
@@ -878,5 +831,4 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
             if ((states >> (2 * j)) & 3 != 0) ++count;
         }
     }
-
 }

@@ -41,8 +41,8 @@ def _abi(container) -> list:
 
 def _record(container, instance, *extra) -> dict:
     """The deployment record of one contract; ``extra`` containers add their functions, events and
-    errors to its ABI (the registry's evidence functions live in RegistryEvidence, reached through
-    the registry's fallback)."""
+    errors to its ABI (the registry's evidence and root-flow functions live in RegistryEvidence and
+    RegistryRounds, reached through the registry's fallback)."""
     abi = merged_abi(_abi(container), *(_abi(c) for c in extra))
     canonical = json.dumps(abi, sort_keys=True, separators=(",", ":")).encode()
     return {"address": instance.address, "abi": abi, "abi_sha256": hashlib.sha256(canonical).hexdigest()}
@@ -78,7 +78,7 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
         account = accounts.test_accounts[0]
     out = out or REPO_ROOT / "deployments" / f"{network.name}.json"
     if not devnet and not yes:
-        click.confirm(f"Deploy 4 contracts to {network.name} (chain id {chain_id}) from {account.address}?", abort=True)
+        click.confirm(f"Deploy 5 contracts to {network.name} (chain id {chain_id}) from {account.address}?", abort=True)
 
     deploy_block = chain.blocks.head.number + 1
     token = account.deploy(project.TenzroToken, DEVNET_MINT if devnet else 0)
@@ -87,8 +87,9 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
     except InvalidOperation:
         raise click.BadParameter(f"not a decimal TNZO amount: {min_syncer_fee_per_round!r}",
                                  param_hint="--min-syncer-fee-per-round") from None
+    rounds = account.deploy(project.RegistryRounds, token.address, min_fee_atto)  # the registry's root-flow code
     registry = account.deploy(project.TrainingRegistry, token.address, min_syncer_stake * 10**18, syncer_timeout,
-                              min_fee_atto)
+                              min_fee_atto, rounds.address)
     verifier = account.deploy(project.ReceiptVerifier)
     verifier_at = verifier.address
     if devnet:
@@ -109,7 +110,8 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
         "verifier_precompile": PRECOMPILE if devnet else None,
         "contracts": {
             "TenzroToken": _record(project.TenzroToken, token),
-            "TrainingRegistry": _record(project.TrainingRegistry, registry, project.RegistryEvidence),
+            "TrainingRegistry": _record(project.TrainingRegistry, registry, project.RegistryEvidence,
+                                          project.RegistryRounds),
             "ReceiptVerifier": _record(project.ReceiptVerifier, verifier),
             "RewardEscrow": _record(project.RewardEscrow, escrow),
         },

@@ -400,5 +400,8 @@ interface ITrainingRegistryTypes {
     error Registry__SubmissionOmitted(uint16 trainerIndex, uint16 fragment);
     /// @notice seal while availability challenges are pending.
     error Registry__ChallengesPending(bytes32 taskId, uint16 count);
+    /// @notice A v1 round or seal function called on a run in the root flow (PROTOCOL.md §5): use
+    /// commitRound / sealRootRun.
+    error Registry__RootFlow(bytes32 taskId);
 
 }

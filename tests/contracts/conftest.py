@@ -23,11 +23,10 @@ from eth_account.messages import encode_typed_data
 from registry_helpers import (
     E18,
     MIN_STAKE,
-    MIN_SYNCER_FEE_PER_ROUND,
     MIN_SYNCER_STAKE,
-    SYNCER_TIMEOUT,
     as_tuple,
     commit,
+    deploy_registry,
     mock_contract_type,
     params,
     sha,
@@ -94,9 +93,7 @@ def token(mocks, roles):
 @pytest.fixture(scope="module")
 def registry(project, roles, token):
     """TrainingRegistry(token, minSyncerStake, syncerTimeout, minSyncerFeePerRound > 0)."""
-    return roles.owner.deploy(
-        project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, MIN_SYNCER_FEE_PER_ROUND
-    )
+    return deploy_registry(project, roles.owner, token)
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +146,13 @@ def enroll(registry, fund) -> Callable:
 def evidence(project, registry):
     """The registry's evidence functions (ITrainingRegistryEvidence, served by its fallback)."""
     return project.ITrainingRegistryEvidence.at(registry.address)
+
+
+@pytest.fixture(scope="module")
+def full_registry(project, registry):
+    """The registry with its whole ABI (ITrainingRegistryFull: its own functions, the evidence
+    and permit functions, and the root-flow functions of RegistryRounds)."""
+    return project.ITrainingRegistryFull.at(registry.address)
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,15 @@ BPS = 10_000
 ZERO_ADDRESS = "0x" + "00" * 20
 
 
+def deploy_registry(project, owner, token, min_syncer_stake=MIN_SYNCER_STAKE, syncer_timeout=SYNCER_TIMEOUT,
+                    min_syncer_fee_per_round=MIN_SYNCER_FEE_PER_ROUND):
+    """A TrainingRegistry with its RegistryRounds module (deployed first, same token and fee), as
+    scripts/deploy.py deploys them."""
+    rounds = owner.deploy(project.RegistryRounds, token, min_syncer_fee_per_round)
+    return owner.deploy(project.TrainingRegistry, token, min_syncer_stake, syncer_timeout, min_syncer_fee_per_round,
+                        rounds)
+
+
 def sha(label: str) -> bytes:
     """sha256 of a label: stands in for payload / weights / transcript hashes (32 bytes)."""
     return hashlib.sha256(label.encode()).digest()

@@ -4,7 +4,8 @@
 `submitOuterGradient` must stay at or under 80,000 gas. The gas of a round is the sum of every
 transaction the round needs (each trainer's submissions and the finalize; the election is once
 per run). With TENZRO_GAS_REPORT=<file> set, the measurements are written there as the Markdown
-tables of contracts/GAS.md, with the `per-round gas at M=8, F=12: <N>` line:
+tables of contracts/GAS.md, with the v1 flow's per-round total (the root flow's figure lines
+come from test_root_flow_gas.py):
 
     TENZRO_GAS_REPORT=/tmp/gas.md .venv/bin/pytest tests/contracts/test_registry_gas.py -m "slow or not slow" -q
 """
@@ -75,7 +76,7 @@ def test_gas_at_reference_shape(registry, enroll, submit, fund, syncer_pool, rol
     ]
     for name, lo, hi in _rows["ops"]:
         print(f"gas {name}: {lo:,}" + ("" if lo == hi else f" .. {hi:,}"))
-    print(f"per-round gas at M=8, F=12: {_rows['round']}")
+    print(f"v1 flow, gas of every transaction of a round at M=8, F=12: {_rows['round']}")
     if REPORT:
         _write()
 
@@ -139,7 +140,7 @@ def _write():
     lines = ["| operation | min gas | max gas |", "| --- | ---: | ---: |"]
     lines += [f"| {name} | {lo:,} | {hi:,} |" for name, lo, hi in _rows["ops"]]
     if _rows["round"] is not None:
-        lines += ["", f"per-round gas at M=8, F=12: {_rows['round']}"]
+        lines += ["", f"v1 flow, gas of every transaction of a round at M=8, F=12: {_rows['round']}"]
     if _rows.get("evidence"):
         lines += ["", "| evidence | gas |", "| --- | ---: |"]
         lines += [f"| {name} | {g:,} |" for name, g in _rows["evidence"]]

@@ -19,7 +19,6 @@ from eth_utils import keccak
 from tenzro_operator import receipt as rc
 
 from registry_helpers import (
-    nan_payload,
     E18,
     ENROLL_S,
     GRACE_S,
@@ -32,7 +31,9 @@ from registry_helpers import (
     SYNCER_TIMEOUT,
     as_tuple,
     commit,
+    deploy_registry,
     fee_per_round,
+    nan_payload,
     params,
     sha,
     task_id,
@@ -496,7 +497,7 @@ def test_seal_without_credits_returns_pool_to_sponsor(registry, start_run, roles
 def test_works_with_a_token_without_return_values(project, mocks, roles, chain):
     """USDT-style token (no bool returned): SafeERC20 copes, a whole run pays out."""
     tok = roles.owner.deploy(mocks("NoReturnToken"))
-    reg = roles.owner.deploy(project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, MIN_SYNCER_FEE_PER_ROUND)
+    reg = deploy_registry(project, roles.owner, tok)
     for a, amt in [(roles.sponsor, POOL), (roles.syncer, MIN_SYNCER_STAKE), (roles.trainers[0], MIN_STAKE)]:
         tok.mint(a, amt, sender=roles.owner)
         tok.approve(reg, amt, sender=a)

@@ -14,11 +14,9 @@ import pytest
 from eth_account import Account
 from registry_helpers import (
     MIN_STAKE,
-    MIN_SYNCER_FEE_PER_ROUND,
-    MIN_SYNCER_STAKE,
     POOL,
-    SYNCER_TIMEOUT,
     as_tuple,
+    deploy_registry,
     params,
 )
 from tenzro_operator.permit import PermitDomain, sign_permit
@@ -32,9 +30,7 @@ def tnzo(project, roles):
 
 @pytest.fixture(scope="module")
 def preg(project, roles, tnzo):
-    return roles.owner.deploy(
-        project.TrainingRegistry, tnzo, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, MIN_SYNCER_FEE_PER_ROUND
-    )
+    return deploy_registry(project, roles.owner, tnzo)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from registry_helpers import (
     SYNCER_TIMEOUT,
     as_tuple,
     commit,
+    deploy_registry,
     inline_contract_type,
     params,
     sha,
@@ -51,7 +52,13 @@ def unchanged(state):
 def test_constructor_zero_token(project, roles):
     with ape.reverts(project.TrainingRegistry.Registry__ZeroAddress):
         roles.owner.deploy(project.TrainingRegistry, "0x" + "00" * 20, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
-                           MIN_SYNCER_FEE_PER_ROUND)
+                           MIN_SYNCER_FEE_PER_ROUND, roles.owner.deploy(project.RegistryRounds, roles.owner, 0))
+
+
+def test_constructor_rounds_module_without_code(project, roles, token):
+    with ape.reverts(project.TrainingRegistry.Registry__ZeroAddress):
+        roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
+                           MIN_SYNCER_FEE_PER_ROUND, roles.sponsor)
 
 
 def test_register_zero_amount(registry, roles, unchanged):
@@ -148,7 +155,7 @@ def test_post_task_shape_and_fee_limits_are_inclusive(registry, fund, roles):
 
 def test_min_fee_zero_admits_a_task_without_pool(project, token, roles):
     """With minSyncerFeePerRound = 0 (a registry choice), a task may offer no pool and no fee."""
-    reg = roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0)
+    reg = deploy_registry(project, roles.owner, token, min_syncer_fee_per_round=0)
     reg.postTask(as_tuple(params("free", rewardPool=0, syncerFeeBps=0)), sender=roles.sponsor)
     assert reg.getRun(task_id("free")).rewardPool == 0
 
@@ -171,8 +178,7 @@ def test_post_task_without_allowance(registry, roles, unchanged, token):
 def test_post_task_fee_on_transfer_shortfall(mocks, roles, chain):
     """A fee-on-transfer token delivers less than the pool: the post reverts, nothing kept."""
     tok = roles.owner.deploy(mocks("FeeOnTransferToken"), 100)  # 1 % fee
-    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
-                             MIN_SYNCER_FEE_PER_ROUND)
+    reg = deploy_registry(ape.project, roles.owner, tok)
     tok.mint(roles.sponsor, POOL, sender=roles.owner)
     tok.approve(reg, POOL, sender=roles.sponsor)
     with ape.reverts(reg.Registry__TransferShortfall, expected=POOL, received=POOL - POOL // 100):
@@ -184,8 +190,7 @@ def test_post_task_fee_on_transfer_shortfall(mocks, roles, chain):
 def test_post_task_false_returning_token(mocks, roles):
     """A token that returns false instead of reverting: SafeERC20 turns it into a revert."""
     tok = roles.owner.deploy(mocks("FalseReturnToken"))
-    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
-                             MIN_SYNCER_FEE_PER_ROUND)
+    reg = deploy_registry(ape.project, roles.owner, tok)
     tok.mint(roles.sponsor, POOL, sender=roles.owner)
     tok.approve(reg, POOL, sender=roles.sponsor)
     tok.setRefuseAll(True, sender=roles.owner)
@@ -296,7 +301,7 @@ def test_elect_at_the_last_block_of_the_window(registry, training, roles, chain)
 def test_elect_without_candidates(project, token, roles):
     """A registry without syncer candidates (and minSyncerFeePerRound = 0: this test is about
     the draw, not the fee) refuses the election; the run keeps no syncer."""
-    reg = roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0)
+    reg = deploy_registry(project, roles.owner, token, min_syncer_fee_per_round=0)
     p = params("nocand", rewardPool=0, syncerFeeBps=0, trainerCount=1, quorum=1)
     reg.postTask(as_tuple(p), sender=roles.sponsor)
     t = roles.trainers[0]
@@ -705,8 +710,7 @@ def test_withdraw_blocked_token_blocks_only_that_call(mocks, roles, chain):
     """A token that refuses transfers makes withdraw revert for its caller; the balance stays
     credited and withdrawable once the token works again (pull payments)."""
     tok = roles.owner.deploy(mocks("FalseReturnToken"))
-    reg = roles.owner.deploy(ape.project.TrainingRegistry, tok, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
-                             MIN_SYNCER_FEE_PER_ROUND)
+    reg = deploy_registry(ape.project, roles.owner, tok)
     tok.mint(roles.sponsor, POOL, sender=roles.owner)
     tok.approve(reg, POOL, sender=roles.sponsor)
     p = params("blocked")

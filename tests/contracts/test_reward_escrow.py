@@ -21,7 +21,7 @@ import ape
 import pytest
 import solcx
 from ethpm_types import ContractType
-from registry_helpers import SOLC
+from registry_helpers import SOLC, deploy_registry
 
 from tenzro_operator import receipt as rc
 
@@ -464,7 +464,7 @@ def sealed_run(project, chain, owner, accounts, tnzo):
     its deadline with no accepted submission, which the registry allows."""
     sponsor, syncer, trainer = accounts[4], accounts[5], accounts[6]
     # minSyncerStake 1 TNZO, timeout 60 s, min syncer fee 0.001 TNZO per round
-    reg = owner.deploy(project.TrainingRegistry, tnzo, E18, 60, 10**15)
+    reg = deploy_registry(project, owner, tnzo, E18, 60, 10**15)
     for a in (sponsor, syncer, trainer):
         tnzo.transfer(a, 100 * E18, sender=owner)
         tnzo.approve(reg, 100 * E18, sender=a)

@@ -67,6 +67,8 @@ SLOT_TAG = b"\x02"
 """Domain byte of an accepted-set slot leaf."""
 FRAGMENT_TAG = b"\x03"
 """Domain byte of a fragment leaf."""
+CREDIT_TAG = b"\x04"
+"""Domain byte of a cumulative credits leaf (PROTOCOL.md §5)."""
 ZERO32 = bytes(32)
 """An empty position of a positional tree; also the initial state's acceptedRoot and momentumRoot."""
 
@@ -323,6 +325,23 @@ class AcceptedSet:
     def path(self, i: int) -> list[bytes]:
         """The path of slot i (``log2 width`` siblings)."""
         return self.tree.path(i)
+
+
+def credit_leaf(i: int, trainer: str | bytes, credits: int) -> bytes:
+    """Trainer ``i``'s cumulative credits leaf (PROTOCOL.md §5): ``keccak(0x04 ‖ uint16 i ‖
+    address trainer ‖ uint256 credits)`` (55 bytes); ``trainer`` as a 0x-hex string or 20 bytes."""
+    addr = bytes.fromhex(trainer.removeprefix("0x")) if isinstance(trainer, str) else bytes(trainer)
+    if len(addr) != 20:
+        raise RoundCommitmentError(f"trainer must be a 20-byte address, got {len(addr)} bytes")
+    return keccak(CREDIT_TAG + _uint(i, 16, "trainer index").to_bytes(2, "big") + addr
+                  + _uint(credits, 256, "credits").to_bytes(32, "big"))
+
+
+def credits_tree(credits: Sequence[tuple[str | bytes, int]]) -> MerkleTree:
+    """The ``creditsRoot`` tree of a round: position i holds trainer i's :func:`credit_leaf` (its
+    address and cumulative credits, in enrollment order), ``next_pow2(max(1, M))`` positions. A
+    trainer claims with ``tree.path(i)`` (``RegistryRounds.claim``)."""
+    return MerkleTree([credit_leaf(i, a, c) for i, (a, c) in enumerate(credits)], next_pow2(max(1, len(credits))))
 
 
 def fragments_root(leaves: Sequence[FragmentLeaf | bytes]) -> bytes:

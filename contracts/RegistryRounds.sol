@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
+import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
+import {RoundProofs} from "./lib/RoundProofs.sol";
+import {RunRoot} from "./lib/RunRoot.sol";
+import {RegistryStorage} from "./RegistryStorage.sol";
+
+/// @title RegistryRounds
+/// @notice Rounds committed by root, the root-flow seal, Merkle claims and the sweep
+/// (contracts/PROTOCOL.md §5, build step 1). Deployed once beside the registry and passed to its
+/// constructor; its functions run only by delegatecall from the registry (through
+/// RegistryEvidence's fallback), on the registry's storage (RegistryStorage's layout).
+/// @dev A round costs a constant number of storage writes whatever M and F: the RoundRecord the
+/// receipt is built from (as in v1) and one commitment word, keccak256(fragmentsRoot ‖
+/// creditsRoot ‖ uint256 totalCredits ‖ keccak256(abi.encodePacked(counts))), whose preimage is in
+/// RoundCommitted. The registry checks what it can without the off-chain submissions: the quorum
+/// per fragment (from `counts`), and the cumulative total credits (from `counts` and the fragment
+/// sizes); what it cannot (the accepted sets, each trainer's credit leaf, the aggregate) is
+/// challengeable with evidence in build steps 2 and 3. Until then a lying syncer can misallocate
+/// only within one run's pool: a claim never exceeds what is left of it.
+contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
+    /// @notice How long trainers can claim after the seal before the sweep, seconds (90 days).
+    uint64 public constant CLAIM_SECONDS = 90 days;
+    /// @dev Domain byte of a credits leaf (PROTOCOL.md §5).
+    bytes1 private constant CREDIT_TAG = 0x04;
+    /// @dev Claimed bits per bitmap word; bit 255 is the sentinel the seal sets.
+    uint256 private constant CLAIM_BITS = 255;
+    uint256 private constant SENTINEL = uint256(1) << 255;
+
+    /// @dev Stateless receipt encoder (the same code as the registry's own).
+    ReceiptBuilder private immutable _builder;
+
+    /// @param token_ the registry's ERC-20
+    /// @param minSyncerFeePerRound_ the registry's minimum syncer pay per round, atto-units
+    constructor(IERC20 token_, uint256 minSyncerFeePerRound_) RegistryStorage(token_, minSyncerFeePerRound_) {
+        _builder = new ReceiptBuilder();
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function useRootFlow(bytes32 taskId, bytes32 initialFragmentsRoot) external {
+        Run storage run = _runIn(taskId, RunStatus.Enrolling);
+        if (msg.sender != run.sponsor) revert Registry__NotSponsor(taskId, msg.sender);
+        RootRun storage rr = _rootRuns[taskId];
+        if (run.enrolledCount != 0 || rr.enabled) revert Registry__RootFlowLocked(taskId);
+        rr.enabled = true;
+        rr.initialFragmentsRoot = initialFragmentsRoot;
+        rr.fragmentsRoot = initialFragmentsRoot;
+        emit RootFlowEnabled(taskId, initialFragmentsRoot);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function commitRound(RootCommit calldata c) external {
+        Run storage run = _runIn(c.taskId, RunStatus.Training);
+        RootRun storage rr = _rootOf(c.taskId);
+        // address(0) never sends transactions; the check only guards simulated calls
+        if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(c.taskId, msg.sender);
+        if (c.round != run.currentRound) revert Registry__WrongRound(c.taskId, c.round, run.currentRound);
+        uint32 accepted = _checkCounts(run, c);
+
+        bytes32 weightsRoot = RunRoot.weightsRoot(c.fragmentHashes);
+        RoundRecord storage rec = _rounds[c.taskId][c.round];
+        // rec.weightsRoot stays 0: the round digest binds it (RoundCommitted carries it), and one
+        // storage word less per round keeps a round under 300k gas
+        rec.transcriptHash = c.transcriptHash;
+        bytes32 digest = RunRoot.roundDigest(c.round, weightsRoot, c.transcriptHash, accepted);
+        rec.roundDigest = digest;
+        rec.acceptedCount = accepted;
+        rec.finalizedAt = uint64(block.timestamp);
+        bytes32 commitment = keccak256(
+            abi.encodePacked(c.fragmentsRoot, c.creditsRoot, c.totalCredits, keccak256(abi.encodePacked(c.counts)))
+        );
+        _rootCommitments[c.taskId][c.round] = commitment;
+        rr.fragmentsRoot = c.fragmentsRoot;
+        rr.creditsRoot = c.creditsRoot;
+        run.totalCredits = c.totalCredits;
+        run.weightsRoot = weightsRoot;
+        _accrueSyncerFee(run, c.taskId);
+        emit RoundCommitted(c.taskId, c.round, weightsRoot, commitment, c);
+
+        if (c.round + 1 == run.maxRounds) {
+            run.status = RunStatus.Completed;
+            run.currentRound = run.maxRounds;
+        } else {
+            _openRound(run, c.taskId, c.round + 1);
+        }
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function sealRootRun(bytes32 taskId) external {
+        Run storage run = _runIn(taskId, RunStatus.Completed);
+        RootRun storage rr = _rootOf(taskId);
+        uint64 until = _rounds[taskId][run.maxRounds - 1].finalizedAt + run.challengeSeconds;
+        if (block.timestamp <= until) revert Registry__ChallengeWindowOpen(taskId, until);
+        if (run.openChallenges != 0) revert Registry__ChallengesPending(taskId, run.openChallenges);
+        TrainingReceipt storage rc = _sealReceipt(run, taskId, _builder);
+
+        address[] storage list = _trainerList[taskId];
+        uint256 n = list.length;
+        for (uint256 i = 0; i < n; ++i) {
+            address trainer = list[i];
+            Trainer storage t = _trainers[taskId][trainer];
+            uint256 refund = uint256(t.stake) - t.slashed;
+            _withdrawable[trainer] += refund;
+            emit PayoutCredited(taskId, trainer, 0, refund);
+        }
+        run.stakeHeld = 0;
+        uint256 pool = run.poolLeft;
+        uint256 dust;
+        if (run.totalCredits == 0) {
+            // nobody earned anything: nothing to claim, the pool goes back at once
+            (dust, pool) = (pool, 0);
+            run.poolLeft = 0;
+            _withdrawable[run.sponsor] += dust;
+            emit PayoutCredited(taskId, run.sponsor, dust, 0);
+        }
+        run.distributedPool = pool;
+        // a set sentinel bit in each claimed-bitmap word: every claim then changes a non-zero word
+        // (5k gas instead of 22k for the first claim of a word)
+        mapping(uint256 => uint256) storage bits = _claimedBits[taskId];
+        for (uint256 w = 0; w <= n / CLAIM_BITS; ++w) {
+            bits[w] = SENTINEL;
+        }
+        uint64 deadline = uint64(block.timestamp) + CLAIM_SECONDS;
+        rr.claimDeadline = deadline;
+        emit RunSealed(taskId, rc.runRoot, rc.finalModelHash, rc.transcriptRoot, rc.rounds, rc.trainerCount, pool, dust);
+        emit RootRunSealed(taskId, pool, deadline);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function claim(bytes32 taskId, uint16 index, uint256 credits, bytes32[] calldata proof) external {
+        Run storage run = _runIn(taskId, RunStatus.Sealed);
+        address trainer = _checkCredits(taskId, run.enrolledCount, index, credits, proof);
+        _markClaimed(taskId, index);
+        uint256 reward = (run.distributedPool * credits) / run.totalCredits;
+        uint256 left = run.poolLeft;
+        if (reward > left) revert Registry__ClaimExceedsPool(reward, left);
+        run.poolLeft = left - reward;
+        _withdrawable[trainer] += reward;
+        emit RewardClaimed(taskId, trainer, index, credits, reward);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function sweep(bytes32 taskId) external {
+        Run storage run = _runIn(taskId, RunStatus.Sealed);
+        RootRun storage rr = _rootOf(taskId);
+        if (block.timestamp <= rr.claimDeadline) revert Registry__ClaimPeriodOpen(taskId, rr.claimDeadline);
+        uint256 left = run.poolLeft;
+        run.poolLeft = 0;
+        address sponsor = run.sponsor;
+        _withdrawable[sponsor] += left;
+        emit PoolSwept(taskId, sponsor, left);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function rootState(bytes32 taskId)
+        external
+        view
+        returns (
+            bool enabled,
+            bytes32 initialFragmentsRoot,
+            bytes32 fragmentsRoot,
+            bytes32 creditsRoot,
+            uint64 claimDeadline
+        )
+    {
+        RootRun storage rr = _rootRuns[taskId];
+        return (rr.enabled, rr.initialFragmentsRoot, rr.fragmentsRoot, rr.creditsRoot, rr.claimDeadline);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function roundCommitment(bytes32 taskId, uint32 round) external view returns (bytes32) {
+        return _rootCommitments[taskId][round];
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function claimed(bytes32 taskId, uint16 index) external view returns (bool) {
+        return _claimedBits[taskId][index / CLAIM_BITS] & (uint256(1) << (index % CLAIM_BITS)) != 0;
+    }
+
+    /// @dev The root-flow state of a run in the root flow; reverts Registry__NotRootFlow.
+    function _rootOf(bytes32 taskId) private view returns (RootRun storage rr) {
+        rr = _rootRuns[taskId];
+        if (!rr.enabled) revert Registry__NotRootFlow(taskId);
+    }
+
+    /// @dev The trainer at `index`, whose credits leaf `credits` the proof opens in the run's
+    /// final credits root; reverts Registry__BadCreditProof, Registry__NotRootFlow.
+    function _checkCredits(bytes32 taskId, uint16 enrolled, uint16 index, uint256 credits, bytes32[] calldata proof)
+        private
+        view
+        returns (address trainer)
+    {
+        bytes32 root = _rootOf(taskId).creditsRoot;
+        if (index >= enrolled) revert Registry__BadCreditProof(index);
+        trainer = _trainerList[taskId][index];
+        bytes32 leaf = keccak256(abi.encodePacked(CREDIT_TAG, index, trainer, credits));
+        if (!RoundProofs.verifyPath(root, leaf, index, proof, RoundProofs.nextPow2(enrolled))) {
+            revert Registry__BadCreditProof(index);
+        }
+    }
+
+    /// @dev Sets trainer `index`'s claimed bit (bit index % 255 of word index / 255; bit 255 is
+    /// the seal's sentinel); reverts Registry__AlreadyClaimed.
+    function _markClaimed(bytes32 taskId, uint16 index) private {
+        mapping(uint256 => uint256) storage bits = _claimedBits[taskId];
+        uint256 w = index / CLAIM_BITS;
+        uint256 word = bits[w];
+        uint256 bit = uint256(1) << (index % CLAIM_BITS);
+        if (word & bit != 0) revert Registry__AlreadyClaimed(taskId, index);
+        bits[w] = word | bit;
+    }
+
+    /// @dev Checks the commit's lengths, counts, quorum (before the deadline) and cumulative
+    /// credits; returns the round's accepted (trainer, fragment) count.
+    function _checkCounts(Run storage run, RootCommit calldata c) private view returns (uint32 accepted) {
+        uint16 f = run.fragmentCount;
+        if (c.counts.length != f || c.fragmentHashes.length != f || c.fragmentCids.length != f) {
+            revert Registry__CommitLength(c.counts.length, c.fragmentHashes.length, c.fragmentCids.length, f);
+        }
+        uint16 enrolled = run.enrolledCount;
+        uint16 quorum = run.quorum;
+        bool early = block.timestamp <= run.roundDeadline;
+        uint64[] storage sizes = run.fragmentSizes;
+        uint256 credits;
+        for (uint16 j = 0; j < f; ++j) {
+            uint16 count = c.counts[j];
+            if (count > enrolled) revert Registry__CountTooLarge(j, count, enrolled);
+            if (early && count < quorum) revert Registry__QuorumNotMet(j, count, quorum);
+            accepted += count;
+            credits += uint256(sizes[j]) * count;
+        }
+        uint256 expected = run.totalCredits + credits;
+        if (c.totalCredits != expected) revert Registry__CreditsMismatch(c.totalCredits, expected);
+    }
+}

@@ -1,0 +1,119 @@
+"""Gas of rounds committed by root (contracts/PROTOCOL.md §5, build step 1), from real receipts
+on ape-foundry's anvil with the via-IR build that ``ape run deploy`` deploys: per round (the one
+``commitRound`` a root-flow round needs, trainers deliver their submissions off-chain) and per
+trainer claim, over M x F; and the registry's checks on a real chain (claims against a Python-built
+credits tree, the seal after the last round's challenge window, tokens conserved).
+
+With TENZRO_ROOT_GAS_REPORT=<file> set, the grid is written there as contracts/GAS.md's root-flow
+table, with the two figure lines:
+
+    TENZRO_ROOT_GAS_REPORT=/tmp/root-gas.md .venv/bin/pytest tests/contracts/test_root_flow_gas.py \\
+        -m "slow or not slow" -q -s
+"""
+
+from __future__ import annotations
+
+import os
+
+import ape
+import pytest
+from registry_helpers import E18, MIN_STAKE, as_tuple, params, sha
+
+from tenzro_trainer.round_commitment import credits_tree
+
+ROUND_TARGET, CLAIM_TARGET = 300_000, 80_000
+CHALLENGE_S = 20
+REPORT = os.environ.get("TENZRO_ROOT_GAS_REPORT")
+_grid: dict[tuple[int, int], tuple[int, int]] = {}
+
+
+@pytest.fixture(scope="module")
+def trainer_accounts(accounts, roles):
+    """32 trainers with keys: the role trainers plus generated test accounts."""
+    return list(roles.trainers) + [accounts.generate_test_account() for _ in range(32 - len(roles.trainers))]
+
+
+def _root_commit(task: bytes, rnd: int, counts: list[int], total: int, credits_root: bytes) -> tuple:
+    f = len(counts)
+    return (task, rnd, sha(f"fragments:{task.hex()}:{rnd}"), credits_root, total, counts,
+            [sha(f"w:{task.hex()}:{rnd}:{j}") for j in range(f)], [f"bafkreiw{rnd}x{j}" for j in range(f)],
+            sha(f"transcript:{task.hex()}:{rnd}"), f"bafkreitranscript{rnd}")
+
+
+def _root_run(registry, fund, elect, roles, chain, trainers, name: str, m: int, f: int, rounds: int = 2):
+    """Posts an M x F root-flow run, enrolls M trainers, elects the syncer, commits ``rounds``
+    rounds with every trainer accepted on every fragment, seals after the challenge window and
+    claims for every trainer. Returns the task id, its final credits tree, the largest round and
+    claim gas, the rewards paid and the claimable pool."""
+    p = params(name, trainerCount=m, quorum=max(1, (3 * m) // 4), fragmentCount=f, maxRounds=rounds,
+               challengeSeconds=CHALLENGE_S)
+    fund(roles.sponsor, p["rewardPool"])
+    registry.postTask(as_tuple(p), sender=roles.sponsor)
+    task = p["taskId"]
+    registry.useRootFlow(task, sha(f"initial:{name}"), sender=roles.sponsor)
+    for t in trainers[:m]:
+        fund(t, MIN_STAKE)
+        registry.enrollTrainer(task, MIN_STAKE, "did:tenzro:t", sender=t)
+    elect(task)
+    order = list(registry.trainersOf(task))
+    per_round = sum(p["fragmentSizes"])
+    round_gas, total = [], 0
+    for r in range(rounds):
+        total += m * per_round
+        tree = credits_tree([(a, (r + 1) * per_round) for a in order])
+        tx = registry.commitRound(_root_commit(task, r, [m] * f, total, tree.root), sender=roles.syncer)
+        round_gas.append(int(tx.gas_used))
+    chain.mine(deltatime=CHALLENGE_S + 1)
+    registry.sealRootRun(task, sender=roles.stranger)
+    pool = registry.getRun(task).rewardPoolLeft
+    claim_gas, paid = [], 0
+    for i, a in enumerate(order):
+        before = registry.withdrawable(a)
+        tx = registry.claim(task, i, rounds * per_round, tree.path(i), sender=roles.stranger)
+        claim_gas.append(int(tx.gas_used))
+        paid += registry.withdrawable(a) - before
+    return {"task": task, "tree": tree, "credits": rounds * per_round, "round": max(round_gas),
+            "claim": max(claim_gas), "paid": paid, "pool": pool}
+
+
+def test_root_flow_on_a_real_chain_at_the_reference_shape(full_registry, fund, elect, syncer_pool, roles, chain,
+                                                          trainer_accounts):
+    """M = 8, F = 12: a round is one commitRound under the 300,000-gas target, a claim under
+    80,000; the Python credits tree opens on-chain; rewards paid + what is left for the sweep =
+    the pool (the floor dust, under one atto-unit per trainer); a second claim is refused."""
+    registry = full_registry
+    run = _root_run(registry, fund, elect, roles, chain, trainer_accounts, "root-ref", 8, 12)
+    _grid[(8, 12)] = (run["round"], run["claim"])
+    print(f"per-round gas at M=8, F=12: {run['round']}")
+    print(f"per-claim gas at M=8, F=12: {run['claim']}")
+    assert run["round"] <= ROUND_TARGET and run["claim"] <= CLAIM_TARGET
+    left = registry.getRun(run["task"]).rewardPoolLeft
+    assert run["paid"] + left == run["pool"] and left < 8
+    with ape.reverts(registry.Registry__AlreadyClaimed):
+        registry.claim(run["task"], 0, run["credits"], run["tree"].path(0), sender=roles.stranger)
+    if REPORT:
+        _write()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m,f", [(m, f) for m in (2, 4, 8, 32) for f in (1, 4, 12)])
+def test_root_flow_gas_grid(full_registry, fund, elect, syncer_pool, roles, chain, trainer_accounts, m, f):
+    """Per-round and per-claim gas over M x F: flat in M x F apart from calldata (F entries) and
+    the claim's log2(M)-sibling proof."""
+    if (m, f) == (8, 12) and (8, 12) in _grid:
+        return
+    run = _root_run(full_registry, fund, elect, roles, chain, trainer_accounts, f"root-grid-{m}-{f}", m, f)
+    _grid[(m, f)] = (run["round"], run["claim"])
+    assert run["round"] <= ROUND_TARGET and run["claim"] <= CLAIM_TARGET and run["paid"] <= run["pool"]
+    if REPORT:
+        _write()
+
+
+def _write():
+    lines = ["| M | F | gas per round (commitRound) | gas per claim |", "| ---: | ---: | ---: | ---: |"]
+    lines += [f"| {m} | {f} | {r:,} | {c:,} |" for (m, f), (r, c) in sorted(_grid.items())]
+    if (8, 12) in _grid:
+        r, c = _grid[(8, 12)]
+        lines += ["", f"per-round gas at M=8, F=12: {r}", f"per-claim gas at M=8, F=12: {c}"]
+    with open(REPORT, "w") as fh:
+        fh.write("\n".join(lines) + "\n")

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
+import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
+import {RegistryBase} from "./RegistryBase.sol";
+
+/// @notice Rounds committed by root (contracts/PROTOCOL.md §5, build step 1): one commitRound per
+/// round, the seal after the last round's challenge window, Merkle claims and the sweep; and
+/// what a lying syncer or a greedy claimant cannot do with them.
+contract RootFlowTest is RegistryBase {
+    ITrainingRegistryRounds internal rf;
+    bytes32 internal constant ID = keccak256("root-flow");
+    bytes32 internal constant F0 = keccak256("initial fragments root");
+    uint256 internal constant POOL = 1_000e18;
+
+    function setUp() public {
+        _deploy();
+        rf = ITrainingRegistryRounds(address(reg));
+        _registerSyncer(syncer, MIN_SYNCER_STAKE);
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    /// @dev Posts an M-trainer, K-quorum, F-fragment, R-round task in the root flow, enrolls M
+    /// trainers and elects the syncer.
+    function _startRoot(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool) internal {
+        _post(_params(id, m, k, f, rounds, pool));
+        vm.prank(sponsor);
+        rf.useRootFlow(id, F0);
+        for (uint256 i = 0; i < m; ++i) {
+            _enroll(id, i, MIN_STAKE);
+        }
+        _elect(id);
+    }
+
+    function _creditLeaf(bytes32 id, uint16 i, uint256 credits) internal view returns (bytes32) {
+        return keccak256(abi.encodePacked(bytes1(0x04), i, reg.trainersOf(id)[i], credits));
+    }
+
+    /// @dev Root of the positional credits tree over nextPow2(n) slots, and slot `at`'s path.
+    function _tree(bytes32[] memory leaves, uint256 at) internal pure returns (bytes32 root, bytes32[] memory path) {
+        uint256 w = 1;
+        uint256 d;
+        while (w < leaves.length) (w, d) = (w << 1, d + 1);
+        bytes32[] memory level = new bytes32[](w);
+        for (uint256 i = 0; i < leaves.length; ++i) {
+            level[i] = leaves[i];
+        }
+        path = new bytes32[](d);
+        for (uint256 k = 0; k < d; ++k) {
+            path[k] = level[at ^ 1];
+            bytes32[] memory up = new bytes32[](level.length / 2);
+            for (uint256 i = 0; i < up.length; ++i) {
+                up[i] = keccak256(abi.encodePacked(level[2 * i], level[2 * i + 1]));
+            }
+            (level, at) = (up, at >> 1);
+        }
+        root = level[0];
+    }
+
+    function _creditsRoot(bytes32 id, uint256[] memory credits) internal view returns (bytes32 root) {
+        bytes32[] memory leaves = new bytes32[](credits.length);
+        for (uint256 i = 0; i < credits.length; ++i) {
+            leaves[i] = _creditLeaf(id, uint16(i), credits[i]);
+        }
+        (root,) = _tree(leaves, 0);
+    }
+
+    function _proof(bytes32 id, uint256[] memory credits, uint16 at) internal view returns (bytes32[] memory path) {
+        bytes32[] memory leaves = new bytes32[](credits.length);
+        for (uint256 i = 0; i < credits.length; ++i) {
+            leaves[i] = _creditLeaf(id, uint16(i), credits[i]);
+        }
+        (, path) = _tree(leaves, at);
+    }
+
+    function _rootCommit(bytes32 id, uint32 round, uint16[] memory counts, uint256 total, bytes32 creditsRoot)
+        internal
+        pure
+        returns (ITrainingRegistryRounds.RootCommit memory c)
+    {
+        uint256 f = counts.length;
+        c.taskId = id;
+        c.round = round;
+        c.fragmentsRoot = keccak256(abi.encode("fragments", id, round));
+        c.creditsRoot = creditsRoot;
+        c.totalCredits = total;
+        c.counts = counts;
+        c.fragmentHashes = new bytes32[](f);
+        c.fragmentCids = new string[](f);
+        for (uint256 j = 0; j < f; ++j) {
+            c.fragmentHashes[j] = keccak256(abi.encode(id, round, j));
+            c.fragmentCids[j] = "bafkreiweights";
+        }
+        c.transcriptHash = keccak256(abi.encode("transcript", id, round));
+        c.transcriptCid = "bafkreitranscript";
+    }
+
+    function _counts(uint16 f, uint16 each) internal pure returns (uint16[] memory c) {
+        c = new uint16[](f);
+        for (uint256 j = 0; j < f; ++j) {
+            c[j] = each;
+        }
+    }
+
+    /// @dev Commits as the syncer (the only candidate, so the one elected for every run here).
+    function _commitAs(ITrainingRegistryRounds.RootCommit memory c) internal {
+        vm.prank(syncer);
+        rf.commitRound(c);
+    }
+
+    // ------------------------------------------------------------ the honest run
+
+    /// @dev M = 4, K = 3, F = 3 (sizes 1000, 2000, 3000), R = 2. Round 0: everyone accepted on
+    /// every fragment; round 1: trainer 3 did nothing. Credits per trainer: 12000, 12000, 12000,
+    /// 6000 (total 42000). Claims pay floor(pool' * c / 42000), the sweep returns the dust, stakes
+    /// come back at the seal, and the registry ends holding only the syncer's stake and fees.
+    function test_honestRun_commitsClaimsAndSweep_conserveTokens() public {
+        _startRoot(ID, 4, 3, 3, 2, POOL);
+        uint256[] memory credits = new uint256[](4);
+        for (uint256 i = 0; i < 4; ++i) {
+            credits[i] = 6000;
+        }
+        _commitAs(_rootCommit(ID, 0, _counts(3, 4), 24000, _creditsRoot(ID, credits)));
+        assertEq(uint8(reg.getRun(ID).status), uint8(ITrainingRegistryTypes.RunStatus.Training), "round 1 open");
+        assertEq(reg.getRun(ID).currentRound, 1, "current round");
+        for (uint256 i = 0; i < 3; ++i) {
+            credits[i] = 12000;
+        }
+        bytes32 finalRoot = _creditsRoot(ID, credits);
+        _commitAs(_rootCommit(ID, 1, _counts(3, 3), 42000, finalRoot));
+        assertEq(uint8(reg.getRun(ID).status), uint8(ITrainingRegistryTypes.RunStatus.Completed), "completed");
+        (bool on, bytes32 f0,, bytes32 cr,) = rf.rootState(ID);
+        assertTrue(on, "in the root flow");
+        assertEq(f0, F0, "initial fragments root");
+        assertEq(cr, finalRoot, "final credits root");
+        assertTrue(rf.roundCommitment(ID, 1) != bytes32(0), "round 1 committed");
+
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryRounds.Registry__ChallengeWindowOpen.selector, ID, uint64(block.timestamp) + 20
+            )
+        );
+        rf.sealRootRun(ID);
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        rf.sealRootRun(ID);
+        (, bytes memory receipt) = reg.getReceipt(ID);
+        assertEq(receipt.length, 189 + 32 * 2, "receipt of 2 rounds");
+        for (uint256 i = 0; i < 4; ++i) {
+            assertEq(reg.withdrawable(trainers[i]), MIN_STAKE, "stake back at the seal");
+        }
+
+        uint256 paid;
+        for (uint16 i = 0; i < 4; ++i) {
+            uint256 before = reg.withdrawable(trainers[i]);
+            rf.claim(ID, i, credits[i], _proof(ID, credits, i)); // anyone may claim for a trainer
+            uint256 reward = reg.withdrawable(trainers[i]) - before;
+            assertEq(reward, (POOL * credits[i]) / 42000, "pro-rata reward");
+            assertTrue(rf.claimed(ID, i), "claimed bit");
+            paid += reward;
+        }
+        bytes32[] memory p0 = _proof(ID, credits, 0);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__AlreadyClaimed.selector, ID, 0));
+        rf.claim(ID, 0, credits[0], p0);
+
+        (,,,, uint64 deadline) = rf.rootState(ID);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryRounds.Registry__ClaimPeriodOpen.selector, ID, deadline)
+        );
+        rf.sweep(ID);
+        vm.warp(deadline + 1);
+        rf.sweep(ID);
+        assertEq(reg.withdrawable(sponsor), POOL - paid, "the rounding dust back to the sponsor");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 0, "pool emptied");
+        // conservation: everything but the syncer's stake left the run
+        uint256 owed = reg.withdrawable(sponsor);
+        for (uint256 i = 0; i < 4; ++i) {
+            owed += reg.withdrawable(trainers[i]);
+        }
+        assertEq(token.balanceOf(address(reg)), owed + MIN_SYNCER_STAKE, "conservation");
+    }
+
+    // ------------------------------------------------------------ opting in
+
+    function test_useRootFlow_onlySponsorBeforeAnyEnrollment() public {
+        _post(_params(ID, 2, 2, 1, 1, POOL));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSponsor.selector, ID, relayer));
+        vm.prank(relayer);
+        rf.useRootFlow(ID, F0);
+        _enroll(ID, 0, MIN_STAKE);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__RootFlowLocked.selector, ID));
+        vm.prank(sponsor);
+        rf.useRootFlow(ID, F0);
+    }
+
+    function test_v1AndRootFlowDoNotMix() public {
+        _startRoot(ID, 2, 2, 1, 1, POOL);
+        uint256[] memory acc = new uint256[](2);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RootFlow.selector, ID));
+        vm.prank(syncer);
+        reg.finalizeRound(_commit(ID, 0, 1, acc));
+
+        bytes32 v1 = keccak256("v1 run");
+        _startRun(v1, 2, 2, 1, 1, 0);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__NotRootFlow.selector, v1));
+        _commitAs(_rootCommit(v1, 0, _counts(1, 2), 2000, bytes32(0)));
+        _fullRound(v1, 0, 2, 1);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__NotRootFlow.selector, v1));
+        rf.sealRootRun(v1);
+
+        uint256[] memory credits = new uint256[](2);
+        (credits[0], credits[1]) = (1000, 1000);
+        _commitAs(_rootCommit(ID, 0, _counts(1, 2), 2000, _creditsRoot(ID, credits)));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RootFlow.selector, ID));
+        reg.seal(ID);
+    }
+
+    // ------------------------------------------------------------ what commitRound checks
+
+    function test_commitRound_onlyTheSyncer_openRound_rightLengths() public {
+        _startRoot(ID, 2, 2, 2, 2, POOL);
+        ITrainingRegistryRounds.RootCommit memory c = _rootCommit(ID, 0, _counts(2, 2), 6000, bytes32(0));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSyncer.selector, ID, relayer));
+        vm.prank(relayer);
+        rf.commitRound(c);
+        c.round = 1;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__WrongRound.selector, ID, 1, 0));
+        _commitAs(c);
+        c = _rootCommit(ID, 0, _counts(1, 2), 2000, bytes32(0));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__CommitLength.selector, 1, 1, 1, 2));
+        _commitAs(c);
+    }
+
+    /// @dev Before the deadline every fragment needs K; after it any counts go (a fragment nobody
+    /// served keeps its weights); a count above the enrolled trainers never goes.
+    function test_commitRound_quorumBeforeDeadline_countsBounded() public {
+        _startRoot(ID, 3, 2, 2, 2, POOL);
+        uint16[] memory counts = _counts(2, 2);
+        counts[1] = 1;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__QuorumNotMet.selector, 1, 1, 2));
+        _commitAs(_rootCommit(ID, 0, counts, 1000 * 2 + 2000, bytes32(0)));
+        counts[1] = 4;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__CountTooLarge.selector, 1, 4, 3));
+        _commitAs(_rootCommit(ID, 0, counts, 1000 * 2 + 2000 * 4, bytes32(0)));
+        vm.warp(block.timestamp + GRACE_MS / 1000 + 1); // past the deadline
+        counts[1] = 0;
+        _commitAs(_rootCommit(ID, 0, counts, 2000, bytes32(0)));
+        assertEq(reg.getRound(ID, 0).acceptedCount, 2, "accepted count");
+    }
+
+    /// @dev A syncer cannot inflate the run's total credits (that would shrink every honest
+    /// claim): the total must grow by exactly sum(size * count).
+    function test_commitRound_totalCreditsMustMatchTheCounts() public {
+        _startRoot(ID, 2, 2, 2, 2, POOL);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__CreditsMismatch.selector, 6001, 6000));
+        _commitAs(_rootCommit(ID, 0, _counts(2, 2), 6001, bytes32(0)));
+        _commitAs(_rootCommit(ID, 0, _counts(2, 2), 6000, bytes32(0)));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__CreditsMismatch.selector, 6000, 12000));
+        _commitAs(_rootCommit(ID, 1, _counts(2, 2), 6000, bytes32(0)));
+    }
+
+    // ------------------------------------------------------------ claims under attack
+
+    /// @dev A claim must open the final root at the trainer's own index with its own address.
+    function test_claim_wrongCreditsIndexOrProof_refused() public {
+        _startRoot(ID, 3, 2, 1, 1, POOL);
+        uint256[] memory credits = new uint256[](3);
+        (credits[0], credits[1], credits[2]) = (1000, 1000, 0);
+        _commitAs(_rootCommit(ID, 0, _counts(1, 2), 2000, _creditsRoot(ID, credits)));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        rf.sealRootRun(ID);
+        bytes32[] memory p0 = _proof(ID, credits, 0);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__BadCreditProof.selector, 0));
+        rf.claim(ID, 0, 2000, p0); // more credits than committed
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__BadCreditProof.selector, 2));
+        rf.claim(ID, 2, 1000, p0); // another trainer's leaf
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__BadCreditProof.selector, 3));
+        rf.claim(ID, 3, 1000, p0); // no such trainer
+        rf.claim(ID, 2, 0, _proof(ID, credits, 2)); // a zero claim is fine and pays nothing
+        assertEq(reg.withdrawable(trainers[2]), MIN_STAKE, "stake only");
+    }
+
+    /// @dev A lying syncer commits credit leaves that sum to more than totalCredits (caught by
+    /// build step 2's credits challenge); until then the damage stays inside this run's pool:
+    /// claims stop at the pool, and another run's escrow is untouched.
+    function test_claim_neverExceedsTheRunsPool() public {
+        bytes32 other = keccak256("bystander");
+        _startRun(other, 2, 2, 1, 1, POOL); // a v1 run holding its own pool
+        _startRoot(ID, 2, 2, 1, 1, POOL);
+        uint256[] memory credits = new uint256[](2);
+        (credits[0], credits[1]) = (2000, 2000); // total committed: 2000
+        _commitAs(_rootCommit(ID, 0, _counts(1, 2), 2000, _creditsRoot(ID, credits)));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        rf.sealRootRun(ID);
+        rf.claim(ID, 0, 2000, _proof(ID, credits, 0)); // takes this run's whole pool
+        bytes32[] memory p1 = _proof(ID, credits, 1);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__ClaimExceedsPool.selector, POOL, 0));
+        rf.claim(ID, 1, 2000, p1);
+        assertEq(reg.getRun(other).rewardPoolLeft, POOL, "bystander pool untouched");
+        assertEq(
+            token.balanceOf(address(reg)),
+            reg.withdrawable(trainers[0]) + reg.withdrawable(trainers[1]) + POOL + 2 * MIN_STAKE + MIN_SYNCER_STAKE,
+            "the bystander's pool and stakes are still held"
+        );
+    }
+
+    /// @dev Nobody credited: no claims, the pool goes straight back to the sponsor at the seal.
+    function test_seal_withNoCredits_returnsThePool() public {
+        _startRoot(ID, 2, 2, 1, 1, POOL);
+        vm.warp(reg.getRun(ID).roundDeadline + 1);
+        _commitAs(_rootCommit(ID, 0, _counts(1, 0), 0, bytes32(0)));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        rf.sealRootRun(ID);
+        assertEq(reg.withdrawable(sponsor), POOL, "pool back");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 0, "pool emptied");
+    }
+}
