@@ -2,6 +2,7 @@
 pragma solidity 0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 import {RoundProofs} from "./lib/RoundProofs.sol";
@@ -9,8 +10,9 @@ import {RunRoot} from "./lib/RunRoot.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 
 /// @title RegistryRounds
-/// @notice Rounds committed by root, the root-flow seal, Merkle claims and the sweep
-/// (contracts/PROTOCOL.md §5, build step 1). Deployed once beside the registry and passed to its
+/// @notice Rounds committed by root, the aggregate fraud proof with the syncer's slash and the
+/// rewind, the root-flow seal, Merkle claims and the sweep (contracts/PROTOCOL.md §5, build
+/// steps 1 and 3). Deployed once beside the registry and passed to its
 /// constructor; its functions run only by delegatecall from the registry (through
 /// RegistryEvidence's fallback), on the registry's storage (RegistryStorage's layout).
 /// @dev A round costs a constant number of storage writes whatever M and F: the RoundRecord the
@@ -18,9 +20,10 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// creditsRoot ‖ uint256 totalCredits ‖ keccak256(abi.encodePacked(counts))), whose preimage is in
 /// RoundCommitted. The registry checks what it can without the off-chain submissions: the quorum
 /// per fragment (from `counts`), and the cumulative total credits (from `counts` and the fragment
-/// sizes); what it cannot (the accepted sets, each trainer's credit leaf, the aggregate) is
-/// challengeable with evidence in build steps 2 and 3. Until then a lying syncer can misallocate
-/// only within one run's pool: a claim never exceeds what is left of it.
+/// sizes); the aggregate is proven wrong at one coordinate with `proveAggregate` (RoundProofs,
+/// PROTOCOL.md §6); the accepted sets and each trainer's credit leaf are for build step 2's
+/// challenges. Until then a lying syncer can misallocate only within one run's pool: a claim
+/// never exceeds what is left of it.
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @notice How long trainers can claim after the seal before the sweep, seconds (90 days).
     uint64 public constant CLAIM_SECONDS = 90 days;
@@ -40,15 +43,23 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @inheritdoc ITrainingRegistryRounds
-    function useRootFlow(bytes32 taskId, bytes32 initialFragmentsRoot) external {
+    function useRootFlow(bytes32 taskId, bytes32 initialFragmentsRoot, OuterRule calldata outer) external {
         Run storage run = _runIn(taskId, RunStatus.Enrolling);
         if (msg.sender != run.sponsor) revert Registry__NotSponsor(taskId, msg.sender);
         RootRun storage rr = _rootRuns[taskId];
         if (run.enrolledCount != 0 || rr.enabled) revert Registry__RootFlowLocked(taskId);
+        // Krum has no coordinate proof; a trim of half or more leaves nothing to average
+        if (run.aggregation > uint8(AggregationRule.CoordinateMedian) || outer.alphaBps >= BPS / 2) {
+            revert Registry__OuterRuleNotProvable(run.aggregation, outer.alphaBps);
+        }
         rr.enabled = true;
+        rr.lr = outer.lr;
+        rr.mu = outer.mu;
+        rr.alphaBps = outer.alphaBps;
+        rr.nesterov = outer.nesterov;
         rr.initialFragmentsRoot = initialFragmentsRoot;
         rr.fragmentsRoot = initialFragmentsRoot;
-        emit RootFlowEnabled(taskId, initialFragmentsRoot);
+        emit RootFlowEnabled(taskId, initialFragmentsRoot, outer);
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -75,6 +86,12 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         _rootCommitments[c.taskId][c.round] = commitment;
         rr.fragmentsRoot = c.fragmentsRoot;
         rr.creditsRoot = c.creditsRoot;
+        if (rr.committer != msg.sender) {
+            // a new committer (the first, a replacement, or after a rewind, which sets
+            // committerFrom itself): its rounds start here (round 0's default needs no write)
+            rr.committer = msg.sender;
+            if (c.round != 0) rr.committerFrom = c.round;
+        }
         run.totalCredits = c.totalCredits;
         run.weightsRoot = weightsRoot;
         _accrueSyncerFee(run, c.taskId);
@@ -108,7 +125,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         }
         run.stakeHeld = 0;
         uint256 pool = run.poolLeft;
-        uint256 dust;
+        uint256 dust = 0;
         if (run.totalCredits == 0) {
             // nobody earned anything: nothing to claim, the pool goes back at once
             (dust, pool) = (pool, 0);
@@ -152,6 +169,49 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         address sponsor = run.sponsor;
         _withdrawable[sponsor] += left;
         emit PoolSwept(taskId, sponsor, left);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function proveAggregate(
+        AggregateClaim calldata a,
+        RoundProofs.AggregateOpening calldata o,
+        bytes[] calldata signatures
+    ) external nonReentrant {
+        Run storage run = _existing(a.taskId);
+        RootRun storage rr = _rootOf(a.taskId);
+        uint32 committed = _committedRounds(run, a.taskId);
+        bytes32 prevRoot = _checkClaim(run, rr, a, committed);
+        _checkSignatures(a.taskId, run.enrolledCount, o.entries, signatures);
+        RoundProofs.AggregateContext memory ctx = RoundProofs.AggregateContext({
+            taskId: a.taskId,
+            round: a.round,
+            fragmentsRoot: a.current.fragmentsRoot,
+            prevFragmentsRoot: prevRoot,
+            prevIsInitial: a.round == 0,
+            fragmentCount: run.fragmentCount,
+            slotWidth: RoundProofs.nextPow2(run.enrolledCount),
+            fragmentSize: o.fragment < run.fragmentCount ? run.fragmentSizes[o.fragment] : 0,
+            rule: run.aggregation,
+            alphaBps: rr.alphaBps,
+            lr: rr.lr,
+            mu: rr.mu,
+            nesterovOn: rr.nesterov
+        });
+        if (!RoundProofs.aggregateMismatch(o, ctx)) revert Registry__NoMismatch(o.fragment, o.coordinate);
+        (address syncer, uint256 slashed, uint256 bounty) = _slashCommitter(run, rr, a.taskId, a.round, committed);
+        _rewind(run, rr, a, prevRoot, committed);
+        emit AggregateProven(a.taskId, a.round, o.fragment, o.coordinate, msg.sender, syncer, slashed, bounty);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function outerRule(bytes32 taskId)
+        external
+        view
+        returns (OuterRule memory outer, address committer, uint32 committerFrom)
+    {
+        RootRun storage rr = _rootRuns[taskId];
+        outer = OuterRule({lr: rr.lr, mu: rr.mu, nesterov: rr.nesterov, alphaBps: rr.alphaBps});
+        return (outer, rr.committer, rr.committerFrom);
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -213,6 +273,116 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         bits[w] = word | bit;
     }
 
+    /// @dev Rounds committed so far (Training: the open round's number; Completed: all); a
+    /// Sealed or earlier run has none open to proofs (Registry__WrongStatus).
+    function _committedRounds(Run storage run, bytes32 taskId) private view returns (uint32) {
+        RunStatus status = run.status;
+        if (status == RunStatus.Training) return run.currentRound;
+        if (status == RunStatus.Completed) return run.maxRounds;
+        revert Registry__WrongStatus(taskId, status);
+    }
+
+    /// @dev keccak256 of a round's roots: the word commitRound stores.
+    function _rootsHash(RoundRoots calldata x) private pure returns (bytes32) {
+        return keccak256(abi.encodePacked(x.fragmentsRoot, x.creditsRoot, x.totalCredits, x.countsHash));
+    }
+
+    /// @dev Checks that the claimed round is committed and in its window, and its roots (and the
+    /// previous round's roots and weights root) are the committed ones; returns the previous
+    /// fragments root (the initial one for round 0).
+    function _checkClaim(Run storage run, RootRun storage rr, AggregateClaim calldata a, uint32 committed)
+        private
+        view
+        returns (bytes32 prevRoot)
+    {
+        uint32 r = a.round;
+        if (r >= committed) revert Registry__RoundNotCommitted(a.taskId, r);
+        mapping(uint32 => RoundRecord) storage recs = _rounds[a.taskId];
+        uint64 until = recs[r].finalizedAt + run.challengeSeconds;
+        if (block.timestamp > until) revert Registry__ChallengeWindowClosed(a.taskId, r, until);
+        mapping(uint32 => bytes32) storage words = _rootCommitments[a.taskId];
+        if (_rootsHash(a.current) != words[r]) revert Registry__WrongRoots(r);
+        if (r == 0) return rr.initialFragmentsRoot;
+        RoundRecord storage p = recs[r - 1];
+        if (
+            _rootsHash(a.previous) != words[r - 1]
+                || RunRoot.roundDigest(r - 1, a.previousWeightsRoot, p.transcriptHash, p.acceptedCount) != p.roundDigest
+        ) revert Registry__WrongRoots(r - 1);
+        return a.previous.fragmentsRoot;
+    }
+
+    /// @dev Each accepted entry's trainer (by enrollment index) signed its struct hash (EIP-712,
+    /// this registry's domain); reverts Registry__SignatureCount, Registry__NotSignedBy.
+    function _checkSignatures(
+        bytes32 taskId,
+        uint16 enrolled,
+        RoundProofs.AcceptedEntry[] calldata entries,
+        bytes[] calldata signatures
+    ) private view {
+        uint256 k = entries.length;
+        if (signatures.length != k) revert Registry__SignatureCount(signatures.length, k);
+        address[] storage list = _trainerList[taskId];
+        for (uint256 i = 0; i < k; ++i) {
+            uint16 index = entries[i].trainerIndex;
+            address trainer = index < enrolled ? list[index] : address(0);
+            // the third value (the error's argument) only matters for OZ's own error messages
+            // slither-disable-next-line unused-return
+            (address signer, ECDSA.RecoverError err,) =
+                ECDSA.tryRecover(_hashTypedDataV4(entries[i].structHash), signatures[i]);
+            if (err != ECDSA.RecoverError.NoError || signer != trainer || trainer == address(0)) {
+                revert Registry__NotSignedBy(trainer);
+            }
+        }
+    }
+
+    /// @dev The committer of the proven round: its fees for its discarded rounds (from round r,
+    /// or its first round if later, to `committed`) go back to the pool; if it is still the run's
+    /// syncer its bond is slashed (BOUNTY_BPS to the caller, the rest burned) and the run has no
+    /// syncer until an election. A committer already replaced lost its bond then.
+    function _slashCommitter(Run storage run, RootRun storage rr, bytes32 taskId, uint32 r, uint32 committed)
+        private
+        returns (address syncer, uint256 slashed, uint256 bounty)
+    {
+        syncer = rr.committer;
+        uint32 from = r > rr.committerFrom ? r : rr.committerFrom;
+        if (syncer != address(0) && committed > from) {
+            uint256 back = _syncerFeePerRound(run) * (committed - from);
+            _syncerFees[taskId][syncer] -= back;
+            run.poolLeft += back;
+        }
+        if (syncer == address(0) || syncer != run.syncer) return (syncer, 0, 0);
+        slashed = run.syncerBond;
+        SyncerEntry storage s = _syncers[syncer];
+        // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked <= stake < 2**128
+        s.stake -= uint128(slashed);
+        // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked < 2**128
+        s.locked -= uint128(slashed);
+        s.activeTasks -= 1;
+        bounty = (slashed * BOUNTY_BPS) / BPS;
+        _withdrawable[msg.sender] += bounty;
+        _burn(taskId, syncer, slashed - bounty);
+        run.syncer = address(0);
+        run.electionBlock = 0;
+    }
+
+    /// @dev Discards rounds a.round .. committed - 1: the run's fragments and credits roots, total
+    /// credits and weights go back to round a.round - 1's (the initial state for round 0) and
+    /// round a.round opens again.
+    function _rewind(Run storage run, RootRun storage rr, AggregateClaim calldata a, bytes32 prevRoot, uint32 committed)
+        private
+    {
+        uint32 r = a.round;
+        bool initial = r == 0;
+        rr.fragmentsRoot = prevRoot;
+        rr.creditsRoot = initial ? bytes32(0) : a.previous.creditsRoot;
+        run.totalCredits = initial ? 0 : a.previous.totalCredits;
+        run.weightsRoot = initial ? run.initialWeightsRoot : a.previousWeightsRoot;
+        rr.committer = address(0);
+        rr.committerFrom = r;
+        _openRound(run, a.taskId, r);
+        emit RoundsDiscarded(a.taskId, r, committed);
+    }
+
     /// @dev Checks the commit's lengths, counts, quorum (before the deadline) and cumulative
     /// credits; returns the round's accepted (trainer, fragment) count.
     function _checkCounts(Run storage run, RootCommit calldata c) private view returns (uint32 accepted) {
@@ -224,7 +394,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         uint16 quorum = run.quorum;
         bool early = block.timestamp <= run.roundDeadline;
         uint64[] storage sizes = run.fragmentSizes;
-        uint256 credits;
+        uint256 credits = 0;
         for (uint16 j = 0; j < f; ++j) {
             uint16 count = c.counts[j];
             if (count > enrolled) revert Registry__CountTooLarge(j, count, enrolled);

@@ -127,6 +127,13 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     struct RootRun {
         bool enabled;
         uint64 claimDeadline; // seconds: set by the seal; sweep after it
+        address committer; // the syncer whose commits rounds committerFrom.. are (0 after a rewind)
+        // slot 1: the outer optimizer and rule parameters the aggregate proof recomputes with
+        uint32 lr; // binary32 bit pattern of float32(spec lr)
+        uint32 mu; // binary32 bit pattern of float32(spec momentum)
+        uint16 alphaBps; // TrimmedMean's trim fraction, < 5000
+        bool nesterov;
+        uint32 committerFrom; // first round committed by `committer`
         bytes32 initialFragmentsRoot;
         bytes32 fragmentsRoot; // of the last committed round (the initial one before round 0)
         bytes32 creditsRoot; // cumulative credits after the last committed round

@@ -2,6 +2,7 @@
 pragma solidity 0.8.28;
 
 import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
+import {RoundProofs} from "../lib/RoundProofs.sol";
 
 /// @title ITrainingRegistryRounds
 /// @notice Rounds committed by root (contracts/PROTOCOL.md §5), served at the registry's address
@@ -27,8 +28,56 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         string transcriptCid; // IPFS CID of the transcript JSON (event only)
     }
 
-    /// @notice The sponsor switched the run to the root flow, with the §6 initial fragments root.
-    event RootFlowEnabled(bytes32 indexed taskId, bytes32 initialFragmentsRoot);
+    /// @notice The outer step and rule parameters an aggregate proof recomputes with (PROTOCOL.md §1):
+    /// float32 lr and momentum as binary32 bit patterns, Nesterov or heavy-ball, TrimmedMean's trim
+    /// fraction in basis points (< 5000; ignored by the other rules).
+    struct OuterRule {
+        uint32 lr;
+        uint32 mu;
+        bool nesterov;
+        uint16 alphaBps;
+    }
+
+    /// @notice The preimage of a round's commitment word (RoundCommitted carries it):
+    /// keccak256(fragmentsRoot ‖ creditsRoot ‖ uint256 totalCredits ‖ countsHash), countsHash =
+    /// keccak256(abi.encodePacked(uint16[] counts)) (each count padded to 32 bytes).
+    struct RoundRoots {
+        bytes32 fragmentsRoot;
+        bytes32 creditsRoot;
+        uint256 totalCredits;
+        bytes32 countsHash;
+    }
+
+    /// @notice Which round an aggregate proof is about, with the roots it opens: `current` of round
+    /// `round`, `previous` of round - 1 (ignored for round 0: the initial state), and the weights
+    /// root after round - 1 (checked against that round's stored digest; ignored for round 0), which
+    /// the run goes back to if the proof holds.
+    struct AggregateClaim {
+        bytes32 taskId;
+        uint32 round;
+        RoundRoots current;
+        RoundRoots previous;
+        bytes32 previousWeightsRoot;
+    }
+
+    /// @notice The sponsor switched the run to the root flow, with the §6 initial fragments root
+    /// and the outer rule its rounds are recomputed with.
+    event RootFlowEnabled(bytes32 indexed taskId, bytes32 initialFragmentsRoot, OuterRule outer);
+    /// @notice Round `round`'s commitment was proven wrong at (`fragment`, `coordinate`):
+    /// `syncer` (its committer) lost `slashed` atto-units of bond, `bounty` of it to `prover`.
+    event AggregateProven(
+        bytes32 indexed taskId,
+        uint32 indexed round,
+        uint16 fragment,
+        uint256 coordinate,
+        address indexed prover,
+        address syncer,
+        uint256 slashed,
+        uint256 bounty
+    );
+    /// @notice Rounds fromRound .. toRound - 1 were discarded; the run trains round fromRound again
+    /// from round fromRound - 1's state, under a syncer elected anew.
+    event RoundsDiscarded(bytes32 indexed taskId, uint32 fromRound, uint32 toRound);
     /// @notice The syncer committed a round by root; `weightsRoot` is the receipt's (RunRoot over
     /// the fragments' sha256; getRound leaves it 0 for a root-flow round, its roundDigest binds
     /// it), `commitment` the word stored for the round.
@@ -64,12 +113,50 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     error Registry__ClaimExceedsPool(uint256 reward, uint256 left);
     /// @notice sweep before the claim deadline (seconds).
     error Registry__ClaimPeriodOpen(bytes32 taskId, uint64 deadline);
+    /// @notice useRootFlow with Krum (no coordinate proof) or a trim fraction of 5000 bps or more.
+    error Registry__OuterRuleNotProvable(uint8 rule, uint16 alphaBps);
+    /// @notice The round is not committed (or was discarded by a rewind).
+    error Registry__RoundNotCommitted(bytes32 taskId, uint32 round);
+    /// @notice The round's challenge window closed at `until` (seconds).
+    error Registry__ChallengeWindowClosed(bytes32 taskId, uint32 round, uint64 until);
+    /// @notice The roots (or weights root) given for round `round` are not the ones committed.
+    error Registry__WrongRoots(uint32 round);
+    /// @notice `given` signatures for `entries` accepted entries.
+    error Registry__SignatureCount(uint256 given, uint256 entries);
+    /// @notice The commitment is right at that coordinate: nothing proven.
+    error Registry__NoMismatch(uint16 fragment, uint256 coordinate);
 
     /// @notice Switches a posted run to the root flow. Only its sponsor, while it is Enrolling and
     /// nobody has enrolled (trainers enroll knowing the flow). `initialFragmentsRoot` is §6's
-    /// initial state (weights commitments, zero momentum), the base of round 0's fraud proofs.
-    /// Reverts Registry__NotSponsor, Registry__WrongStatus, Registry__RootFlowLocked.
-    function useRootFlow(bytes32 taskId, bytes32 initialFragmentsRoot) external;
+    /// initial state (weights commitments, zero momentum), the base of round 0's fraud proofs;
+    /// `outer` the spec's outer step, which proofs recompute with. Reverts Registry__NotSponsor,
+    /// Registry__WrongStatus, Registry__RootFlowLocked, Registry__OuterRuleNotProvable.
+    function useRootFlow(bytes32 taskId, bytes32 initialFragmentsRoot, OuterRule calldata outer) external;
+
+    /// @notice Anyone proves a committed round wrong at one coordinate of one fragment while the
+    /// round's challenge window is open (challengeSeconds after its commit): `o` opens both rounds'
+    /// fragment leaves, every accepted submission (with `signatures[i]`, entry i's trainer's
+    /// EIP-712 signature of its struct hash) and the previous and new weights and momentum at the
+    /// coordinate; the registry recomputes §1 (RoundProofs.aggregateMismatch) with the run's rule
+    /// and outer step. On a mismatch the round and every round after it are discarded (the run's
+    /// roots, weights and total credits go back to round - 1's), the committer's fees for its
+    /// discarded rounds go back to the pool, and if the committer is still the run's syncer its
+    /// bond is slashed (BOUNTY_BPS to the caller, the rest burned) and a new syncer must be
+    /// elected. No bond: a proof that fails reverts. Reverts Registry__RoundNotCommitted,
+    /// Registry__ChallengeWindowClosed, Registry__WrongRoots, Registry__SignatureCount,
+    /// Registry__NotSignedBy, Registry__NoMismatch and RoundProofs' errors.
+    function proveAggregate(
+        AggregateClaim calldata a,
+        RoundProofs.AggregateOpening calldata o,
+        bytes[] calldata signatures
+    ) external;
+
+    /// @notice The run's outer rule (useRootFlow) and the current committer with the first round
+    /// it committed.
+    function outerRule(bytes32 taskId)
+        external
+        view
+        returns (OuterRule memory outer, address committer, uint32 committerFrom);
 
     /// @notice The elected syncer commits the open round by root: O(1) storage whatever M and F
     /// (PROTOCOL.md §5). Before the deadline every counts[f] must reach the quorum K; after it any

@@ -23,6 +23,7 @@ from tenzro_trainer.round_commitment import credits_tree
 
 ROUND_TARGET, CLAIM_TARGET = 300_000, 80_000
 CHALLENGE_S = 20
+OUTER = (0x3F333333, 0x3F666666, True, 0)  # lr 0.7, momentum 0.9 (binary32 bits), Nesterov, no trim
 REPORT = os.environ.get("TENZRO_ROOT_GAS_REPORT")
 _grid: dict[tuple[int, int], tuple[int, int]] = {}
 
@@ -50,7 +51,7 @@ def _root_run(registry, fund, elect, roles, chain, trainers, name: str, m: int, 
     fund(roles.sponsor, p["rewardPool"])
     registry.postTask(as_tuple(p), sender=roles.sponsor)
     task = p["taskId"]
-    registry.useRootFlow(task, sha(f"initial:{name}"), sender=roles.sponsor)
+    registry.useRootFlow(task, sha(f"initial:{name}"), OUTER, sender=roles.sponsor)
     for t in trainers[:m]:
         fund(t, MIN_STAKE)
         registry.enrollTrainer(task, MIN_STAKE, "did:tenzro:t", sender=t)

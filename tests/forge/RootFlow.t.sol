@@ -27,11 +27,16 @@ contract RootFlowTest is RegistryBase {
     function _startRoot(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool) internal {
         _post(_params(id, m, k, f, rounds, pool));
         vm.prank(sponsor);
-        rf.useRootFlow(id, F0);
+        rf.useRootFlow(id, F0, _outer());
         for (uint256 i = 0; i < m; ++i) {
             _enroll(id, i, MIN_STAKE);
         }
         _elect(id);
+    }
+
+    /// @dev lr 0.7, momentum 0.9, Nesterov, no trim.
+    function _outer() internal pure returns (ITrainingRegistryRounds.OuterRule memory) {
+        return ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0});
     }
 
     function _creditLeaf(bytes32 id, uint16 i, uint256 credits) internal view returns (bytes32) {
@@ -187,11 +192,30 @@ contract RootFlowTest is RegistryBase {
         _post(_params(ID, 2, 2, 1, 1, POOL));
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSponsor.selector, ID, relayer));
         vm.prank(relayer);
-        rf.useRootFlow(ID, F0);
+        rf.useRootFlow(ID, F0, _outer());
         _enroll(ID, 0, MIN_STAKE);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__RootFlowLocked.selector, ID));
         vm.prank(sponsor);
-        rf.useRootFlow(ID, F0);
+        rf.useRootFlow(ID, F0, _outer());
+    }
+
+    /// @dev Krum has no coordinate proof and a trim of half leaves nothing: neither can opt in.
+    function test_useRootFlow_onlyProvableRules() public {
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, 2, 2, 1, 1, POOL);
+        _post(p);
+        ITrainingRegistryRounds.OuterRule memory o = _outer();
+        o.alphaBps = 5000;
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryRounds.Registry__OuterRuleNotProvable.selector, 1, 5000)
+        );
+        vm.prank(sponsor);
+        rf.useRootFlow(ID, F0, o);
+        o.alphaBps = 4999;
+        vm.prank(sponsor);
+        rf.useRootFlow(ID, F0, o);
+        (ITrainingRegistryRounds.OuterRule memory got,,) = rf.outerRule(ID);
+        assertEq(got.alphaBps, 4999, "trim stored");
+        assertEq(got.mu, 0x3F666666, "momentum stored");
     }
 
     function test_v1AndRootFlowDoNotMix() public {

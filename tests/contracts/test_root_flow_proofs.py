@@ -1,0 +1,200 @@
+"""Fraud proofs of the aggregate in the root flow (contracts/PROTOCOL.md §5 build step 3, §6),
+on ape-foundry's anvil with the via-IR build: real pseudo-gradients, signed by the trainers'
+keys (EIP-712), aggregated and stepped with ``tenzro_trainer.canonical`` exactly as the syncer
+does, committed with ``commitRound``; proofs built with ``tenzro_trainer.round_commitment``.
+
+- An honest commit survives a proof at every coordinate tried (``Registry__NoMismatch``).
+- A syncer that commits one wrong bit at one coordinate is proven wrong: it loses its bond (10 %
+  to the prover, the rest burned), its fee for the discarded round goes back to the pool, the
+  run goes back to the round before, and a new syncer must be elected.
+- A proof with a forged signature, with roots other than the committed ones, for a round not
+  committed, or after the round's window is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ape
+import pytest
+import torch
+from eth_utils import keccak
+from registry_helpers import CHALLENGE_S, MIN_STAKE, as_tuple, fee_per_round, params, sha
+
+from tenzro_trainer import canonical
+from tenzro_trainer import round_commitment as rc
+from tenzro_trainer.commitment import ChunkTree
+
+SIZES = [40, 24]  # values per fragment: 3 and 2 chunks of 16
+M = 3
+LR, MU = 0.7, 0.9
+ZERO_ROOTS = (bytes(32), bytes(32), 0, bytes(32))
+BOUNTY_BPS, BPS = 1_000, 10_000
+
+
+@dataclass
+class Round:
+    """One committed round as its syncer built it."""
+
+    states: list  # rc.FragmentState per fragment
+    vecs: list  # (weights, momentum) float32 tensors per fragment
+    subs: dict  # {fragment: {trainer index: rc.OuterGradient}}
+    payloads: dict  # {fragment: {trainer index: float32 pseudo-gradient}}
+    sigs: dict  # {(fragment, trainer index): signature bytes}
+    roots: tuple  # RoundRoots: the preimage of the round's commitment word
+    weights_root: bytes  # RunRoot weights root after the round
+
+    @property
+    def leaves(self) -> list:
+        return [s.leaf for s in self.states]
+
+
+def _flip(w: torch.Tensor, c: int) -> torch.Tensor:
+    bits = w.clone().view(torch.int32)
+    bits[c] ^= 1
+    return bits.view(torch.float32)
+
+
+def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None) -> Round:
+    """Every trainer submits every fragment; the syncer aggregates with the task's rule
+    (TrimmedMean, no trim), applies Nesterov and commits; ``flip`` = (fragment, coordinate) of a
+    weight whose last bit it flips before committing."""
+    reg, task, g = ctx["reg"], ctx["task"], ctx["g"]
+    base = bytes(reg.getRun(task).weightsRoot)
+    states, vecs, subs, payloads, sigs = [], [], {}, {}, {}
+    for f, n in enumerate(SIZES):
+        subs[f], payloads[f] = {}, {}
+        for i, t in enumerate(ctx["trainers"]):
+            p = (torch.randn(n, generator=g) * 0.01).float()
+            root, sumsq = ChunkTree(p).root
+            cid, ph = f"bafyr{rnd}f{f}t{i}", sha(f"payload {rnd} {f} {i}")
+            sigs[(f, i)] = bytes(ctx["sign"](t, task, rnd, f, (root, sumsq, cid, ph))[4])
+            subs[f][i] = rc.OuterGradient(task, rnd, f, base, root, sumsq, cid, ph)
+            payloads[f][i] = p
+        agg = canonical.trimmed_mean(torch.stack([payloads[f][i] for i in range(M)]), 0)
+        pw, pm = prev.vecs[f]
+        w, m = canonical.nesterov_step(pw, pm, agg, LR, MU, True)
+        if flip is not None and flip[0] == f:
+            w = _flip(w, flip[1])
+        vecs.append((w, m))
+        states.append(rc.FragmentState.build(f, w, m, rc.AcceptedSet({i: s.struct_hash() for i, s in subs[f].items()},
+                                                                     M)))
+    fragments_root = rc.fragments_root([s.leaf for s in states])
+    per_trainer = (rnd + 1) * sum(SIZES)
+    total = M * per_trainer
+    credits = rc.credits_tree([(a, per_trainer) for a in reg.trainersOf(task)])
+    counts = [M] * len(SIZES)
+    reg.commitRound((task, rnd, fragments_root, credits.root, total, counts,
+                     [sha(f"w {rnd} {f}") for f in range(len(SIZES))], [f"bafyw{rnd}f{f}" for f in range(len(SIZES))],
+                     sha(f"transcript {rnd}"), f"bafyt{rnd}"), sender=ctx["roles"].syncer)
+    counts_hash = keccak(b"".join(c.to_bytes(32, "big") for c in counts))
+    return Round(states, vecs, subs, payloads, sigs, (fragments_root, credits.root, total, counts_hash),
+                 bytes(reg.getRun(task).weightsRoot))
+
+
+def _proof(ctx, rnd: int, cur: Round, prev: Round, f: int, c: int) -> tuple:
+    """The arguments of proveAggregate for (fragment f, coordinate c) of round rnd."""
+    o = rc.build_aggregate_opening(fragment=f, coordinate=c, current=cur.states[f], previous=prev.states[f],
+                                   current_leaves=cur.leaves, previous_leaves=prev.leaves,
+                                   submissions=cur.subs[f], payloads=cur.payloads[f])
+    sigs = [cur.sigs[(f, e.trainer_index)] for e in o.entries]
+    previous = ZERO_ROOTS if rnd == 0 else prev.roots
+    return (ctx["task"], rnd, cur.roots, previous, bytes(32) if rnd == 0 else prev.weights_root), o.as_tuple(), sigs
+
+
+@pytest.fixture(scope="module")
+def ctx(full_registry, fund, elect, sign, syncer_pool, roles):
+    """A 3-trainer, 2-fragment, 3-round root-flow run (TrimmedMean without trim, Nesterov 0.7 /
+    0.9) with its initial state, round 0 committed honestly and round 1 with one flipped bit."""
+    reg = full_registry
+    p = params("root-proofs", trainerCount=M, quorum=2, fragmentCount=len(SIZES), maxRounds=3, fragmentSizes=SIZES)
+    fund(roles.sponsor, p["rewardPool"])
+    reg.postTask(as_tuple(p), sender=roles.sponsor)
+    task = p["taskId"]
+    g = torch.Generator().manual_seed(8)
+    w0 = [(torch.randn(n, generator=g) * 0.05).float() for n in SIZES]
+    initial = Round([rc.FragmentState.initial(f, w) for f, w in enumerate(w0)],
+                    [(w, torch.zeros_like(w)) for w in w0], {}, {}, {}, ZERO_ROOTS, p["initialWeightsRoot"])
+    reg.useRootFlow(task, rc.fragments_root(initial.leaves), (rc.f32_bits(LR), rc.f32_bits(MU), True, 0),
+                    sender=roles.sponsor)
+    for t in roles.trainers[:M]:
+        fund(t, MIN_STAKE)
+        reg.enrollTrainer(task, MIN_STAKE, "did:tenzro:t", sender=t)
+    elect(task)
+    order = [a.lower() for a in reg.trainersOf(task)]
+    trainers = sorted(roles.trainers[:M], key=lambda t: order.index(t.address.lower()))
+    c = {"reg": reg, "task": task, "g": g, "trainers": trainers, "sign": sign, "roles": roles, "params": p,
+         "initial": initial}
+    c["r0"] = _commit(c, 0, initial)
+    c["r1"] = _commit(c, 1, c["r0"], flip=(1, 5))
+    return c
+
+
+def test_an_honest_round_survives_proofs_at_every_coordinate_tried(ctx):
+    reg, r0 = ctx["reg"], ctx["r0"]
+    for f, n in enumerate(SIZES):
+        for c in sorted({0, 1, 15, 16, n // 2, n - 1}):
+            a, o, sigs = _proof(ctx, 0, r0, ctx["initial"], f, c)
+            with ape.reverts(reg.Registry__NoMismatch):
+                reg.proveAggregate(a, o, sigs, sender=ctx["roles"].stranger)
+    # the flipped round is right everywhere else too
+    a, o, sigs = _proof(ctx, 1, ctx["r1"], r0, 1, 6)
+    with ape.reverts(reg.Registry__NoMismatch):
+        reg.proveAggregate(a, o, sigs, sender=ctx["roles"].stranger)
+
+
+def test_a_proof_needs_the_trainers_signatures_and_the_committed_roots(ctx):
+    reg, r0, r1, stranger = ctx["reg"], ctx["r0"], ctx["r1"], ctx["roles"].stranger
+    a, o, sigs = _proof(ctx, 1, r1, r0, 1, 5)
+    forged = [sigs[1]] + sigs[1:]  # entry 0 carrying trainer 1's signature
+    with ape.reverts(reg.Registry__NotSignedBy):
+        reg.proveAggregate(a, o, forged, sender=stranger)
+    with ape.reverts(reg.Registry__SignatureCount):
+        reg.proveAggregate(a, o, sigs[:-1], sender=stranger)
+    wrong = (a[0], a[1], (a[2][0], a[2][1], a[2][2] + 1, a[2][3]), a[3], a[4])
+    with ape.reverts(reg.Registry__WrongRoots):
+        reg.proveAggregate(wrong, o, sigs, sender=stranger)
+    wrong = (a[0], a[1], a[2], a[3], sha("not the weights after round 0"))
+    with ape.reverts(reg.Registry__WrongRoots):
+        reg.proveAggregate(wrong, o, sigs, sender=stranger)
+    with ape.reverts(reg.Registry__RoundNotCommitted):
+        reg.proveAggregate((a[0], 2, a[2], a[3], a[4]), o, sigs, sender=stranger)
+
+
+def test_one_wrong_bit_costs_the_syncer_its_bond_and_rewinds_the_run(ctx, chain):
+    reg, task, roles, p = ctx["reg"], ctx["task"], ctx["roles"], ctx["params"]
+    syncer = roles.syncer
+    stake_before = reg.syncerInfo(syncer)[0]
+    fee_before = reg.syncerFeeOf(task, syncer)
+    pool_before = reg.getRun(task).rewardPoolLeft
+    bounty_before = reg.withdrawable(roles.stranger)
+    burned_before = reg.burned()
+    a, o, sigs = _proof(ctx, 1, ctx["r1"], ctx["r0"], 1, 5)
+    tx = reg.proveAggregate(a, o, sigs, sender=roles.stranger)
+    print(f"gas proveAggregate (M = 3, F = 2, n = 24, 3 entries): {tx.gas_used}")
+    bond = p["syncerBond"]
+    bounty = bond * BOUNTY_BPS // BPS
+    ev = tx.decode_logs(reg.AggregateProven)[0]
+    assert (ev.round, ev.fragment, ev.coordinate, ev.syncer, ev.slashed, ev.bounty) == (1, 1, 5, syncer.address, bond,
+                                                                                       bounty)
+    assert reg.syncerInfo(syncer)[0] == stake_before - bond
+    assert reg.withdrawable(roles.stranger) - bounty_before == bounty
+    assert reg.burned() - burned_before == bond - bounty
+    fee = fee_per_round(p["rewardPool"], p["syncerFeeBps"], p["maxRounds"])
+    assert reg.syncerFeeOf(task, syncer) == fee_before - fee  # round 1's fee back to the pool
+    v = reg.getRun(task)
+    assert v.rewardPoolLeft == pool_before + fee
+    assert (v.status, v.currentRound, v.syncer) == (2, 1, "0x" + "00" * 20)  # Training round 1, no syncer
+    assert bytes(v.weightsRoot) == ctx["r0"].weights_root and v.totalCredits == ctx["r0"].roots[2]
+    state = reg.rootState(task)
+    assert bytes(state[2]) == ctx["r0"].roots[0] and bytes(state[3]) == ctx["r0"].roots[1]
+    # a racing second proof of the discarded round finds nothing to prove
+    with ape.reverts(reg.Registry__RoundNotCommitted):
+        reg.proveAggregate(a, o, sigs, sender=roles.relayer)
+    # round 0 stays final once its window has passed
+    chain.mine(deltatime=CHALLENGE_S + 1)
+    a0, o0, s0 = _proof(ctx, 0, ctx["r0"], ctx["initial"], 0, 0)
+    with ape.reverts(reg.Registry__ChallengeWindowClosed):
+        reg.proveAggregate(a0, o0, s0, sender=roles.stranger)
+    # the run goes on: anyone requests a new election at once
+    reg.requestSyncerElection(task, sender=roles.stranger)
