@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
 import {RegistryBase} from "./RegistryBase.sol";
+import {CreditsTree} from "./lib/CreditsTree.sol";
 
 /// @notice Rounds committed by root (contracts/PROTOCOL.md §5, build step 1): one commitRound per
 /// round, the seal after the last round's challenge window, Merkle claims and the sweep; and
@@ -39,45 +40,12 @@ contract RootFlowTest is RegistryBase {
         return ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0});
     }
 
-    function _creditLeaf(bytes32 id, uint16 i, uint256 credits) internal view returns (bytes32) {
-        return keccak256(abi.encodePacked(bytes1(0x04), i, reg.trainersOf(id)[i], credits));
-    }
-
-    /// @dev Root of the positional credits tree over nextPow2(n) slots, and slot `at`'s path.
-    function _tree(bytes32[] memory leaves, uint256 at) internal pure returns (bytes32 root, bytes32[] memory path) {
-        uint256 w = 1;
-        uint256 d;
-        while (w < leaves.length) (w, d) = (w << 1, d + 1);
-        bytes32[] memory level = new bytes32[](w);
-        for (uint256 i = 0; i < leaves.length; ++i) {
-            level[i] = leaves[i];
-        }
-        path = new bytes32[](d);
-        for (uint256 k = 0; k < d; ++k) {
-            path[k] = level[at ^ 1];
-            bytes32[] memory up = new bytes32[](level.length / 2);
-            for (uint256 i = 0; i < up.length; ++i) {
-                up[i] = keccak256(abi.encodePacked(level[2 * i], level[2 * i + 1]));
-            }
-            (level, at) = (up, at >> 1);
-        }
-        root = level[0];
-    }
-
     function _creditsRoot(bytes32 id, uint256[] memory credits) internal view returns (bytes32 root) {
-        bytes32[] memory leaves = new bytes32[](credits.length);
-        for (uint256 i = 0; i < credits.length; ++i) {
-            leaves[i] = _creditLeaf(id, uint16(i), credits[i]);
-        }
-        (root,) = _tree(leaves, 0);
+        (root,) = CreditsTree.rootAndPath(CreditsTree.leaves(reg.trainersOf(id), credits), 0);
     }
 
     function _proof(bytes32 id, uint256[] memory credits, uint16 at) internal view returns (bytes32[] memory path) {
-        bytes32[] memory leaves = new bytes32[](credits.length);
-        for (uint256 i = 0; i < credits.length; ++i) {
-            leaves[i] = _creditLeaf(id, uint16(i), credits[i]);
-        }
-        (, path) = _tree(leaves, at);
+        (, path) = CreditsTree.rootAndPath(CreditsTree.leaves(reg.trainersOf(id), credits), at);
     }
 
     function _rootCommit(bytes32 id, uint32 round, uint16[] memory counts, uint256 total, bytes32 creditsRoot)

@@ -9,12 +9,15 @@ import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.so
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
 import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
 import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
+import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
+import {CreditsTree} from "./lib/CreditsTree.sol";
 
-/// @notice Drives random sequences of registry calls (post, elect in two steps, enroll, close
-/// enrollment, submit sound or non-finite payloads, prove invalid, challenge / answer / expire
-/// availability, finalize, warp, roll, seal, cancel, claim fees, withdraw) with two syncer
-/// candidates, and keeps ghost books the invariants compare with. Payloads have at most 16
-/// values, so a commitment is the leaf of its one chunk.
+/// @notice Drives random sequences of registry calls (post in the v1 or the root flow, elect in
+/// two steps, enroll, close enrollment, submit sound or non-finite payloads, prove invalid,
+/// challenge / answer / expire availability, finalize, commit by root, warp, roll, seal, seal a
+/// root-flow run, claim, sweep, cancel, claim fees, withdraw) with two syncer candidates, and
+/// keeps ghost books the invariants compare with. Payloads have at most 16 values, so a
+/// commitment is the leaf of its one chunk.
 contract RegistryHandler is TestBase {
     uint256 internal constant MIN_STAKE = 10e18;
     uint256 internal constant N_TRAINERS = 5;
@@ -47,6 +50,16 @@ contract RegistryHandler is TestBase {
     mapping(bytes32 key => ITrainingRegistryTypes.SignedPayload) internal _signedOf;
     mapping(bytes32 key => bytes) internal _chunkOf;
     mapping(bytes32 key => bool) internal _defective;
+    // root flow (PROTOCOL.md §5): the credits the handler committed, what claims should pay
+    mapping(bytes32 taskId => bool) public isRoot;
+    mapping(bytes32 taskId => uint256[]) internal _rootCredits; // cumulative, by trainer index
+    mapping(bytes32 taskId => uint256) public rootTotal;
+    mapping(bytes32 taskId => uint256) public claimablePool; // rewardPoolLeft right after sealRootRun
+    mapping(bytes32 taskId => uint256) public claimedTotal; // expected rewards of successful claims
+    mapping(address trainer => uint256) public rootRewards; // expected rewards of its claims
+    bool public overClaimed; // set if a claim paid other than floor(pool * credits / total)
+    uint256 public rootCommits;
+    uint256 public rootClaims;
 
     constructor() {
         token = new MockERC20();
@@ -91,7 +104,7 @@ contract RegistryHandler is TestBase {
 
     // ------------------------------------------------------------ actions
 
-    function postTask(uint96 pool, uint8 shape) external {
+    function postTask(uint96 pool, uint8 shape, bool root) external {
         if (tasks.length >= 3) return;
         bytes32 id = keccak256(abi.encode("inv", tasks.length));
         ITrainingRegistryTypes.TaskParams memory p;
@@ -122,6 +135,99 @@ contract RegistryHandler is TestBase {
         reg.postTask(p);
         tasks.push(id);
         deposited += pool;
+        if (root) {
+            vm.prank(sponsor);
+            ITrainingRegistryRounds(address(reg))
+                .useRootFlow(
+                    id,
+                    id,
+                    ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
+                );
+            isRoot[id] = true;
+        }
+    }
+
+    // ------------------------------------------------------------ root flow
+
+    /// @dev The syncer (or a stranger) commits the open round of a root-flow run: fragment j
+    /// accepted from the first counts[j] trainers (counts from `seed`, sometimes above the quorum,
+    /// sometimes below), each credited its size; the credits tree built from the ghost books.
+    function commitRoot(uint256 seed, uint256 countsSeed, bool asStranger) external {
+        if (tasks.length == 0) return;
+        bytes32 id = _task(seed);
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
+        if (!isRoot[id] || v.status != ITrainingRegistryTypes.RunStatus.Training) return;
+        address[] memory list = reg.trainersOf(id);
+        uint256[] memory credits = _rootCredits[id];
+        uint256[] memory next = new uint256[](list.length);
+        for (uint256 i = 0; i < credits.length; ++i) {
+            next[i] = credits[i];
+        }
+        ITrainingRegistryRounds.RootCommit memory c;
+        c.taskId = id;
+        c.round = v.currentRound;
+        c.counts = new uint16[](v.fragmentCount);
+        c.fragmentHashes = new bytes32[](v.fragmentCount);
+        c.fragmentCids = new string[](v.fragmentCount);
+        uint256 added;
+        for (uint256 j = 0; j < v.fragmentCount; ++j) {
+            uint16 count = uint16((countsSeed >> (8 * j)) % (list.length + 1));
+            c.counts[j] = count;
+            c.fragmentHashes[j] = keccak256(abi.encode(id, c.round, j));
+            for (uint256 i = 0; i < count; ++i) {
+                next[i] += v.fragmentSizes[j];
+            }
+            added += uint256(v.fragmentSizes[j]) * count;
+        }
+        c.totalCredits = rootTotal[id] + added;
+        (c.creditsRoot,) = CreditsTree.rootAndPath(CreditsTree.leaves(list, next), 0);
+        c.fragmentsRoot = keccak256(abi.encode("fragments", id, c.round));
+        address caller = asStranger ? address(0xBAD) : v.syncer;
+        vm.prank(caller);
+        try ITrainingRegistryRounds(address(reg)).commitRound(c) {
+            if (caller != v.syncer) nonSyncerFinalized = true;
+            _rootCredits[id] = next;
+            rootTotal[id] = c.totalCredits;
+            ++rootCommits;
+        } catch {}
+    }
+
+    function sealRoot(uint256 seed) external {
+        if (tasks.length == 0) return;
+        bytes32 id = _task(seed);
+        bool wasSealed = reg.getRun(id).status == ITrainingRegistryTypes.RunStatus.Sealed;
+        try ITrainingRegistryRounds(address(reg)).sealRootRun(id) {
+            if (wasSealed) sealedTwice = true;
+            claimablePool[id] = reg.getRun(id).rewardPoolLeft;
+            ++seals;
+        } catch {}
+    }
+
+    /// @dev Anyone claims for trainer `who` of a sealed root-flow run, with its ghost credits.
+    function claimRoot(uint256 seed, uint256 who) external {
+        if (tasks.length == 0) return;
+        bytes32 id = _task(seed);
+        address[] memory list = reg.trainersOf(id);
+        if (!isRoot[id] || list.length == 0) return;
+        uint16 i = uint16(who % list.length);
+        uint256[] memory credits = _rootCredits[id];
+        if (credits.length != list.length) credits = new uint256[](list.length);
+        (, bytes32[] memory path) = CreditsTree.rootAndPath(CreditsTree.leaves(list, credits), i);
+        uint256 before = reg.withdrawable(list[i]);
+        try ITrainingRegistryRounds(address(reg)).claim(id, i, credits[i], path) {
+            uint256 expected = rootTotal[id] == 0 ? 0 : (claimablePool[id] * credits[i]) / rootTotal[id];
+            if (reg.withdrawable(list[i]) - before != expected) overClaimed = true;
+            claimedTotal[id] += expected;
+            rootRewards[list[i]] += expected;
+            ++rootClaims;
+        } catch {}
+    }
+
+    /// @dev Past the claim period (90 days), anyone sweeps the rest to the sponsor.
+    function sweepRoot(uint256 seed) external {
+        if (tasks.length == 0) return;
+        vm.warp(block.timestamp + 91 days);
+        try ITrainingRegistryRounds(address(reg)).sweep(_task(seed)) {} catch {}
     }
 
     /// @dev Both steps of an election (request, next block, resolve), each allowed to fail.
@@ -182,7 +288,8 @@ contract RegistryHandler is TestBase {
         (sp.payloadRoot, sp.payloadSumsq) = ChunkMerkle.leaf(chunk);
         sp.cid = "c";
         sp.payloadHash = keccak256(abi.encode(id, i, v.currentRound, f));
-        (uint8 sv, bytes32 r, bytes32 s_) = vm.sign(keys[i], reg.outerGradientDigest(id, v.currentRound, f, v.weightsRoot, sp));
+        (uint8 sv, bytes32 r, bytes32 s_) =
+            vm.sign(keys[i], reg.outerGradientDigest(id, v.currentRound, f, v.weightsRoot, sp));
         sp.signature = abi.encodePacked(r, s_, sv);
     }
 
@@ -289,7 +396,10 @@ contract RegistryHandler is TestBase {
             c.acceptedBitmaps[i] = sub & ~rej & (mask >> (8 * i));
             uint256 left = sub & ~rej & ~c.acceptedBitmaps[i];
             for (uint16 j = 0; j < v.fragmentCount; ++j) {
-                if ((left >> j) & 1 == 1 && ev.availabilityChallenge(id, v.currentRound, j, list[i]).challenger == address(0)) {
+                if (
+                    (left >> j) & 1 == 1
+                        && ev.availabilityChallenge(id, v.currentRound, j, list[i]).challenger == address(0)
+                ) {
                     omits = true;
                 }
             }
@@ -432,15 +542,21 @@ contract TrainingRegistryInvariantTest is TestBase {
             address[] memory list = reg.trainersOf(id);
             uint256 sum;
             uint256 finalized = v.status == ITrainingRegistryTypes.RunStatus.Enrolling
-                || v.status == ITrainingRegistryTypes.RunStatus.Cancelled ? 0 : v.currentRound;
+                || v.status == ITrainingRegistryTypes.RunStatus.Cancelled
+                ? 0
+                : v.currentRound;
             for (uint256 j = 0; j < list.length; ++j) {
                 ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(id, list[j]);
                 sum += m.credits;
                 assertTrue(m.accepted <= finalized * v.fragmentCount, "accepted <= rounds x F");
             }
-            assertEq(sum, v.totalCredits, "sum of credits");
+            // a root-flow run's credits live in its credits root: its total is the committed one
+            assertEq(h.isRoot(id) ? h.rootTotal(id) : sum, v.totalCredits, "sum of credits");
+            // claims never pay more than the pool the seal left for them
+            assertTrue(h.claimedTotal(id) <= h.claimablePool(id), "claims <= claimable pool");
         }
         assertTrue(!h.sealedTwice(), "sealed twice");
+        assertTrue(!h.overClaimed(), "a claim paid other than floor(pool * credits / total)");
     }
 
     /// @notice Nothing is paid before the seal: what a trainer has been credited (withdrawable
@@ -453,13 +569,17 @@ contract TrainingRegistryInvariantTest is TestBase {
             for (uint256 i = 0; i < h.tasksLength(); ++i) {
                 bytes32 id = h.tasks(i);
                 ITrainingRegistryTypes.RunStatus s = reg.getRun(id).status;
-                if (s != ITrainingRegistryTypes.RunStatus.Sealed && s != ITrainingRegistryTypes.RunStatus.Cancelled) continue;
+                if (s != ITrainingRegistryTypes.RunStatus.Sealed && s != ITrainingRegistryTypes.RunStatus.Cancelled) {
+                    continue;
+                }
                 ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(id, t);
                 if (!m.enrolled) continue;
                 owed += m.currentReward + m.stake - m.slashed;
             }
             assertEq(
-                reg.withdrawable(t) + h.withdrawnBy(t), owed + h.bondsReceived(t), "credited = payouts of settled runs + bonds"
+                reg.withdrawable(t) + h.withdrawnBy(t),
+                owed + h.bondsReceived(t) + h.rootRewards(t),
+                "credited = payouts of settled runs + bonds + root-flow claims"
             );
         }
     }
@@ -467,7 +587,7 @@ contract TrainingRegistryInvariantTest is TestBase {
     /// @notice The handler's actions reach the states the invariants are about: a sealed run and
     /// a replaced syncer (so the books above are checked across both).
     function test_handlerReachesSealAndReplacement() public {
-        h.postTask(1_000e18, 1); // M = 3, K = 1, F = 1, one round, 7 % fee
+        h.postTask(1_000e18, 1, false); // M = 3, K = 1, F = 1, one round, 7 % fee
         for (uint256 i = 0; i < 3; ++i) {
             h.enroll(0, i, 0);
         }
@@ -476,7 +596,7 @@ contract TrainingRegistryInvariantTest is TestBase {
         h.finalize(0, type(uint256).max, false);
         h.seal(0);
         assertEq(h.seals(), 1, "sealed");
-        h.postTask(1_000e18, 1);
+        h.postTask(1_000e18, 1, false);
         for (uint256 i = 0; i < 3; ++i) {
             h.enroll(1, i, 0);
         }
@@ -487,6 +607,30 @@ contract TrainingRegistryInvariantTest is TestBase {
         assertTrue(reg.burned() > 0, "bond burned");
         invariant_tokensConserved();
         invariant_bondsAccounted();
+    }
+
+    /// @notice The handler's root-flow actions reach commits, the seal and claims (so the books
+    /// above are checked across them), and the claims plus the sweep pay out the whole pool.
+    function test_handlerReachesRootFlowClaims() public {
+        h.postTask(1_000e18, 1, true); // M = 3, K = 1, F = 1, one round, 7 % fee
+        for (uint256 i = 0; i < 3; ++i) {
+            h.enroll(0, i, 0);
+        }
+        h.electSyncer(0);
+        h.commitRoot(0, 2, false); // two of three trainers accepted
+        assertEq(h.rootCommits(), 1, "committed");
+        h.warp(21); // past the challenge window (20 s)
+        h.sealRoot(0);
+        assertEq(h.seals(), 1, "sealed");
+        for (uint256 i = 0; i < 3; ++i) {
+            h.claimRoot(0, i);
+        }
+        assertEq(h.rootClaims(), 3, "claimed");
+        h.sweepRoot(0);
+        assertEq(reg.getRun(h.tasks(0)).rewardPoolLeft, 0, "swept");
+        invariant_tokensConserved();
+        invariant_nothingCreditedTwice();
+        invariant_nothingPaidBeforeSeal();
     }
 
     /// @notice Only the syncer finalizes.
