@@ -17,13 +17,12 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// RegistryEvidence's fallback), on the registry's storage (RegistryStorage's layout).
 /// @dev A round costs a constant number of storage writes whatever M and F: the RoundRecord the
 /// receipt is built from (as in v1) and one commitment word, keccak256(fragmentsRoot ‖
-/// creditsRoot ‖ uint256 totalCredits ‖ keccak256(abi.encodePacked(counts))), whose preimage is in
-/// RoundCommitted. The registry checks what it can without the off-chain submissions: the quorum
-/// per fragment (from `counts`), and the cumulative total credits (from `counts` and the fragment
-/// sizes); the aggregate is proven wrong at one coordinate with `proveAggregate` (RoundProofs,
-/// PROTOCOL.md §6); the accepted sets and each trainer's credit leaf are for build step 2's
-/// challenges. Until then a lying syncer can misallocate only within one run's pool: a claim
-/// never exceeds what is left of it.
+/// creditsRoot ‖ uint256 totalCredits ‖ keccak256(abi.encodePacked(acceptedBitmaps))), whose
+/// preimage is in RoundCommitted. The registry computes the cumulative credits and the counts
+/// itself from the accepted bitmaps and the previous credits (calldata, checked against the last
+/// credits root), so claims rest on its own sums; the aggregate is proven wrong at one coordinate
+/// with `proveAggregate` (RoundProofs, PROTOCOL.md §6); that the bitmaps match the accepted sets
+/// of the fragment leaves, and omissions, are build step 2's challenges.
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @notice How long trainers can claim after the seal before the sweep, seconds (90 days).
     uint64 public constant CLAIM_SECONDS = 90 days;
@@ -58,7 +57,6 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         rr.alphaBps = outer.alphaBps;
         rr.nesterov = outer.nesterov;
         rr.initialFragmentsRoot = initialFragmentsRoot;
-        rr.fragmentsRoot = initialFragmentsRoot;
         emit RootFlowEnabled(taskId, initialFragmentsRoot, outer);
     }
 
@@ -69,33 +67,31 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         // address(0) never sends transactions; the check only guards simulated calls
         if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(c.taskId, msg.sender);
         if (c.round != run.currentRound) revert Registry__WrongRound(c.taskId, c.round, run.currentRound);
-        uint32 accepted = _checkCounts(run, c);
+        (bytes32 creditsRoot, uint256 total, uint32 accepted) = _credit(run, rr.creditsRoot, c);
 
         bytes32 weightsRoot = RunRoot.weightsRoot(c.fragmentHashes);
         RoundRecord storage rec = _rounds[c.taskId][c.round];
         // rec.weightsRoot stays 0: the round digest binds it (RoundCommitted carries it), and one
         // storage word less per round keeps a round under 300k gas
         rec.transcriptHash = c.transcriptHash;
-        bytes32 digest = RunRoot.roundDigest(c.round, weightsRoot, c.transcriptHash, accepted);
-        rec.roundDigest = digest;
+        rec.roundDigest = RunRoot.roundDigest(c.round, weightsRoot, c.transcriptHash, accepted);
         rec.acceptedCount = accepted;
         rec.finalizedAt = uint64(block.timestamp);
         bytes32 commitment = keccak256(
-            abi.encodePacked(c.fragmentsRoot, c.creditsRoot, c.totalCredits, keccak256(abi.encodePacked(c.counts)))
+            abi.encodePacked(c.fragmentsRoot, creditsRoot, total, keccak256(abi.encodePacked(c.acceptedBitmaps)))
         );
         _rootCommitments[c.taskId][c.round] = commitment;
-        rr.fragmentsRoot = c.fragmentsRoot;
-        rr.creditsRoot = c.creditsRoot;
+        rr.creditsRoot = creditsRoot;
         if (rr.committer != msg.sender) {
             // a new committer (the first, a replacement, or after a rewind, which sets
             // committerFrom itself): its rounds start here (round 0's default needs no write)
             rr.committer = msg.sender;
             if (c.round != 0) rr.committerFrom = c.round;
         }
-        run.totalCredits = c.totalCredits;
+        run.totalCredits = total;
         run.weightsRoot = weightsRoot;
         _accrueSyncerFee(run, c.taskId);
-        emit RoundCommitted(c.taskId, c.round, weightsRoot, commitment, c);
+        _emitCommitted(c, weightsRoot, creditsRoot, total);
 
         if (c.round + 1 == run.maxRounds) {
             run.status = RunStatus.Completed;
@@ -218,16 +214,10 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     function rootState(bytes32 taskId)
         external
         view
-        returns (
-            bool enabled,
-            bytes32 initialFragmentsRoot,
-            bytes32 fragmentsRoot,
-            bytes32 creditsRoot,
-            uint64 claimDeadline
-        )
+        returns (bool enabled, bytes32 initialFragmentsRoot, bytes32 creditsRoot, uint64 claimDeadline)
     {
         RootRun storage rr = _rootRuns[taskId];
-        return (rr.enabled, rr.initialFragmentsRoot, rr.fragmentsRoot, rr.creditsRoot, rr.claimDeadline);
+        return (rr.enabled, rr.initialFragmentsRoot, rr.creditsRoot, rr.claimDeadline);
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -256,8 +246,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         bytes32 root = _rootOf(taskId).creditsRoot;
         if (index >= enrolled) revert Registry__BadCreditProof(index);
         trainer = _trainerList[taskId][index];
-        bytes32 leaf = keccak256(abi.encodePacked(CREDIT_TAG, index, trainer, credits));
-        if (!RoundProofs.verifyPath(root, leaf, index, proof, RoundProofs.nextPow2(enrolled))) {
+        if (!RoundProofs.verifyPath(root, _creditLeaf(index, credits), index, proof, RoundProofs.nextPow2(enrolled))) {
             revert Registry__BadCreditProof(index);
         }
     }
@@ -284,7 +273,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
 
     /// @dev keccak256 of a round's roots: the word commitRound stores.
     function _rootsHash(RoundRoots calldata x) private pure returns (bytes32) {
-        return keccak256(abi.encodePacked(x.fragmentsRoot, x.creditsRoot, x.totalCredits, x.countsHash));
+        return keccak256(abi.encodePacked(x.fragmentsRoot, x.creditsRoot, x.totalCredits, x.bitmapsHash));
     }
 
     /// @dev Checks that the claimed round is committed and in its window, and its roots (and the
@@ -373,7 +362,6 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     {
         uint32 r = a.round;
         bool initial = r == 0;
-        rr.fragmentsRoot = prevRoot;
         rr.creditsRoot = initial ? bytes32(0) : a.previous.creditsRoot;
         run.totalCredits = initial ? 0 : a.previous.totalCredits;
         run.weightsRoot = initial ? run.initialWeightsRoot : a.previousWeightsRoot;
@@ -383,26 +371,147 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         emit RoundsDiscarded(a.taskId, r, committed);
     }
 
-    /// @dev Checks the commit's lengths, counts, quorum (before the deadline) and cumulative
-    /// credits; returns the round's accepted (trainer, fragment) count.
-    function _checkCounts(Run storage run, RootCommit calldata c) private view returns (uint32 accepted) {
-        uint16 f = run.fragmentCount;
-        if (c.counts.length != f || c.fragmentHashes.length != f || c.fragmentCids.length != f) {
-            revert Registry__CommitLength(c.counts.length, c.fragmentHashes.length, c.fragmentCids.length, f);
+    /// @dev RoundCommitted of `c` (its own function: the legacy pipeline runs out of stack slots
+    /// in commitRound otherwise).
+    function _emitCommitted(RootCommit calldata c, bytes32 weightsRoot, bytes32 creditsRoot, uint256 total) private {
+        emit RoundCommitted(
+            c.taskId,
+            c.round,
+            c.fragmentsRoot,
+            weightsRoot,
+            creditsRoot,
+            total,
+            c.acceptedBitmaps,
+            c.transcriptHash,
+            c.transcriptCid
+        );
+    }
+
+    /// @dev Trainer `index`'s credits leaf: keccak256(0x04 ‖ uint16 index ‖ uint256 credits).
+    function _creditLeaf(uint16 index, uint256 credits) private pure returns (bytes32 h) {
+        // 0x04 ‖ uint16 index ‖ uint256 credits: 35 bytes in the scratch space (0x00..0x3f)
+        assembly ("memory-safe") {
+            mstore(0x00, or(shl(248, 0x04), shl(232, index)))
+            mstore(0x03, credits)
+            h := keccak256(0x00, 35)
         }
-        uint16 enrolled = run.enrolledCount;
-        uint16 quorum = run.quorum;
+    }
+
+    /// @dev The root of the positional tree over `leaves` (its length a power of two; the leaves
+    /// are overwritten): node keccak256(left ‖ right), hashed in the scratch space.
+    function _root(bytes32[] memory leaves) private pure returns (bytes32 root) {
+        assembly ("memory-safe") {
+            let base := add(leaves, 0x20)
+            for { let w := mload(leaves) } gt(w, 1) {} {
+                w := shr(1, w)
+                for { let i := 0 } lt(i, w) { i := add(i, 1) } {
+                    let pair := add(base, shl(6, i))
+                    mstore(0x00, mload(pair))
+                    mstore(0x20, mload(add(pair, 0x20)))
+                    mstore(add(base, shl(5, i)), keccak256(0x00, 0x40))
+                }
+            }
+            root := mload(base)
+        }
+    }
+
+    /// @dev Checks the commit's lengths and bitmaps and that `previousCredits` is the vector behind
+    /// `committedRoot` (bytes32(0): all zero, before round 0); adds each accepted fragment's size
+    /// to its trainer; checks the quorum per fragment before the deadline. Returns the new credits
+    /// root, the new cumulative total and the round's accepted (trainer, fragment) count.
+    function _credit(Run storage run, bytes32 committedRoot, RootCommit calldata c)
+        private
+        view
+        returns (bytes32 creditsRoot, uint256 total, uint32 accepted)
+    {
+        uint16 m = run.enrolledCount;
+        if (
+            c.acceptedBitmaps.length != m || c.previousCredits.length != m
+                || c.fragmentHashes.length != run.fragmentCount
+        ) {
+            revert Registry__CommitLength(
+                c.acceptedBitmaps.length, c.previousCredits.length, c.fragmentHashes.length, m, run.fragmentCount
+            );
+        }
+        bytes32 before;
+        uint256[] memory counts;
+        (before, creditsRoot, total, counts) = _sum(_sizes(run), c, committedRoot == bytes32(0));
+        if (committedRoot != bytes32(0) && before != committedRoot) {
+            revert Registry__WrongPreviousCredits(before, committedRoot);
+        }
+        accepted = _quorum(run, counts);
+        total += run.totalCredits;
+    }
+
+    /// @dev The run's fragment sizes, in memory.
+    function _sizes(Run storage run) private view returns (uint256[] memory sizes) {
+        uint256 f = run.fragmentCount;
+        sizes = new uint256[](f);
+        for (uint256 j = 0; j < f; ++j) {
+            sizes[j] = run.fragmentSizes[j];
+        }
+    }
+
+    /// @dev The credits roots before and after the round, the credits added and the count of
+    /// accepted trainers per fragment: trainer i gains sizes[j] for each bit j of its bitmap. With
+    /// `zero` every previous credit must be 0 (and the root before is not computed).
+    function _sum(uint256[] memory sizes, RootCommit calldata c, bool zero)
+        private
+        pure
+        returns (bytes32 beforeRoot, bytes32 nextRoot, uint256 added, uint256[] memory counts)
+    {
+        uint256 m = c.acceptedBitmaps.length;
+        counts = new uint256[](sizes.length);
+        bytes32[] memory before = new bytes32[](RoundProofs.nextPow2(m));
+        bytes32[] memory next = new bytes32[](before.length);
+        for (uint256 i = 0; i < m; ++i) {
+            uint256 credits = c.previousCredits[i];
+            if (zero && credits != 0) revert Registry__WrongPreviousCredits(bytes32(credits), bytes32(0));
+            // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolled <= MAX_TRAINERS
+            uint256 gain = _gain(uint16(i), c.acceptedBitmaps[i], sizes, counts);
+            // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolled <= MAX_TRAINERS
+            before[i] = _creditLeaf(uint16(i), credits);
+            // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolled <= MAX_TRAINERS
+            next[i] = _creditLeaf(uint16(i), credits + gain);
+            added += gain;
+        }
+        beforeRoot = zero ? bytes32(0) : _root(before);
+        nextRoot = _root(next);
+    }
+
+    /// @dev The credits one bitmap earns (sum of sizes[j] over its bits j), counting each bit
+    /// into counts[j]; reverts Registry__BadBitmap for a bit at or beyond sizes.length.
+    function _gain(uint16 index, uint256 bits, uint256[] memory sizes, uint256[] memory counts)
+        private
+        pure
+        returns (uint256 gain)
+    {
+        if (bits >> sizes.length != 0) revert Registry__BadBitmap(index, bits);
+        // bits < 2^F and F = sizes.length = counts.length: every index read is in bounds; a sum
+        // of at most 128 sizes below 2^64 cannot overflow
+        assembly ("memory-safe") {
+            let s := add(sizes, 0x20)
+            let c := add(counts, 0x20)
+            for { let j := 0 } bits { j := add(j, 1) } {
+                if and(bits, 1) {
+                    gain := add(gain, mload(add(s, shl(5, j))))
+                    let p := add(c, shl(5, j))
+                    mstore(p, add(mload(p), 1))
+                }
+                bits := shr(1, bits)
+            }
+        }
+    }
+
+    /// @dev Before the deadline every fragment needs the quorum K; returns the accepted total.
+    function _quorum(Run storage run, uint256[] memory counts) private view returns (uint32 accepted) {
         bool early = block.timestamp <= run.roundDeadline;
-        uint64[] storage sizes = run.fragmentSizes;
-        uint256 credits = 0;
-        for (uint16 j = 0; j < f; ++j) {
-            uint16 count = c.counts[j];
-            if (count > enrolled) revert Registry__CountTooLarge(j, count, enrolled);
-            if (early && count < quorum) revert Registry__QuorumNotMet(j, count, quorum);
-            accepted += count;
-            credits += uint256(sizes[j]) * count;
+        uint16 quorum = run.quorum;
+        for (uint256 j = 0; j < counts.length; ++j) {
+            // forge-lint: disable-next-line(unsafe-typecast) -- j < F and counts[j] <= M <= MAX_TRAINERS
+            if (early && counts[j] < quorum) revert Registry__QuorumNotMet(uint16(j), uint16(counts[j]), quorum);
+            // forge-lint: disable-next-line(unsafe-typecast) -- the sum is <= M * F <= MAX_SUBMISSION_SLOTS
+            accepted += uint32(counts[j]);
         }
-        uint256 expected = run.totalCredits + credits;
-        if (c.totalCredits != expected) revert Registry__CreditsMismatch(c.totalCredits, expected);
     }
 }

@@ -135,7 +135,6 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         bool nesterov;
         uint32 committerFrom; // first round committed by `committer`
         bytes32 initialFragmentsRoot;
-        bytes32 fragmentsRoot; // of the last committed round (the initial one before round 0)
         bytes32 creditsRoot; // cumulative credits after the last committed round
     }
 

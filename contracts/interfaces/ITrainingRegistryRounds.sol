@@ -14,18 +14,17 @@ import {RoundProofs} from "../lib/RoundProofs.sol";
 /// @dev Units: token atto-units, unix seconds. Trees are §6's positional trees (keccak256 of
 /// left ‖ right, empty positions bytes32(0), width nextPow2(max(1, n))).
 interface ITrainingRegistryRounds is ITrainingRegistryTypes {
-    /// @notice Input of commitRound.
+    /// @notice Input of commitRound. The registry computes the credits and the counts itself from
+    /// the accepted bitmaps, so the credits root behind every claim is never the syncer's word.
     struct RootCommit {
         bytes32 taskId;
         uint32 round; // must be the open round
         bytes32 fragmentsRoot; // §6: positional tree over nextPow2(F) fragment leaves
-        bytes32 creditsRoot; // cumulative credits after this round, positional tree over nextPow2(M) leaves
-        uint256 totalCredits; // cumulative: previous total + sum over f of fragmentSizes[f] * counts[f]
-        uint16[] counts; // F entries: accepted submissions per fragment (<= enrolled trainers)
+        uint256[] acceptedBitmaps; // one per enrolled trainer index: bit f set = accepted on fragment f
+        uint256[] previousCredits; // one per enrolled trainer index: its cumulative credits before this round
         bytes32[] fragmentHashes; // F entries: sha256 of the new global safetensors of each fragment
-        string[] fragmentCids; // F entries: IPFS CIDs of those bytes (event only)
         bytes32 transcriptHash; // sha256 of the round's canonical transcript JSON bytes
-        string transcriptCid; // IPFS CID of the transcript JSON (event only)
+        string transcriptCid; // IPFS CID of the transcript JSON (lists the fragments' CIDs; event only)
     }
 
     /// @notice The outer step and rule parameters an aggregate proof recomputes with (PROTOCOL.md §1):
@@ -39,13 +38,13 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     }
 
     /// @notice The preimage of a round's commitment word (RoundCommitted carries it):
-    /// keccak256(fragmentsRoot ‖ creditsRoot ‖ uint256 totalCredits ‖ countsHash), countsHash =
-    /// keccak256(abi.encodePacked(uint16[] counts)) (each count padded to 32 bytes).
+    /// keccak256(fragmentsRoot ‖ creditsRoot ‖ uint256 totalCredits ‖ bitmapsHash), bitmapsHash =
+    /// keccak256(abi.encodePacked(uint256[] acceptedBitmaps)).
     struct RoundRoots {
         bytes32 fragmentsRoot;
         bytes32 creditsRoot;
         uint256 totalCredits;
-        bytes32 countsHash;
+        bytes32 bitmapsHash;
     }
 
     /// @notice Which round an aggregate proof is about, with the roots it opens: `current` of round
@@ -78,11 +77,22 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// @notice Rounds fromRound .. toRound - 1 were discarded; the run trains round fromRound again
     /// from round fromRound - 1's state, under a syncer elected anew.
     event RoundsDiscarded(bytes32 indexed taskId, uint32 fromRound, uint32 toRound);
-    /// @notice The syncer committed a round by root; `weightsRoot` is the receipt's (RunRoot over
-    /// the fragments' sha256; getRound leaves it 0 for a root-flow round, its roundDigest binds
-    /// it), `commitment` the word stored for the round.
+    /// @notice The syncer committed a round by root. `weightsRoot` is the receipt's (RunRoot over
+    /// the fragments' sha256, which the transcript lists with their CIDs; getRound leaves it 0 for a
+    /// root-flow round, its roundDigest binds it); `creditsRoot` and `totalCredits` are the
+    /// cumulative credits the registry computed from `acceptedBitmaps` (a trainer's credits are the
+    /// sum over rounds of its bitmaps' fragment sizes). The round's commitment word is
+    /// keccak256(fragmentsRoot ‖ creditsRoot ‖ totalCredits ‖ keccak256(abi.encodePacked(acceptedBitmaps))).
     event RoundCommitted(
-        bytes32 indexed taskId, uint32 indexed round, bytes32 weightsRoot, bytes32 commitment, RootCommit commit
+        bytes32 indexed taskId,
+        uint32 indexed round,
+        bytes32 fragmentsRoot,
+        bytes32 weightsRoot,
+        bytes32 creditsRoot,
+        uint256 totalCredits,
+        uint256[] acceptedBitmaps,
+        bytes32 transcriptHash,
+        string transcriptCid
     );
     /// @notice A root-flow run was sealed: stakes refunded, `claimable` atto-units open to claims
     /// until `claimDeadline` (seconds).
@@ -96,20 +106,20 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     error Registry__RootFlowLocked(bytes32 taskId);
     /// @notice A root-flow function on a run in the v1 flow.
     error Registry__NotRootFlow(bytes32 taskId);
-    /// @notice counts, fragmentHashes and fragmentCids must each have F entries.
-    error Registry__CommitLength(uint256 counts, uint256 hashes, uint256 cids, uint16 f);
-    /// @notice A fragment's count exceeds the enrolled trainers.
-    error Registry__CountTooLarge(uint16 fragment, uint16 count, uint16 enrolled);
-    /// @notice totalCredits is not the previous total plus the round's sum of size * count.
-    error Registry__CreditsMismatch(uint256 given, uint256 expected);
+    /// @notice acceptedBitmaps and previousCredits need one entry per enrolled trainer, fragmentHashes F.
+    error Registry__CommitLength(uint256 bitmaps, uint256 credits, uint256 hashes, uint16 enrolled, uint16 f);
+    /// @notice Trainer `index`'s bitmap has bits at or beyond F.
+    error Registry__BadBitmap(uint16 index, uint256 bitmap);
+    /// @notice previousCredits is not the vector behind the last committed credits root.
+    error Registry__WrongPreviousCredits(bytes32 given, bytes32 committed);
     /// @notice The last round's challenge window ends at `until` (seconds).
     error Registry__ChallengeWindowOpen(bytes32 taskId, uint64 until);
     /// @notice The credit proof does not open the final credits root at `index`.
     error Registry__BadCreditProof(uint16 index);
     /// @notice Trainer `index` already claimed.
     error Registry__AlreadyClaimed(bytes32 taskId, uint16 index);
-    /// @notice A claim larger than what is left of the run's pool (credits leaves summing to more
-    /// than totalCredits): the claim is refused, no other run's tokens are reachable.
+    /// @notice A claim larger than what is left of the run's pool: refused (cannot happen while
+    /// the credits are the registry's own sums; kept so that no run's claims reach another's pool).
     error Registry__ClaimExceedsPool(uint256 reward, uint256 left);
     /// @notice sweep before the claim deadline (seconds).
     error Registry__ClaimPeriodOpen(bytes32 taskId, uint64 deadline);
@@ -159,11 +169,13 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         returns (OuterRule memory outer, address committer, uint32 committerFrom);
 
     /// @notice The elected syncer commits the open round by root: O(1) storage whatever M and F
-    /// (PROTOCOL.md §5). Before the deadline every counts[f] must reach the quorum K; after it any
-    /// counts are accepted. Accrues one syncer fee; opens the next round or completes the run.
-    /// Reverts Registry__NotRootFlow, Registry__NotSyncer, Registry__WrongRound,
-    /// Registry__CommitLength, Registry__CountTooLarge, Registry__QuorumNotMet,
-    /// Registry__CreditsMismatch.
+    /// (PROTOCOL.md §5), calldata O(M + F). The registry checks `previousCredits` against the last
+    /// credits root, adds to trainer i fragmentSizes[f] for each bit f of its bitmap, and stores
+    /// the new credits root and total; counts[f] (the trainers with bit f) must reach the quorum K
+    /// for every fragment before the deadline, any counts go after it. Accrues one syncer fee;
+    /// opens the next round or completes the run. Reverts Registry__NotRootFlow,
+    /// Registry__NotSyncer, Registry__WrongRound, Registry__CommitLength, Registry__BadBitmap,
+    /// Registry__WrongPreviousCredits, Registry__QuorumNotMet.
     function commitRound(RootCommit calldata c) external;
 
     /// @notice Seals a Completed root-flow run once the last round's challenge window
@@ -175,7 +187,7 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
 
     /// @notice Credits trainer `index` with floor(claimable * credits / totalCredits) atto-units
     /// (withdrawable), once; `credits` and `proof` open the final creditsRoot at `index`, leaf
-    /// keccak256(0x04 ‖ uint16 index ‖ address trainer ‖ uint256 credits). Anyone may call it
+    /// keccak256(0x04 ‖ uint16 index ‖ uint256 credits). Anyone may call it
     /// for any trainer; the reward always goes to the trainer. Reverts Registry__BadCreditProof,
     /// Registry__AlreadyClaimed, Registry__ClaimExceedsPool, Registry__WrongStatus.
     function claim(bytes32 taskId, uint16 index, uint256 credits, bytes32[] calldata proof) external;
@@ -184,18 +196,13 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// (withdrawable); anyone may call it. Reverts Registry__ClaimPeriodOpen.
     function sweep(bytes32 taskId) external;
 
-    /// @notice Root-flow state: whether the run is in it, the initial and latest fragments roots,
-    /// the latest cumulative credits root and the claim deadline (seconds; 0 before the seal).
+    /// @notice Root-flow state: whether the run is in it, the initial fragments root, the latest
+    /// cumulative credits root and the claim deadline (seconds; 0 before the seal). The latest
+    /// fragments root is in the last RoundCommitted (and its commitment word).
     function rootState(bytes32 taskId)
         external
         view
-        returns (
-            bool enabled,
-            bytes32 initialFragmentsRoot,
-            bytes32 fragmentsRoot,
-            bytes32 creditsRoot,
-            uint64 claimDeadline
-        );
+        returns (bool enabled, bytes32 initialFragmentsRoot, bytes32 creditsRoot, uint64 claimDeadline);
 
     /// @notice The word stored for root-flow round `round` (bytes32(0) if not committed).
     function roundCommitment(bytes32 taskId, uint32 round) external view returns (bytes32);

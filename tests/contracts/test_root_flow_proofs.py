@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import ape
 import pytest
 import torch
-from eth_utils import keccak
 from registry_helpers import CHALLENGE_S, MIN_STAKE, as_tuple, fee_per_round, params, sha
 
 from tenzro_trainer import canonical
@@ -80,15 +79,13 @@ def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None) -> 
         states.append(rc.FragmentState.build(f, w, m, rc.AcceptedSet({i: s.struct_hash() for i, s in subs[f].items()},
                                                                      M)))
     fragments_root = rc.fragments_root([s.leaf for s in states])
-    per_trainer = (rnd + 1) * sum(SIZES)
-    total = M * per_trainer
-    credits = rc.credits_tree([(a, per_trainer) for a in reg.trainersOf(task)])
-    counts = [M] * len(SIZES)
-    reg.commitRound((task, rnd, fragments_root, credits.root, total, counts,
-                     [sha(f"w {rnd} {f}") for f in range(len(SIZES))], [f"bafyw{rnd}f{f}" for f in range(len(SIZES))],
-                     sha(f"transcript {rnd}"), f"bafyt{rnd}"), sender=ctx["roles"].syncer)
-    counts_hash = keccak(b"".join(c.to_bytes(32, "big") for c in counts))
-    return Round(states, vecs, subs, payloads, sigs, (fragments_root, credits.root, total, counts_hash),
+    bitmaps = [(1 << len(SIZES)) - 1] * M
+    reg.commitRound((task, rnd, fragments_root, bitmaps, [rnd * sum(SIZES)] * M,
+                     [sha(f"w {rnd} {f}") for f in range(len(SIZES))], sha(f"transcript {rnd}"), f"bafyt{rnd}"),
+                    sender=ctx["roles"].syncer)
+    credits = rc.credits_tree([(rnd + 1) * sum(SIZES)] * M)
+    total = M * (rnd + 1) * sum(SIZES)
+    return Round(states, vecs, subs, payloads, sigs, (fragments_root, credits.root, total, rc.bitmaps_hash(bitmaps)),
                  bytes(reg.getRun(task).weightsRoot))
 
 
@@ -186,8 +183,8 @@ def test_one_wrong_bit_costs_the_syncer_its_bond_and_rewinds_the_run(ctx, chain)
     assert v.rewardPoolLeft == pool_before + fee
     assert (v.status, v.currentRound, v.syncer) == (2, 1, "0x" + "00" * 20)  # Training round 1, no syncer
     assert bytes(v.weightsRoot) == ctx["r0"].weights_root and v.totalCredits == ctx["r0"].roots[2]
-    state = reg.rootState(task)
-    assert bytes(state[2]) == ctx["r0"].roots[0] and bytes(state[3]) == ctx["r0"].roots[1]
+    assert bytes(reg.rootState(task)[2]) == ctx["r0"].roots[1]  # credits back to round 0's
+    assert bytes(reg.roundCommitment(task, 1)) != bytes(32)  # kept until round 1 is committed again
     # a racing second proof of the discarded round finds nothing to prove
     with ape.reverts(reg.Registry__RoundNotCommitted):
         reg.proveAggregate(a, o, sigs, sender=roles.relayer)

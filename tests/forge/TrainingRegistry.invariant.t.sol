@@ -150,44 +150,43 @@ contract RegistryHandler is TestBase {
     // ------------------------------------------------------------ root flow
 
     /// @dev The syncer (or a stranger) commits the open round of a root-flow run: fragment j
-    /// accepted from the first counts[j] trainers (counts from `seed`, sometimes above the quorum,
-    /// sometimes below), each credited its size; the credits tree built from the ghost books.
+    /// accepted from the first counts[j] trainers (counts from `countsSeed`, sometimes above the
+    /// quorum, sometimes below), from the ghost books' previous credits; the registry sums the
+    /// credits, the handler mirrors them.
     function commitRoot(uint256 seed, uint256 countsSeed, bool asStranger) external {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
         ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
         if (!isRoot[id] || v.status != ITrainingRegistryTypes.RunStatus.Training) return;
-        address[] memory list = reg.trainersOf(id);
-        uint256[] memory credits = _rootCredits[id];
-        uint256[] memory next = new uint256[](list.length);
-        for (uint256 i = 0; i < credits.length; ++i) {
-            next[i] = credits[i];
-        }
+        uint256 m = reg.trainersOf(id).length;
         ITrainingRegistryRounds.RootCommit memory c;
         c.taskId = id;
         c.round = v.currentRound;
-        c.counts = new uint16[](v.fragmentCount);
+        c.acceptedBitmaps = new uint256[](m);
+        c.previousCredits = new uint256[](m);
+        uint256[] memory next = new uint256[](m);
+        uint256[] storage ghost = _rootCredits[id];
+        for (uint256 i = 0; i < ghost.length; ++i) {
+            (c.previousCredits[i], next[i]) = (ghost[i], ghost[i]);
+        }
         c.fragmentHashes = new bytes32[](v.fragmentCount);
-        c.fragmentCids = new string[](v.fragmentCount);
         uint256 added;
         for (uint256 j = 0; j < v.fragmentCount; ++j) {
-            uint16 count = uint16((countsSeed >> (8 * j)) % (list.length + 1));
-            c.counts[j] = count;
+            uint256 count = (countsSeed >> (8 * j)) % (m + 1);
             c.fragmentHashes[j] = keccak256(abi.encode(id, c.round, j));
             for (uint256 i = 0; i < count; ++i) {
+                c.acceptedBitmaps[i] |= uint256(1) << j;
                 next[i] += v.fragmentSizes[j];
             }
             added += uint256(v.fragmentSizes[j]) * count;
         }
-        c.totalCredits = rootTotal[id] + added;
-        (c.creditsRoot,) = CreditsTree.rootAndPath(CreditsTree.leaves(list, next), 0);
         c.fragmentsRoot = keccak256(abi.encode("fragments", id, c.round));
         address caller = asStranger ? address(0xBAD) : v.syncer;
         vm.prank(caller);
         try ITrainingRegistryRounds(address(reg)).commitRound(c) {
             if (caller != v.syncer) nonSyncerFinalized = true;
             _rootCredits[id] = next;
-            rootTotal[id] = c.totalCredits;
+            rootTotal[id] += added;
             ++rootCommits;
         } catch {}
     }
@@ -212,7 +211,7 @@ contract RegistryHandler is TestBase {
         uint16 i = uint16(who % list.length);
         uint256[] memory credits = _rootCredits[id];
         if (credits.length != list.length) credits = new uint256[](list.length);
-        (, bytes32[] memory path) = CreditsTree.rootAndPath(CreditsTree.leaves(list, credits), i);
+        (, bytes32[] memory path) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), i);
         uint256 before = reg.withdrawable(list[i]);
         try ITrainingRegistryRounds(address(reg)).claim(id, i, credits[i], path) {
             uint256 expected = rootTotal[id] == 0 ? 0 : (claimablePool[id] * credits[i]) / rootTotal[id];

@@ -327,21 +327,24 @@ class AcceptedSet:
         return self.tree.path(i)
 
 
-def credit_leaf(i: int, trainer: str | bytes, credits: int) -> bytes:
-    """Trainer ``i``'s cumulative credits leaf (PROTOCOL.md §5): ``keccak(0x04 ‖ uint16 i ‖
-    address trainer ‖ uint256 credits)`` (55 bytes); ``trainer`` as a 0x-hex string or 20 bytes."""
-    addr = bytes.fromhex(trainer.removeprefix("0x")) if isinstance(trainer, str) else bytes(trainer)
-    if len(addr) != 20:
-        raise RoundCommitmentError(f"trainer must be a 20-byte address, got {len(addr)} bytes")
-    return keccak(CREDIT_TAG + _uint(i, 16, "trainer index").to_bytes(2, "big") + addr
+def credit_leaf(i: int, credits: int) -> bytes:
+    """Trainer ``i``'s cumulative credits leaf (PROTOCOL.md §5): ``keccak(0x04 ‖ uint16 i ‖ uint256
+    credits)`` (35 bytes)."""
+    return keccak(CREDIT_TAG + _uint(i, 16, "trainer index").to_bytes(2, "big")
                   + _uint(credits, 256, "credits").to_bytes(32, "big"))
 
 
-def credits_tree(credits: Sequence[tuple[str | bytes, int]]) -> MerkleTree:
-    """The ``creditsRoot`` tree of a round: position i holds trainer i's :func:`credit_leaf` (its
-    address and cumulative credits, in enrollment order), ``next_pow2(max(1, M))`` positions. A
-    trainer claims with ``tree.path(i)`` (``RegistryRounds.claim``)."""
-    return MerkleTree([credit_leaf(i, a, c) for i, (a, c) in enumerate(credits)], next_pow2(max(1, len(credits))))
+def credits_tree(credits: Sequence[int]) -> MerkleTree:
+    """The ``creditsRoot`` tree: position i holds trainer i's :func:`credit_leaf` (cumulative
+    credits, enrollment order), ``next_pow2(max(1, M))`` positions; the registry computes the same
+    root in ``commitRound``. A trainer claims with ``tree.path(i)`` (``RegistryRounds.claim``)."""
+    return MerkleTree([credit_leaf(i, c) for i, c in enumerate(credits)], next_pow2(max(1, len(credits))))
+
+
+def bitmaps_hash(bitmaps: Sequence[int]) -> bytes:
+    """``keccak(abi.encodePacked(uint256[] acceptedBitmaps))``: the last field of a round's
+    commitment word (PROTOCOL.md §5)."""
+    return keccak(b"".join(_uint(b, 256, "bitmap").to_bytes(32, "big") for b in bitmaps))
 
 
 def fragments_root(leaves: Sequence[FragmentLeaf | bytes]) -> bytes:

@@ -2,18 +2,18 @@
 pragma solidity 0.8.28;
 
 /// @notice The root-flow credits tree of tests (PROTOCOL.md §5): leaf keccak256(0x04 ‖ uint16 i
-/// ‖ address ‖ uint256 credits), a positional tree over nextPow2(n) positions (empty ones 0).
+/// ‖ uint256 credits), a positional tree over nextPow2(n) positions (empty ones 0).
 library CreditsTree {
     /// @notice Trainer i's credits leaf.
-    function leaf(uint16 i, address trainer, uint256 credits) internal pure returns (bytes32) {
-        return keccak256(abi.encodePacked(bytes1(0x04), i, trainer, credits));
+    function leaf(uint16 i, uint256 credits) internal pure returns (bytes32) {
+        return keccak256(abi.encodePacked(bytes1(0x04), i, credits));
     }
 
-    /// @notice The leaves of `trainers` with their credits, in index order.
-    function leaves(address[] memory trainers, uint256[] memory credits) internal pure returns (bytes32[] memory l) {
-        l = new bytes32[](trainers.length);
-        for (uint256 i = 0; i < trainers.length; ++i) {
-            l[i] = leaf(uint16(i), trainers[i], credits[i]);
+    /// @notice The leaves of trainers 0, 1, .. with these credits.
+    function leaves(uint256[] memory credits) internal pure returns (bytes32[] memory l) {
+        l = new bytes32[](credits.length);
+        for (uint256 i = 0; i < credits.length; ++i) {
+            l[i] = leaf(uint16(i), credits[i]);
         }
     }
 
