@@ -168,11 +168,10 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @inheritdoc ITrainingRegistryRounds
-    function proveAggregate(
-        AggregateClaim calldata a,
-        RoundProofs.AggregateOpening calldata o,
-        bytes[] calldata signatures
-    ) external nonReentrant {
+    function proveAggregate(RoundClaim calldata a, RoundProofs.AggregateOpening calldata o, bytes[] calldata signatures)
+        external
+        nonReentrant
+    {
         Run storage run = _existing(a.taskId);
         RootRun storage rr = _rootOf(a.taskId);
         uint32 committed = _committedRounds(run, a.taskId);
@@ -194,9 +193,18 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
             nesterovOn: rr.nesterov
         });
         if (!RoundProofs.aggregateMismatch(o, ctx)) revert Registry__NoMismatch(o.fragment, o.coordinate);
-        (address syncer, uint256 slashed, uint256 bounty) = _slashCommitter(run, rr, a.taskId, a.round, committed);
-        _rewind(run, rr, a, prevRoot, committed);
-        emit AggregateProven(a.taskId, a.round, o.fragment, o.coordinate, msg.sender, syncer, slashed, bounty);
+        _convict(run, rr, a, prevRoot, committed, Finding(1, o.fragment, o.coordinate));
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function proveBitmap(RoundClaim calldata a, BitmapOpening calldata b) external nonReentrant {
+        Run storage run = _existing(a.taskId);
+        RootRun storage rr = _rootOf(a.taskId);
+        uint32 committed = _committedRounds(run, a.taskId);
+        bytes32 prevRoot = _checkClaim(run, rr, a, committed);
+        _checkBitmapOpening(run, a, b);
+        if (!_bitmapMismatch(b)) revert Registry__NoMismatch(b.fragment, b.index);
+        _convict(run, rr, a, prevRoot, committed, Finding(2, b.fragment, b.index));
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -262,6 +270,86 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         bits[w] = word | bit;
     }
 
+    /// @dev The opening's bitmaps are the round's committed ones (Registry__WrongRoots), its fragment
+    /// leaf is at its position in the round's fragments root and its slot at trainer `index` in the
+    /// leaf's accepted set (Registry__BadLeaf).
+    function _checkBitmapOpening(Run storage run, RoundClaim calldata a, BitmapOpening calldata b) private view {
+        uint16 f = run.fragmentCount;
+        uint16 m = run.enrolledCount;
+        if (b.bitmaps.length != m || _bitmapsHash(b.bitmaps) != a.current.bitmapsHash) {
+            revert Registry__WrongRoots(a.round);
+        }
+        if (b.fragment >= f || b.index >= m) revert Registry__BadLeaf(b.fragment, b.index);
+        bytes32 leafHash = _leafHash(b.leaf);
+        if (!RoundProofs.verifyPath(a.current.fragmentsRoot, leafHash, b.fragment, b.leafPath, RoundProofs.nextPow2(f)))
+        {
+            revert Registry__BadLeaf(b.fragment, b.index);
+        }
+        if (!RoundProofs.verifyPath(b.leaf.acceptedRoot, b.slot, b.index, b.slotPath, RoundProofs.nextPow2(m))) {
+            revert Registry__BadLeaf(b.fragment, b.index);
+        }
+    }
+
+    /// @dev keccak256(abi.encodePacked(bitmaps)), as commitRound stores it.
+    function _bitmapsHash(uint256[] calldata bitmaps) private pure returns (bytes32) {
+        return keccak256(abi.encodePacked(bitmaps));
+    }
+
+    /// @dev The hash of a fragment leaf given in calldata (RoundProofs.fragmentLeaf).
+    function _leafHash(RoundProofs.FragmentLeaf calldata l) private pure returns (bytes32) {
+        return RoundProofs.fragmentLeaf(l);
+    }
+
+    /// @dev Whether the bitmaps contradict the fragment's leaf: the leaf names another fragment,
+    /// its acceptedCount is not the number of bitmaps with bit `fragment`, or trainer `index`'s slot
+    /// is filled and its bit clear or the reverse.
+    function _bitmapMismatch(BitmapOpening calldata b) private pure returns (bool) {
+        if (b.leaf.fragment != b.fragment) return true;
+        uint256 count;
+        for (uint256 i = 0; i < b.bitmaps.length; ++i) {
+            count += (b.bitmaps[i] >> b.fragment) & 1;
+        }
+        bool bit = (b.bitmaps[b.index] >> b.fragment) & 1 == 1;
+        return count != b.leaf.acceptedCount || bit != (b.slot != bytes32(0));
+    }
+
+    /// @dev What a proof showed: `kind` 1 (aggregate: fragment, coordinate) or 2 (bitmap:
+    /// fragment, trainer index).
+    struct Finding {
+        uint8 kind;
+        uint16 fragment;
+        uint256 position;
+    }
+
+    /// @dev A proven-wrong round: the committer's fees and bond (`_slashCommitter`), the rewind,
+    /// the event.
+    function _convict(
+        Run storage run,
+        RootRun storage rr,
+        RoundClaim calldata a,
+        bytes32 prevRoot,
+        uint32 committed,
+        Finding memory what
+    ) private {
+        (address syncer, uint256 slashed, uint256 bounty) = _slashCommitter(run, rr, a.taskId, a.round, committed);
+        _rewind(run, rr, a, prevRoot, committed);
+        _emitProven(a.taskId, a.round, what, syncer, slashed, bounty);
+    }
+
+    /// @dev RoundProvenWrong (its own function: the IR pipeline runs out of stack slots otherwise).
+    function _emitProven(
+        bytes32 taskId,
+        uint32 round,
+        Finding memory what,
+        address syncer,
+        uint256 slashed,
+        uint256 bounty
+    ) private {
+        emit RoundProvenWrong(
+            taskId, round, what.kind, what.fragment, what.position, msg.sender, syncer, slashed, bounty
+        );
+    }
+
     /// @dev Rounds committed so far (Training: the open round's number; Completed: all); a
     /// Sealed or earlier run has none open to proofs (Registry__WrongStatus).
     function _committedRounds(Run storage run, bytes32 taskId) private view returns (uint32) {
@@ -279,7 +367,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @dev Checks that the claimed round is committed and in its window, and its roots (and the
     /// previous round's roots and weights root) are the committed ones; returns the previous
     /// fragments root (the initial one for round 0).
-    function _checkClaim(Run storage run, RootRun storage rr, AggregateClaim calldata a, uint32 committed)
+    function _checkClaim(Run storage run, RootRun storage rr, RoundClaim calldata a, uint32 committed)
         private
         view
         returns (bytes32 prevRoot)
@@ -357,7 +445,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @dev Discards rounds a.round .. committed - 1: the run's fragments and credits roots, total
     /// credits and weights go back to round a.round - 1's (the initial state for round 0) and
     /// round a.round opens again.
-    function _rewind(Run storage run, RootRun storage rr, AggregateClaim calldata a, bytes32 prevRoot, uint32 committed)
+    function _rewind(Run storage run, RootRun storage rr, RoundClaim calldata a, bytes32 prevRoot, uint32 committed)
         private
     {
         uint32 r = a.round;

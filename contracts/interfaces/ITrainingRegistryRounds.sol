@@ -47,11 +47,11 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         bytes32 bitmapsHash;
     }
 
-    /// @notice Which round an aggregate proof is about, with the roots it opens: `current` of round
-    /// `round`, `previous` of round - 1 (ignored for round 0: the initial state), and the weights
-    /// root after round - 1 (checked against that round's stored digest; ignored for round 0), which
-    /// the run goes back to if the proof holds.
-    struct AggregateClaim {
+    /// @notice Which round a proof is about, with the roots it opens: `current` of round `round`,
+    /// `previous` of round - 1 (ignored for round 0: the initial state), and the weights root after
+    /// round - 1 (checked against that round's stored digest; ignored for round 0), which the run
+    /// goes back to if the proof holds.
+    struct RoundClaim {
         bytes32 taskId;
         uint32 round;
         RoundRoots current;
@@ -59,16 +59,33 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         bytes32 previousWeightsRoot;
     }
 
+    /// @notice A bitmap proof's opening: the round's committed `bitmaps` (one per enrolled
+    /// trainer), fragment `fragment`'s `leaf` with its `leafPath` in the round's fragments root,
+    /// and the accepted-set position of trainer `index`: `slot` (bytes32(0) if empty) with its
+    /// `slotPath` in leaf.acceptedRoot.
+    struct BitmapOpening {
+        uint256[] bitmaps;
+        uint16 fragment;
+        uint16 index;
+        RoundProofs.FragmentLeaf leaf;
+        bytes32[] leafPath;
+        bytes32 slot;
+        bytes32[] slotPath;
+    }
+
     /// @notice The sponsor switched the run to the root flow, with the §6 initial fragments root
     /// and the outer rule its rounds are recomputed with.
     event RootFlowEnabled(bytes32 indexed taskId, bytes32 initialFragmentsRoot, OuterRule outer);
-    /// @notice Round `round`'s commitment was proven wrong at (`fragment`, `coordinate`):
-    /// `syncer` (its committer) lost `slashed` atto-units of bond, `bounty` of it to `prover`.
-    event AggregateProven(
+    /// @notice Round `round`'s commitment was proven wrong (`kind` 1: the aggregate at fragment
+    /// `fragment`, coordinate `position`; 2: the bitmaps against fragment `fragment`'s accepted set
+    /// at trainer index `position`): `syncer` (its committer) lost `slashed` atto-units of bond,
+    /// `bounty` of it to `prover`.
+    event RoundProvenWrong(
         bytes32 indexed taskId,
         uint32 indexed round,
+        uint8 kind,
         uint16 fragment,
-        uint256 coordinate,
+        uint256 position,
         address indexed prover,
         address syncer,
         uint256 slashed,
@@ -133,8 +150,10 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     error Registry__WrongRoots(uint32 round);
     /// @notice `given` signatures for `entries` accepted entries.
     error Registry__SignatureCount(uint256 given, uint256 entries);
-    /// @notice The commitment is right at that coordinate: nothing proven.
-    error Registry__NoMismatch(uint16 fragment, uint256 coordinate);
+    /// @notice The commitment is right there (fragment, coordinate or trainer index): nothing proven.
+    error Registry__NoMismatch(uint16 fragment, uint256 position);
+    /// @notice A fragment leaf or an accepted-set slot does not verify against its root.
+    error Registry__BadLeaf(uint16 fragment, uint16 index);
 
     /// @notice Switches a posted run to the root flow. Only its sponsor, while it is Enrolling and
     /// nobody has enrolled (trainers enroll knowing the flow). `initialFragmentsRoot` is §6's
@@ -155,11 +174,19 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// elected. No bond: a proof that fails reverts. Reverts Registry__RoundNotCommitted,
     /// Registry__ChallengeWindowClosed, Registry__WrongRoots, Registry__SignatureCount,
     /// Registry__NotSignedBy, Registry__NoMismatch and RoundProofs' errors.
-    function proveAggregate(
-        AggregateClaim calldata a,
-        RoundProofs.AggregateOpening calldata o,
-        bytes[] calldata signatures
-    ) external;
+    function proveAggregate(RoundClaim calldata a, RoundProofs.AggregateOpening calldata o, bytes[] calldata signatures)
+        external;
+
+    /// @notice Anyone proves a committed round's bitmaps inconsistent with fragment b.fragment's
+    /// accepted set, within the round's window (BitmapOpening). Proven when the slot is filled
+    /// (non-zero) and trainer b.index's bit b.fragment is not set or the reverse, when the leaf's
+    /// acceptedCount is not the number of bitmaps with bit b.fragment, or when the leaf names
+    /// another fragment. Then, as for proveAggregate: the committer's fees for its discarded rounds
+    /// back to the pool, its bond slashed if it is still the syncer, the run rewound to the round
+    /// before. So every accepted set an aggregate proof opens is exactly the set of trainers the
+    /// registry credited. Reverts as proveAggregate, and Registry__WrongRoots (bitmaps),
+    /// Registry__BadLeaf (a leaf or slot not in its root), Registry__NoMismatch.
+    function proveBitmap(RoundClaim calldata a, BitmapOpening calldata b) external;
 
     /// @notice The run's outer rule (useRootFlow) and the current committer with the first round
     /// it committed.

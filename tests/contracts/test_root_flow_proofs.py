@@ -9,6 +9,8 @@ does, committed with ``commitRound``; proofs built with ``tenzro_trainer.round_c
   run goes back to the round before, and a new syncer must be elected.
 - A proof with a forged signature, with roots other than the committed ones, for a round not
   committed, or after the round's window is refused.
+- Bitmaps that deny an accepted trainer its credit are proven wrong against the fragment's
+  accepted set (``proveBitmap``), with the same slash and rewind.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import ape
 import pytest
 import torch
-from registry_helpers import CHALLENGE_S, MIN_STAKE, as_tuple, fee_per_round, params, sha
+from registry_helpers import CHALLENGE_S, E18, MIN_STAKE, as_tuple, fee_per_round, params, sha
 
 from tenzro_trainer import canonical
 from tenzro_trainer import round_commitment as rc
@@ -54,10 +56,11 @@ def _flip(w: torch.Tensor, c: int) -> torch.Tensor:
     return bits.view(torch.float32)
 
 
-def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None) -> Round:
+def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None, bitmaps: list[int] | None = None) -> Round:
     """Every trainer submits every fragment; the syncer aggregates with the task's rule
     (TrimmedMean, no trim), applies Nesterov and commits; ``flip`` = (fragment, coordinate) of a
-    weight whose last bit it flips before committing."""
+    weight whose last bit it flips before committing; ``bitmaps`` = the accepted bitmaps it
+    commits instead of the true ones (everyone on every fragment)."""
     reg, task, g = ctx["reg"], ctx["task"], ctx["g"]
     base = bytes(reg.getRun(task).weightsRoot)
     states, vecs, subs, payloads, sigs = [], [], {}, {}, {}
@@ -79,14 +82,16 @@ def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None) -> 
         states.append(rc.FragmentState.build(f, w, m, rc.AcceptedSet({i: s.struct_hash() for i, s in subs[f].items()},
                                                                      M)))
     fragments_root = rc.fragments_root([s.leaf for s in states])
-    bitmaps = [(1 << len(SIZES)) - 1] * M
-    reg.commitRound((task, rnd, fragments_root, bitmaps, [rnd * sum(SIZES)] * M,
+    bitmaps = bitmaps or [(1 << len(SIZES)) - 1] * M
+    previous = list(ctx["credits"])
+    reg.commitRound((task, rnd, fragments_root, bitmaps, previous,
                      [sha(f"w {rnd} {f}") for f in range(len(SIZES))], sha(f"transcript {rnd}"), f"bafyt{rnd}"),
                     sender=ctx["roles"].syncer)
-    credits = rc.credits_tree([(rnd + 1) * sum(SIZES)] * M)
-    total = M * (rnd + 1) * sum(SIZES)
-    return Round(states, vecs, subs, payloads, sigs, (fragments_root, credits.root, total, rc.bitmaps_hash(bitmaps)),
-                 bytes(reg.getRun(task).weightsRoot))
+    ctx["credits"] = [c + sum(n for f, n in enumerate(SIZES) if b >> f & 1) for c, b in zip(previous, bitmaps)]
+    credits = rc.credits_tree(ctx["credits"])
+    assert bytes(reg.rootState(task)[2]) == credits.root  # the registry's sums are these
+    roots = (fragments_root, credits.root, sum(ctx["credits"]), rc.bitmaps_hash(bitmaps))
+    return Round(states, vecs, subs, payloads, sigs, roots, bytes(reg.getRun(task).weightsRoot))
 
 
 def _proof(ctx, rnd: int, cur: Round, prev: Round, f: int, c: int) -> tuple:
@@ -99,12 +104,10 @@ def _proof(ctx, rnd: int, cur: Round, prev: Round, f: int, c: int) -> tuple:
     return (ctx["task"], rnd, cur.roots, previous, bytes(32) if rnd == 0 else prev.weights_root), o.as_tuple(), sigs
 
 
-@pytest.fixture(scope="module")
-def ctx(full_registry, fund, elect, sign, syncer_pool, roles):
+def _start(reg, fund, elect, sign, roles, name: str) -> dict:
     """A 3-trainer, 2-fragment, 3-round root-flow run (TrimmedMean without trim, Nesterov 0.7 /
-    0.9) with its initial state, round 0 committed honestly and round 1 with one flipped bit."""
-    reg = full_registry
-    p = params("root-proofs", trainerCount=M, quorum=2, fragmentCount=len(SIZES), maxRounds=3, fragmentSizes=SIZES)
+    0.9), enrolled and with its syncer elected; returns the test's context."""
+    p = params(name, trainerCount=M, quorum=2, fragmentCount=len(SIZES), maxRounds=3, fragmentSizes=SIZES)
     fund(roles.sponsor, p["rewardPool"])
     reg.postTask(as_tuple(p), sender=roles.sponsor)
     task = p["taskId"]
@@ -120,9 +123,15 @@ def ctx(full_registry, fund, elect, sign, syncer_pool, roles):
     elect(task)
     order = [a.lower() for a in reg.trainersOf(task)]
     trainers = sorted(roles.trainers[:M], key=lambda t: order.index(t.address.lower()))
-    c = {"reg": reg, "task": task, "g": g, "trainers": trainers, "sign": sign, "roles": roles, "params": p,
-         "initial": initial}
-    c["r0"] = _commit(c, 0, initial)
+    return {"reg": reg, "task": task, "g": g, "trainers": trainers, "sign": sign, "roles": roles, "params": p,
+            "initial": initial, "credits": [0] * M}
+
+
+@pytest.fixture(scope="module")
+def ctx(full_registry, fund, elect, sign, syncer_pool, roles):
+    """Round 0 committed honestly, round 1 with one flipped bit at fragment 1, coordinate 5."""
+    c = _start(full_registry, fund, elect, sign, roles, "root-proofs")
+    c["r0"] = _commit(c, 0, c["initial"])
     c["r1"] = _commit(c, 1, c["r0"], flip=(1, 5))
     return c
 
@@ -171,9 +180,9 @@ def test_one_wrong_bit_costs_the_syncer_its_bond_and_rewinds_the_run(ctx, chain)
     print(f"gas proveAggregate (M = 3, F = 2, n = 24, 3 entries): {tx.gas_used}")
     bond = p["syncerBond"]
     bounty = bond * BOUNTY_BPS // BPS
-    ev = tx.decode_logs(reg.AggregateProven)[0]
-    assert (ev.round, ev.fragment, ev.coordinate, ev.syncer, ev.slashed, ev.bounty) == (1, 1, 5, syncer.address, bond,
-                                                                                       bounty)
+    ev = tx.decode_logs(reg.RoundProvenWrong)[0]
+    assert (ev.round, ev.kind, ev.fragment, ev.position, ev.syncer, ev.slashed, ev.bounty) == (
+        1, 1, 1, 5, syncer.address, bond, bounty)
     assert reg.syncerInfo(syncer)[0] == stake_before - bond
     assert reg.withdrawable(roles.stranger) - bounty_before == bounty
     assert reg.burned() - burned_before == bond - bounty
@@ -195,3 +204,43 @@ def test_one_wrong_bit_costs_the_syncer_its_bond_and_rewinds_the_run(ctx, chain)
         reg.proveAggregate(a0, o0, s0, sender=roles.stranger)
     # the run goes on: anyone requests a new election at once
     reg.requestSyncerElection(task, sender=roles.stranger)
+
+
+def _bitmap_opening(rnd: Round, bitmaps: list[int], f: int, i: int) -> tuple:
+    leaf = rnd.states[f].leaf
+    return (bitmaps, f, i, leaf.as_tuple(), rc.fragments_tree(rnd.leaves).path(f), rnd.states[f].accepted.slot(i),
+            rnd.states[f].accepted.path(i))
+
+
+def test_bitmaps_that_deny_an_accepted_trainer_its_credit_are_proven_wrong(full_registry, fund, elect, sign, roles,
+                                                                         syncer_pool):
+    """The syncer aggregates all three trainers on fragment 1 (its accepted set holds them) but
+    commits a bitmap that leaves trainer 2's fragment 1 out (its credit to nobody): a bitmap
+    proof at trainer 2 (filled slot, clear bit; 2 bits against the leaf's count of 3) convicts
+    it; proofs on fragment 0, where bitmaps and accepted set agree, prove nothing."""
+    reg, roles_ = full_registry, roles
+    fund(roles_.syncer, 10 * E18)  # the other run's proof may have cost the only candidate a bond
+    reg.registerSyncer(10 * E18, sender=roles_.syncer)
+    c = _start(reg, fund, elect, sign, roles_, "root-bitmaps")
+    full = (1 << len(SIZES)) - 1
+    lie = [full, full, full & ~0b10]  # trainer 2 not credited for fragment 1
+    r0 = _commit(c, 0, c["initial"], bitmaps=lie)
+    claim = (c["task"], 0, r0.roots, ZERO_ROOTS, bytes(32))
+    for i in range(M):  # fragment 0's bitmaps and accepted set agree
+        with ape.reverts(reg.Registry__NoMismatch):
+            reg.proveBitmap(claim, _bitmap_opening(r0, lie, 0, i), sender=roles_.stranger)
+    with ape.reverts(reg.Registry__WrongRoots):  # not the committed bitmaps
+        reg.proveBitmap(claim, _bitmap_opening(r0, [full] * M, 1, 2), sender=roles_.stranger)
+    bad_path = list(_bitmap_opening(r0, lie, 1, 2))
+    bad_path[6] = [sha("not a sibling")] * len(bad_path[6])
+    with ape.reverts(reg.Registry__BadLeaf):
+        reg.proveBitmap(claim, tuple(bad_path), sender=roles_.stranger)
+    syncer = reg.getRun(c["task"]).syncer
+    stake_before = reg.syncerInfo(syncer)[0]
+    tx = reg.proveBitmap(claim, _bitmap_opening(r0, lie, 1, 2), sender=roles_.stranger)
+    ev = tx.decode_logs(reg.RoundProvenWrong)[0]
+    assert (ev.round, ev.kind, ev.fragment, ev.position, ev.syncer) == (0, 2, 1, 2, syncer)
+    assert reg.syncerInfo(syncer)[0] == stake_before - c["params"]["syncerBond"]
+    v = reg.getRun(c["task"])
+    assert (v.currentRound, v.totalCredits) == (0, 0) and bytes(reg.rootState(c["task"])[2]) == bytes(32)
+    print(f"gas proveBitmap (M = 3, F = 2): {tx.gas_used}")
