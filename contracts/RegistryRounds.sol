@@ -67,6 +67,9 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         // address(0) never sends transactions; the check only guards simulated calls
         if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(c.taskId, msg.sender);
         if (c.round != run.currentRound) revert Registry__WrongRound(c.taskId, c.round, run.currentRound);
+        // every availability challenge of the round is answered or expired first, so a forced
+        // submission's state at any later proof is its state at this commit (proveOmission)
+        if (run.openChallenges != 0) revert Registry__ChallengesPending(c.taskId, run.openChallenges);
         (bytes32 creditsRoot, uint256 total, uint32 accepted) = _credit(run, rr.creditsRoot, c);
 
         bytes32 weightsRoot = RunRoot.weightsRoot(c.fragmentHashes);
@@ -208,6 +211,26 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @inheritdoc ITrainingRegistryRounds
+    function proveOmission(RoundClaim calldata a, uint256[] calldata bitmaps, uint16 fragment, uint16 index)
+        external
+        nonReentrant
+    {
+        Run storage run = _existing(a.taskId);
+        RootRun storage rr = _rootOf(a.taskId);
+        uint32 committed = _committedRounds(run, a.taskId);
+        bytes32 prevRoot = _checkClaim(run, rr, a, committed);
+        if (bitmaps.length != run.enrolledCount || _bitmapsHash(bitmaps) != a.current.bitmapsHash) {
+            revert Registry__WrongRoots(a.round);
+        }
+        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
+        uint256 state = (_subs[a.taskId][a.round][index] >> (2 * uint256(fragment))) & 3;
+        if (state != ST_SUBMITTED || (bitmaps[index] >> fragment) & 1 == 1) {
+            revert Registry__NoMismatch(fragment, index);
+        }
+        _convict(run, rr, a, prevRoot, committed, Finding(3, fragment, index));
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
     function outerRule(bytes32 taskId)
         external
         view
@@ -313,8 +336,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         return count != b.leaf.acceptedCount || bit != (b.slot != bytes32(0));
     }
 
-    /// @dev What a proof showed: `kind` 1 (aggregate: fragment, coordinate) or 2 (bitmap:
-    /// fragment, trainer index).
+    /// @dev What a proof showed: `kind` 1 (aggregate: fragment, coordinate), 2 (bitmap:
+    /// fragment, trainer index) or 3 (omission: fragment, trainer index).
     struct Finding {
         uint8 kind;
         uint16 fragment;

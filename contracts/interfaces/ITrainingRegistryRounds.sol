@@ -78,8 +78,9 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     event RootFlowEnabled(bytes32 indexed taskId, bytes32 initialFragmentsRoot, OuterRule outer);
     /// @notice Round `round`'s commitment was proven wrong (`kind` 1: the aggregate at fragment
     /// `fragment`, coordinate `position`; 2: the bitmaps against fragment `fragment`'s accepted set
-    /// at trainer index `position`): `syncer` (its committer) lost `slashed` atto-units of bond,
-    /// `bounty` of it to `prover`.
+    /// at trainer index `position`; 3: trainer `position`'s live forced submission of `fragment`
+    /// left out): `syncer` (its committer) lost `slashed` atto-units of bond, `bounty` of it to
+    /// `prover`.
     event RoundProvenWrong(
         bytes32 indexed taskId,
         uint32 indexed round,
@@ -188,6 +189,17 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// Registry__BadLeaf (a leaf or slot not in its root), Registry__NoMismatch.
     function proveBitmap(RoundClaim calldata a, BitmapOpening calldata b) external;
 
+    /// @notice Anyone proves that a committed round left out a live forced submission: trainer
+    /// `index` submitted fragment `fragment` of round a.round on-chain (`submitOuterGradient`, the
+    /// forced-inclusion path), the submission is live (not proven invalid, not expired after an
+    /// availability challenge; commitRound waits for every challenge to be settled, so this is its
+    /// state at the commit), and bit `fragment` of the trainer's committed bitmap is clear
+    /// (`bitmaps`: the round's committed bitmaps). The syncer must accept a live forced submission
+    /// or prove it invalid first (§4). The conviction is proveAggregate's. Reverts as
+    /// proveAggregate, and Registry__WrongRoots (bitmaps), Registry__BadFragment,
+    /// Registry__NoMismatch (no such live submission, or it was accepted).
+    function proveOmission(RoundClaim calldata a, uint256[] calldata bitmaps, uint16 fragment, uint16 index) external;
+
     /// @notice The run's outer rule (useRootFlow) and the current committer with the first round
     /// it committed.
     function outerRule(bytes32 taskId)
@@ -200,8 +212,9 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// credits root, adds to trainer i fragmentSizes[f] for each bit f of its bitmap, and stores
     /// the new credits root and total; counts[f] (the trainers with bit f) must reach the quorum K
     /// for every fragment before the deadline, any counts go after it. Accrues one syncer fee;
-    /// opens the next round or completes the run. Reverts Registry__NotRootFlow,
-    /// Registry__NotSyncer, Registry__WrongRound, Registry__CommitLength, Registry__BadBitmap,
+    /// opens the next round or completes the run. Every availability challenge must be settled
+    /// first. Reverts Registry__NotRootFlow, Registry__NotSyncer, Registry__WrongRound,
+    /// Registry__ChallengesPending, Registry__CommitLength, Registry__BadBitmap,
     /// Registry__WrongPreviousCredits, Registry__QuorumNotMet.
     function commitRound(RootCommit calldata c) external;
 

@@ -10,7 +10,8 @@ does, committed with ``commitRound``; proofs built with ``tenzro_trainer.round_c
 - A proof with a forged signature, with roots other than the committed ones, for a round not
   committed, or after the round's window is refused.
 - Bitmaps that deny an accepted trainer its credit are proven wrong against the fragment's
-  accepted set (``proveBitmap``), with the same slash and rewind.
+  accepted set (``proveBitmap``), and a live forced submission left out is proven omitted
+  (``proveOmission``), with the same slash and rewind.
 """
 
 from __future__ import annotations
@@ -56,24 +57,27 @@ def _flip(w: torch.Tensor, c: int) -> torch.Tensor:
     return bits.view(torch.float32)
 
 
-def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None, bitmaps: list[int] | None = None) -> Round:
-    """Every trainer submits every fragment; the syncer aggregates with the task's rule
-    (TrimmedMean, no trim), applies Nesterov and commits; ``flip`` = (fragment, coordinate) of a
-    weight whose last bit it flips before committing; ``bitmaps`` = the accepted bitmaps it
-    commits instead of the true ones (everyone on every fragment)."""
+def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None, bitmaps: list[int] | None = None,
+            exclude: frozenset = frozenset()) -> Round:
+    """Every trainer submits every fragment off-chain; the syncer aggregates with the task's rule
+    (TrimmedMean, no trim) all but the (fragment, trainer index) pairs in ``exclude``, applies
+    Nesterov and commits; ``flip`` = (fragment, coordinate) of a weight whose last bit it flips
+    before committing; ``bitmaps`` = the accepted bitmaps it commits instead of the true ones."""
     reg, task, g = ctx["reg"], ctx["task"], ctx["g"]
     base = bytes(reg.getRun(task).weightsRoot)
     states, vecs, subs, payloads, sigs = [], [], {}, {}, {}
     for f, n in enumerate(SIZES):
         subs[f], payloads[f] = {}, {}
         for i, t in enumerate(ctx["trainers"]):
+            if (f, i) in exclude:
+                continue
             p = (torch.randn(n, generator=g) * 0.01).float()
             root, sumsq = ChunkTree(p).root
             cid, ph = f"bafyr{rnd}f{f}t{i}", sha(f"payload {rnd} {f} {i}")
             sigs[(f, i)] = bytes(ctx["sign"](t, task, rnd, f, (root, sumsq, cid, ph))[4])
             subs[f][i] = rc.OuterGradient(task, rnd, f, base, root, sumsq, cid, ph)
             payloads[f][i] = p
-        agg = canonical.trimmed_mean(torch.stack([payloads[f][i] for i in range(M)]), 0)
+        agg = canonical.trimmed_mean(torch.stack([payloads[f][i] for i in sorted(payloads[f])]), 0)
         pw, pm = prev.vecs[f]
         w, m = canonical.nesterov_step(pw, pm, agg, LR, MU, True)
         if flip is not None and flip[0] == f:
@@ -82,7 +86,7 @@ def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None, bit
         states.append(rc.FragmentState.build(f, w, m, rc.AcceptedSet({i: s.struct_hash() for i, s in subs[f].items()},
                                                                      M)))
     fragments_root = rc.fragments_root([s.leaf for s in states])
-    bitmaps = bitmaps or [(1 << len(SIZES)) - 1] * M
+    bitmaps = bitmaps or [sum(1 << f for f in range(len(SIZES)) if (f, i) not in exclude) for i in range(M)]
     previous = list(ctx["credits"])
     reg.commitRound((task, rnd, fragments_root, bitmaps, previous,
                      [sha(f"w {rnd} {f}") for f in range(len(SIZES))], sha(f"transcript {rnd}"), f"bafyt{rnd}"),
@@ -244,3 +248,42 @@ def test_bitmaps_that_deny_an_accepted_trainer_its_credit_are_proven_wrong(full_
     v = reg.getRun(c["task"])
     assert (v.currentRound, v.totalCredits) == (0, 0) and bytes(reg.rootState(c["task"])[2]) == bytes(32)
     print(f"gas proveBitmap (M = 3, F = 2): {tx.gas_used}")
+
+
+def test_a_live_forced_submission_left_out_is_proven_and_a_settled_one_is_not(full_registry, fund, elect, sign, roles,
+                                                                               chain, syncer_pool):
+    """Two trainers force a submission on-chain (the forced-inclusion path). The syncer challenges
+    one for availability; it may not commit while the challenge is pending; nobody answers, the
+    challenge expires, the submission is rejected. The syncer then leaves both out: leaving out
+    the rejected one proves nothing, leaving out the live one convicts it (kind 3)."""
+    reg = full_registry
+    fund(roles.syncer, 10 * E18)
+    reg.registerSyncer(10 * E18, sender=roles.syncer)
+    c = _start(reg, fund, elect, sign, roles, "root-omission")
+    task, trainers = c["task"], c["trainers"]
+    forced = {}
+    for f, i in ((1, 2), (0, 1)):
+        p = (torch.randn(SIZES[f], generator=c["g"]) * 0.01).float()
+        root, sumsq = ChunkTree(p).root
+        forced[(f, i)] = sign(trainers[i], task, 0, f, (root, sumsq, f"bafyforced{f}{i}", sha(f"forced {f} {i}")))
+        reg.submitOuterGradient(task, 0, f, forced[(f, i)], sender=roles.relayer)
+    fund(roles.syncer, reg.challengeBond(task))
+    reg.challengeAvailability(task, 0, 1, trainers[2], forced[(1, 2)], 0, sender=roles.syncer)
+    with ape.reverts(reg.Registry__ChallengesPending):
+        _commit(c, 0, c["initial"], exclude=frozenset({(1, 2), (0, 1)}))
+    chain.mine(deltatime=CHALLENGE_S + 1)
+    reg.expireAvailability(task, 0, 1, trainers[2], sender=roles.stranger)
+    c["credits"] = [0] * M
+    r0 = _commit(c, 0, c["initial"], exclude=frozenset({(1, 2), (0, 1)}))
+    claim = (task, 0, r0.roots, ZERO_ROOTS, bytes(32))
+    bitmaps = [0b11, 0b10, 0b01]
+    assert rc.bitmaps_hash(bitmaps) == r0.roots[3]
+    for f, i in ((1, 2), (0, 0), (1, 1)):  # rejected; never forced; accepted
+        with ape.reverts(reg.Registry__NoMismatch):
+            reg.proveOmission(claim, bitmaps, f, i, sender=roles.stranger)
+    syncer = reg.getRun(task).syncer
+    tx = reg.proveOmission(claim, bitmaps, 0, 1, sender=roles.stranger)
+    ev = tx.decode_logs(reg.RoundProvenWrong)[0]
+    assert (ev.round, ev.kind, ev.fragment, ev.position, ev.syncer) == (0, 3, 0, 1, syncer)
+    assert reg.getRun(task).currentRound == 0 and reg.getRun(task).syncer == "0x" + "00" * 20
+    print(f"gas proveOmission (M = 3, F = 2): {tx.gas_used}")
