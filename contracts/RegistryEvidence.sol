@@ -39,16 +39,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// runs in RegistryRounds' code, still on the registry's storage (this code itself runs by
     /// the registry's delegatecall); an unknown selector reverts there.
     fallback() external {
-        address ext = _roundsModule;
-        // slither-disable-next-line assembly
-        assembly ("memory-safe") {
-            let ptr := mload(0x40)
-            calldatacopy(ptr, 0, calldatasize())
-            let ok := delegatecall(gas(), ext, ptr, calldatasize(), 0, 0)
-            returndatacopy(ptr, 0, returndatasize())
-            if iszero(ok) { revert(ptr, returndatasize()) }
-            return(ptr, returndatasize())
-        }
+        _delegate(_roundsModule);
     }
 
     // ------------------------------------------------------------ permits

@@ -96,12 +96,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         _accrueSyncerFee(run, c.taskId);
         _emitCommitted(c, weightsRoot, creditsRoot, total);
 
-        if (c.round + 1 == run.maxRounds) {
-            run.status = RunStatus.Completed;
-            run.currentRound = run.maxRounds;
-        } else {
-            _openRound(run, c.taskId, c.round + 1);
-        }
+        _advance(run, c.taskId, c.round);
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -175,10 +170,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         external
         nonReentrant
     {
-        Run storage run = _existing(a.taskId);
-        RootRun storage rr = _rootOf(a.taskId);
-        uint32 committed = _committedRounds(run, a.taskId);
-        bytes32 prevRoot = _checkClaim(run, rr, a, committed);
+        (Run storage run, RootRun storage rr, uint32 committed, bytes32 prevRoot) = _claimed(a);
         _checkSignatures(a.taskId, run.enrolledCount, o.entries, signatures);
         RoundProofs.AggregateContext memory ctx = RoundProofs.AggregateContext({
             taskId: a.taskId,
@@ -201,10 +193,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
 
     /// @inheritdoc ITrainingRegistryRounds
     function proveBitmap(RoundClaim calldata a, BitmapOpening calldata b) external nonReentrant {
-        Run storage run = _existing(a.taskId);
-        RootRun storage rr = _rootOf(a.taskId);
-        uint32 committed = _committedRounds(run, a.taskId);
-        bytes32 prevRoot = _checkClaim(run, rr, a, committed);
+        (Run storage run, RootRun storage rr, uint32 committed, bytes32 prevRoot) = _claimed(a);
         _checkBitmapOpening(run, a, b);
         if (!_bitmapMismatch(b)) revert Registry__NoMismatch(b.fragment, b.index);
         _convict(run, rr, a, prevRoot, committed, Finding(2, b.fragment, b.index));
@@ -215,13 +204,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         external
         nonReentrant
     {
-        Run storage run = _existing(a.taskId);
-        RootRun storage rr = _rootOf(a.taskId);
-        uint32 committed = _committedRounds(run, a.taskId);
-        bytes32 prevRoot = _checkClaim(run, rr, a, committed);
-        if (bitmaps.length != run.enrolledCount || _bitmapsHash(bitmaps) != a.current.bitmapsHash) {
-            revert Registry__WrongRoots(a.round);
-        }
+        (Run storage run, RootRun storage rr, uint32 committed, bytes32 prevRoot) = _claimed(a);
+        _checkBitmaps(run, a, bitmaps);
         if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
         uint256 state = (_subs[a.taskId][a.round][index] >> (2 * uint256(fragment))) & 3;
         if (state != ST_SUBMITTED || (bitmaps[index] >> fragment) & 1 == 1) {
@@ -299,9 +283,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     function _checkBitmapOpening(Run storage run, RoundClaim calldata a, BitmapOpening calldata b) private view {
         uint16 f = run.fragmentCount;
         uint16 m = run.enrolledCount;
-        if (b.bitmaps.length != m || _bitmapsHash(b.bitmaps) != a.current.bitmapsHash) {
-            revert Registry__WrongRoots(a.round);
-        }
+        _checkBitmaps(run, a, b.bitmaps);
         if (b.fragment >= f || b.index >= m) revert Registry__BadLeaf(b.fragment, b.index);
         bytes32 leafHash = _leafHash(b.leaf);
         if (!RoundProofs.verifyPath(a.current.fragmentsRoot, leafHash, b.fragment, b.leafPath, RoundProofs.nextPow2(f)))
@@ -313,9 +295,25 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         }
     }
 
-    /// @dev keccak256(abi.encodePacked(bitmaps)), as commitRound stores it.
-    function _bitmapsHash(uint256[] calldata bitmaps) private pure returns (bytes32) {
-        return keccak256(abi.encodePacked(bitmaps));
+    /// @dev `bitmaps` are the claimed round's committed ones (one per enrolled trainer, hashed as
+    /// commitRound hashes them); reverts Registry__WrongRoots.
+    function _checkBitmaps(Run storage run, RoundClaim calldata a, uint256[] calldata bitmaps) private view {
+        if (bitmaps.length != run.enrolledCount || keccak256(abi.encodePacked(bitmaps)) != a.current.bitmapsHash) {
+            revert Registry__WrongRoots(a.round);
+        }
+    }
+
+    /// @dev The run a proof is about (in the root flow), its committed round count, and the
+    /// claim checked (`_checkClaim`): the previous fragments root.
+    function _claimed(RoundClaim calldata a)
+        private
+        view
+        returns (Run storage run, RootRun storage rr, uint32 committed, bytes32 prevRoot)
+    {
+        run = _existing(a.taskId);
+        rr = _rootOf(a.taskId);
+        committed = _committedRounds(run, a.taskId);
+        prevRoot = _checkClaim(run, rr, a, committed);
     }
 
     /// @dev The hash of a fragment leaf given in calldata (RoundProofs.fragmentLeaf).

@@ -347,6 +347,32 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         return uint32((p.graceWindowMs + 999) / 1000);
     }
 
+    /// @dev After round `round` is committed: the run completes after its last round, else the
+    /// next round opens.
+    function _advance(Run storage run, bytes32 taskId, uint32 round) internal {
+        if (round + 1 == run.maxRounds) {
+            run.status = RunStatus.Completed;
+            run.currentRound = run.maxRounds;
+        } else {
+            _openRound(run, taskId, round + 1);
+        }
+    }
+
+    /// @dev Forwards the call to `ext` by delegatecall (its code on this contract's storage) and
+    /// returns or reverts with its result: the registry's fallback chain.
+    function _delegate(address ext) internal {
+        // slither-disable-next-line assembly
+        assembly ("memory-safe") {
+            // temporary use of the memory past the free-memory pointer (allowed for memory-safe code)
+            let ptr := mload(0x40)
+            calldatacopy(ptr, 0, calldatasize())
+            let ok := delegatecall(gas(), ext, ptr, calldatasize(), 0, 0)
+            returndatacopy(ptr, 0, returndatasize())
+            if iszero(ok) { revert(ptr, returndatasize()) }
+            return(ptr, returndatasize())
+        }
+    }
+
     /// @dev Opens `round`: status Training, deadline = now + grace window.
     function _openRound(Run storage run, bytes32 taskId, uint32 round) internal {
         uint64 openedAt = uint64(block.timestamp);

@@ -104,17 +104,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     /// ITrainingRegistryRounds) runs in RegistryEvidence's code on this contract's storage, which
     /// passes the root-flow selectors on to RegistryRounds; an unknown selector reverts there.
     fallback() external {
-        address ext = _extension;
-        // slither-disable-next-line assembly
-        assembly ("memory-safe") {
-            // temporary use of the memory past the free-memory pointer (allowed for memory-safe code)
-            let ptr := mload(0x40)
-            calldatacopy(ptr, 0, calldatasize())
-            let ok := delegatecall(gas(), ext, ptr, calldatasize(), 0, 0)
-            returndatacopy(ptr, 0, returndatasize())
-            if iszero(ok) { revert(ptr, returndatasize()) }
-            return(ptr, returndatasize())
-        }
+        _delegate(_extension);
     }
 
     // ------------------------------------------------------------ syncer pool
@@ -270,12 +260,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         _accrueSyncerFee(run, c.taskId);
         emit RoundFinalized(c.taskId, c.round, root, acceptedCount, quorumMet, c);
 
-        if (c.round + 1 == run.maxRounds) {
-            run.status = RunStatus.Completed;
-            run.currentRound = run.maxRounds;
-        } else {
-            _openRound(run, c.taskId, c.round + 1);
-        }
+        _advance(run, c.taskId, c.round);
     }
 
     /// @inheritdoc ITrainingRegistry
