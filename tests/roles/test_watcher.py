@@ -44,7 +44,8 @@ def test_syncer_fault_keys_and_watcher_config(tmp_path):
                                                        "drop_submission": [0, 1, 2]}), SyncerDaemonConfig)
     assert (cfg.fault.wrong_aggregate_at, cfg.fault.go_silent_at, cfg.fault.drop_submission) == ((1, 0), 2, (0, 1, 2))
     assert SyncerDaemonConfig().fault is None
-    for bad in ({"wrong_aggregate_at": [1]}, {"drop_submission": [0, -1, 2]}, {"lie": True}, {"go_silent_at": -1}):
+    for bad in ({"wrong_aggregate_at": [1]}, {"drop_submission": [0, -1, 2]}, {"lie": True}, {"go_silent_at": -1},
+                {"false_invalid_report": [0, 1]}):
         with pytest.raises(ConfigError, match="fault"):
             load_config(_yaml(tmp_path, "bad.yaml", fault=bad), SyncerDaemonConfig)
     example = load_config(REPO / "operator" / "examples" / "watcher.yaml", WatcherConfig)
@@ -149,6 +150,29 @@ def _cli(config: Path, *args: str) -> subprocess.CompletedProcess:
     """``tenzro watcher run --config CONFIG ARGS`` in a process of its own."""
     return subprocess.run([sys.executable, "-m", "tenzro_operator.cli", "watcher", "run", "--config", str(config),
                            *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_false_invalid_report_is_refused_and_nobody_is_slashed(wdev, runner, tmp_path, caplog):
+    """A syncer reports an honest trainer's valid submission as a norm outlier: the registry
+    checks the signed sums, refuses (Registry__NotProven), nobody is slashed and the run seals
+    with every honest submission accepted."""
+    caplog.set_level(logging.WARNING, logger="tenzro.syncer")
+    tid = post_small_task(wdev, trainers=3, quorum=2, fragments=2, rounds=2, inner_steps=2)
+    runner.start("syncer", syncer_daemon(wdev, tid, tmp_path / "syncer", evaluate=False, straggler_wait_s=30.0,
+                                         fault={"false_invalid_report": [0, 1, 2]}))
+    _start_trainers(wdev, runner, tid, tmp_path)
+    assert runner.join(240) == {"syncer": 0, "trainer0": 0, "trainer1": 0, "trainer2": 0}
+    client = wdev.client()
+    assert client.get_run(tid).status == RunStatus.SEALED
+    msgs = [r.getMessage() for r in caplog.records if r.name == "tenzro.syncer"]
+    refused = [m for m in msgs if "refused the false report" in m]
+    assert len(refused) == 1 and "Registry__NotProven" in refused[0], msgs
+    events = client.get_logs(client.deployment.deploy_block, client.block_number(), ["InvalidProven"], task_id=tid)
+    assert events == []
+    for idx in TRAINERS[:3]:
+        st = client.trainer_stats(tid, anvil_account(idx).address)
+        assert (st.accepted, st.total_missed, st.slashed) == (4, 0, 0)
 
 
 @pytest.mark.slow

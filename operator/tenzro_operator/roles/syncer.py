@@ -137,6 +137,11 @@ class SyncerFaultSettings(BaseModel):
             refuses such a commit (``Registry__SubmissionOmitted``); the syncer logs the refusal
             at ERROR, gives the cheat up and finalizes the round honestly on its next step (the
             refusal is counted once, not as a failed step, so it never halts the daemon).
+        false_invalid_report: ``[round, fragment, trainer_index]``: before finalizing that round,
+            report that trainer's valid submission of that fragment as a norm outlier
+            (``proveInvalid`` with every other signed sum of the fragment). The registry checks
+            the evidence and refuses (``Registry__NotProven``): nobody is slashed; the syncer logs
+            the refusal at ERROR once and finalizes the round honestly.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -144,8 +149,9 @@ class SyncerFaultSettings(BaseModel):
     wrong_aggregate_at: tuple[int, int] | None = None
     go_silent_at: int | None = Field(default=None, ge=0)
     drop_submission: tuple[int, int, int] | None = None
+    false_invalid_report: tuple[int, int, int] | None = None
 
-    @field_validator("wrong_aggregate_at", "drop_submission")
+    @field_validator("wrong_aggregate_at", "drop_submission", "false_invalid_report")
     @classmethod
     def _non_negative(cls, v):
         if v is not None and any(x < 0 for x in v):
@@ -258,6 +264,7 @@ class SyncerDaemon(Daemon):
         self.leave_to_others = leave_to_others
         self.fault: SyncerFaultSettings | None = getattr(config, "fault", None)
         self._fault_dropped_refused = False  # drop_submission: refused by the registry, given up
+        self._fault_false_reported = False  # false_invalid_report: made once
         self._fault_silent_logged = False
         self.reset_run()
         self.finalized_here = 0
@@ -994,6 +1001,7 @@ class SyncerDaemon(Daemon):
                                                f"{self.norm_multiple:g}^2 x the fragment's median")
             if s.reason == "NormOutlier":
                 self.report(s)
+        self._fault_false_report(r, accepted)
         dropping = self._fault_drop(r, accepted)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
         t0 = time.perf_counter()
@@ -1118,6 +1126,28 @@ class SyncerDaemon(Daemon):
         log.warning("FAULT INJECTION: leaving trainer %d's live submission of fragment %d out of round %d's commit",
                     i, f, r)
         return True
+
+    def _fault_false_report(self, r: int, accepted: dict[int, list[_Sub]]) -> None:
+        """``false_invalid_report``: once, report that trainer's valid submission of round r as a
+        norm outlier; the registry refuses the evidence and the round goes on honestly."""
+        spec = self.fault.false_invalid_report if self.fault is not None else None
+        if spec is None or self._fault_false_reported or spec[0] != r or spec[1] not in accepted:
+            return
+        f, i = spec[1], spec[2]
+        target = next((s for s in accepted[f] if self._index(s) == i), None)
+        if target is None:
+            return
+        self._fault_false_reported = True
+        others = [o.signed for o in sorted(self._fragment_subs(f), key=self._index) if o is not target]
+        log.warning("FAULT INJECTION: reporting trainer %d's valid submission of fragment %d in round %d as a norm "
+                    "outlier", i, f, r)
+        try:
+            self.chain.prove_invalid(self.task_id, r, f, target.trainer, _PROVE["NormOutlier"], target.signed, None,
+                                     others)
+        except ChainRevert as exc:
+            log.error("FAULT INJECTION: the registry refused the false report (%s); finalizing the round honestly", exc)
+            return
+        log.error("FAULT INJECTION: the registry accepted a false report of trainer %d: this is a registry bug", i)
 
     def _fault_wrong_aggregate(self, r: int) -> None:
         """``wrong_aggregate_at``: add 1.0 to the first coordinate of the fragment's new weights
