@@ -10,19 +10,20 @@ import {RunRoot} from "./lib/RunRoot.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 
 /// @title RegistryRounds
-/// @notice Rounds committed by root, the aggregate fraud proof with the syncer's slash and the
-/// rewind, the root-flow seal, Merkle claims and the sweep (contracts/PROTOCOL.md §5, build
-/// steps 1 and 3). Deployed once beside the registry and passed to its
-/// constructor; its functions run only by delegatecall from the registry (through
-/// RegistryEvidence's fallback), on the registry's storage (RegistryStorage's layout).
+/// @notice Rounds committed by root, the fraud proofs (aggregate, bitmap, omission) with the
+/// syncer's slash and the rewind, the root-flow seal, Merkle claims and the sweep
+/// (contracts/PROTOCOL.md §5). Deployed once beside the registry and passed to its constructor;
+/// its functions run only by delegatecall from the registry (through RegistryEvidence's
+/// fallback), on the registry's storage (RegistryStorage's layout).
 /// @dev A round costs a constant number of storage writes whatever M and F: the RoundRecord the
 /// receipt is built from (as in v1) and one commitment word, keccak256(fragmentsRoot ‖
 /// creditsRoot ‖ uint256 totalCredits ‖ keccak256(abi.encodePacked(acceptedBitmaps))), whose
 /// preimage is in RoundCommitted. The registry computes the cumulative credits and the counts
 /// itself from the accepted bitmaps and the previous credits (calldata, checked against the last
-/// credits root), so claims rest on its own sums; the aggregate is proven wrong at one coordinate
-/// with `proveAggregate` (RoundProofs, PROTOCOL.md §6); that the bitmaps match the accepted sets
-/// of the fragment leaves, and omissions, are build step 2's challenges.
+/// credits root), so claims rest on its own sums. Anyone proves a round wrong within its window:
+/// the aggregate at one coordinate (`proveAggregate`, RoundProofs, PROTOCOL.md §6), the bitmaps
+/// against a fragment's accepted set (`proveBitmap`), a live forced submission left out
+/// (`proveOmission`). Not yet provable: a slot whose signed preimage the syncer withholds.
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @notice How long trainers can claim after the seal before the sweep, seconds (90 days).
     uint64 public constant CLAIM_SECONDS = 90 days;
