@@ -328,9 +328,4 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         run.openChallenges -= 1;
         delete _avail[taskId][round][_slotKey(index, fragment)];
     }
-
-    /// @dev The bond of an availability challenge of `run`, atto-units.
-    function _challengeBond(Run storage run) internal view returns (uint256) {
-        return (run.syncerBond * CHALLENGE_BOND_BPS) / BPS;
-    }
 }

@@ -10,7 +10,7 @@ import {RunRoot} from "./lib/RunRoot.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 
 /// @title RegistryRounds
-/// @notice Rounds committed by root, the fraud proofs (aggregate, bitmap, omission) with the
+/// @notice Rounds committed by root, the fraud proofs (aggregate, bitmap, omission, slot preimage) with the
 /// syncer's slash and the rewind, the root-flow seal, Merkle claims and the sweep
 /// (contracts/PROTOCOL.md §5). Deployed once beside the registry and passed to its constructor;
 /// its functions run only by delegatecall from the registry (through RegistryEvidence's
@@ -23,7 +23,8 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// credits root), so claims rest on its own sums. Anyone proves a round wrong within its window:
 /// the aggregate at one coordinate (`proveAggregate`, RoundProofs, PROTOCOL.md §6), the bitmaps
 /// against a fragment's accepted set (`proveBitmap`), a live forced submission left out
-/// (`proveOmission`). Not yet provable: a slot whose signed preimage the syncer withholds.
+/// (`proveOmission`), a credited slot whose signed preimage nobody shows after a bonded
+/// `challengeSlot` (`expireSlot`).
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @notice How long trainers can claim after the seal before the sweep, seconds (90 days).
     uint64 public constant CLAIM_SECONDS = 90 days;
@@ -106,7 +107,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         RootRun storage rr = _rootOf(taskId);
         uint64 until = _rounds[taskId][run.maxRounds - 1].finalizedAt + run.challengeSeconds;
         if (block.timestamp <= until) revert Registry__ChallengeWindowOpen(taskId, until);
-        if (run.openChallenges != 0) revert Registry__ChallengesPending(taskId, run.openChallenges);
+        uint16 pending = run.openChallenges + rr.openSlotChallenges;
+        if (pending != 0) revert Registry__ChallengesPending(taskId, pending);
         TrainingReceipt storage rc = _sealReceipt(run, taskId, _builder);
 
         address[] storage list = _trainerList[taskId];
@@ -189,7 +191,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
             nesterovOn: rr.nesterov
         });
         if (!RoundProofs.aggregateMismatch(o, ctx)) revert Registry__NoMismatch(o.fragment, o.coordinate);
-        _convict(run, rr, a, prevRoot, committed, Finding(1, o.fragment, o.coordinate));
+        _convict(run, rr, a, prevRoot, committed, Finding(1, o.fragment, o.coordinate, msg.sender));
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -197,7 +199,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         (Run storage run, RootRun storage rr, uint32 committed, bytes32 prevRoot) = _claimed(a);
         _checkBitmapOpening(run, a, b);
         if (!_bitmapMismatch(b)) revert Registry__NoMismatch(b.fragment, b.index);
-        _convict(run, rr, a, prevRoot, committed, Finding(2, b.fragment, b.index));
+        _convict(run, rr, a, prevRoot, committed, Finding(2, b.fragment, b.index, msg.sender));
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -212,7 +214,67 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         if (state != ST_SUBMITTED || (bitmaps[index] >> fragment) & 1 == 1) {
             revert Registry__NoMismatch(fragment, index);
         }
-        _convict(run, rr, a, prevRoot, committed, Finding(3, fragment, index));
+        _convict(run, rr, a, prevRoot, committed, Finding(3, fragment, index, msg.sender));
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function challengeSlot(RoundClaim calldata a, uint256[] calldata bitmaps, uint16 fragment, uint16 index)
+        external
+        nonReentrant
+    {
+        (Run storage run, RootRun storage rr,,) = _claimed(a);
+        _checkBitmaps(run, a, bitmaps);
+        if (fragment >= run.fragmentCount || index >= bitmaps.length || (bitmaps[index] >> fragment) & 1 == 0) {
+            revert Registry__NoSuchSubmission(a.taskId, a.round, fragment, _trainerAt(a.taskId, index));
+        }
+        SlotChallenge storage sc = _slotChallenges[a.taskId][a.round][_slotKey(index, fragment)];
+        if (sc.challenger != address(0)) {
+            revert Registry__ChallengePending(a.taskId, a.round, fragment, _trainerAt(a.taskId, index));
+        }
+        uint256 bond = _challengeBond(run);
+        uint64 deadline = uint64(block.timestamp) + run.challengeSeconds;
+        sc.challenger = msg.sender;
+        sc.deadline = deadline;
+        sc.commitment = _rootCommitments[a.taskId][a.round];
+        sc.bond = bond;
+        rr.openSlotChallenges += 1;
+        _bondsHeld += bond;
+        emit SlotChallenged(a.taskId, a.round, fragment, index, msg.sender, deadline, bond);
+        _pullExact(msg.sender, bond);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function answerSlot(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        uint16 index,
+        RoundRoots calldata roots,
+        SlotAnswer calldata ans
+    ) external nonReentrant {
+        (Run storage run, SlotChallenge storage sc) = _pendingSlot(taskId, round, fragment, index);
+        if (block.timestamp > sc.deadline) revert Registry__ChallengeDeadline(sc.deadline);
+        if (_voided(taskId, round, fragment, index, sc)) return;
+        if (_rootsHash(roots) != sc.commitment) revert Registry__WrongRoots(round);
+        bytes32 structHash = _checkSlotAnswer(run, taskId, round, fragment, index, roots.fragmentsRoot, ans);
+        uint256 bond = sc.bond;
+        _closeSlot(taskId, round, fragment, index);
+        _withdrawable[msg.sender] += bond;
+        emit SlotAnswered(taskId, round, fragment, index, structHash, msg.sender);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function expireSlot(RoundClaim calldata a, uint16 fragment, uint16 index) external nonReentrant {
+        (Run storage run, SlotChallenge storage sc) = _pendingSlot(a.taskId, a.round, fragment, index);
+        if (block.timestamp <= sc.deadline) revert Registry__ChallengeDeadline(sc.deadline);
+        if (_voided(a.taskId, a.round, fragment, index, sc)) return;
+        RootRun storage rr = _rootRuns[a.taskId];
+        bytes32 prevRoot = _checkRoots(rr, a);
+        address challenger = sc.challenger;
+        uint256 bond = sc.bond;
+        _closeSlot(a.taskId, a.round, fragment, index);
+        _withdrawable[challenger] += bond;
+        _convict(run, rr, a, prevRoot, _committedRounds(run, a.taskId), Finding(4, fragment, index, challenger));
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -278,6 +340,85 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         bits[w] = word | bit;
     }
 
+    /// @dev The run and the pending slot challenge of (round, fragment, index); reverts
+    /// Registry__NoChallenge.
+    function _pendingSlot(bytes32 taskId, uint32 round, uint16 fragment, uint16 index)
+        private
+        view
+        returns (Run storage run, SlotChallenge storage sc)
+    {
+        run = _existing(taskId);
+        sc = _slotChallenges[taskId][round][_slotKey(index, fragment)];
+        if (sc.challenger == address(0)) {
+            revert Registry__NoChallenge(taskId, round, fragment, _trainerAt(taskId, index));
+        }
+    }
+
+    /// @dev The trainer at enrollment index `index`, or address(0) past the enrolled ones.
+    function _trainerAt(bytes32 taskId, uint16 index) private view returns (address) {
+        address[] storage list = _trainerList[taskId];
+        return index < list.length ? list[index] : address(0);
+    }
+
+    /// @dev A challenge whose round was discarded (or discarded and committed again) is void: the
+    /// bond goes back to its challenger. Returns whether it was.
+    function _voided(bytes32 taskId, uint32 round, uint16 fragment, uint16 index, SlotChallenge storage sc)
+        private
+        returns (bool)
+    {
+        Run storage run = _runs[taskId];
+        bool committed = run.status == RunStatus.Completed || run.status == RunStatus.Sealed
+            || (run.status == RunStatus.Training && round < run.currentRound);
+        if (committed && _rootCommitments[taskId][round] == sc.commitment) return false;
+        address challenger = sc.challenger;
+        uint256 bond = sc.bond;
+        _closeSlot(taskId, round, fragment, index);
+        _withdrawable[challenger] += bond;
+        emit SlotChallengeVoided(taskId, round, fragment, index);
+        return true;
+    }
+
+    /// @dev Removes a slot challenge and its bond from the books (the caller pays the bond out).
+    function _closeSlot(bytes32 taskId, uint32 round, uint16 fragment, uint16 index) private {
+        SlotChallenge storage sc = _slotChallenges[taskId][round][_slotKey(index, fragment)];
+        _bondsHeld -= sc.bond;
+        _rootRuns[taskId].openSlotChallenges -= 1;
+        delete _slotChallenges[taskId][round][_slotKey(index, fragment)];
+    }
+
+    /// @dev The answer opens trainer `index`'s slot of `fragment` in the round's fragments root with
+    /// a struct its trainer signed; returns the struct hash. Reverts Registry__BadLeaf,
+    /// Registry__NotSignedBy.
+    function _checkSlotAnswer(
+        Run storage run,
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        uint16 index,
+        bytes32 fragmentsRoot,
+        SlotAnswer calldata ans
+    ) private view returns (bytes32 structHash) {
+        structHash = RoundProofs.structHashOfCidHash(
+            taskId, round, fragment, ans.baseRoot, ans.payloadRoot, ans.payloadSumsq, ans.cidHash, ans.payloadHash
+        );
+        if (
+            !RoundProofs.verifyPath(
+                    fragmentsRoot, _leafHash(ans.leaf), fragment, ans.leafPath, RoundProofs.nextPow2(run.fragmentCount)
+                )
+                || !RoundProofs.verifyPath(
+                    ans.leaf.acceptedRoot,
+                    RoundProofs.slotLeaf(index, structHash),
+                    index,
+                    ans.slotPath,
+                    RoundProofs.nextPow2(run.enrolledCount)
+                )
+        ) revert Registry__BadLeaf(fragment, index);
+        address trainer = _trainerList[taskId][index];
+        // slither-disable-next-line unused-return
+        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(_hashTypedDataV4(structHash), ans.signature);
+        if (err != ECDSA.RecoverError.NoError || signer != trainer) revert Registry__NotSignedBy(trainer);
+    }
+
     /// @dev The opening's bitmaps are the round's committed ones (Registry__WrongRoots), its fragment
     /// leaf is at its position in the round's fragments root and its slot at trainer `index` in the
     /// leaf's accepted set (Registry__BadLeaf).
@@ -336,11 +477,13 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @dev What a proof showed: `kind` 1 (aggregate: fragment, coordinate), 2 (bitmap:
-    /// fragment, trainer index) or 3 (omission: fragment, trainer index).
+    /// fragment, trainer index), 3 (omission: fragment, trainer index) or 4 (slot preimage not
+    /// shown: fragment, trainer index); `prover` gets the bounty.
     struct Finding {
         uint8 kind;
         uint16 fragment;
         uint256 position;
+        address prover;
     }
 
     /// @dev A proven-wrong round: the committer's fees and bond (`_slashCommitter`), the rewind,
@@ -353,7 +496,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         uint32 committed,
         Finding memory what
     ) private {
-        (address syncer, uint256 slashed, uint256 bounty) = _slashCommitter(run, rr, a.taskId, a.round, committed);
+        (address syncer, uint256 slashed, uint256 bounty) =
+            _slashCommitter(run, rr, a.taskId, a.round, committed, what.prover);
         _rewind(run, rr, a, prevRoot, committed);
         _emitProven(a.taskId, a.round, what, syncer, slashed, bounty);
     }
@@ -368,7 +512,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         uint256 bounty
     ) private {
         emit RoundProvenWrong(
-            taskId, round, what.kind, what.fragment, what.position, msg.sender, syncer, slashed, bounty
+            taskId, round, what.kind, what.fragment, what.position, what.prover, syncer, slashed, bounty
         );
     }
 
@@ -394,11 +538,23 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         view
         returns (bytes32 prevRoot)
     {
+        _checkWindow(run, a.taskId, a.round, committed);
+        return _checkRoots(rr, a);
+    }
+
+    /// @dev Round r is committed (Registry__RoundNotCommitted) and its challenge window open
+    /// (Registry__ChallengeWindowClosed).
+    function _checkWindow(Run storage run, bytes32 taskId, uint32 r, uint32 committed) private view {
+        if (r >= committed) revert Registry__RoundNotCommitted(taskId, r);
+        uint64 until = _rounds[taskId][r].finalizedAt + run.challengeSeconds;
+        if (block.timestamp > until) revert Registry__ChallengeWindowClosed(taskId, r, until);
+    }
+
+    /// @dev The claim's roots (and the previous round's roots and weights root) are the committed
+    /// ones (Registry__WrongRoots); returns the previous fragments root (the initial one for round 0).
+    function _checkRoots(RootRun storage rr, RoundClaim calldata a) private view returns (bytes32 prevRoot) {
         uint32 r = a.round;
-        if (r >= committed) revert Registry__RoundNotCommitted(a.taskId, r);
         mapping(uint32 => RoundRecord) storage recs = _rounds[a.taskId];
-        uint64 until = recs[r].finalizedAt + run.challengeSeconds;
-        if (block.timestamp > until) revert Registry__ChallengeWindowClosed(a.taskId, r, until);
         mapping(uint32 => bytes32) storage words = _rootCommitments[a.taskId];
         if (_rootsHash(a.current) != words[r]) revert Registry__WrongRoots(r);
         if (r == 0) return rr.initialFragmentsRoot;
@@ -438,10 +594,14 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// or its first round if later, to `committed`) go back to the pool; if it is still the run's
     /// syncer its bond is slashed (BOUNTY_BPS to the caller, the rest burned) and the run has no
     /// syncer until an election. A committer already replaced lost its bond then.
-    function _slashCommitter(Run storage run, RootRun storage rr, bytes32 taskId, uint32 r, uint32 committed)
-        private
-        returns (address syncer, uint256 slashed, uint256 bounty)
-    {
+    function _slashCommitter(
+        Run storage run,
+        RootRun storage rr,
+        bytes32 taskId,
+        uint32 r,
+        uint32 committed,
+        address prover
+    ) private returns (address syncer, uint256 slashed, uint256 bounty) {
         syncer = rr.committer;
         uint32 from = r > rr.committerFrom ? r : rr.committerFrom;
         if (syncer != address(0) && committed > from) {
@@ -458,7 +618,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         s.locked -= uint128(slashed);
         s.activeTasks -= 1;
         bounty = (slashed * BOUNTY_BPS) / BPS;
-        _withdrawable[msg.sender] += bounty;
+        _withdrawable[prover] += bounty;
         _burn(taskId, syncer, slashed - bounty);
         run.syncer = address(0);
         run.electionBlock = 0;

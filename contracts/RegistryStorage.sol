@@ -134,8 +134,18 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint16 alphaBps; // TrimmedMean's trim fraction, < 5000
         bool nesterov;
         uint32 committerFrom; // first round committed by `committer`
+        uint16 openSlotChallenges; // slot-preimage challenges pending (the seal waits for none)
         bytes32 initialFragmentsRoot;
         bytes32 creditsRoot; // cumulative credits after the last committed round
+    }
+
+    /// @dev A pending slot-preimage challenge: who posted it, the round's commitment word it is
+    /// about (void if the round is rewound and committed again), the answer deadline and the bond.
+    struct SlotChallenge {
+        address challenger;
+        uint64 deadline; // seconds
+        bytes32 commitment;
+        uint256 bond; // atto-units
     }
 
     /// @dev One syncer candidate.
@@ -179,6 +189,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     mapping(bytes32 taskId => mapping(uint32 round => bytes32 commitment)) internal _rootCommitments;
     /// @dev Root-flow claims made, one bit per trainer index.
     mapping(bytes32 taskId => mapping(uint256 word => uint256 bits)) internal _claimedBits;
+    /// @dev Pending slot-preimage challenges (PROTOCOL.md §5 challenge 2), by (task, round,
+    /// trainerIndex * 256 + fragment).
+    mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 slot => SlotChallenge))) internal _slotChallenges;
 
     // ------------------------------------------------------------ constructor
 
@@ -345,6 +358,11 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         if (perRound < _minSyncerFeePerRound) revert Registry__SyncerFeeTooLow(perRound, _minSyncerFeePerRound);
         // ceil(ms / 1000) <= 2_592_000 fits uint32
         return uint32((p.graceWindowMs + 999) / 1000);
+    }
+
+    /// @dev Bond of a challenge of this run: syncerBond * CHALLENGE_BOND_BPS / BPS, atto-units.
+    function _challengeBond(Run storage run) internal view returns (uint256) {
+        return (run.syncerBond * CHALLENGE_BOND_BPS) / BPS;
     }
 
     /// @dev After round `round` is committed: the run completes after its last round, else the

@@ -73,14 +73,29 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         bytes32[] slotPath;
     }
 
+    /// @notice The answer to a slot-preimage challenge: the fragment's leaf (with its path in the
+    /// round's fragments root), the submission's struct-hash fields, its trainer's EIP-712
+    /// signature and the slot's path in the leaf's accepted set.
+    struct SlotAnswer {
+        RoundProofs.FragmentLeaf leaf;
+        bytes32[] leafPath;
+        bytes32 baseRoot;
+        bytes32 payloadRoot;
+        uint32 payloadSumsq;
+        bytes32 cidHash;
+        bytes32 payloadHash;
+        bytes signature;
+        bytes32[] slotPath;
+    }
+
     /// @notice The sponsor switched the run to the root flow, with the §6 initial fragments root
     /// and the outer rule its rounds are recomputed with.
     event RootFlowEnabled(bytes32 indexed taskId, bytes32 initialFragmentsRoot, OuterRule outer);
     /// @notice Round `round`'s commitment was proven wrong (`kind` 1: the aggregate at fragment
     /// `fragment`, coordinate `position`; 2: the bitmaps against fragment `fragment`'s accepted set
     /// at trainer index `position`; 3: trainer `position`'s live forced submission of `fragment`
-    /// left out): `syncer` (its committer) lost `slashed` atto-units of bond, `bounty` of it to
-    /// `prover`.
+    /// left out; 4: the preimage of trainer `position`'s slot of `fragment` not shown in time):
+    /// `syncer` (its committer) lost `slashed` atto-units of bond, `bounty` of it to `prover`.
     event RoundProvenWrong(
         bytes32 indexed taskId,
         uint32 indexed round,
@@ -92,6 +107,29 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         uint256 slashed,
         uint256 bounty
     );
+    /// @notice `challenger` asked for the signed preimage of trainer `index`'s slot of `fragment` in
+    /// round `round`, by `deadline` (seconds), posting `bond` atto-units.
+    event SlotChallenged(
+        bytes32 indexed taskId,
+        uint32 indexed round,
+        uint16 fragment,
+        uint16 index,
+        address indexed challenger,
+        uint64 deadline,
+        uint256 bond
+    );
+    /// @notice The slot's preimage was shown (the struct hash its trainer signed); the bond went to
+    /// `answerer`.
+    event SlotAnswered(
+        bytes32 indexed taskId,
+        uint32 indexed round,
+        uint16 fragment,
+        uint16 index,
+        bytes32 structHash,
+        address indexed answerer
+    );
+    /// @notice A slot challenge became void (its round was discarded by a rewind): bond back.
+    event SlotChallengeVoided(bytes32 indexed taskId, uint32 indexed round, uint16 fragment, uint16 index);
     /// @notice Rounds fromRound .. toRound - 1 were discarded; the run trains round fromRound again
     /// from round fromRound - 1's state, under a syncer elected anew.
     event RoundsDiscarded(bytes32 indexed taskId, uint32 fromRound, uint32 toRound);
@@ -199,6 +237,36 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// proveAggregate, and Registry__WrongRoots (bitmaps), Registry__BadFragment,
     /// Registry__NoMismatch (no such live submission, or it was accepted).
     function proveOmission(RoundClaim calldata a, uint256[] calldata bitmaps, uint16 fragment, uint16 index) external;
+
+    /// @notice Anyone, within round a.round's window, challenges a credited slot (bit `fragment` of
+    /// trainer `index`'s committed bitmap set) to show its signed preimage; pulls
+    /// challengeBond(taskId) atto-units (approve first). Anyone answers by the deadline
+    /// (challengeSeconds later) with answerSlot, or the round is proven wrong (expireSlot). The
+    /// seal waits for every slot challenge. Reverts as proveAggregate, and Registry__WrongRoots
+    /// (bitmaps), Registry__NoSuchSubmission (bit clear), Registry__ChallengePending.
+    function challengeSlot(RoundClaim calldata a, uint256[] calldata bitmaps, uint16 fragment, uint16 index) external;
+
+    /// @notice Anyone (the syncer, the trainer, a watcher) answers a pending slot challenge before
+    /// its deadline: `roots` are the round's (its commitment word), `ans` opens the slot with the
+    /// struct its trainer signed. The bond goes to the caller (withdrawable); SlotAnswered logs the
+    /// struct hash. A challenge whose round was discarded is voided instead (bond back). Reverts
+    /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots, Registry__BadLeaf,
+    /// Registry__NotSignedBy.
+    function answerSlot(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        uint16 index,
+        RoundRoots calldata roots,
+        SlotAnswer calldata ans
+    ) external;
+
+    /// @notice After an unanswered slot challenge's deadline (anyone): the round is proven wrong
+    /// (kind 4): the challenger gets its bond back and the bounty, the conviction is
+    /// proveAggregate's. `a` gives the round's roots as for a proof (its window may have closed
+    /// since the challenge). A challenge whose round was discarded is voided (bond back). Reverts
+    /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots.
+    function expireSlot(RoundClaim calldata a, uint16 fragment, uint16 index) external;
 
     /// @notice The run's outer rule (useRootFlow) and the current committer with the first round
     /// it committed.

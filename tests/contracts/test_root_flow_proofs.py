@@ -287,3 +287,57 @@ def test_a_live_forced_submission_left_out_is_proven_and_a_settled_one_is_not(fu
     assert (ev.round, ev.kind, ev.fragment, ev.position, ev.syncer) == (0, 3, 0, 1, syncer)
     assert reg.getRun(task).currentRound == 0 and reg.getRun(task).syncer == "0x" + "00" * 20
     print(f"gas proveOmission (M = 3, F = 2): {tx.gas_used}")
+
+
+def _slot_answer(rnd: Round, f: int, i: int, signature: bytes | None = None) -> tuple:
+    sub, acc = rnd.subs[f][i], rnd.states[f].accepted
+    return (rnd.states[f].leaf.as_tuple(), rc.fragments_tree(rnd.leaves).path(f), sub.base_root, sub.payload_root,
+            sub.payload_sumsq, sub.cid_hash, sub.payload_hash, signature or rnd.sigs[(f, i)], acc.path(i))
+
+
+def test_a_slot_challenge_is_answered_with_the_signed_preimage_or_convicts(full_registry, fund, elect, sign, roles,
+                                                                          chain, syncer_pool):
+    """Anyone may ask for the signed preimage of a credited slot (a bond). Shown in time, with the
+    trainer's signature, the bond goes to whoever answered and the struct hash is logged; a wrong
+    signature is refused; a challenge nobody answers convicts the round (kind 4): the challenger
+    gets its bond back and the bounty, the syncer loses its bond, the run rewinds. The seal waits
+    for pending slot challenges."""
+    reg = full_registry
+    fund(roles.syncer, 10 * E18)
+    reg.registerSyncer(10 * E18, sender=roles.syncer)
+    c = _start(reg, fund, elect, sign, roles, "root-slots")
+    r0 = _commit(c, 0, c["initial"])
+    task, stranger, relayer = c["task"], roles.stranger, roles.relayer
+    claim = (task, 0, r0.roots, ZERO_ROOTS, bytes(32))
+    bitmaps = [(1 << len(SIZES)) - 1] * M
+    bond = reg.challengeBond(task)
+    fund(stranger, 2 * bond)
+    gas = {"challengeSlot": reg.challengeSlot(claim, bitmaps, 1, 0, sender=stranger).gas_used}
+    with ape.reverts(reg.Registry__ChallengePending):
+        reg.challengeSlot(claim, bitmaps, 1, 0, sender=stranger)
+    with ape.reverts(reg.Registry__NotSignedBy):
+        reg.answerSlot(task, 0, 1, 0, r0.roots, _slot_answer(r0, 1, 0, signature=r0.sigs[(1, 1)]), sender=relayer)
+    before = reg.withdrawable(relayer)
+    tx = reg.answerSlot(task, 0, 1, 0, r0.roots, _slot_answer(r0, 1, 0), sender=relayer)
+    gas["answerSlot"] = tx.gas_used
+    assert bytes(tx.decode_logs(reg.SlotAnswered)[0].structHash) == r0.subs[1][0].struct_hash()
+    assert reg.withdrawable(relayer) - before == bond
+    # a second challenge nobody answers
+    reg.challengeSlot(claim, bitmaps, 0, 1, sender=stranger)
+    chain.mine(deltatime=CHALLENGE_S + 1)
+    with ape.reverts(reg.Registry__ChallengeDeadline):
+        reg.answerSlot(task, 0, 0, 1, r0.roots, _slot_answer(r0, 0, 1), sender=relayer)
+    syncer = reg.getRun(task).syncer
+    stake = reg.syncerInfo(syncer)[0]
+    held_before = reg.challengeBondsHeld()
+    before = reg.withdrawable(stranger)
+    tx = reg.expireSlot(claim, 0, 1, sender=relayer)  # anyone; the challenger is paid
+    gas["expireSlot"] = tx.gas_used
+    print("gas (M = 3, F = 2): " + ", ".join(f"{k} {v}" for k, v in gas.items()))
+    ev = tx.decode_logs(reg.RoundProvenWrong)[0]
+    assert (ev.kind, ev.fragment, ev.position, ev.prover, ev.syncer) == (4, 0, 1, stranger.address, syncer)
+    slashed = c["params"]["syncerBond"]
+    assert reg.withdrawable(stranger) - before == bond + slashed * BOUNTY_BPS // BPS
+    assert reg.syncerInfo(syncer)[0] == stake - slashed
+    assert held_before - reg.challengeBondsHeld() == bond
+    assert reg.getRun(task).currentRound == 0
