@@ -468,7 +468,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// is filled and its bit clear or the reverse.
     function _bitmapMismatch(BitmapOpening calldata b) private pure returns (bool) {
         if (b.leaf.fragment != b.fragment) return true;
-        uint256 count;
+        uint256 count = 0;
         for (uint256 i = 0; i < b.bitmaps.length; ++i) {
             count += (b.bitmaps[i] >> b.fragment) & 1;
         }
