@@ -3,7 +3,6 @@ pragma solidity 0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
-import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.sol";
 import {ITrainingRegistryPermit} from "./interfaces/ITrainingRegistryPermit.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
@@ -178,7 +177,8 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// below undoes it). A failing permit is ignored on purpose: anyone can copy it from the
     /// mempool and send it first, which must not block the call (the allowance then covers it).
     function _tryPermit(uint256 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) private {
-        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {} catch {}
+        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {}
+        catch {}
         uint256 allowed = _token.allowance(msg.sender, address(this));
         if (allowed < amount) revert Registry__AllowanceTooLow(msg.sender, allowed, amount);
     }
@@ -189,10 +189,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         internal
         view
     {
-        bytes32 digest = _hashTypedDataV4(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s));
-        // slither-disable-next-line unused-return
-        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, s.signature);
-        if (err != ECDSA.RecoverError.NoError || signer != trainer) revert Registry__NotSignedBy(trainer);
+        _requireSignedBy(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s), s.signature, trainer);
     }
 
     /// @dev The Training run of `taskId` when `round` is its open round and `fragment` < F.
@@ -255,9 +252,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         SignedPayload[] calldata others,
         uint256 j
     ) internal view returns (uint32) {
-        if (j >= others.length) {
-            revert Registry__IncompleteSubmissionSet(others.length, j + 1);
-        }
+        if (j >= others.length) revert Registry__IncompleteSubmissionSet(others.length, j + 1);
         _requireSigned(taskId, round, fragment, _trainerList[taskId][i], others[j]);
         return others[j].payloadSumsq;
     }

@@ -2,7 +2,6 @@
 pragma solidity 0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 import {RoundProofs} from "./lib/RoundProofs.sol";
@@ -28,8 +27,6 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @notice How long trainers can claim after the seal before the sweep, seconds (90 days).
     uint64 public constant CLAIM_SECONDS = 90 days;
-    /// @dev Domain byte of a credits leaf (PROTOCOL.md §5).
-    bytes1 private constant CREDIT_TAG = 0x04;
     /// @dev Claimed bits per bitmap word; bit 255 is the sentinel the seal sets.
     uint256 private constant CLAIM_BITS = 255;
     uint256 private constant SENTINEL = uint256(1) << 255;
@@ -257,9 +254,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         if (_voided(taskId, round, fragment, index, sc)) return;
         if (_rootsHash(roots) != sc.commitment) revert Registry__WrongRoots(round);
         bytes32 structHash = _checkSlotAnswer(run, taskId, round, fragment, index, roots.fragmentsRoot, ans);
-        uint256 bond = sc.bond;
-        _closeSlot(taskId, round, fragment, index);
-        _withdrawable[msg.sender] += bond;
+        _settleSlot(taskId, round, fragment, index, msg.sender);
         emit SlotAnswered(taskId, round, fragment, index, structHash, msg.sender);
     }
 
@@ -271,9 +266,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         RootRun storage rr = _rootRuns[a.taskId];
         bytes32 prevRoot = _checkRoots(rr, a);
         address challenger = sc.challenger;
-        uint256 bond = sc.bond;
-        _closeSlot(a.taskId, a.round, fragment, index);
-        _withdrawable[challenger] += bond;
+        _settleSlot(a.taskId, a.round, fragment, index, challenger);
         _convict(run, rr, a, prevRoot, _committedRounds(run, a.taskId), Finding(4, fragment, index, challenger));
     }
 
@@ -366,24 +359,22 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         private
         returns (bool)
     {
-        Run storage run = _runs[taskId];
-        bool committed = run.status == RunStatus.Completed || run.status == RunStatus.Sealed
-            || (run.status == RunStatus.Training && round < run.currentRound);
-        if (committed && _rootCommitments[taskId][round] == sc.commitment) return false;
-        address challenger = sc.challenger;
-        uint256 bond = sc.bond;
-        _closeSlot(taskId, round, fragment, index);
-        _withdrawable[challenger] += bond;
+        if (round < _roundsFinalized(_runs[taskId]) && _rootCommitments[taskId][round] == sc.commitment) {
+            return false;
+        }
+        _settleSlot(taskId, round, fragment, index, sc.challenger);
         emit SlotChallengeVoided(taskId, round, fragment, index);
         return true;
     }
 
-    /// @dev Removes a slot challenge and its bond from the books (the caller pays the bond out).
-    function _closeSlot(bytes32 taskId, uint32 round, uint16 fragment, uint16 index) private {
-        SlotChallenge storage sc = _slotChallenges[taskId][round][_slotKey(index, fragment)];
-        _bondsHeld -= sc.bond;
+    /// @dev Removes a slot challenge from the books and pays its bond to `payee` (withdrawable).
+    function _settleSlot(bytes32 taskId, uint32 round, uint16 fragment, uint16 index, address payee) private {
+        mapping(uint256 => SlotChallenge) storage open = _slotChallenges[taskId][round];
+        uint256 bond = open[_slotKey(index, fragment)].bond;
+        _bondsHeld -= bond;
         _rootRuns[taskId].openSlotChallenges -= 1;
-        delete _slotChallenges[taskId][round][_slotKey(index, fragment)];
+        delete open[_slotKey(index, fragment)];
+        _withdrawable[payee] += bond;
     }
 
     /// @dev The answer opens trainer `index`'s slot of `fragment` in the round's fragments root with
@@ -401,40 +392,50 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         structHash = RoundProofs.structHashOfCidHash(
             taskId, round, fragment, ans.baseRoot, ans.payloadRoot, ans.payloadSumsq, ans.cidHash, ans.payloadHash
         );
-        if (
-            !RoundProofs.verifyPath(
-                    fragmentsRoot, _leafHash(ans.leaf), fragment, ans.leafPath, RoundProofs.nextPow2(run.fragmentCount)
-                )
-                || !RoundProofs.verifyPath(
-                    ans.leaf.acceptedRoot,
-                    RoundProofs.slotLeaf(index, structHash),
-                    index,
-                    ans.slotPath,
-                    RoundProofs.nextPow2(run.enrolledCount)
-                )
-        ) revert Registry__BadLeaf(fragment, index);
-        address trainer = _trainerList[taskId][index];
-        // slither-disable-next-line unused-return
-        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(_hashTypedDataV4(structHash), ans.signature);
-        if (err != ECDSA.RecoverError.NoError || signer != trainer) revert Registry__NotSignedBy(trainer);
+        _requireSlot(
+            run,
+            fragmentsRoot,
+            fragment,
+            index,
+            ans.leaf,
+            ans.leafPath,
+            RoundProofs.slotLeaf(index, structHash),
+            ans.slotPath
+        );
+        _requireSignedBy(structHash, ans.signature, _trainerList[taskId][index]);
     }
 
     /// @dev The opening's bitmaps are the round's committed ones (Registry__WrongRoots), its fragment
     /// leaf is at its position in the round's fragments root and its slot at trainer `index` in the
     /// leaf's accepted set (Registry__BadLeaf).
     function _checkBitmapOpening(Run storage run, RoundClaim calldata a, BitmapOpening calldata b) private view {
-        uint16 f = run.fragmentCount;
-        uint16 m = run.enrolledCount;
         _checkBitmaps(run, a, b.bitmaps);
-        if (b.fragment >= f || b.index >= m) revert Registry__BadLeaf(b.fragment, b.index);
-        bytes32 leafHash = _leafHash(b.leaf);
-        if (!RoundProofs.verifyPath(a.current.fragmentsRoot, leafHash, b.fragment, b.leafPath, RoundProofs.nextPow2(f)))
-        {
+        if (b.fragment >= run.fragmentCount || b.index >= run.enrolledCount) {
             revert Registry__BadLeaf(b.fragment, b.index);
         }
-        if (!RoundProofs.verifyPath(b.leaf.acceptedRoot, b.slot, b.index, b.slotPath, RoundProofs.nextPow2(m))) {
-            revert Registry__BadLeaf(b.fragment, b.index);
-        }
+        _requireSlot(run, a.current.fragmentsRoot, b.fragment, b.index, b.leaf, b.leafPath, b.slot, b.slotPath);
+    }
+
+    /// @dev `leaf` is fragment `fragment`'s leaf in `fragmentsRoot` and `slot` the value at
+    /// trainer `index` in its accepted set; reverts Registry__BadLeaf.
+    function _requireSlot(
+        Run storage run,
+        bytes32 fragmentsRoot,
+        uint16 fragment,
+        uint16 index,
+        RoundProofs.FragmentLeaf calldata leaf,
+        bytes32[] calldata leafPath,
+        bytes32 slot,
+        bytes32[] calldata slotPath
+    ) private view {
+        if (
+            !RoundProofs.verifyPath(
+                    fragmentsRoot, _leafHash(leaf), fragment, leafPath, RoundProofs.nextPow2(run.fragmentCount)
+                )
+                || !RoundProofs.verifyPath(
+                    leaf.acceptedRoot, slot, index, slotPath, RoundProofs.nextPow2(run.enrolledCount)
+                )
+        ) revert Registry__BadLeaf(fragment, index);
     }
 
     /// @dev `bitmaps` are the claimed round's committed ones (one per enrolled trainer, hashed as
@@ -445,8 +446,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         }
     }
 
-    /// @dev The run a proof is about (in the root flow), its committed round count, and the
-    /// claim checked (`_checkClaim`): the previous fragments root.
+    /// @dev The run a proof is about (in the root flow), its committed round count, and, the
+    /// round's window and roots checked, the previous fragments root.
     function _claimed(RoundClaim calldata a)
         private
         view
@@ -455,7 +456,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         run = _existing(a.taskId);
         rr = _rootOf(a.taskId);
         committed = _committedRounds(run, a.taskId);
-        prevRoot = _checkClaim(run, rr, a, committed);
+        _checkWindow(run, a.taskId, a.round, committed);
+        prevRoot = _checkRoots(rr, a);
     }
 
     /// @dev The hash of a fragment leaf given in calldata (RoundProofs.fragmentLeaf).
@@ -520,26 +522,16 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// Sealed or earlier run has none open to proofs (Registry__WrongStatus).
     function _committedRounds(Run storage run, bytes32 taskId) private view returns (uint32) {
         RunStatus status = run.status;
-        if (status == RunStatus.Training) return run.currentRound;
-        if (status == RunStatus.Completed) return run.maxRounds;
-        revert Registry__WrongStatus(taskId, status);
+        if (status != RunStatus.Training && status != RunStatus.Completed) {
+            revert Registry__WrongStatus(taskId, status);
+        }
+        // forge-lint: disable-next-line(unsafe-typecast) -- at most maxRounds (uint32)
+        return uint32(_roundsFinalized(run));
     }
 
     /// @dev keccak256 of a round's roots: the word commitRound stores.
     function _rootsHash(RoundRoots calldata x) private pure returns (bytes32) {
         return keccak256(abi.encodePacked(x.fragmentsRoot, x.creditsRoot, x.totalCredits, x.bitmapsHash));
-    }
-
-    /// @dev Checks that the claimed round is committed and in its window, and its roots (and the
-    /// previous round's roots and weights root) are the committed ones; returns the previous
-    /// fragments root (the initial one for round 0).
-    function _checkClaim(Run storage run, RootRun storage rr, RoundClaim calldata a, uint32 committed)
-        private
-        view
-        returns (bytes32 prevRoot)
-    {
-        _checkWindow(run, a.taskId, a.round, committed);
-        return _checkRoots(rr, a);
     }
 
     /// @dev Round r is committed (Registry__RoundNotCommitted) and its challenge window open
@@ -579,14 +571,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         address[] storage list = _trainerList[taskId];
         for (uint256 i = 0; i < k; ++i) {
             uint16 index = entries[i].trainerIndex;
-            address trainer = index < enrolled ? list[index] : address(0);
-            // the third value (the error's argument) only matters for OZ's own error messages
-            // slither-disable-next-line unused-return
-            (address signer, ECDSA.RecoverError err,) =
-                ECDSA.tryRecover(_hashTypedDataV4(entries[i].structHash), signatures[i]);
-            if (err != ECDSA.RecoverError.NoError || signer != trainer || trainer == address(0)) {
-                revert Registry__NotSignedBy(trainer);
-            }
+            // no signature recovers to address(0): an index past the enrolled trainers fails
+            _requireSignedBy(entries[i].structHash, signatures[i], index < enrolled ? list[index] : address(0));
         }
     }
 
@@ -610,13 +596,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
             run.poolLeft += back;
         }
         if (syncer == address(0) || syncer != run.syncer) return (syncer, 0, 0);
-        slashed = run.syncerBond;
-        SyncerEntry storage s = _syncers[syncer];
-        // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked <= stake < 2**128
-        s.stake -= uint128(slashed);
-        // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked < 2**128
-        s.locked -= uint128(slashed);
-        s.activeTasks -= 1;
+        slashed = _forfeitBond(run, syncer);
         bounty = (slashed * BOUNTY_BPS) / BPS;
         _withdrawable[prover] += bounty;
         _burn(taskId, syncer, slashed - bounty);

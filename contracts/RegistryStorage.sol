@@ -6,6 +6,7 @@ import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 
@@ -416,6 +417,37 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @dev The syncer fee of one finalized round, atto-units.
     function _syncerFeePerRound(Run storage run) internal view returns (uint256) {
         return (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
+    }
+
+    /// @dev Takes the run's bond from `syncer` for a failure (replacement or a proven lie): its
+    /// stake and locked stake shrink by the bond and it serves one run fewer. The caller burns the
+    /// bond (or pays part of it as a bounty). Returns the bond, atto-units.
+    function _forfeitBond(Run storage run, address syncer) internal returns (uint256 bond) {
+        bond = run.syncerBond;
+        SyncerEntry storage s = _syncers[syncer];
+        // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked <= stake < 2**128
+        s.stake -= uint128(bond);
+        // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked < 2**128
+        s.locked -= uint128(bond);
+        s.activeTasks -= 1;
+    }
+
+    /// @dev Reverts Registry__NotSignedBy unless `signature` is `trainer`'s EIP-712 signature of
+    /// the OuterGradient struct hash `structHash` (this registry's domain).
+    function _requireSignedBy(bytes32 structHash, bytes calldata signature, address trainer) internal view {
+        // the third value (the error's argument) only matters for OZ's own error messages
+        // slither-disable-next-line unused-return
+        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(_hashTypedDataV4(structHash), signature);
+        if (err != ECDSA.RecoverError.NoError || signer != trainer) revert Registry__NotSignedBy(trainer);
+    }
+
+    /// @dev Rounds committed so far (each accrued one syncer fee): the open round's number while
+    /// Training, every round once Completed or Sealed, none before round 0 or when Cancelled.
+    function _roundsFinalized(Run storage run) internal view returns (uint256) {
+        RunStatus status = run.status;
+        if (status == RunStatus.Training) return run.currentRound;
+        if (status == RunStatus.Completed || status == RunStatus.Sealed) return run.maxRounds;
+        return 0;
     }
 
     /// @dev Unlocks the run's bond from its syncer (seal).

@@ -169,14 +169,8 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         uint256 previousSlashed = 0;
         if (previous != address(0)) {
             // the failure is punished once: the previous syncer's bond for this run is burned
-            SyncerEntry storage ps = _syncers[previous];
-            previousSlashed = bond;
-            // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked <= stake < 2**128
-            ps.stake -= uint128(bond);
-            // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked < 2**128
-            ps.locked -= uint128(bond);
-            ps.activeTasks -= 1;
-            _burn(taskId, previous, bond);
+            previousSlashed = _forfeitBond(run, previous);
+            _burn(taskId, previous, previousSlashed);
         }
         syncer = _draw(taskId, run.currentRound, previous, bond, requested);
         run.syncer = syncer;
@@ -403,11 +397,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function getReceipt(bytes32 taskId)
-        external
-        view
-        returns (TrainingReceipt memory receipt, bytes memory serialized)
-    {
+    function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized) {
         _runIn(taskId, RunStatus.Sealed);
         receipt = _receipts[taskId];
         (serialized,,) = _encode(receipt, _builder);
@@ -547,15 +537,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         if (current == address(0)) return;
         uint64 replaceableAt = _replaceableAt(run);
         if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, current, replaceableAt);
-    }
-
-    /// @dev Rounds finalized so far (each accrued one syncer fee): the open round's number while
-    /// Training, every round once Completed or Sealed, none before round 0 or when Cancelled.
-    function _roundsFinalized(Run storage run) private view returns (uint256) {
-        RunStatus status = run.status;
-        if (status == RunStatus.Training) return run.currentRound;
-        if (status == RunStatus.Completed || status == RunStatus.Sealed) return run.maxRounds;
-        return 0;
     }
 
     /// @dev Removes `account` from the candidate pool; its whole stake becomes withdrawable.

@@ -110,7 +110,10 @@ def _proof(ctx, rnd: int, cur: Round, prev: Round, f: int, c: int) -> tuple:
 
 def _start(reg, fund, elect, sign, roles, name: str) -> dict:
     """A 3-trainer, 2-fragment, 3-round root-flow run (TrimmedMean without trim, Nesterov 0.7 /
-    0.9), enrolled and with its syncer elected; returns the test's context."""
+    0.9), enrolled and with its syncer elected (its stake topped up first: another run's proof may
+    have cost the only candidate a bond); returns the test's context."""
+    fund(roles.syncer, 10 * E18)
+    reg.registerSyncer(10 * E18, sender=roles.syncer)
     p = params(name, trainerCount=M, quorum=2, fragmentCount=len(SIZES), maxRounds=3, fragmentSizes=SIZES)
     fund(roles.sponsor, p["rewardPool"])
     reg.postTask(as_tuple(p), sender=roles.sponsor)
@@ -222,26 +225,24 @@ def test_bitmaps_that_deny_an_accepted_trainer_its_credit_are_proven_wrong(full_
     commits a bitmap that leaves trainer 2's fragment 1 out (its credit to nobody): a bitmap
     proof at trainer 2 (filled slot, clear bit; 2 bits against the leaf's count of 3) convicts
     it; proofs on fragment 0, where bitmaps and accepted set agree, prove nothing."""
-    reg, roles_ = full_registry, roles
-    fund(roles_.syncer, 10 * E18)  # the other run's proof may have cost the only candidate a bond
-    reg.registerSyncer(10 * E18, sender=roles_.syncer)
-    c = _start(reg, fund, elect, sign, roles_, "root-bitmaps")
+    reg = full_registry
+    c = _start(reg, fund, elect, sign, roles, "root-bitmaps")
     full = (1 << len(SIZES)) - 1
     lie = [full, full, full & ~0b10]  # trainer 2 not credited for fragment 1
     r0 = _commit(c, 0, c["initial"], bitmaps=lie)
     claim = (c["task"], 0, r0.roots, ZERO_ROOTS, bytes(32))
     for i in range(M):  # fragment 0's bitmaps and accepted set agree
         with ape.reverts(reg.Registry__NoMismatch):
-            reg.proveBitmap(claim, _bitmap_opening(r0, lie, 0, i), sender=roles_.stranger)
+            reg.proveBitmap(claim, _bitmap_opening(r0, lie, 0, i), sender=roles.stranger)
     with ape.reverts(reg.Registry__WrongRoots):  # not the committed bitmaps
-        reg.proveBitmap(claim, _bitmap_opening(r0, [full] * M, 1, 2), sender=roles_.stranger)
+        reg.proveBitmap(claim, _bitmap_opening(r0, [full] * M, 1, 2), sender=roles.stranger)
     bad_path = list(_bitmap_opening(r0, lie, 1, 2))
     bad_path[6] = [sha("not a sibling")] * len(bad_path[6])
     with ape.reverts(reg.Registry__BadLeaf):
-        reg.proveBitmap(claim, tuple(bad_path), sender=roles_.stranger)
+        reg.proveBitmap(claim, tuple(bad_path), sender=roles.stranger)
     syncer = reg.getRun(c["task"]).syncer
     stake_before = reg.syncerInfo(syncer)[0]
-    tx = reg.proveBitmap(claim, _bitmap_opening(r0, lie, 1, 2), sender=roles_.stranger)
+    tx = reg.proveBitmap(claim, _bitmap_opening(r0, lie, 1, 2), sender=roles.stranger)
     ev = tx.decode_logs(reg.RoundProvenWrong)[0]
     assert (ev.round, ev.kind, ev.fragment, ev.position, ev.syncer) == (0, 2, 1, 2, syncer)
     assert reg.syncerInfo(syncer)[0] == stake_before - c["params"]["syncerBond"]
@@ -257,8 +258,6 @@ def test_a_live_forced_submission_left_out_is_proven_and_a_settled_one_is_not(fu
     challenge expires, the submission is rejected. The syncer then leaves both out: leaving out
     the rejected one proves nothing, leaving out the live one convicts it (kind 3)."""
     reg = full_registry
-    fund(roles.syncer, 10 * E18)
-    reg.registerSyncer(10 * E18, sender=roles.syncer)
     c = _start(reg, fund, elect, sign, roles, "root-omission")
     task, trainers = c["task"], c["trainers"]
     forced = {}
@@ -303,8 +302,6 @@ def test_a_slot_challenge_is_answered_with_the_signed_preimage_or_convicts(full_
     gets its bond back and the bounty, the syncer loses its bond, the run rewinds. The seal waits
     for pending slot challenges."""
     reg = full_registry
-    fund(roles.syncer, 10 * E18)
-    reg.registerSyncer(10 * E18, sender=roles.syncer)
     c = _start(reg, fund, elect, sign, roles, "root-slots")
     r0 = _commit(c, 0, c["initial"])
     task, stranger, relayer = c["task"], roles.stranger, roles.relayer

@@ -880,8 +880,7 @@ class SyncerDaemon(Daemon):
                 if sub.reason == "NonFinite":
                     opening = non_finite_opening(sub.tree, sub.flat)
                 else:
-                    others = [o.signed for o in sorted(self._fragment_subs(sub.fragment), key=self._index)
-                              if o is not sub]
+                    others = self._other_signed(sub)
                 res = self.chain.prove_invalid(self.task_id, rs.round, sub.fragment, sub.trainer,
                                                _PROVE[sub.reason], sub.signed, opening, others)
                 ev = res.event("InvalidProven")
@@ -950,6 +949,11 @@ class SyncerDaemon(Daemon):
             sub.reason, sub.detail = before
         return False
 
+    def _other_signed(self, sub: _Sub) -> list:
+        """The signed submissions of every other trainer of ``sub``'s fragment, in trainer-index
+        order: the evidence of a norm-outlier report (``proveInvalid``)."""
+        return [o.signed for o in sorted(self._fragment_subs(sub.fragment), key=self._index) if o is not sub]
+
     def _fragment_subs(self, f: int) -> list[_Sub]:
         return [s for s in self._round.subs.values() if s.fragment == f]
 
@@ -993,8 +997,7 @@ class SyncerDaemon(Daemon):
         """Norm screen, slash outliers, aggregate + outer step, pin, ``finalizeRound``, persist.
         Returns False (state untouched) when the chain refuses for a quorum reason."""
         rs, r, F = self._round, self._round.round, len(self.runtime.fragments)
-        self._rechallenge_answered()
-        accepted = self._norm_screen()
+        accepted = self._norm_screen()  # answered challenges were re-checked by collect, just before
         for s in rs.subs.values():
             if s.reason is None and s not in accepted[s.fragment]:
                 self._reject(s, "NormOutlier", f"sum of squares {bits_to_f32(s.signed.payload_sumsq):.6g} exceeds "
@@ -1138,7 +1141,7 @@ class SyncerDaemon(Daemon):
         if target is None:
             return
         self._fault_false_reported = True
-        others = [o.signed for o in sorted(self._fragment_subs(f), key=self._index) if o is not target]
+        others = self._other_signed(target)
         log.warning("FAULT INJECTION: reporting trainer %d's valid submission of fragment %d in round %d as a norm "
                     "outlier", i, f, r)
         try:
