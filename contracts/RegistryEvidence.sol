@@ -41,6 +41,60 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         _delegate(_roundsModule);
     }
 
+    // ------------------------------------------------------------ forced submissions (root flow)
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function commitSubmission(bytes32 taskId, uint32 round, uint16 fragment, bytes32 commitment) external {
+        Run storage run = _checkSubmissionWindow(taskId, round, fragment);
+        RootRun storage rr = _rootOf(taskId);
+        uint64 closes = _commitDeadline(run);
+        if (block.timestamp > closes) revert Registry__CommitPhaseOver(taskId, round, closes);
+        if (commitment == bytes32(0)) revert Registry__NotCommitted(taskId, round, fragment, msg.sender);
+        Trainer storage t = _activeTrainer(taskId, msg.sender);
+        uint64 openedAt = run.roundOpenedAt;
+        mapping(uint256 => bytes32) storage slots = _forcedCommitments[taskId][round][openedAt];
+        uint256 key = _slotKey(t.index, fragment);
+        if (slots[key] == bytes32(0)) {
+            // a new commitment of this opening: one more the early commit waits for
+            rr.unrevealed += 1;
+        }
+        slots[key] = commitment; // a trainer may replace its commitment until the phase closes
+        emit SubmissionCommitted(taskId, round, fragment, msg.sender, commitment);
+    }
+
+    /// @notice The root flow's forced submission: the reveal of a commitment (commitSubmission),
+    /// reached through the registry's `submitOuterGradient` (ITrainingRegistry). Anyone may send
+    /// it, after the commit phase and until roundDeadline (seconds, inclusive); the trainer is
+    /// recovered from `s.signature` (EIP-712 OuterGradient, baseRoot = the run's weightsRoot) and
+    /// keccak256(abi.encode(structHash, trainer)) must be its commitment of this round's opening.
+    /// Records the live submission as v1 does (the syncer must accept it or prove it invalid;
+    /// proveOmission) and emits GradientSubmitted. Reverts Registry__WrongStatus,
+    /// Registry__WrongRound, Registry__DeadlinePassed, Registry__BadFragment,
+    /// Registry__CommitPhaseOpen, Registry__InvalidSignature, Registry__NotEnrolled,
+    /// Registry__TrainerIsEvicted, Registry__DuplicateSubmission, Registry__NotCommitted.
+    function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external {
+        Run storage run = _checkSubmissionWindow(taskId, round, fragment);
+        RootRun storage rr = _rootOf(taskId);
+        uint64 closes = _commitDeadline(run);
+        if (block.timestamp <= closes) revert Registry__CommitPhaseOpen(taskId, round, closes);
+        bytes32 sh = _structHash(taskId, round, fragment, run.weightsRoot, s);
+        address trainer = _signerOf(sh, s.signature);
+        if (trainer == address(0)) revert Registry__InvalidSignature();
+        _recordSubmission(taskId, round, fragment, trainer);
+        if (_commitmentOf(run, taskId, fragment, trainer) != keccak256(abi.encode(sh, trainer))) {
+            revert Registry__NotCommitted(taskId, round, fragment, trainer);
+        }
+        // the commitment is of this opening, so it was counted (commitRound and the rewind reset the count)
+        rr.unrevealed -= 1;
+        _emitSubmitted(taskId, round, fragment, trainer, s);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed) {
+        Run storage run = _runIn(taskId, RunStatus.Training);
+        return (_commitDeadline(run), _rootOf(taskId).unrevealed);
+    }
+
     // ------------------------------------------------------------ permits
 
     /// @inheritdoc ITrainingRegistryPermit
@@ -177,8 +231,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// below undoes it). A failing permit is ignored on purpose: anyone can copy it from the
     /// mempool and send it first, which must not block the call (the allowance then covers it).
     function _tryPermit(uint256 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) private {
-        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {}
-        catch {}
+        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {} catch {}
         uint256 allowed = _token.allowance(msg.sender, address(this));
         if (allowed < amount) revert Registry__AllowanceTooLow(msg.sender, allowed, amount);
     }
@@ -252,7 +305,9 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         SignedPayload[] calldata others,
         uint256 j
     ) internal view returns (uint32) {
-        if (j >= others.length) revert Registry__IncompleteSubmissionSet(others.length, j + 1);
+        if (j >= others.length) {
+            revert Registry__IncompleteSubmissionSet(others.length, j + 1);
+        }
         _requireSigned(taskId, round, fragment, _trainerList[taskId][i], others[j]);
         return others[j].payloadSumsq;
     }
@@ -322,5 +377,15 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         _bondsHeld -= c.bond;
         run.openChallenges -= 1;
         delete _avail[taskId][round][_slotKey(index, fragment)];
+    }
+
+    /// @dev `trainer`'s forced commitment of `fragment` in the open round's opening (0: none).
+    function _commitmentOf(Run storage run, bytes32 taskId, uint16 fragment, address trainer)
+        private
+        view
+        returns (bytes32)
+    {
+        uint256 key = _slotKey(_trainers[taskId][trainer].index, fragment);
+        return _forcedCommitments[taskId][run.currentRound][run.roundOpenedAt][key];
     }
 }

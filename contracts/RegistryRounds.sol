@@ -66,6 +66,15 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         // address(0) never sends transactions; the check only guards simulated calls
         if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(c.taskId, msg.sender);
         if (c.round != run.currentRound) revert Registry__WrongRound(c.taskId, c.round, run.currentRound);
+        if (block.timestamp <= run.roundDeadline) {
+            // an early commit waits for the reveal phase and for every forced commitment's reveal,
+            // so a trainer the syncer ignores keeps its whole window
+            uint64 closes = _commitDeadline(run);
+            if (block.timestamp <= closes) revert Registry__CommitPhaseOpen(c.taskId, c.round, closes);
+            if (rr.unrevealed != 0) revert Registry__RevealsPending(c.taskId, c.round, rr.unrevealed);
+        } else if (rr.unrevealed != 0) {
+            rr.unrevealed = 0; // commitments never revealed lapse with their round
+        }
         // every availability challenge of the round is answered or expired first, so a forced
         // submission's state at any later proof is its state at this commit (proveOmission)
         if (run.openChallenges != 0) revert Registry__ChallengesPending(c.taskId, run.openChallenges);
@@ -299,12 +308,6 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @inheritdoc ITrainingRegistryRounds
     function claimed(bytes32 taskId, uint16 index) external view returns (bool) {
         return _claimedBits[taskId][index / CLAIM_BITS] & (uint256(1) << (index % CLAIM_BITS)) != 0;
-    }
-
-    /// @dev The root-flow state of a run in the root flow; reverts Registry__NotRootFlow.
-    function _rootOf(bytes32 taskId) private view returns (RootRun storage rr) {
-        rr = _rootRuns[taskId];
-        if (!rr.enabled) revert Registry__NotRootFlow(taskId);
     }
 
     /// @dev The trainer at `index`, whose credits leaf `credits` the proof opens in the run's
@@ -617,6 +620,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         run.weightsRoot = initial ? run.initialWeightsRoot : a.previousWeightsRoot;
         rr.committer = address(0);
         rr.committerFrom = r;
+        rr.unrevealed = 0; // the reopened round is a new opening: earlier commitments cannot be revealed
         _openRound(run, a.taskId, r);
         emit RoundsDiscarded(a.taskId, r, committed);
     }

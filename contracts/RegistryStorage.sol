@@ -77,6 +77,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint8 maxMisses;
         uint8 aggregation;
         uint8 tier;
+        uint32 revealSeconds; // root flow: min(challengeSeconds, graceWindowSeconds / 2), the reveal phase
         // slot 1
         address syncer;
         uint64 roundOpenedAt;
@@ -129,6 +130,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         bool enabled;
         uint64 claimDeadline; // seconds: set by the seal; sweep after it
         address committer; // the syncer whose commits rounds committerFrom.. are (0 after a rewind)
+        // forced commitments of the open round's opening not revealed yet (0 when a round opens:
+        // commitRound and the rewind reset it)
+        uint16 unrevealed;
         // slot 1: the outer optimizer and rule parameters the aggregate proof recomputes with
         uint32 lr; // binary32 bit pattern of float32(spec lr)
         uint32 mu; // binary32 bit pattern of float32(spec momentum)
@@ -193,6 +197,12 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @dev Pending slot-preimage challenges (PROTOCOL.md §5 challenge 2), by (task, round,
     /// trainerIndex * 256 + fragment).
     mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 slot => SlotChallenge))) internal _slotChallenges;
+    /// @dev Root-flow forced-submission commitments (PROTOCOL.md §5, copy protection), by (task,
+    /// round, the round's opening time, trainerIndex * 256 + fragment): keccak256(abi.encode(
+    /// structHash, trainer)). Keyed by the opening so that a rewound round starts with none.
+    mapping(
+        bytes32 taskId => mapping(uint32 round => mapping(uint64 openedAt => mapping(uint256 slot => bytes32)))
+    ) internal _forcedCommitments;
 
     // ------------------------------------------------------------ constructor
 
@@ -269,6 +279,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         run.syncerBond = p.syncerBond;
         run.normScreenSq = p.normScreenSq;
         run.challengeSeconds = p.challengeSeconds;
+        run.revealSeconds = p.challengeSeconds < graceSeconds / 2 ? p.challengeSeconds : graceSeconds / 2;
         run.specHash = p.specHash;
         run.initialWeightsRoot = p.initialWeightsRoot;
         run.weightsRoot = p.initialWeightsRoot;
@@ -435,10 +446,72 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @dev Reverts Registry__NotSignedBy unless `signature` is `trainer`'s EIP-712 signature of
     /// the OuterGradient struct hash `structHash` (this registry's domain).
     function _requireSignedBy(bytes32 structHash, bytes calldata signature, address trainer) internal view {
+        if (_signerOf(structHash, signature) != trainer) revert Registry__NotSignedBy(trainer);
+    }
+
+    /// @dev The signer of the EIP-712 OuterGradient struct hash `structHash` (this registry's
+    /// domain), or address(0) for a malformed signature.
+    function _signerOf(bytes32 structHash, bytes calldata signature) internal view returns (address) {
         // the third value (the error's argument) only matters for OZ's own error messages
         // slither-disable-next-line unused-return
         (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(_hashTypedDataV4(structHash), signature);
-        if (err != ECDSA.RecoverError.NoError || signer != trainer) revert Registry__NotSignedBy(trainer);
+        return err == ECDSA.RecoverError.NoError ? signer : address(0);
+    }
+
+    /// @dev Reverts unless `round` is the open round of a Training run, its deadline has not
+    /// passed and `fragment` < F.
+    function _checkSubmissionWindow(bytes32 taskId, uint32 round, uint16 fragment)
+        internal
+        view
+        returns (Run storage run)
+    {
+        run = _runs[taskId];
+        _requireStatus(run, taskId, RunStatus.Training);
+        if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
+        if (block.timestamp > run.roundDeadline) revert Registry__DeadlinePassed(taskId, round, run.roundDeadline);
+        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
+    }
+
+    /// @dev The enrolled, non-evicted trainer `trainer` of `taskId` (reverts Registry__NotEnrolled,
+    /// Registry__TrainerIsEvicted).
+    function _activeTrainer(bytes32 taskId, address trainer) internal view returns (Trainer storage t) {
+        t = _trainers[taskId][trainer];
+        if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
+        if (t.evicted) revert Registry__TrainerIsEvicted(taskId, trainer);
+    }
+
+    /// @dev GradientSubmitted of a recorded submission (its own function: the legacy pipeline
+    /// runs out of stack slots in the callers otherwise).
+    function _emitSubmitted(bytes32 taskId, uint32 round, uint16 fragment, address trainer, SignedPayload calldata s)
+        internal
+    {
+        emit GradientSubmitted(
+            taskId, round, fragment, trainer, s.cid, s.payloadHash, s.payloadRoot, s.payloadSumsq, s.signature
+        );
+    }
+
+    /// @dev The root-flow state of `taskId` (reverts Registry__NotRootFlow for a v1 run).
+    function _rootOf(bytes32 taskId) internal view returns (RootRun storage rr) {
+        rr = _rootRuns[taskId];
+        if (!rr.enabled) revert Registry__NotRootFlow(taskId);
+    }
+
+    /// @dev End of the open round's commit phase, seconds: roundDeadline - min(challengeSeconds,
+    /// graceWindowSeconds / 2). Forced commitments until then (inclusive), reveals after it.
+    function _commitDeadline(Run storage run) internal view returns (uint64) {
+        return run.roundDeadline - run.revealSeconds; // both in slot 0
+    }
+
+    /// @dev Marks (trainer, round, fragment) submitted; reverts for an unknown or evicted
+    /// trainer and for a second submission.
+    function _recordSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer) internal {
+        Trainer storage t = _activeTrainer(taskId, trainer);
+        mapping(uint256 => uint256) storage roundSubs = _subs[taskId][round];
+        uint256 index = t.index;
+        uint256 states = roundSubs[index];
+        uint256 shift = 2 * uint256(fragment);
+        if ((states >> shift) & 3 != 0) revert Registry__DuplicateSubmission(taskId, round, fragment, trainer);
+        roundSubs[index] = states | (ST_SUBMITTED << shift);
     }
 
     /// @dev Rounds committed so far (each accrued one syncer fee): the open round's number while

@@ -4,7 +4,6 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
-import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ITrainingRegistry} from "./interfaces/ITrainingRegistry.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
@@ -216,16 +215,13 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     /// @inheritdoc ITrainingRegistry
     function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external {
+        // a root-flow run's on-chain submission is the reveal of a commitment (RegistryRounds)
+        if (_rootRuns[taskId].enabled) _delegate(_extension);
         _checkSubmissionWindow(taskId, round, fragment);
-        bytes32 digest = _hashTypedDataV4(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s));
-        // the third value (the error's argument) only matters for OZ's own error messages
-        // slither-disable-next-line unused-return
-        (address trainer, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, s.signature);
-        if (err != ECDSA.RecoverError.NoError) revert Registry__InvalidSignature();
+        address trainer = _signerOf(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s), s.signature);
+        if (trainer == address(0)) revert Registry__InvalidSignature();
         _recordSubmission(taskId, round, fragment, trainer);
-        emit GradientSubmitted(
-            taskId, round, fragment, trainer, s.cid, s.payloadHash, s.payloadRoot, s.payloadSumsq, s.signature
-        );
+        _emitSubmitted(taskId, round, fragment, trainer, s);
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -397,7 +393,11 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized) {
+    function getReceipt(bytes32 taskId)
+        external
+        view
+        returns (TrainingReceipt memory receipt, bytes memory serialized)
+    {
         _runIn(taskId, RunStatus.Sealed);
         receipt = _receipts[taskId];
         (serialized,,) = _encode(receipt, _builder);
@@ -487,30 +487,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     // ------------------------------------------------------------ internal
-
-    /// @dev Reverts unless `round` is the open round of a Training run, its deadline has not
-    /// passed and `fragment` < F (reads only slot 0 of the run).
-    function _checkSubmissionWindow(bytes32 taskId, uint32 round, uint16 fragment) private view {
-        Run storage run = _runs[taskId];
-        _requireStatus(run, taskId, RunStatus.Training);
-        if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
-        if (block.timestamp > run.roundDeadline) revert Registry__DeadlinePassed(taskId, round, run.roundDeadline);
-        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
-    }
-
-    /// @dev Marks (trainer, round, fragment) submitted; reverts for an unknown or evicted
-    /// trainer and for a second submission.
-    function _recordSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer) private {
-        Trainer storage t = _trainers[taskId][trainer];
-        if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
-        if (t.evicted) revert Registry__TrainerIsEvicted(taskId, trainer);
-        mapping(uint256 => uint256) storage roundSubs = _subs[taskId][round];
-        uint256 index = t.index;
-        uint256 states = roundSubs[index];
-        uint256 shift = 2 * uint256(fragment);
-        if ((states >> shift) & 3 != 0) revert Registry__DuplicateSubmission(taskId, round, fragment, trainer);
-        roundSubs[index] = states | (ST_SUBMITTED << shift);
-    }
 
     /// @dev The Training run of `taskId` when the caller is its syncer and `round` is open.
     function _openRoundOfSyncer(bytes32 taskId, uint32 round) private view returns (Run storage run) {

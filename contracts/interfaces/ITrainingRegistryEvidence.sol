@@ -9,6 +9,34 @@ import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
 /// the registry; `ITrainingRegistryFull` is the registry's whole ABI.
 /// @dev Units: token atto-units, unix seconds, binary32 bit patterns as uint32.
 interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
+    /// @notice A trainer committed to a forced submission of (round, fragment) without showing it:
+    /// `commitment` = keccak256(abi.encode(structHash, trainer)) of the OuterGradient struct it
+    /// will reveal after the commit phase (submitOuterGradient).
+    event SubmissionCommitted(
+        bytes32 indexed taskId, uint32 indexed round, uint16 fragment, address indexed trainer, bytes32 commitment
+    );
+
+    /// @notice A trainer (the sender) commits to a forced submission of the open round's fragment
+    /// `fragment` during the commit phase (until roundDeadline - min(challengeSeconds,
+    /// graceWindowSeconds / 2), seconds, inclusive); it reveals it after the phase with
+    /// `submitOuterGradient` (PROTOCOL.md §5, copy protection). `commitment` =
+    /// keccak256(abi.encode(structHash, trainer)), structHash the OuterGradient struct hash it will
+    /// reveal; the commitment hides the payload root, CID and hash, so nobody can copy a payload
+    /// before the phase closes, and binds the trainer, so a copied commitment cannot be revealed
+    /// by another. A later call replaces the commitment. While any commitment of the round is not
+    /// revealed, the syncer can commit the round only after its deadline. Reverts
+    /// Registry__NotRootFlow, Registry__WrongStatus, Registry__WrongRound,
+    /// Registry__DeadlinePassed, Registry__BadFragment, Registry__CommitPhaseOver,
+    /// Registry__NotCommitted (a zero commitment), Registry__NotEnrolled,
+    /// Registry__TrainerIsEvicted.
+    function commitSubmission(bytes32 taskId, uint32 round, uint16 fragment, bytes32 commitment) external;
+
+    /// @notice The open round's commit phase: forced commitments until `closes` (seconds,
+    /// inclusive), reveals and an early commitRound after it; `unrevealed` commitments of the
+    /// round are not revealed yet. Reverts Registry__WrongStatus (not Training),
+    /// Registry__NotRootFlow.
+    function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed);
+
     /// @notice Anyone proves the open round's submission of `trainer` for `fragment` invalid with
     /// evidence the contract checks (PROTOCOL.md §4); `s` is the trainer's signed submission.
     /// - NonFinite (3): `o` opens a chunk of s.payloadRoot holding a NaN or infinity at a coordinate < n.

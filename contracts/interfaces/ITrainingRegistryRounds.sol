@@ -160,8 +160,6 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
 
     /// @notice useRootFlow on a run that already has trainers or is already in the root flow.
     error Registry__RootFlowLocked(bytes32 taskId);
-    /// @notice A root-flow function on a run in the v1 flow.
-    error Registry__NotRootFlow(bytes32 taskId);
     /// @notice acceptedBitmaps and previousCredits need one entry per enrolled trainer, fragmentHashes F.
     error Registry__CommitLength(uint256 bitmaps, uint256 credits, uint256 hashes, uint16 enrolled, uint16 f);
     /// @notice Trainer `index`'s bitmap has bits at or beyond F.
@@ -281,8 +279,10 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// the new credits root and total; counts[f] (the trainers with bit f) must reach the quorum K
     /// for every fragment before the deadline, any counts go after it. Accrues one syncer fee;
     /// opens the next round or completes the run. Every availability challenge must be settled
-    /// first. Reverts Registry__NotRootFlow, Registry__NotSyncer, Registry__WrongRound,
-    /// Registry__ChallengesPending, Registry__CommitLength, Registry__BadBitmap,
+    /// first. Before the deadline the round commits only after its commit phase and once every
+    /// forced commitment is revealed (commitSubmission). Reverts Registry__NotRootFlow,
+    /// Registry__NotSyncer, Registry__WrongRound, Registry__CommitPhaseOpen,
+    /// Registry__RevealsPending, Registry__ChallengesPending, Registry__CommitLength, Registry__BadBitmap,
     /// Registry__WrongPreviousCredits, Registry__QuorumNotMet.
     function commitRound(RootCommit calldata c) external;
 

@@ -206,10 +206,18 @@ interface ITrainingRegistryTypes {
     );
     /// @notice A trainer enrolled; it trains on data shard `shard` of `shardCount`.
     event TrainerEnrolled(
-        bytes32 indexed taskId, address indexed trainer, uint16 index, uint16 shard, uint16 shardCount, uint256 stake, string did
+        bytes32 indexed taskId,
+        address indexed trainer,
+        uint16 index,
+        uint16 shard,
+        uint16 shardCount,
+        uint256 stake,
+        string did
     );
     /// @notice Round `round` opened: trainers start from `weightsRoot`, submit before `deadline` (seconds).
-    event RoundOpened(bytes32 indexed taskId, uint32 indexed round, bytes32 weightsRoot, uint64 openedAt, uint64 deadline);
+    event RoundOpened(
+        bytes32 indexed taskId, uint32 indexed round, bytes32 weightsRoot, uint64 openedAt, uint64 deadline
+    );
     /// @notice An outer gradient was submitted (the signed fields live only in this event; the
     /// signature is kept so that anyone can later prove a norm outlier with every submission's sum).
     event GradientSubmitted(
@@ -247,7 +255,9 @@ interface ITrainingRegistryTypes {
         uint256 bond
     );
     /// @notice The challenged chunk was opened in time; the challenger's bond went to the trainer.
-    event AvailabilityAnswered(bytes32 indexed taskId, address indexed trainer, uint32 round, uint16 fragment, bytes chunk);
+    event AvailabilityAnswered(
+        bytes32 indexed taskId, address indexed trainer, uint32 round, uint16 fragment, bytes chunk
+    );
     /// @notice Round finalized: new weights (CIDs + hashes), accepted set, transcript.
     event RoundFinalized(
         bytes32 indexed taskId,
@@ -403,5 +413,16 @@ interface ITrainingRegistryTypes {
     /// @notice A v1 round or seal function called on a run in the root flow (PROTOCOL.md §5): use
     /// commitRound / sealRootRun.
     error Registry__RootFlow(bytes32 taskId);
-
+    /// @notice A root-flow function on a run in the v1 flow.
+    error Registry__NotRootFlow(bytes32 taskId);
+    /// @notice The commit phase of `round` ended at `closes` (seconds): reveal now, or wait for the next round.
+    error Registry__CommitPhaseOver(bytes32 taskId, uint32 round, uint64 closes);
+    /// @notice The commit phase of `round` lasts until `closes` (seconds): no reveal and no early
+    /// commit before.
+    error Registry__CommitPhaseOpen(bytes32 taskId, uint32 round, uint64 closes);
+    /// @notice A reveal without its commitment of this round's opening (or a zero commitment).
+    error Registry__NotCommitted(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
+    /// @notice `pending` forced commitments are not revealed yet: the round commits early only
+    /// once every one is revealed, else after its deadline.
+    error Registry__RevealsPending(bytes32 taskId, uint32 round, uint16 pending);
 }

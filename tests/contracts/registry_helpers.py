@@ -10,6 +10,7 @@ import functools
 import hashlib
 from pathlib import Path
 
+import ape
 from eth_utils import keccak
 from ethpm_types import ContractType
 
@@ -98,6 +99,15 @@ def fee_per_round(pool: int, bps: int, rounds: int) -> int:
     """Syncer fee of one finalized round, atto-units: floor(floor(pool * bps / 10000) / rounds)
     (the rule of ITrainingRegistry's header, written out here from the interface text)."""
     return pool * bps // BPS // rounds
+
+
+def to_reveal_phase(registry, task: bytes) -> None:
+    """Mines a block just past the open round's commit phase when it is still open (a root-flow
+    round commits early, and a forced submission is revealed, only after it)."""
+    closes = registry.commitPhase(task)[0]
+    wait = closes + 1 - ape.chain.pending_timestamp
+    if wait > 0:
+        ape.chain.mine(deltatime=wait)
 
 
 def commit(task: bytes, rnd: int, f: int, accepted: list[int]) -> tuple:

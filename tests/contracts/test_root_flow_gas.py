@@ -17,7 +17,7 @@ import os
 
 import ape
 import pytest
-from registry_helpers import E18, MIN_STAKE, as_tuple, params, sha
+from registry_helpers import E18, MIN_STAKE, as_tuple, params, sha, to_reveal_phase
 
 from tenzro_trainer.round_commitment import credits_tree
 
@@ -59,6 +59,7 @@ def _root_run(registry, fund, elect, roles, chain, trainers, name: str, m: int, 
     per_round = sum(p["fragmentSizes"])
     round_gas = []
     for r in range(rounds):
+        to_reveal_phase(registry, task)
         tx = registry.commitRound(_root_commit(task, r, f, [(1 << f) - 1] * m, [r * per_round] * m),
                                   sender=roles.syncer)
         round_gas.append(int(tx.gas_used))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import ape
 import pytest
 import torch
-from registry_helpers import CHALLENGE_S, E18, MIN_STAKE, as_tuple, fee_per_round, params, sha
+from registry_helpers import CHALLENGE_S, E18, MIN_STAKE, as_tuple, fee_per_round, params, sha, to_reveal_phase
 
 from tenzro_trainer import canonical
 from tenzro_trainer import round_commitment as rc
@@ -88,6 +88,7 @@ def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None, bit
     fragments_root = rc.fragments_root([s.leaf for s in states])
     bitmaps = bitmaps or [sum(1 << f for f in range(len(SIZES)) if (f, i) not in exclude) for i in range(M)]
     previous = list(ctx["credits"])
+    to_reveal_phase(reg, task)
     reg.commitRound((task, rnd, fragments_root, bitmaps, previous,
                      [sha(f"w {rnd} {f}") for f in range(len(SIZES))], sha(f"transcript {rnd}"), f"bafyt{rnd}"),
                     sender=ctx["roles"].syncer)
@@ -108,13 +109,15 @@ def _proof(ctx, rnd: int, cur: Round, prev: Round, f: int, c: int) -> tuple:
     return (ctx["task"], rnd, cur.roots, previous, bytes(32) if rnd == 0 else prev.weights_root), o.as_tuple(), sigs
 
 
-def _start(reg, fund, elect, sign, roles, name: str) -> dict:
+def _start(reg, fund, elect, sign, roles, name: str, challenge_s: int = CHALLENGE_S) -> dict:
     """A 3-trainer, 2-fragment, 3-round root-flow run (TrimmedMean without trim, Nesterov 0.7 /
     0.9), enrolled and with its syncer elected (its stake topped up first: another run's proof may
-    have cost the only candidate a bond); returns the test's context."""
+    have cost the only candidate a bond), rounds challengeable for ``challenge_s`` seconds;
+    returns the test's context."""
     fund(roles.syncer, 10 * E18)
     reg.registerSyncer(10 * E18, sender=roles.syncer)
-    p = params(name, trainerCount=M, quorum=2, fragmentCount=len(SIZES), maxRounds=3, fragmentSizes=SIZES)
+    p = params(name, trainerCount=M, quorum=2, fragmentCount=len(SIZES), maxRounds=3, fragmentSizes=SIZES,
+               challengeSeconds=challenge_s)
     fund(roles.sponsor, p["rewardPool"])
     reg.postTask(as_tuple(p), sender=roles.sponsor)
     task = p["taskId"]
@@ -136,8 +139,9 @@ def _start(reg, fund, elect, sign, roles, name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def ctx(full_registry, fund, elect, sign, syncer_pool, roles):
-    """Round 0 committed honestly, round 1 with one flipped bit at fragment 1, coordinate 5."""
-    c = _start(full_registry, fund, elect, sign, roles, "root-proofs")
+    """Round 0 committed honestly, round 1 with one flipped bit at fragment 1, coordinate 5; a
+    2-minute challenge window, so that round 0's is still open after round 1's commit phase."""
+    c = _start(full_registry, fund, elect, sign, roles, "root-proofs", challenge_s=120)
     c["r0"] = _commit(c, 0, c["initial"])
     c["r1"] = _commit(c, 1, c["r0"], flip=(1, 5))
     return c
@@ -205,7 +209,7 @@ def test_one_wrong_bit_costs_the_syncer_its_bond_and_rewinds_the_run(ctx, chain)
     with ape.reverts(reg.Registry__RoundNotCommitted):
         reg.proveAggregate(a, o, sigs, sender=roles.relayer)
     # round 0 stays final once its window has passed
-    chain.mine(deltatime=CHALLENGE_S + 1)
+    chain.mine(deltatime=p["challengeSeconds"] + 1)
     a0, o0, s0 = _proof(ctx, 0, ctx["r0"], ctx["initial"], 0, 0)
     with ape.reverts(reg.Registry__ChallengeWindowClosed):
         reg.proveAggregate(a0, o0, s0, sender=roles.stranger)
@@ -253,19 +257,28 @@ def test_bitmaps_that_deny_an_accepted_trainer_its_credit_are_proven_wrong(full_
 
 def test_a_live_forced_submission_left_out_is_proven_and_a_settled_one_is_not(full_registry, fund, elect, sign, roles,
                                                                                chain, syncer_pool):
-    """Two trainers force a submission on-chain (the forced-inclusion path). The syncer challenges
+    """Two trainers force a submission on-chain (the forced-inclusion path: a commitment in the
+    commit phase, the reveal after it). The syncer challenges
     one for availability; it may not commit while the challenge is pending; nobody answers, the
     challenge expires, the submission is rejected. The syncer then leaves both out: leaving out
     the rejected one proves nothing, leaving out the live one convicts it (kind 3)."""
     reg = full_registry
     c = _start(reg, fund, elect, sign, roles, "root-omission")
     task, trainers = c["task"], c["trainers"]
-    forced = {}
+    forced, base = {}, bytes(reg.getRun(task).weightsRoot)
     for f, i in ((1, 2), (0, 1)):
         p = (torch.randn(SIZES[f], generator=c["g"]) * 0.01).float()
         root, sumsq = ChunkTree(p).root
-        forced[(f, i)] = sign(trainers[i], task, 0, f, (root, sumsq, f"bafyforced{f}{i}", sha(f"forced {f} {i}")))
-        reg.submitOuterGradient(task, 0, f, forced[(f, i)], sender=roles.relayer)
+        fields = (root, sumsq, f"bafyforced{f}{i}", sha(f"forced {f} {i}"))
+        forced[(f, i)] = sign(trainers[i], task, 0, f, fields)
+        sh = rc.OuterGradient(task, 0, f, base, *fields).struct_hash()
+        tx = reg.commitSubmission(task, 0, f, rc.forced_commitment(sh, trainers[i].address), sender=trainers[i])
+    with ape.reverts(reg.Registry__CommitPhaseOpen):  # nothing is shown before the phase closes
+        reg.submitOuterGradient(task, 0, 1, forced[(1, 2)], sender=roles.relayer)
+    to_reveal_phase(reg, task)
+    for f, i in forced:
+        reveal = reg.submitOuterGradient(task, 0, f, forced[(f, i)], sender=roles.relayer)
+    print(f"gas forced path (M = 3, F = 2): commitSubmission {tx.gas_used}, reveal {reveal.gas_used}")
     fund(roles.syncer, reg.challengeBond(task))
     reg.challengeAvailability(task, 0, 1, trainers[2], forced[(1, 2)], 0, sender=roles.syncer)
     with ape.reverts(reg.Registry__ChallengesPending):

@@ -30,9 +30,10 @@ contract ElectionGrinder {
 }
 
 /// @notice The attacks of the "Protocol v2" issue (contracts/THREATS.md), each as the attacker
-/// would run it against the landed contracts, now failing. Attacks 4-6 (a lying syncer, a
-/// sponsor-syncer collusion slashing on its word, copying) need the fraud proofs and payload
-/// commitments of PROTOCOL.md §3-5 and are not closed by this contract yet (THREATS.md).
+/// would run it against the landed contracts, now failing. Attacks 4 and 5 (a lying syncer, a
+/// sponsor-syncer collusion slashing on its word) are in Evidence.t.sol and, for the root flow's
+/// fraud proofs, tests/contracts/test_root_flow_proofs.py; attack 6 (copying) is in
+/// RootFlow.t.sol (commit-reveal of the root flow's forced path).
 contract ProtocolV2AttacksTest is RegistryBase {
     bytes32 internal constant ID = keccak256("victim-task");
     address internal attacker = address(0xA77AC);

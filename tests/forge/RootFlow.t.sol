@@ -3,21 +3,23 @@ pragma solidity 0.8.28;
 
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 import {CreditsTree} from "./lib/CreditsTree.sol";
+import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
 
 /// @notice Rounds committed by root (contracts/PROTOCOL.md §5, build step 1): one commitRound per
 /// round, the seal after the last round's challenge window, Merkle claims and the sweep; and
-/// what a lying syncer or a greedy claimant cannot do with them.
+/// what a lying syncer, a copycat or a greedy claimant cannot do with them.
 contract RootFlowTest is RegistryBase {
-    ITrainingRegistryRounds internal rf;
+    ITrainingRegistryFull internal rf;
     bytes32 internal constant ID = keccak256("root-flow");
     bytes32 internal constant F0 = keccak256("initial fragments root");
     uint256 internal constant POOL = 1_000e18;
 
     function setUp() public {
         _deploy();
-        rf = ITrainingRegistryRounds(address(reg));
+        rf = ITrainingRegistryFull(address(reg));
         _registerSyncer(syncer, MIN_SYNCER_STAKE);
     }
 
@@ -26,6 +28,12 @@ contract RootFlowTest is RegistryBase {
     /// @dev Posts an M-trainer, K-quorum, F-fragment, R-round task in the root flow, enrolls M
     /// trainers and elects the syncer.
     function _startRoot(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool) internal {
+        _openRoot(id, m, k, f, rounds, pool);
+        _toRevealPhase(id);
+    }
+
+    /// @dev As _startRoot, leaving round 0 in its commit phase.
+    function _openRoot(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool) internal {
         _post(_params(id, m, k, f, rounds, pool));
         vm.prank(sponsor);
         rf.useRootFlow(id, F0, _outer());
@@ -33,6 +41,12 @@ contract RootFlowTest is RegistryBase {
             _enroll(id, i, MIN_STAKE);
         }
         _elect(id);
+    }
+
+    /// @dev Warps past the open round's commit phase (a round commits early only after it).
+    function _toRevealPhase(bytes32 id) internal {
+        (uint64 closes,) = rf.commitPhase(id);
+        if (block.timestamp <= closes) vm.warp(closes + 1);
     }
 
     /// @dev lr 0.7, momentum 0.9, Nesterov, no trim.
@@ -75,8 +89,15 @@ contract RootFlowTest is RegistryBase {
         }
     }
 
-    /// @dev Commits as the syncer (the only candidate, so the one elected for every run here).
+    /// @dev Commits as the syncer (the only candidate, so the one elected for every run here),
+    /// after the round's commit phase.
     function _commitAs(ITrainingRegistryRounds.RootCommit memory c) internal {
+        _toRevealPhase(c.taskId);
+        _commitRaw(c);
+    }
+
+    /// @dev Commits as the syncer now (after vm.expectRevert: one call only).
+    function _commitRaw(ITrainingRegistryRounds.RootCommit memory c) internal {
         vm.prank(syncer);
         rf.commitRound(c);
     }
@@ -190,10 +211,10 @@ contract RootFlowTest is RegistryBase {
 
         bytes32 v1 = keccak256("v1 run");
         _startRun(v1, 2, 2, 1, 1, 0);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__NotRootFlow.selector, v1));
-        _commitAs(_rootCommit(v1, 0, 1, _fill(2, 1), _fill(2, 0)));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotRootFlow.selector, v1));
+        _commitRaw(_rootCommit(v1, 0, 1, _fill(2, 1), _fill(2, 0)));
         _fullRound(v1, 0, 2, 1);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__NotRootFlow.selector, v1));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotRootFlow.selector, v1));
         rf.sealRootRun(v1);
 
         _commitAs(_rootCommit(ID, 0, 1, _fill(2, 1), _fill(2, 0)));
@@ -212,13 +233,13 @@ contract RootFlowTest is RegistryBase {
         rf.commitRound(c);
         c.round = 1;
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__WrongRound.selector, ID, 1, 0));
-        _commitAs(c);
+        _commitRaw(c);
         c = _rootCommit(ID, 0, 1, _fill(2, 1), _fill(2, 0));
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__CommitLength.selector, 2, 2, 1, 2, 2));
-        _commitAs(c);
+        _commitRaw(c);
         c = _rootCommit(ID, 0, 2, _fill(3, 3), _fill(2, 0));
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__CommitLength.selector, 3, 2, 2, 2, 2));
-        _commitAs(c);
+        _commitRaw(c);
     }
 
     /// @dev Before the deadline every fragment needs K accepted trainers; after it any counts go
@@ -228,10 +249,10 @@ contract RootFlowTest is RegistryBase {
         uint256[] memory bitmaps = _fill(3, 1); // fragment 1 accepted from trainer 0 only
         bitmaps[0] = 3;
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__QuorumNotMet.selector, 1, 1, 2));
-        _commitAs(_rootCommit(ID, 0, 2, bitmaps, _fill(3, 0)));
+        _commitRaw(_rootCommit(ID, 0, 2, bitmaps, _fill(3, 0)));
         bitmaps[2] = 5; // bit 2 of a 2-fragment task
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__BadBitmap.selector, 2, 5));
-        _commitAs(_rootCommit(ID, 0, 2, bitmaps, _fill(3, 0)));
+        _commitRaw(_rootCommit(ID, 0, 2, bitmaps, _fill(3, 0)));
         bitmaps[2] = 1;
         vm.warp(block.timestamp + GRACE_MS / 1000 + 1); // past the deadline
         _commitAs(_rootCommit(ID, 0, 2, bitmaps, _fill(3, 0)));
@@ -250,16 +271,17 @@ contract RootFlowTest is RegistryBase {
                 ITrainingRegistryRounds.Registry__WrongPreviousCredits.selector, bytes32(uint256(5)), bytes32(0)
             )
         );
-        _commitAs(_rootCommit(ID, 0, 1, _fill(2, 1), previous));
+        _commitRaw(_rootCommit(ID, 0, 1, _fill(2, 1), previous));
         _commitAs(_rootCommit(ID, 0, 1, _fill(2, 1), _fill(2, 0)));
         (,, bytes32 committed,) = rf.rootState(ID);
+        _toRevealPhase(ID);
         previous = _fill(2, 1000);
         previous[1] = 5000; // a sybil's inflated credits
         bytes32 given = _creditsRoot(previous);
         vm.expectRevert(
             abi.encodeWithSelector(ITrainingRegistryRounds.Registry__WrongPreviousCredits.selector, given, committed)
         );
-        _commitAs(_rootCommit(ID, 1, 1, _fill(2, 1), previous));
+        _commitRaw(_rootCommit(ID, 1, 1, _fill(2, 1), previous));
         _commitAs(_rootCommit(ID, 1, 1, _fill(2, 1), _fill(2, 1000)));
         assertEq(reg.getRun(ID).totalCredits, 4000, "total");
     }
@@ -296,5 +318,135 @@ contract RootFlowTest is RegistryBase {
         rf.sealRootRun(ID);
         assertEq(reg.withdrawable(sponsor), POOL, "pool back");
         assertEq(reg.getRun(ID).rewardPoolLeft, 0, "pool emptied");
+    }
+
+    // ------------------------------------------------------------ copying (attack 6)
+
+    /// @dev What commitSubmission takes from trainer i for `sp` of the open round.
+    function _commitmentOf(bytes32 id, uint256 i, uint16 frag, ITrainingRegistryTypes.SignedPayload memory sp)
+        internal
+        view
+        returns (bytes32)
+    {
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
+        bytes32 sh = RoundProofs.structHash(
+            id, v.currentRound, frag, v.weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
+        );
+        return keccak256(abi.encode(sh, trainers[i]));
+    }
+
+    /// @dev Trainer i's signature over another trainer's submission fields (a copy).
+    function _resigned(uint256 i, bytes32 id, uint16 frag, ITrainingRegistryTypes.SignedPayload memory sp)
+        internal
+        view
+        returns (ITrainingRegistryTypes.SignedPayload memory c)
+    {
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
+        c = ITrainingRegistryTypes.SignedPayload({ // a new struct: `c = sp` would alias sp
+            payloadRoot: sp.payloadRoot,
+            payloadSumsq: sp.payloadSumsq,
+            cid: sp.cid,
+            payloadHash: sp.payloadHash,
+            signature: ""
+        });
+        (uint8 sv, bytes32 r, bytes32 s_) =
+            vm.sign(keys[i], reg.outerGradientDigest(id, v.currentRound, frag, v.weightsRoot, sp));
+        c.signature = abi.encodePacked(r, s_, sv);
+    }
+
+    /// @dev Attack 6 of the Protocol v2 issue on the forced path. A copycat (trainer 1) copies the
+    /// victim's (trainer 0) commitment: it cannot reveal it as its own (the commitment binds the
+    /// committer). It front-runs the victim's reveal with the victim's fields re-signed: refused,
+    /// it committed to nothing of the kind. It commits the copy after seeing the reveal: the commit
+    /// phase is over. Only the victim's submission is live; the copycat is credited nothing.
+    function test_attack6_copying_fails() public {
+        _openRoot(ID, 3, 2, 1, 1, POOL);
+        ITrainingRegistryTypes.SignedPayload memory victim = _signed(0, ID, 0, 0, keccak256("work"), 0x3F800000);
+        bytes32 c0 = _commitmentOf(ID, 0, 0, victim);
+        vm.prank(trainers[0]);
+        rf.commitSubmission(ID, 0, 0, c0);
+        vm.prank(trainers[1]);
+        rf.commitSubmission(ID, 0, 0, c0); // the copied commitment (it sees the victim's)
+        (uint64 closes, uint16 unrevealed) = rf.commitPhase(ID);
+        assertEq(unrevealed, 2, "two commitments");
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__CommitPhaseOpen.selector, ID, 0, closes)
+        );
+        _submitSigned(ID, 0, 0, victim); // nothing is shown before the phase closes
+
+        vm.warp(closes + 1);
+        ITrainingRegistryTypes.SignedPayload memory copy = _resigned(1, ID, 0, victim);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotCommitted.selector, ID, 0, 0, trainers[1])
+        );
+        _submitSigned(ID, 0, 0, copy); // front-running the victim's reveal
+        _submitSigned(ID, 0, 0, victim);
+        bytes32 late = _commitmentOf(ID, 1, 0, copy);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__CommitPhaseOver.selector, ID, 0, closes)
+        );
+        vm.prank(trainers[1]);
+        rf.commitSubmission(ID, 0, 0, late); // after the reveal: too late
+
+        (uint256 sub0,,) = reg.submissionsOf(ID, 0, trainers[0]);
+        (uint256 sub1,,) = reg.submissionsOf(ID, 0, trainers[1]);
+        assertEq(sub0, 1, "the victim's submission is live");
+        assertEq(sub1, 0, "the copycat has none");
+        (, unrevealed) = rf.commitPhase(ID);
+        assertEq(unrevealed, 1, "the copycat's commitment is never revealed");
+    }
+
+    /// @dev The syncer cannot cut off a forced reveal by committing early: before the deadline it
+    /// commits only after the commit phase and once every commitment is revealed; after the
+    /// deadline an unrevealed commitment no longer holds the round.
+    function test_forcedCommitment_holdsTheEarlyCommit() public {
+        _openRoot(ID, 2, 2, 1, 2, POOL);
+        ITrainingRegistryTypes.SignedPayload memory sp = _signed(0, ID, 0, 0, keccak256("work"), 0x3F800000);
+        bytes32 c0 = _commitmentOf(ID, 0, 0, sp);
+        vm.prank(trainers[0]);
+        rf.commitSubmission(ID, 0, 0, c0);
+        ITrainingRegistryRounds.RootCommit memory c = _rootCommit(ID, 0, 1, _fill(2, 1), _fill(2, 0));
+        (uint64 closes,) = rf.commitPhase(ID);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__CommitPhaseOpen.selector, ID, 0, closes)
+        );
+        _commitRaw(c);
+        vm.warp(closes + 1);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RevealsPending.selector, ID, 0, 1));
+        _commitRaw(c);
+        _submitSigned(ID, 0, 0, sp);
+        _commitRaw(c); // revealed: the early commit goes
+
+        // round 1: trainer 1 commits and never reveals; the syncer waits for the deadline
+        ITrainingRegistryTypes.SignedPayload memory sp1 = _signed(1, ID, 1, 0, keccak256("more"), 0x3F800000);
+        bytes32 c1 = _commitmentOf(ID, 1, 0, sp1);
+        vm.prank(trainers[1]);
+        rf.commitSubmission(ID, 1, 0, c1);
+        c = _rootCommit(ID, 1, 1, _fill(2, 1), _fill(2, 1000));
+        _toRevealPhase(ID);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RevealsPending.selector, ID, 1, 1));
+        _commitRaw(c);
+        vm.warp(reg.getRun(ID).roundDeadline + 1);
+        _commitRaw(c);
+        assertEq(reg.getRun(ID).totalCredits, 4000, "both rounds committed");
+    }
+
+    /// @dev A commitment is the sender's: a trainer outside the run, a zero commitment and the v1
+    /// flow are refused.
+    function test_commitSubmission_refusals() public {
+        _openRoot(ID, 2, 2, 1, 1, POOL);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotEnrolled.selector, ID, relayer));
+        vm.prank(relayer);
+        rf.commitSubmission(ID, 0, 0, keccak256("c"));
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotCommitted.selector, ID, 0, 0, trainers[0])
+        );
+        vm.prank(trainers[0]);
+        rf.commitSubmission(ID, 0, 0, bytes32(0));
+        bytes32 v1 = keccak256("v1 run");
+        _startRun(v1, 2, 2, 1, 1, 0);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotRootFlow.selector, v1));
+        vm.prank(trainers[0]);
+        rf.commitSubmission(v1, 0, 0, keccak256("c"));
     }
 }

@@ -11,6 +11,7 @@ import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingReg
 import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
 import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
 import {CreditsTree} from "./lib/CreditsTree.sol";
+import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
 
 /// @notice Drives random sequences of registry calls (post in the v1 or the root flow, elect in
 /// two steps, enroll, close enrollment, submit sound or non-finite payloads, prove invalid,
@@ -59,6 +60,7 @@ contract RegistryHandler is TestBase {
     mapping(address trainer => uint256) public rootRewards; // expected rewards of its claims
     bool public overClaimed; // set if a claim paid other than floor(pool * credits / total)
     uint256 public rootCommits;
+    uint256 public rootReveals; // root-flow forced submissions revealed (commit, then reveal)
     uint256 public rootClaims;
 
     constructor() {
@@ -182,6 +184,10 @@ contract RegistryHandler is TestBase {
         }
         c.fragmentsRoot = keccak256(abi.encode("fragments", id, c.round));
         address caller = asStranger ? address(0xBAD) : v.syncer;
+        // an early commit waits for the end of the round's commit phase
+        try ev.commitPhase(id) returns (uint64 closes, uint16) {
+            if (block.timestamp <= closes) vm.warp(closes + 1);
+        } catch {}
         vm.prank(caller);
         try ITrainingRegistryRounds(address(reg)).commitRound(c) {
             if (caller != v.syncer) nonSyncerFinalized = true;
@@ -303,12 +309,30 @@ contract RegistryHandler is TestBase {
         uint16 f = uint16(fragment % (v.fragmentCount + 1)); // sometimes out of range
         bytes memory chunk = _payloadChunk(f < v.fragmentCount ? v.fragmentSizes[f] : 16, bad);
         ITrainingRegistryTypes.SignedPayload memory sp = _signedPayload(id, i, f, chunk);
+        if (isRoot[id]) _commitThenRevealPhase(id, i, f, sp);
         try reg.submitOuterGradient(id, v.currentRound, f, sp) {
             if (evicted) evictedSubmitted = true;
+            if (isRoot[id]) ++rootReveals;
             bytes32 k = _key(id, v.currentRound, i, f);
             _signedOf[k] = sp;
             _chunkOf[k] = chunk;
             _defective[k] = bad;
+        } catch {}
+    }
+
+    /// @dev Root flow: trainer i commits to `sp` (when the commit phase is open), then the clock
+    /// moves past the phase so that the reveal can go.
+    function _commitThenRevealPhase(bytes32 id, uint256 i, uint16 f, ITrainingRegistryTypes.SignedPayload memory sp)
+        internal
+    {
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
+        bytes32 sh = RoundProofs.structHash(
+            id, v.currentRound, f, v.weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
+        );
+        vm.prank(trainers[i]);
+        try ev.commitSubmission(id, v.currentRound, f, keccak256(abi.encode(sh, trainers[i]))) {} catch {}
+        try ev.commitPhase(id) returns (uint64 closes, uint16) {
+            if (block.timestamp <= closes) vm.warp(closes + 1);
         } catch {}
     }
 
@@ -616,7 +640,9 @@ contract TrainingRegistryInvariantTest is TestBase {
             h.enroll(0, i, 0);
         }
         h.electSyncer(0);
-        h.commitRoot(0, 2, false); // two of three trainers accepted
+        h.submit(0, 0, 0, false); // trainer 0's forced submission: commit, then reveal
+        assertEq(h.rootReveals(), 1, "revealed");
+        h.commitRoot(0, 2, false); // two of three trainers accepted (trainer 0 among them)
         assertEq(h.rootCommits(), 1, "committed");
         h.warp(21); // past the challenge window (20 s)
         h.sealRoot(0);

@@ -259,3 +259,16 @@ def test_recompute_is_the_vector_path(rule, alpha):
     for c in range(64):
         got = rc.recompute(rule, alpha, [xs_bits[i][c] for i in range(5)], pw_bits[c], pm_bits[c], gen.LR, gen.MU)
         assert got == (w_bits[c], m_bits[c])
+
+
+def test_forced_commitment_binds_the_trainer_and_checks_its_inputs():
+    """keccak(abi.encode(structHash, trainer)): the same struct committed by another trainer is
+    another commitment (a copied commitment cannot be revealed by the copier); bad inputs raise."""
+    sh = eth_keccak(b"struct")
+    a, b = "0x" + "11" * 20, "0x" + "22" * 20
+    assert rc.forced_commitment(sh, a) == eth_keccak(sh + bytes(12) + bytes.fromhex("11" * 20))
+    assert rc.forced_commitment(sh, a) != rc.forced_commitment(sh, b)
+    with pytest.raises(ValueError, match="20-byte address"):
+        rc.forced_commitment(sh, "0x1234")
+    with pytest.raises(ValueError):
+        rc.forced_commitment(b"short", a)

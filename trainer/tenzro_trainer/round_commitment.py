@@ -177,6 +177,22 @@ class OuterGradient:
                            self.payload_sumsq, self.cid, self.payload_hash)
 
 
+def forced_commitment(struct_hash_: bytes, trainer: str) -> bytes:
+    """What a trainer passes to ``commitSubmission`` before revealing a forced submission in the
+    root flow (PROTOCOL.md §5, copy protection): ``keccak(abi.encode(structHash, trainer))``.
+
+    Args:
+        struct_hash_: the submission's EIP-712 struct hash (32 bytes, :func:`struct_hash`).
+        trainer: the trainer's address (``0x`` + 40 hex digits), the sender of the commitment.
+    Raises:
+        ValueError: a struct hash that is not 32 bytes, or an address that is not 20 bytes.
+    """
+    addr = bytes.fromhex(trainer.removeprefix("0x"))
+    if len(addr) != 20:
+        raise ValueError(f"trainer must be a 20-byte address, got {trainer!r}")
+    return keccak(_b32(struct_hash_, "struct hash") + bytes(12) + addr)
+
+
 def slot_leaf(i: int, struct_hash_: bytes) -> bytes:
     """The accepted-set slot leaf of trainer ``i`` (uint16): ``keccak(0x02 ‖ uint16 i ‖ structHash)``."""
     return keccak(SLOT_TAG + _uint(i, 16, "trainer index").to_bytes(2, "big") + _b32(struct_hash_, "struct hash"))
