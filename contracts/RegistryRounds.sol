@@ -88,6 +88,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         rec.roundDigest = RunRoot.roundDigest(c.round, weightsRoot, c.transcriptHash, accepted);
         rec.acceptedCount = accepted;
         rec.finalizedAt = uint64(block.timestamp);
+        rec.challengeStatus = RunRoot.STATUS_UNCHALLENGED; // a round committed again after a rewind starts clean
         bytes32 commitment = keccak256(
             abi.encodePacked(c.fragmentsRoot, creditsRoot, total, keccak256(abi.encodePacked(c.acceptedBitmaps)))
         );
@@ -264,6 +265,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         if (_rootsHash(roots) != sc.commitment) revert Registry__WrongRoots(round);
         bytes32 structHash = _checkSlotAnswer(run, taskId, round, fragment, index, roots.fragmentsRoot, ans);
         _settleSlot(taskId, round, fragment, index, msg.sender);
+        _rounds[taskId][round].challengeStatus = RunRoot.STATUS_CHALLENGE_LOST; // the receipt shows it
         emit SlotAnswered(taskId, round, fragment, index, structHash, msg.sender);
     }
 

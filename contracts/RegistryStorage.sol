@@ -9,6 +9,7 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
+import {RunRoot} from "./lib/RunRoot.sol";
 
 /// @title RegistryStorage
 /// @notice The storage layout, constants and shared helpers of the registry, inherited by both
@@ -553,8 +554,8 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         _releaseSyncer(run);
     }
 
-    /// @dev The serialized receipt (encoding v1) rebuilt from the stored rounds, with its
-    /// transcript root and run root (through `builder`).
+    /// @dev The serialized receipt (encoding v1) rebuilt from the stored rounds (each digest with
+    /// its challenge status folded in), with its transcript root and run root (through `builder`).
     function _encode(TrainingReceipt memory rc, ReceiptBuilder builder)
         internal
         view
@@ -566,7 +567,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         mapping(uint32 => RoundRecord) storage recs = _rounds[rc.taskId];
         for (uint32 r = 0; r < rounds; ++r) {
             RoundRecord storage rec = recs[r];
-            digests[r] = rec.roundDigest;
+            digests[r] = RunRoot.withStatus(rec.roundDigest, rec.challengeStatus);
             transcripts[r] = rec.transcriptHash;
         }
         return builder.build(

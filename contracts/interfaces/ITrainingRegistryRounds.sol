@@ -247,7 +247,8 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// @notice Anyone (the syncer, the trainer, a watcher) answers a pending slot challenge before
     /// its deadline: `roots` are the round's (its commitment word), `ans` opens the slot with the
     /// struct its trainer signed. The bond goes to the caller (withdrawable); SlotAnswered logs the
-    /// struct hash. A challenge whose round was discarded is voided instead (bond back). Reverts
+    /// struct hash; the round's challengeStatus becomes 1 (a challenge lost), which the sealed
+    /// receipt folds into its digest (RECEIPT.md). A challenge whose round was discarded is voided instead (bond back). Reverts
     /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots, Registry__BadLeaf,
     /// Registry__NotSignedBy.
     function answerSlot(

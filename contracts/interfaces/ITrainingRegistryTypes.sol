@@ -150,6 +150,9 @@ interface ITrainingRegistryTypes {
         bytes32 roundDigest; // RunRoot.roundDigest(round, weightsRoot, transcriptHash, acceptedCount)
         uint32 acceptedCount; // accepted (trainer, fragment) pairs
         uint64 finalizedAt; // seconds
+        // root flow: 1 once a challenge of the committed round was lost (a slot challenge
+        // answered), else 0; the receipt folds it into the round's digest (RunRoot.withStatus)
+        uint8 challengeStatus;
     }
 
     /// @notice Per-trainer metrics (trainerMetrics).

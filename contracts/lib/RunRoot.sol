@@ -11,7 +11,9 @@ pragma solidity 0.8.28;
 /// `sha256` the 0x02 precompile; DOMAIN = the 24 ASCII bytes
 /// `tenzro/train/run-root/v1`):
 /// - weightsRoot   = sha256(DOMAIN || 0x03 || uint32(F) || h_0 || ... || h_{F-1})
-/// - roundDigest_r = sha256(DOMAIN || 0x02 || uint32(r) || weightsRoot_r || transcriptHash_r || uint32(acceptedCount_r))
+/// - roundDigest_r = sha256(DOMAIN || 0x02 || uint32(r) || weightsRoot_r || transcriptHash_r || uint32(acceptedCount_r)),
+///   in the receipt folded with the round's challenge status s when s != 0:
+///   sha256(DOMAIN || 0x04 || roundDigest_r || uint8(s)) (`withStatus`)
 /// - Merkle node   = sha256(DOMAIN || 0x01 || left || right); pairs left to right,
 ///   an odd last node is carried up unchanged; one leaf is its own root.
 /// - transcriptRoot = Merkle root over sha256(DOMAIN || 0x00 || uint32(r) || transcriptHash_r)
@@ -33,6 +35,12 @@ library RunRoot {
     bytes1 internal constant TAG_ROUND = 0x02;
     /// @notice Tag byte of a weights root.
     bytes1 internal constant TAG_WEIGHTS = 0x03;
+    /// @notice Tag byte of a round digest folded with its challenge status.
+    bytes1 internal constant TAG_STATUS = 0x04;
+    /// @notice Challenge status of a round whose window passed unchallenged (its digest as is).
+    uint8 internal constant STATUS_UNCHALLENGED = 0;
+    /// @notice Challenge status of a round that was challenged and survived (a challenge lost).
+    uint8 internal constant STATUS_CHALLENGE_LOST = 1;
     /// @notice Version byte of a serialized receipt.
     uint8 internal constant VERSION = 1;
     /// @notice Length of the receipt header in bytes.
@@ -100,6 +108,16 @@ library RunRoot {
         returns (bytes32)
     {
         return sha256(abi.encodePacked(DOMAIN, TAG_ROUND, round, weightsRoot_, transcriptHash, acceptedCount));
+    }
+
+    /// @notice A round digest as the receipt carries it: unchanged for status 0 (the round's
+    /// challenge window passed unchallenged), else sha256(DOMAIN || 0x04 || roundDigest || uint8(status))
+    /// (status 1: challenged, and the challenge lost). A round proven wrong never reaches a receipt.
+    /// @param roundDigest_ the round's digest (`roundDigest`).
+    /// @param status the round's challenge status (`STATUS_*`).
+    function withStatus(bytes32 roundDigest_, uint8 status) internal pure returns (bytes32) {
+        if (status == STATUS_UNCHALLENGED) return roundDigest_;
+        return sha256(abi.encodePacked(DOMAIN, TAG_STATUS, roundDigest_, status));
     }
 
     /// @notice Leaf of round r in the transcript tree and in the run tree (same shape, different trees).

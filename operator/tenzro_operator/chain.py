@@ -279,6 +279,7 @@ class RoundRecord:
     round_digest: bytes = b""
     accepted_count: int = 0
     finalized_at: int = 0
+    challenge_status: int = 0  # root flow: 1 once a challenge of the round was lost (receipt.with_status)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ Encoding v1 (all integers big-endian, fixed width; ``||`` concatenation;
 ``DOMAIN`` = the 24 ASCII bytes ``tenzro/train/run-root/v1``):
 
 * ``weights_root  = sha256(DOMAIN || 0x03 || u32(F) || h_0 || ... || h_{F-1})``
-* ``round_digest  = sha256(DOMAIN || 0x02 || u32(r) || weights_root_r || transcript_hash_r || u32(accepted_r))``
+* ``round_digest  = sha256(DOMAIN || 0x02 || u32(r) || weights_root_r || transcript_hash_r || u32(accepted_r))``,
+  in the receipt folded with the round's challenge status s when s != 0:
+  ``sha256(DOMAIN || 0x04 || round_digest_r || u8(s))`` (:func:`with_status`)
 * Merkle node     ``= sha256(DOMAIN || 0x01 || left || right)``; neighbours are
   paired left to right, an odd last node is carried up unchanged.
 * ``transcript_root`` = Merkle root over ``sha256(DOMAIN || 0x00 || u32(r) || transcript_hash_r)``
@@ -45,6 +47,7 @@ __all__ = [
     "verify",
     "verify_raw",
     "weights_root",
+    "with_status",
 ]
 
 DOMAIN: bytes = b"tenzro/train/run-root/v1"
@@ -60,6 +63,11 @@ TAG_LEAF = b"\x00"
 TAG_NODE = b"\x01"
 TAG_ROUND = b"\x02"
 TAG_WEIGHTS = b"\x03"
+TAG_STATUS = b"\x04"
+STATUS_UNCHALLENGED = 0
+"""Challenge status of a round whose window passed unchallenged (its digest goes in as is)."""
+STATUS_CHALLENGE_LOST = 1
+"""Challenge status of a root-flow round that was challenged and survived (a challenge lost)."""
 _U32_MAX = 2**32 - 1
 _U256_MAX = 2**256 - 1
 
@@ -126,6 +134,25 @@ def round_digest(round_index: int, weights_root_: bytes, transcript_hash: bytes,
         + _h32(transcript_hash, "transcript_hash")
         + _u32(accepted_count, "accepted_count")
     )
+
+
+def with_status(round_digest_: bytes, status: int) -> bytes:
+    """A round digest as the receipt carries it (``RunRoot.withStatus``): unchanged for status 0,
+    else ``sha256(DOMAIN || 0x04 || round_digest || u8(status))``.
+
+    Args:
+        round_digest_: the round's digest (32 bytes, :func:`round_digest`).
+        status: the round's challenge status, a uint8 (``getRound``'s ``challengeStatus``:
+            0 unchallenged, 1 challenged and the challenge lost).
+    Raises:
+        ReceiptFormatError: a digest that is not 32 bytes or a status outside 0..255.
+    """
+    digest = _h32(round_digest_, "round_digest")
+    if not 0 <= status <= 255:
+        raise ReceiptFormatError(f"status must be a uint8, got {status}")
+    if status == STATUS_UNCHALLENGED:
+        return digest
+    return _sha256(DOMAIN + TAG_STATUS + digest + bytes([status]))
 
 
 def indexed_leaf(index: int, value: bytes) -> bytes:

@@ -403,7 +403,7 @@ class RoundReplayer:
                receipt_digest: bytes | None) -> tuple[RoundReport, bytes, bytes, bytes]:
         """Check round r against its ``RoundFinalized`` event ``fin``, its ``getRound`` record and
         the receipt's digest; returns (report, recomputed weights root, transcript hash, recomputed
-        round digest). With ``check_payloads`` the weights root is recomputed from the payloads,
+        round digest with the record's challenge status folded in, as the receipt carries it). With ``check_payloads`` the weights root is recomputed from the payloads,
         else it is the committed one."""
         t0 = time.perf_counter()
         rep = RoundReport(r)
@@ -486,6 +486,7 @@ class RoundReplayer:
                     self._resync(r, f, fin, chk)
         digest = rc.round_digest(r, weights_root, transcript_hash, accepted_count)
         chk.eq(f"round {r} round digest (recomputed vs getRound)", record.round_digest, digest)
+        digest = rc.with_status(digest, record.challenge_status)  # as the receipt carries it
         if receipt_digest is not None:
             chk.eq(f"round {r} round digest (recomputed vs receipt)", receipt_digest, digest)
         self.input_root = fin.weights_root

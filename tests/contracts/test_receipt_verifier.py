@@ -126,7 +126,7 @@ def test_forge_constants_come_from_the_vectors():
     """Every hex constant hard-coded in tests/forge/ReceiptVerifier.t.sol occurs in the vector file."""
     src = (ROOT / "tests/forge/ReceiptVerifier.t.sol").read_text()
     text = json.dumps(VECTORS).lower()
-    consts = re.findall(r"constant (?:R\d|M\d)\w* = (?:hex\"([0-9a-f]+)\"|(0x[0-9a-fA-F]{64}))", src)
+    consts = re.findall(r"constant (?:R\d|M\d|S\d)\w* = (?:hex\"([0-9a-f]+)\"|(0x[0-9a-fA-F]{64}))", src)
     assert len(consts) >= 30
     for hexlit, word in consts:
         needle = hexlit if hexlit else word[2:].lower()

@@ -23,6 +23,7 @@ import pytest
 import torch
 from registry_helpers import CHALLENGE_S, E18, MIN_STAKE, as_tuple, fee_per_round, params, sha, to_reveal_phase
 
+from tenzro_operator import receipt
 from tenzro_trainer import canonical
 from tenzro_trainer import round_commitment as rc
 from tenzro_trainer.commitment import ChunkTree
@@ -351,3 +352,28 @@ def test_a_slot_challenge_is_answered_with_the_signed_preimage_or_convicts(full_
     assert reg.syncerInfo(syncer)[0] == stake - slashed
     assert held_before - reg.challengeBondsHeld() == bond
     assert reg.getRun(task).currentRound == 0
+
+
+def test_a_lost_challenge_shows_in_the_sealed_receipt(full_registry, fund, elect, sign, roles, chain, syncer_pool):
+    """A round whose slot challenge was answered (the challenger lost) seals with status 1 folded
+    into its digest (RECEIPT.md, RunRoot.withStatus); the unchallenged rounds' digests go in as
+    they are; the receipt verifies and the Python reference rebuilds the same bytes."""
+    reg = full_registry
+    c = _start(reg, fund, elect, sign, roles, "root-status")
+    task, stranger = c["task"], roles.stranger
+    r0 = _commit(c, 0, c["initial"])
+    fund(stranger, reg.challengeBond(task))
+    reg.challengeSlot((task, 0, r0.roots, ZERO_ROOTS, bytes(32)), [(1 << len(SIZES)) - 1] * M, 1, 0, sender=stranger)
+    assert reg.getRound(task, 0).challengeStatus == 0  # pending is not lost
+    reg.answerSlot(task, 0, 1, 0, r0.roots, _slot_answer(r0, 1, 0), sender=roles.relayer)
+    assert reg.getRound(task, 0).challengeStatus == 1
+    r1 = _commit(c, 1, r0)
+    _commit(c, 2, r1)
+    chain.mine(deltatime=CHALLENGE_S + 1)
+    reg.sealRootRun(task, sender=stranger)
+    _, serialized = reg.getReceipt(task)
+    decoded = receipt.decode_receipt(bytes(serialized))
+    plain = [bytes(reg.getRound(task, r).roundDigest) for r in range(3)]
+    assert list(decoded.round_digests) == [receipt.with_status(plain[0], 1), plain[1], plain[2]]
+    assert decoded.round_digests[0] != plain[0]
+    assert receipt.run_root(bytes(serialized)) == bytes(reg.sealedRunRoot(task))

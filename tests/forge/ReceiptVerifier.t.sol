@@ -23,6 +23,10 @@ contract RunRootHarness {
         return RunRoot.merkleRoot(h);
     }
 
+    function withStatus(bytes32 d, uint8 status) external pure returns (bytes32) {
+        return RunRoot.withStatus(d, status);
+    }
+
     function encodeReceipt(
         uint256 chainId,
         address registry,
@@ -95,6 +99,11 @@ contract ReceiptVerifierTest is TestBase {
     bytes32 internal constant R2_FINAL_MODEL_HASH = 0x007b15a9b089ec29eae7120ed836034764bba4c7d0d4f19653c8c7db5942b096;
     bytes32 internal constant R2_TRANSCRIPT_ROOT = 0x5c1f5ac96d03973f12879d3efd64b2619fb394e96ba93eab1819290d078ed77e;
     bytes32 internal constant R2_RUN_ROOT = 0xd451b8bc8af8bf9b18e9c92b7405bbc1b820e5a29e86f41468946ff360a9c448;
+    // vector file, "status" (round digests folded with a challenge status)
+    bytes32 internal constant S1_DIGEST = 0x867c12853dbf677b0b4f8a655e5db69ee1439f7a918233be738d77a1268c27cd;
+    bytes32 internal constant S1_FOLDED = 0x53b338e7b5697e66a21aa3a5249566d2fd216518657b6c06159bf2bfe3a91b88;
+    bytes32 internal constant S255_DIGEST = 0xdc219fdc44d02a3a5df0c18652b94e8225eebf9d068b0571953702381fec9088;
+    bytes32 internal constant S255_FOLDED = 0x6bfd3d88f833cca16cf7a03a9c64092c8dc974f6e3d31da289ff8d9f46c88e48;
     uint32 internal constant R2_TRAINERS = 4;
     bytes32 internal constant R2_FRAG_0_0 = 0x7714665a0cf3f93a2e1fd96e22c9c07ebb97ed0d9c91a2baf294e96b90c9055e;
     bytes32 internal constant R2_FRAG_0_1 = 0xd202470b5faae49c7c3827de1eec1b85db732a868707d050511538d4d326c57a;
@@ -110,10 +119,14 @@ contract ReceiptVerifierTest is TestBase {
     bytes32 internal constant R2_TRANSCRIPT_1 = 0x82869404d2f9b146fdf4e9b159cefc12715fcd2ca4ec38b9f31b7b033bdb32ec;
     uint32 internal constant R2_ACCEPTED_1 = 1;
     bytes32 internal constant R2_DIGEST_1 = 0x54170910a7ca0b29be2f5b9161289eb833ec27168028e184d0a9d9c3fa073520;
-    bytes internal constant R2_RECEIPT = hex"010000000000000000000000000000000000000000000000000000000000007a69bf739a16a3df8e4cd917b30d272ec01d8ad71eb7cefb8e5832e29a9362c744e8d29059c8e764c166aa1e575e40c09750b26dec60cf2b99b017f8f65d76415c5e484cf803d342a9c66c843f8cf58fd396c0d8a93d007b15a9b089ec29eae7120ed836034764bba4c7d0d4f19653c8c7db5942b0965c1f5ac96d03973f12879d3efd64b2619fb394e96ba93eab1819290d078ed77e000000020000000468fbb3a13dd2c46860cb771864ab2e46bbc9bb2c7a8eeb0b59bf83cd4bdacfcc54170910a7ca0b29be2f5b9161289eb833ec27168028e184d0a9d9c3fa073520";
-    bytes internal constant R1_INPUT = hex"010000000000000000000000000000000000000000000000000000000000007a6954d484717e44bd95eb1ce684b446f7621c452d4be8b7e15c39fe42e4cd64f0905baeef72c4bc6c03c05319f6916757cef2551b5db86904b8d64d8236a56b1eb69dd29923972ce16a6ba02b1badc87aec719fb1f58eeaac58555d09e5cfcf03fe70f948756c549f573530d68bf1f60ab649f514acbc7256c88596f18d03eb9021b0572457f41e221e2769023fcf97faca5774ec900000000100000001461efecbd6a09e4d2d2bc8227b74f1954ed6e099ead7edaa230b37ed0497cc4272d7c5f12124e4c83ff213b06d9f99b88f7ed8091db1cccffcd02381acba3367";
-    bytes internal constant R4_INPUT = hex"0100000000000000000000000000000000000000000000000000000000000000011bf21956f10e35c88743b9632d96e43631ad82c55af981cc1b2a32506f785d10d8afda3cf109a647451e1302221daa2b736dc29f1ad3e269770546d98491b351efa5856a114e1351055831b1ff04bab52e2693439126077138b60d30650d536116b6722a79a238c437df2ef105bd2a9396428ef947422e532ad0e2dd6bdcd84b3753ecf43fae5e9d9aa20b07e7b9663e5e7e4766000000040000000318871a872ac168f8210ec74299216f52ae0e05078999e489e57084c477704c0caf67f7070b61d5e85be5b5aaf90a4f7eb8ca582f03d4d49f3b0c18627bccfd21bb8bb26a4e915ad1068e31e656e682eaa7b05209e9f3ae623b6818029b9900b11756d40745b9a7b0a8660469e16856d09b95b4cb7caa61679422938dcf1ba46b3e126eaa7e5922b250848d8f013d4df54de80b8b17a1af856e0281cb73310d0a";
-    bytes internal constant R5_INPUT = hex"010000000000000000000000000000000000000000000000000000000000007a6911de4c9c604086ce78db2f1ba7103cbf509937476f0575a35073bb1df9d39ee818177e92b9975677c3e47b2d0c7363d6d8cfe077d2cf56c8fb1b39328dcbc1b0ded25f282a9fdf986ae36ca9383445619e531c3866f5ff0ce46ae6c4be67c1099c2ff69cbbfd613a43ea08af72bbb36567d9a6a24cab29b46bc2ba1c40a1a2c59be3f6de84e325ad0ad80e01667228400bb853210000000500000008ecc58168f8f229f30870ed17ac650b9098a02e754b449ad0106cd4e1211169867b8392f2f50fcd41b05bd65d3af0a153071a34d630dfc3a9ab6b180f28d674f085155f0693094a23536f5b24a930c9daf270c7b1c6fd075d6cd3f45c5bd276cfb1087208fb5512a89a889b6207da824d1b48c5d3e2971bc0d502711f8b0c6b6c6157f10079803eccfb5cc95bed0793647ec6a0081769edf63c9b39ed816ef285bd013cff5982fbb034c54c78d39fb17b9806fd7fe79b73df1f64ab4aa07e7056";
+    bytes internal constant R2_RECEIPT =
+        hex"010000000000000000000000000000000000000000000000000000000000007a69bf739a16a3df8e4cd917b30d272ec01d8ad71eb7cefb8e5832e29a9362c744e8d29059c8e764c166aa1e575e40c09750b26dec60cf2b99b017f8f65d76415c5e484cf803d342a9c66c843f8cf58fd396c0d8a93d007b15a9b089ec29eae7120ed836034764bba4c7d0d4f19653c8c7db5942b0965c1f5ac96d03973f12879d3efd64b2619fb394e96ba93eab1819290d078ed77e000000020000000468fbb3a13dd2c46860cb771864ab2e46bbc9bb2c7a8eeb0b59bf83cd4bdacfcc54170910a7ca0b29be2f5b9161289eb833ec27168028e184d0a9d9c3fa073520";
+    bytes internal constant R1_INPUT =
+        hex"010000000000000000000000000000000000000000000000000000000000007a6954d484717e44bd95eb1ce684b446f7621c452d4be8b7e15c39fe42e4cd64f0905baeef72c4bc6c03c05319f6916757cef2551b5db86904b8d64d8236a56b1eb69dd29923972ce16a6ba02b1badc87aec719fb1f58eeaac58555d09e5cfcf03fe70f948756c549f573530d68bf1f60ab649f514acbc7256c88596f18d03eb9021b0572457f41e221e2769023fcf97faca5774ec900000000100000001461efecbd6a09e4d2d2bc8227b74f1954ed6e099ead7edaa230b37ed0497cc4272d7c5f12124e4c83ff213b06d9f99b88f7ed8091db1cccffcd02381acba3367";
+    bytes internal constant R4_INPUT =
+        hex"0100000000000000000000000000000000000000000000000000000000000000011bf21956f10e35c88743b9632d96e43631ad82c55af981cc1b2a32506f785d10d8afda3cf109a647451e1302221daa2b736dc29f1ad3e269770546d98491b351efa5856a114e1351055831b1ff04bab52e2693439126077138b60d30650d536116b6722a79a238c437df2ef105bd2a9396428ef947422e532ad0e2dd6bdcd84b3753ecf43fae5e9d9aa20b07e7b9663e5e7e4766000000040000000318871a872ac168f8210ec74299216f52ae0e05078999e489e57084c477704c0caf67f7070b61d5e85be5b5aaf90a4f7eb8ca582f03d4d49f3b0c18627bccfd21bb8bb26a4e915ad1068e31e656e682eaa7b05209e9f3ae623b6818029b9900b11756d40745b9a7b0a8660469e16856d09b95b4cb7caa61679422938dcf1ba46b3e126eaa7e5922b250848d8f013d4df54de80b8b17a1af856e0281cb73310d0a";
+    bytes internal constant R5_INPUT =
+        hex"010000000000000000000000000000000000000000000000000000000000007a6911de4c9c604086ce78db2f1ba7103cbf509937476f0575a35073bb1df9d39ee818177e92b9975677c3e47b2d0c7363d6d8cfe077d2cf56c8fb1b39328dcbc1b0ded25f282a9fdf986ae36ca9383445619e531c3866f5ff0ce46ae6c4be67c1099c2ff69cbbfd613a43ea08af72bbb36567d9a6a24cab29b46bc2ba1c40a1a2c59be3f6de84e325ad0ad80e01667228400bb853210000000500000008ecc58168f8f229f30870ed17ac650b9098a02e754b449ad0106cd4e1211169867b8392f2f50fcd41b05bd65d3af0a153071a34d630dfc3a9ab6b180f28d674f085155f0693094a23536f5b24a930c9daf270c7b1c6fd075d6cd3f45c5bd276cfb1087208fb5512a89a889b6207da824d1b48c5d3e2971bc0d502711f8b0c6b6c6157f10079803eccfb5cc95bed0793647ec6a0081769edf63c9b39ed816ef285bd013cff5982fbb034c54c78d39fb17b9806fd7fe79b73df1f64ab4aa07e7056";
     bytes32 internal constant M3_LEAF_0 = 0xa08177f736e21e6a390fa0947750469d300a82c8a661cd0d64edeb78c2b2e44e;
     bytes32 internal constant M3_LEAF_1 = 0xfaf9f740c3833f04f2120497e0b86d7329ebfb35f3bda8e123b470db5fe5f915;
     bytes32 internal constant M3_LEAF_2 = 0x80113ab2d976e0dccd3bb6220a66bca3a0c6f66ab4d149d7da02dedee98bd1e6;
@@ -173,7 +186,9 @@ contract ReceiptVerifierTest is TestBase {
 
     function _refRunRoot(bytes memory receipt, uint256 rounds) internal pure returns (bytes32) {
         bytes memory hdr = new bytes(189);
-        for (uint256 i = 0; i < 189; ++i) hdr[i] = receipt[i];
+        for (uint256 i = 0; i < 189; ++i) {
+            hdr[i] = receipt[i];
+        }
         bytes32[] memory leaves = new bytes32[](rounds + 1);
         leaves[0] = sha256(abi.encodePacked(DOMAIN, uint8(0), hdr));
         for (uint256 r = 0; r < rounds; ++r) {
@@ -250,6 +265,12 @@ contract ReceiptVerifierTest is TestBase {
         bytes32[] memory one = new bytes32[](1);
         one[0] = M5_LEAF_3;
         assertEq(h.merkleRoot(one), M5_LEAF_3, "one leaf is its own root");
+    }
+
+    function test_vector_status() public view {
+        assertEq(h.withStatus(S1_DIGEST, 1), S1_FOLDED, "challenged, challenge lost");
+        assertEq(h.withStatus(S255_DIGEST, 255), S255_FOLDED, "status 255");
+        assertEq(h.withStatus(S1_DIGEST, 0), S1_DIGEST, "status 0 leaves the digest as it is");
     }
 
     function test_verifier_acceptsVectors() public view {
@@ -408,7 +429,15 @@ contract ReceiptVerifierTest is TestBase {
             digests[r] = h.roundDigest(r, sha256(abi.encodePacked(seed, "w", r)), transcripts[r], r * 3);
         }
         bytes memory receipt = h.encodeReceipt(
-            chainId, registry, taskId, seed, digests[rounds - 1], h.transcriptRoot(transcripts), rounds, trainers, digests
+            chainId,
+            registry,
+            taskId,
+            seed,
+            digests[rounds - 1],
+            h.transcriptRoot(transcripts),
+            rounds,
+            trainers,
+            digests
         );
         assertEq(receipt.length, 189 + 32 * uint256(rounds), "length");
         bytes32 root = h.runRoot(receipt);

@@ -153,6 +153,20 @@ def test_merkle_vectors():
         assert rc.merkle_root([b(x) for x in m["leaves"]]) == b(m["root"])
 
 
+def test_status_vectors_by_hand():
+    """A round digest folded with its challenge status: sha256(DOMAIN || 0x04 || digest || u8(s)),
+    status 0 leaving the digest as it is; bad input is refused with a message."""
+    for v in DATA["status"]:
+        d, s = b(v["digest"]), v["status"]
+        want = d if s == 0 else H(D, b"\x04", d, bytes([s]))
+        assert b(v["folded"]) == want == rc.with_status(d, s)
+    assert {v["status"] for v in DATA["status"]} == {0, 1, 255}
+    with pytest.raises(rc.ReceiptFormatError, match="uint8"):
+        rc.with_status(bytes(32), 256)
+    with pytest.raises(rc.ReceiptFormatError, match="32 bytes"):
+        rc.with_status(bytes(31), 1)
+
+
 def test_vector_file_is_up_to_date():
     import importlib.util
 

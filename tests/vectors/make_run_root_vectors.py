@@ -188,6 +188,15 @@ def merkle_cases(gen: Gen) -> list[dict]:
     return out
 
 
+def status_cases(gen: Gen) -> list[dict]:
+    """Round digests folded with a challenge status (RECEIPT.md): 0 leaves a digest as it is."""
+    out = []
+    for status in (0, 1, 255):
+        digest = gen.h32()
+        out.append({"digest": hx(digest), "status": status, "folded": hx(rc.with_status(digest, status))})
+    return out
+
+
 def build() -> dict:
     gen = Gen(SEED)
     valid = [
@@ -217,6 +226,7 @@ def build() -> dict:
         "valid": valid,
         "invalid": invalid_cases(by_name["r2_f3"], by_name["r3_f12"]),
         "merkle": merkle_cases(gen),
+        "status": status_cases(gen),
     }
 
 
