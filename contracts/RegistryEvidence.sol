@@ -231,7 +231,8 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// below undoes it). A failing permit is ignored on purpose: anyone can copy it from the
     /// mempool and send it first, which must not block the call (the allowance then covers it).
     function _tryPermit(uint256 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) private {
-        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {} catch {}
+        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {}
+        catch {}
         uint256 allowed = _token.allowance(msg.sender, address(this));
         if (allowed < amount) revert Registry__AllowanceTooLow(msg.sender, allowed, amount);
     }
@@ -305,9 +306,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         SignedPayload[] calldata others,
         uint256 j
     ) internal view returns (uint32) {
-        if (j >= others.length) {
-            revert Registry__IncompleteSubmissionSet(others.length, j + 1);
-        }
+        if (j >= others.length) revert Registry__IncompleteSubmissionSet(others.length, j + 1);
         _requireSigned(taskId, round, fragment, _trainerList[taskId][i], others[j]);
         return others[j].payloadSumsq;
     }

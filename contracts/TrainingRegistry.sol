@@ -215,7 +215,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     /// @inheritdoc ITrainingRegistry
     function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external {
-        // a root-flow run's on-chain submission is the reveal of a commitment (RegistryRounds)
+        // a root-flow run's on-chain submission is the reveal of a commitment (RegistryEvidence)
         if (_rootRuns[taskId].enabled) _delegate(_extension);
         _checkSubmissionWindow(taskId, round, fragment);
         address trainer = _signerOf(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s), s.signature);
@@ -393,11 +393,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function getReceipt(bytes32 taskId)
-        external
-        view
-        returns (TrainingReceipt memory receipt, bytes memory serialized)
-    {
+    function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized) {
         _runIn(taskId, RunStatus.Sealed);
         receipt = _receipts[taskId];
         (serialized,,) = _encode(receipt, _builder);

@@ -100,7 +100,7 @@ interface ITrainingRegistry is ITrainingRegistryTypes {
     /// started from). Only the open round, only until roundDeadline (inclusive, seconds), once per
     /// (trainer, round, fragment). The syncer must then accept it, or prove it invalid, or challenge
     /// its availability (finalizeRound reverts Registry__SubmissionOmitted otherwise). In a
-    /// root-flow run it is the reveal of the trainer's commitment (ITrainingRegistryRounds
+    /// root-flow run it is the reveal of the trainer's commitment (ITrainingRegistryEvidence
     /// .commitSubmission): only after the commit phase, and only of the committed struct.
     /// @param s the signed submission (payloadRoot, payloadSumsq, cid, payloadHash, signature)
     function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external;
@@ -148,13 +148,10 @@ interface ITrainingRegistry is ITrainingRegistryTypes {
         returns (bytes32 runRoot, address sponsor, bytes32 specHash, uint256 totalCredits);
     /// @notice EIP-712 digest a trainer signs for submitOuterGradient (s.signature is ignored);
     /// `baseRoot` is the run's weightsRoot while the round is open.
-    function outerGradientDigest(
-        bytes32 taskId,
-        uint32 round,
-        uint16 fragment,
-        bytes32 baseRoot,
-        SignedPayload calldata s
-    ) external view returns (bytes32);
+    function outerGradientDigest(bytes32 taskId, uint32 round, uint16 fragment, bytes32 baseRoot, SignedPayload calldata s)
+        external
+        view
+        returns (bytes32);
     function getRun(bytes32 taskId) external view returns (RunView memory);
     /// @notice Task ids in posting order, paged. @return taskIds page, total number of runs
     function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total);

@@ -248,7 +248,8 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// its deadline: `roots` are the round's (its commitment word), `ans` opens the slot with the
     /// struct its trainer signed. The bond goes to the caller (withdrawable); SlotAnswered logs the
     /// struct hash; the round's challengeStatus becomes 1 (a challenge lost), which the sealed
-    /// receipt folds into its digest (RECEIPT.md). A challenge whose round was discarded is voided instead (bond back). Reverts
+    /// receipt folds into its digest (RECEIPT.md). A challenge whose round was discarded is voided
+    /// instead (bond back). Reverts
     /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots, Registry__BadLeaf,
     /// Registry__NotSignedBy.
     function answerSlot(
@@ -283,7 +284,8 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// first. Before the deadline the round commits only after its commit phase and once every
     /// forced commitment is revealed (commitSubmission). Reverts Registry__NotRootFlow,
     /// Registry__NotSyncer, Registry__WrongRound, Registry__CommitPhaseOpen,
-    /// Registry__RevealsPending, Registry__ChallengesPending, Registry__CommitLength, Registry__BadBitmap,
+    /// Registry__RevealsPending, Registry__ChallengesPending, Registry__CommitLength,
+    /// Registry__BadBitmap,
     /// Registry__WrongPreviousCredits, Registry__QuorumNotMet.
     function commitRound(RootCommit calldata c) external;
 

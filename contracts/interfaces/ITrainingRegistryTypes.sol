@@ -209,18 +209,10 @@ interface ITrainingRegistryTypes {
     );
     /// @notice A trainer enrolled; it trains on data shard `shard` of `shardCount`.
     event TrainerEnrolled(
-        bytes32 indexed taskId,
-        address indexed trainer,
-        uint16 index,
-        uint16 shard,
-        uint16 shardCount,
-        uint256 stake,
-        string did
+        bytes32 indexed taskId, address indexed trainer, uint16 index, uint16 shard, uint16 shardCount, uint256 stake, string did
     );
     /// @notice Round `round` opened: trainers start from `weightsRoot`, submit before `deadline` (seconds).
-    event RoundOpened(
-        bytes32 indexed taskId, uint32 indexed round, bytes32 weightsRoot, uint64 openedAt, uint64 deadline
-    );
+    event RoundOpened(bytes32 indexed taskId, uint32 indexed round, bytes32 weightsRoot, uint64 openedAt, uint64 deadline);
     /// @notice An outer gradient was submitted (the signed fields live only in this event; the
     /// signature is kept so that anyone can later prove a norm outlier with every submission's sum).
     event GradientSubmitted(
@@ -258,9 +250,7 @@ interface ITrainingRegistryTypes {
         uint256 bond
     );
     /// @notice The challenged chunk was opened in time; the challenger's bond went to the trainer.
-    event AvailabilityAnswered(
-        bytes32 indexed taskId, address indexed trainer, uint32 round, uint16 fragment, bytes chunk
-    );
+    event AvailabilityAnswered(bytes32 indexed taskId, address indexed trainer, uint32 round, uint16 fragment, bytes chunk);
     /// @notice Round finalized: new weights (CIDs + hashes), accepted set, transcript.
     event RoundFinalized(
         bytes32 indexed taskId,
