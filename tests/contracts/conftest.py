@@ -308,3 +308,9 @@ def state(registry, token, roles) -> Callable:
         return snap
 
     return _state
+
+
+@pytest.fixture(scope="module")
+def trainer_accounts(accounts, roles):
+    """32 trainers with keys: the role trainers plus generated test accounts."""
+    return list(roles.trainers) + [accounts.generate_test_account() for _ in range(32 - len(roles.trainers))]

@@ -28,12 +28,6 @@ REPORT = os.environ.get("TENZRO_ROOT_GAS_REPORT")
 _grid: dict[tuple[int, int], tuple[int, int]] = {}
 
 
-@pytest.fixture(scope="module")
-def trainer_accounts(accounts, roles):
-    """32 trainers with keys: the role trainers plus generated test accounts."""
-    return list(roles.trainers) + [accounts.generate_test_account() for _ in range(32 - len(roles.trainers))]
-
-
 def _root_commit(task: bytes, rnd: int, f: int, bitmaps: list[int], previous: list[int]) -> tuple:
     return (task, rnd, sha(f"fragments:{task.hex()}:{rnd}"), bitmaps, previous,
             [sha(f"w:{task.hex()}:{rnd}:{j}") for j in range(f)], sha(f"transcript:{task.hex()}:{rnd}"),
