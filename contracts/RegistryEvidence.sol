@@ -10,7 +10,9 @@ import {EvidenceVerifier} from "./EvidenceVerifier.sol";
 
 /// @title RegistryEvidence
 /// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4): proven
-/// invalid payloads and availability challenges; and postTask / enrollTrainer with an ERC-2612
+/// invalid payloads and availability challenges; the root flow's forced submissions, committed
+/// and then revealed (§5, commit–reveal; the registry's submitOuterGradient delegates a
+/// root-flow run's reveal here); and postTask / enrollTrainer with an ERC-2612
 /// permit (ITrainingRegistryPermit), which share their logic with the registry's own through
 /// RegistryStorage._postTask / _enrollTrainer. TrainingRegistry deploys one in its
 /// constructor and delegatecalls every selector it does not know to it, so these functions run

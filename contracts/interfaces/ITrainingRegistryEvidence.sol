@@ -4,8 +4,8 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
 
 /// @title ITrainingRegistryEvidence
-/// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4), served at
-/// the registry's address (TrainingRegistry delegatecalls them to RegistryEvidence). Call them on
+/// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4) and the
+/// root flow's forced-submission commitments (§5, commit–reveal), served at the registry's address (TrainingRegistry delegatecalls them to RegistryEvidence). Call them on
 /// the registry; `ITrainingRegistryFull` is the registry's whole ABI.
 /// @dev Units: token atto-units, unix seconds, binary32 bit patterns as uint32.
 interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
