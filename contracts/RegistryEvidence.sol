@@ -82,8 +82,11 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         bytes32 sh = _structHash(taskId, round, fragment, run.weightsRoot, s);
         address trainer = _signerOf(sh, s.signature);
         if (trainer == address(0)) revert Registry__InvalidSignature();
-        _recordSubmission(taskId, round, fragment, trainer);
-        if (_commitmentOf(run, taskId, fragment, trainer) != keccak256(abi.encode(sh, trainer))) {
+        uint256 index = _recordSubmission(taskId, round, fragment, trainer);
+        if (
+            _forcedCommitments[taskId][round][run.roundOpenedAt][_slotKey(index, fragment)]
+                != keccak256(abi.encode(sh, trainer))
+        ) {
             revert Registry__NotCommitted(taskId, round, fragment, trainer);
         }
         // the commitment is of this opening, so it was counted (commitRound and the rewind reset the count)
@@ -233,8 +236,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// below undoes it). A failing permit is ignored on purpose: anyone can copy it from the
     /// mempool and send it first, which must not block the call (the allowance then covers it).
     function _tryPermit(uint256 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) private {
-        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {}
-        catch {}
+        try IERC20Permit(address(_token)).permit(msg.sender, address(this), amount, deadline, v, r, s) {} catch {}
         uint256 allowed = _token.allowance(msg.sender, address(this));
         if (allowed < amount) revert Registry__AllowanceTooLow(msg.sender, allowed, amount);
     }
@@ -308,7 +310,9 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         SignedPayload[] calldata others,
         uint256 j
     ) internal view returns (uint32) {
-        if (j >= others.length) revert Registry__IncompleteSubmissionSet(others.length, j + 1);
+        if (j >= others.length) {
+            revert Registry__IncompleteSubmissionSet(others.length, j + 1);
+        }
         _requireSigned(taskId, round, fragment, _trainerList[taskId][i], others[j]);
         return others[j].payloadSumsq;
     }
@@ -378,15 +382,5 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         _bondsHeld -= c.bond;
         run.openChallenges -= 1;
         delete _avail[taskId][round][_slotKey(index, fragment)];
-    }
-
-    /// @dev `trainer`'s forced commitment of `fragment` in the open round's opening (0: none).
-    function _commitmentOf(Run storage run, bytes32 taskId, uint16 fragment, address trainer)
-        private
-        view
-        returns (bytes32)
-    {
-        uint256 key = _slotKey(_trainers[taskId][trainer].index, fragment);
-        return _forcedCommitments[taskId][run.currentRound][run.roundOpenedAt][key];
     }
 }

@@ -445,9 +445,11 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     }
 
     /// @dev Reverts Registry__NotSignedBy unless `signature` is `trainer`'s EIP-712 signature of
-    /// the OuterGradient struct hash `structHash` (this registry's domain).
+    /// the OuterGradient struct hash `structHash` (this registry's domain); a malformed signature
+    /// never passes, not even for `trainer` = address(0).
     function _requireSignedBy(bytes32 structHash, bytes calldata signature, address trainer) internal view {
-        if (_signerOf(structHash, signature) != trainer) revert Registry__NotSignedBy(trainer);
+        address signer = _signerOf(structHash, signature);
+        if (signer == address(0) || signer != trainer) revert Registry__NotSignedBy(trainer);
     }
 
     /// @dev The signer of the EIP-712 OuterGradient struct hash `structHash` (this registry's
@@ -503,12 +505,15 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         return run.roundDeadline - run.revealSeconds; // both in slot 0
     }
 
-    /// @dev Marks (trainer, round, fragment) submitted; reverts for an unknown or evicted
-    /// trainer and for a second submission.
-    function _recordSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer) internal {
+    /// @dev Marks (trainer, round, fragment) submitted and returns the trainer's index; reverts for
+    /// an unknown or evicted trainer and for a second submission.
+    function _recordSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer)
+        internal
+        returns (uint256 index)
+    {
         Trainer storage t = _activeTrainer(taskId, trainer);
         mapping(uint256 => uint256) storage roundSubs = _subs[taskId][round];
-        uint256 index = t.index;
+        index = t.index;
         uint256 states = roundSubs[index];
         uint256 shift = 2 * uint256(fragment);
         if ((states >> shift) & 3 != 0) revert Registry__DuplicateSubmission(taskId, round, fragment, trainer);

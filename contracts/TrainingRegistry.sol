@@ -393,7 +393,11 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized) {
+    function getReceipt(bytes32 taskId)
+        external
+        view
+        returns (TrainingReceipt memory receipt, bytes memory serialized)
+    {
         _runIn(taskId, RunStatus.Sealed);
         receipt = _receipts[taskId];
         (serialized,,) = _encode(receipt, _builder);

@@ -5,8 +5,9 @@ import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
 
 /// @title ITrainingRegistryEvidence
 /// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4) and the
-/// root flow's forced-submission commitments (§5, commit–reveal), served at the registry's address (TrainingRegistry delegatecalls them to RegistryEvidence). Call them on
-/// the registry; `ITrainingRegistryFull` is the registry's whole ABI.
+/// root flow's forced-submission commitments (§5, commit–reveal), served at the registry's
+/// address (TrainingRegistry delegatecalls them to RegistryEvidence). Call them on the registry;
+/// `ITrainingRegistryFull` is the registry's whole ABI.
 /// @dev Units: token atto-units, unix seconds, binary32 bit patterns as uint32.
 interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// @notice A trainer committed to a forced submission of (round, fragment) without showing it:

@@ -66,8 +66,6 @@ TAG_WEIGHTS = b"\x03"
 TAG_STATUS = b"\x04"
 STATUS_UNCHALLENGED = 0
 """Challenge status of a round whose window passed unchallenged (its digest goes in as is)."""
-STATUS_CHALLENGE_LOST = 1
-"""Challenge status of a root-flow round that was challenged and survived (a challenge lost)."""
 _U32_MAX = 2**32 - 1
 _U256_MAX = 2**256 - 1
 

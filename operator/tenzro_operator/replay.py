@@ -403,8 +403,9 @@ class RoundReplayer:
                receipt_digest: bytes | None) -> tuple[RoundReport, bytes, bytes, bytes]:
         """Check round r against its ``RoundFinalized`` event ``fin``, its ``getRound`` record and
         the receipt's digest; returns (report, recomputed weights root, transcript hash, recomputed
-        round digest with the record's challenge status folded in, as the receipt carries it). With ``check_payloads`` the weights root is recomputed from the payloads,
-        else it is the committed one."""
+        round digest with the record's challenge status folded in, as the receipt carries it).
+        With ``check_payloads`` the weights root is recomputed from the payloads, else it is the
+        committed one."""
         t0 = time.perf_counter()
         rep = RoundReport(r)
         chk = _Checks(rep.mismatches, r)
