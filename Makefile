@@ -23,7 +23,7 @@ DEVNET_PORTS = --rpc-port $(RPC_PORT) --ipfs-port $(IPFS_PORT)
 NETWORK := ethereum:local:foundry
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-fast devnet-up devnet-down devnet-status deploy compile clean-devnet
+.PHONY: bootstrap demo demo-adversarial test test-fast devnet-up devnet-down devnet-status deploy compile clean-devnet
 
 bootstrap: $(VENV)/.installed node_modules/.installed .solc/solc
 
@@ -65,6 +65,11 @@ deploy: devnet-up compile
 # `make demo TRAINERS=8 QUORUM=6`: M and K of the demo run (unset: the demo's defaults).
 demo: deploy
 	$(BIN)/python -m tenzro_operator.demo --rpc $(DEVNET_RPC) --ipfs $(IPFS_API) $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM))
+
+# The honest set-up on the root flow plus a lying syncer, a copycat, a sign flipper and a false
+# invalid report; a watcher proves the lie; ends with `caught: X of Y` (exit 1 unless all caught).
+demo-adversarial: deploy
+	$(BIN)/python -m tenzro_operator.demo_adversarial --rpc $(DEVNET_RPC) --ipfs $(IPFS_API)
 
 test: bootstrap
 	forge test

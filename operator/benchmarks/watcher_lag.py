@@ -9,9 +9,9 @@ runs that job (or reads a finished one) and tabulates them.
     python operator/benchmarks/watcher_lag.py                 # runs `make demo`'s job first (devnet up)
     python operator/benchmarks/watcher_lag.py --workdir DIR   # a finished demo's work dir
 
-Prints a table and writes operator/benchmarks/results/watcher_lag.md. The time from a wrong commit
-to its challenge landing on-chain is not measured: the registry's round challenge (PROTOCOL.md §5)
-is not built, so the watcher reports and sends nothing.
+Prints a table and writes operator/benchmarks/results/watcher_lag.md. `make demo` runs the v1
+flow, where a wrong round has no on-chain remedy; the time from a wrong commit to its fraud proof
+landing is measured on the root flow by operator/benchmarks/proof_latency.py.
 """
 
 from __future__ import annotations

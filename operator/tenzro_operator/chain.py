@@ -1631,6 +1631,87 @@ class ChainClient:
     def seal(self, task_id: bytes) -> TxResult:
         return self.transact("seal", _b32(task_id))
 
+    # -- registry: the root flow (PROTOCOL.md §5) ---------------------------------------------
+
+    def use_root_flow(self, task_id: bytes, initial_fragments_root: bytes,
+                      outer: tuple[int, int, bool, int]) -> TxResult:
+        """``useRootFlow`` (the sponsor, before anyone enrolls): ``outer`` = (lr bits, momentum
+        bits, nesterov, TrimmedMean alpha_bps) (`tenzro_operator.root_flow.outer_rule`).
+
+        Raises:
+            ChainRevert: ``Registry__OuterRuleNotProvable``, ``Registry__NotSponsor``,
+                ``Registry__WrongStatus`` (not Enrolling, or someone enrolled already).
+        """
+        return self.transact("useRootFlow", _b32(task_id), _b32(initial_fragments_root), tuple(outer))
+
+    def root_state(self, task_id: bytes) -> tuple[bool, bytes, bytes, int]:
+        """``rootState``: (in the root flow, initial fragments root, credits root, claim deadline s)."""
+        enabled, initial, credits, deadline = self.call("rootState", _b32(task_id))
+        return bool(enabled), bytes(initial), bytes(credits), int(deadline)
+
+    def is_root_flow(self, task_id: bytes) -> bool:
+        return self.root_state(task_id)[0]
+
+    def commit_phase(self, task_id: bytes) -> tuple[int, int]:
+        """``commitPhase``: (the open round's commit phase closes at, seconds; unrevealed on-chain
+        commitments)."""
+        closes, unrevealed = self.call("commitPhase", _b32(task_id))
+        return int(closes), int(unrevealed)
+
+    def commit_round(self, task_id: bytes, round: int, fragments_root: bytes, accepted_bitmaps: Sequence[int],
+                     previous_credits: Sequence[int], fragment_hashes: Sequence[bytes], transcript_hash: bytes,
+                     transcript_cid: str) -> TxResult:
+        """``commitRound`` (the elected syncer): the open round by root.
+
+        Raises:
+            ChainRevert: ``Registry__CommitPhaseOpen``, ``Registry__RevealsPending``,
+                ``Registry__ChallengesPending``, ``Registry__QuorumNotMet``,
+                ``Registry__WrongPreviousCredits``, ``Registry__WrongRound``, ``Registry__NotSyncer``.
+        """
+        return self.transact("commitRound", (_b32(task_id), int(round), _b32(fragments_root),
+                                             [int(b) for b in accepted_bitmaps], [int(c) for c in previous_credits],
+                                             [_b32(h) for h in fragment_hashes], _b32(transcript_hash),
+                                             transcript_cid))
+
+    def seal_root_run(self, task_id: bytes) -> TxResult:
+        """``sealRootRun`` (anyone) after the last round's challenge window.
+
+        Raises:
+            ChainRevert: ``Registry__ChallengeWindowOpen``, ``Registry__ChallengesPending``,
+                ``Registry__WrongStatus``.
+        """
+        return self.transact("sealRootRun", _b32(task_id))
+
+    def claim_reward(self, task_id: bytes, index: int, credits: int, proof: Sequence[bytes]) -> TxResult:
+        """``claim`` (anyone, for any trainer): trainer ``index``'s share of the pool (atto-units,
+        withdrawable) for its cumulative ``credits``.
+
+        Raises:
+            ChainRevert: ``Registry__BadCreditProof``, ``Registry__AlreadyClaimed``, ``Registry__WrongStatus``.
+        """
+        return self.transact("claim", _b32(task_id), int(index), int(credits), [_b32(p) for p in proof])
+
+    def claimed(self, task_id: bytes, index: int) -> bool:
+        return bool(self.call("claimed", _b32(task_id), int(index)))
+
+    def prove_aggregate(self, claim: tuple, opening: tuple, signatures: Sequence[bytes]) -> TxResult:
+        """``proveAggregate`` (anyone, no bond, within the round's challenge window): one coordinate
+        of a committed round recomputed from the committed roots (`tenzro_operator.root_check`).
+        On a mismatch the committer's bond is slashed (10 % to this account, withdrawable) and
+        the run goes back to the round before (``RoundProvenWrong``).
+
+        Raises:
+            ChainRevert: ``Registry__NoMismatch`` (the round is right there),
+                ``Registry__RoundNotCommitted`` (another proof won the race, or no such round),
+                ``Registry__ChallengeWindowClosed``, ``Registry__WrongRoots``, ``Registry__NotSignedBy``.
+        """
+        return self.transact("proveAggregate", claim, opening, [bytes(s) for s in signatures])
+
+    def commit_submission(self, task_id: bytes, round: int, fragment: int, commitment: bytes) -> TxResult:
+        """``commitSubmission`` (the trainer itself, in the commit phase): the first half of a
+        forced submission in the root flow; ``submit_outer_gradient`` reveals it after the phase."""
+        return self.transact("commitSubmission", _b32(task_id), int(round), int(fragment), _b32(commitment))
+
     def withdraw(self) -> TxResult:
         """Pull everything credited to this account; the amount is in the ``Withdrawn`` event."""
         return self.transact("withdraw")

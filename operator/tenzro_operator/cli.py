@@ -257,8 +257,13 @@ def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
     data = canonical_json(spec)
     cid = ipfs.add(data, pin=True)
     res = chain.post_task(spec, cid, approve=not no_approve)
+    flow = spec.require_protocol().flow
+    if flow == "root":
+        from tenzro_operator.root_flow import enable_root_flow
+
+        enable_root_flow(chain, ipfs, spec)
     _tx_out(fmt, "task posted", {"task_id": spec.task_id, "task_id_bytes32": _hex(spec.task_id_bytes),
-                                 "spec_cid": cid, "spec_hash": _hex(spec_hash(spec)),
+                                 "spec_cid": cid, "spec_hash": _hex(spec_hash(spec)), "flow": flow,
                                  "reward_pool": spec.reward_pool, "tx": res.tx_hash, "block": res.block_number})
 
 

@@ -241,8 +241,8 @@ class WatcherConfig(CommonConfig):
     """``watcher.yaml``: the watcher daemon (``tenzro watcher run``, `tenzro_operator.roles.watcher`),
     which replays each committed round as it lands and reports every mismatch.
 
-    ``keystore`` is optional: the watcher only reads the chain and IPFS today (the fraud proof it
-    will send, and the bond that goes with it, need the registry's challenge, not built yet)."""
+    ``keystore`` is optional: with one the watcher sends the fraud proof of a wrong root-flow round
+    (no bond; the bounty is 10 % of the syncer's bond), without one it only reports."""
 
     task_id: str | None = Field(default=None, description="run to watch; None = every run (discovery)")
     max_runs: int | None = Field(default=None, ge=1, description="without task_id: runs to watch to their seal "

@@ -251,6 +251,15 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
 RoundHook = Callable[[int, list[Proc]], None]
 
 
+def check_alive(procs: list[Proc]) -> None:
+    """Raise `DemoError` with the log tail of a daemon that exited with an error (one stopped on
+    purpose, ``killed``, is not a failure)."""
+    for p in procs:
+        code = p.popen.poll()
+        if code not in (None, 0) and not p.killed:
+            raise DemoError(f"{p.name} exited with code {code}; its log ({p.log}) ends with:\n{_tail(p.log)}")
+
+
 def wait_sealed(chain: ChainClient, task_id: bytes, procs: list[Proc], s: DemoSettings,
                 on_round: RoundHook | None = None) -> float:
     """Poll the run until Sealed; fail early with the log tail of a daemon that died.
@@ -272,10 +281,7 @@ def wait_sealed(chain: ChainClient, task_id: bytes, procs: list[Proc], s: DemoSe
                     on_round(run.current_round, procs)
                 status.update(f"run {RunStatus(run.status).name}: round {min(run.current_round + 1, run.max_rounds)}"
                               f"/{run.max_rounds}, {run.enrolled_count}/{run.trainer_count} trainers enrolled")
-            for p in procs:
-                code = p.popen.poll()
-                if code not in (None, 0) and not p.killed:
-                    raise DemoError(f"{p.name} exited with code {code}; its log ({p.log}) ends with:\n{_tail(p.log)}")
+            check_alive(procs)
             if time.monotonic() - t0 > s.timeout_s:
                 raise DemoError(f"the run was not sealed within {s.timeout_s:.0f} s (status "
                                 f"{RunStatus(run.status).name}, round {run.current_round}); logs in {procs[0].log.parent}")

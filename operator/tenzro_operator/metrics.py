@@ -145,6 +145,11 @@ class WatcherMetrics(RoleMetrics):
                                      "timestamp) and its check", _TASK, registry=r,
                                      buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600))
         self.round = Gauge("tenzro_watcher_round", "last round checked", _TASK, registry=r)
+        self.challenges_sent = Counter("tenzro_watcher_challenges_sent", "fraud proofs sent (root flow)", _TASK,
+                                       registry=r)
+        self.challenges_won = Counter("tenzro_watcher_challenges_won", "fraud proofs the registry upheld", _TASK,
+                                      registry=r)
+        self.bounty = Counter("tenzro_watcher_bounty_tnzo", "bounties won, TNZO", _TASK, registry=r)
 
 
 def start_metrics_server(port: int = DEFAULT_METRICS_PORT, metrics: RoleMetrics | None = None,

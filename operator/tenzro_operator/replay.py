@@ -28,6 +28,10 @@ given its committed inputs.
 The same `RoundReplayer` serves the live watcher (`tenzro_operator.roles.watcher`), which feeds it
 each round as its ``RoundFinalized`` lands instead of every round of a sealed run.
 
+A root-flow run (contracts/PROTOCOL.md §5) has no ``RoundFinalized`` or ``GradientSubmitted``
+events: its rounds are checked by `tenzro_operator.root_check.RootRoundChecker.replay` from each
+round's last ``RoundCommitted`` event and transcript; steps 1 and 4 are the same.
+
 Encoding of hashes and roots: contracts/RECEIPT.md (v1). Transcript format: `transcript.py`.
 """
 
@@ -699,9 +703,19 @@ def verify_receipt(chain: ChainClient, ipfs: IpfsClient, task_id: bytes, *, chec
 
     start = chain.run_start_block(run) if from_block is None else from_block
     end = chain.block_number()
-    finalized = _finalized_events(chain, task_id, start, end)
-    replayer = RoundReplayer.for_run(chain, ipfs, task_id, run, submissions=_submissions(chain, task_id, start, end),
-                                     check_payloads=check_payloads, progress=progress)
+    if chain.is_root_flow(task_id):  # rounds committed by root: checked from their committed inputs
+        from tenzro_operator.root_check import RootRoundChecker
+        from tenzro_operator.root_flow import committed_rounds
+
+        replayer = RootRoundChecker.for_run(chain, ipfs, task_id, run, start)
+        events = committed_rounds(chain, task_id, start, run.max_rounds)
+        replay_round = lambda r, record, d: replayer.replay(r, events.get(r), record, d, check_payloads)  # noqa: E731
+    else:
+        finalized = _finalized_events(chain, task_id, start, end)
+        replayer = RoundReplayer.for_run(chain, ipfs, task_id, run,
+                                         submissions=_submissions(chain, task_id, start, end),
+                                         check_payloads=check_payloads, progress=progress)
+        replay_round = lambda r, record, d: replayer.replay(r, finalized.get(r), record, d)  # noqa: E731
     trainers = replayer.trainers
 
     R = run.max_rounds
@@ -709,7 +723,7 @@ def verify_receipt(chain: ChainClient, ipfs: IpfsClient, task_id: bytes, *, chec
     for r in range(R):
         record = chain.get_round(task_id, r)
         receipt_digest = decoded.round_digests[r] if decoded is not None and r < decoded.rounds else None
-        rep, wroot, thash, digest = replayer.replay(r, finalized.get(r), record, receipt_digest)
+        rep, wroot, thash, digest = replay_round(r, record, receipt_digest)
         report.rounds.append(rep)
         weights_roots.append(wroot)
         transcript_hashes.append(thash)

@@ -207,6 +207,22 @@ class ProtocolParams(_Strict):
     norm_multiple: float = Field(gt=0)
     shards: int = Field(ge=1)
     seed: int = Field(ge=0)
+    flow: Literal["v1", "root"] = Field(
+        default="v1", description="how rounds are settled (contracts/PROTOCOL.md §5): 'v1' = one transaction per "
+                                  "submission and a finalize; 'root' = submissions off-chain, one commitRound per "
+                                  "round, fraud proofs, Merkle claims")
+    score_min: float | None = Field(
+        default=None, allow_inf_nan=False,
+        description="root flow: the syncer leaves out an off-chain payload whose loss-improvement score "
+                    "(tenzro_trainer.scoring, on the round's fixed batch of training windows) is at or below this; "
+                    "None = no scoring")
+
+    @model_validator(mode="after")
+    def _scoring_needs_root_flow(self) -> "ProtocolParams":
+        if self.score_min is not None and self.flow != "root":
+            raise ValueError("@score_min: scoring leaves submissions out, which only the root flow allows (the v1 "
+                             "registry refuses a finalize that leaves out a live submission): set flow: root")
+        return self
 
     @field_validator("min_stake", mode="before")
     @classmethod

@@ -117,6 +117,12 @@ def register(train: click.Group) -> None:
     @click.option("--syncer-bond", default="10", show_default=True, help="TNZO the elected syncer locks")
     @click.option("--max-missed-rounds", default=2, show_default=True, type=click.IntRange(min=0))
     @click.option("--seed", default=0, show_default=True, type=int, help="seed of the initial weights")
+    @click.option("--flow", default="v1", show_default=True, type=click.Choice(["v1", "root"]),
+                  help="round settlement: v1 (a transaction per submission) or root (submissions over pubsub, "
+                       "one commitRound per round, fraud proofs, Merkle claims; contracts/PROTOCOL.md §5)")
+    @click.option("--score-min", type=float, default=None,
+                  help="root flow: leave out payloads whose loss-improvement score is at or below this (0 = any "
+                       "payload that makes the loss worse); default: no scoring")
     @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="spec JSON to write")
     @format_option
     @common_options
@@ -124,7 +130,7 @@ def register(train: click.Group) -> None:
                  preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
                  grace_window: float, enrollment_window: float, aggregation: str, reward_pool: str,
                  min_stake: str, syncer_fee_bps: int, syncer_bond: str, max_missed_rounds: int, seed: int,
-                 out: Path, fmt: str) -> None:
+                 flow: str, score_min: float | None, out: Path, fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
         from tenzro_operator.roles.sponsor import SpecDraft, build_spec
         from tenzro_trainer.errors import TrainerError
@@ -137,7 +143,7 @@ def register(train: click.Group) -> None:
             syncer_fee_bps=syncer_fee_bps, syncer_bond=_tokens(syncer_bond, "--syncer-bond"),
             aggregation=aggregation, reward_pool=_tokens(reward_pool, "--reward-pool"),
             min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed,
-            metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
+            flow=flow, score_min=score_min, metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
         try:
             spec = build_spec(ctx.ipfs(), draft, df)

@@ -118,12 +118,13 @@ class TaskRuntime:
         torch.manual_seed(seed)
         return {k: v.detach().to(torch.float32).clone() for k, v in build_model(self.model_cfg).state_dict().items()}
 
-    def encode_weights(self, state: Mapping[str, Tensor], round_index: int) -> list[bytes]:
-        """F safetensors blobs of `state` (fp32), deterministic for the same tensors and round."""
+    def encode_weights(self, state: Mapping[str, Tensor], round_index: int, kind: str = "weights") -> list[bytes]:
+        """F safetensors blobs of `state` (fp32), deterministic for the same tensors and round;
+        ``kind``: ``weights``, or ``momentum`` for the outer momentum a root-flow syncer pins."""
         return [
             encode_fragment(
                 {n: state[n].detach().to("cpu", torch.float32) for n in names},
-                dict(task=self.task, round=round_index, fragment=f, trainer="syncer", dtype="float32", kind="weights"),
+                dict(task=self.task, round=round_index, fragment=f, trainer="syncer", dtype="float32", kind=kind),
             )
             for f, names in enumerate(self.fragments)
         ]

@@ -24,6 +24,9 @@ from tenzro_operator.errors import TenzroError
 TRANSCRIPT_VERSION = 1
 
 
+MAX_TRANSCRIPT_BYTES = 32 << 20  # bytes read per transcript: one lists M*F <= 2048 entries, far smaller
+
+
 class TranscriptError(TenzroError):
     """A transcript fetched for replay is malformed or does not hash to the committed value."""
 
@@ -33,17 +36,24 @@ class _Strict(BaseModel):
 
 
 class Submission(_Strict):
-    """One trainer's pseudo-gradient for one fragment, as posted on-chain."""
+    """One trainer's pseudo-gradient for one fragment, as posted on-chain (v1) or delivered to the
+    syncer (root flow: with the rest of the signed EIP-712 struct, so that anyone can open the
+    accepted set's slot and prove the round wrong; contracts/PROTOCOL.md §5)."""
 
     trainer: str = Field(description="trainer address, lowercase 0x-hex")
     cid: str
     sha256: str = Field(description="payloadHash posted on-chain, 0x-hex")
+    base_root: str | None = Field(default=None, description="root flow: the signed baseRoot, 0x-hex")
+    payload_root: str | None = Field(default=None, description="root flow: the §2 chunk root, 0x-hex")
+    payload_sumsq: int | None = Field(default=None, description="root flow: the §2 sum of squares, binary32 bits")
+    signature: str | None = Field(default=None, description="root flow: the trainer's EIP-712 signature, 0x-hex")
 
 
 class Rejection(Submission):
-    """A submission the syncer refused, with the SlashReason name and a human-readable detail."""
+    """A submission the syncer refused, with the SlashReason name (or ``LossIncrease``: a root-flow
+    payload left out by loss-improvement scoring) and a human-readable detail."""
 
-    reason: Literal["HashMismatch", "Malformed", "NonFinite", "NormOutlier", "Unavailable"]
+    reason: Literal["HashMismatch", "Malformed", "NonFinite", "NormOutlier", "Unavailable", "LossIncrease"]
     detail: str
 
 
@@ -63,6 +73,7 @@ class FragmentRecord(_Strict):
     rejected: list[Rejection]
     weights: BlobRef
     aggregated: bool
+    momentum: BlobRef | None = Field(default=None, description="root flow: the outer momentum after the round")
 
 
 class RoundTranscript(_Strict):
@@ -80,12 +91,17 @@ class RoundTranscript(_Strict):
 
     def canonical_bytes(self) -> bytes:
         """The bytes that are pinned and hashed."""
-        obj = self.model_dump(mode="json")
+        obj = self.model_dump(mode="json", exclude_none=True)  # a v1 transcript has no root-flow fields
         for fr in obj["fragments"]:
             fr["accepted"].sort(key=lambda s: s["trainer"])
             fr["rejected"].sort(key=lambda s: s["trainer"])
         obj["fragments"].sort(key=lambda fr: fr["fragment"])
         return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+    def weights_refs(self) -> tuple[list[str], list[bytes]]:
+        """The new global weights in fragment order: (CIDs, sha256 digests, 32 bytes each)."""
+        frs = sorted(self.fragments, key=lambda x: x.fragment)
+        return [fr.weights.cid for fr in frs], [bytes.fromhex(fr.weights.sha256[2:]) for fr in frs]
 
     def hash(self) -> bytes:
         """sha256 of `canonical_bytes()`: the round's transcriptHash (32 bytes)."""

@@ -245,3 +245,17 @@ def test_spec_from_bytes_checks_the_on_chain_hash(raw):
     pretty = json.dumps(raw, indent=2).encode()
     with pytest.raises(SpecError, match="not in canonical form"):
         spec_from_bytes(pretty, hashlib.sha256(pretty).digest())
+
+
+def test_the_root_flow_and_scoring_are_spec_fields(raw):
+    assert parse_spec(raw).require_protocol().flow == "v1"  # a spec without the field
+    d = copy.deepcopy(raw)
+    d["metadata"]["protocol"].update(flow="root", score_min=0.0)
+    proto = parse_spec(d).require_protocol()
+    assert (proto.flow, proto.score_min) == ("root", 0.0)
+    d["metadata"]["protocol"]["flow"] = "v1"  # the v1 registry refuses to leave a live submission out
+    with pytest.raises(SpecError, match="score_min"):
+        parse_spec(d)
+    d["metadata"]["protocol"].update(flow="roots", score_min=None)
+    with pytest.raises(SpecError, match="flow"):
+        parse_spec(d)

@@ -171,15 +171,16 @@ def trainer_daemon(dev: Devnet, index: int, task_id: bytes | None, data_dir: Pat
     return TrainerDaemon(config, acct, dev.client(index), dev.ipfs())
 
 
-def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, **cfg):
-    """The syncer daemon as anvil account `SYNCER`; ``task_id`` None: it discovers runs."""
+def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, account: int = SYNCER, **cfg):
+    """The syncer daemon as anvil account ``account`` (`SYNCER`); ``task_id`` None: it discovers runs."""
     from tenzro_operator.roles.syncer import SyncerDaemon, SyncerDaemonConfig
 
     cfg.setdefault("straggler_wait_s", 1.0)
+    cfg.setdefault("register_stake", "100")  # bonds of 10 runs
     config = SyncerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
                                 task_id=task_id and "0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
-                                poll_interval_s=0.3, register_stake="100", **cfg)  # bonds of 10 runs
-    return SyncerDaemon(config, anvil_account(SYNCER), dev.client(SYNCER), dev.ipfs())
+                                poll_interval_s=0.3, **cfg)
+    return SyncerDaemon(config, anvil_account(account), dev.client(account), dev.ipfs())
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -20,7 +20,7 @@ from torch import Tensor
 from tenzro_trainer.errors import PayloadError
 
 METADATA_KEYS = ("task", "round", "fragment", "trainer", "dtype", "kind")
-KINDS = ("pseudo_gradient", "weights")
+KINDS = ("pseudo_gradient", "weights", "momentum")  # momentum: the outer momentum a root-flow syncer pins
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

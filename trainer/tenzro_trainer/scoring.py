@@ -13,10 +13,12 @@ with a score at or below ``min_score`` are left out; the others go to the aggreg
 Determinism: the batch is drawn by :func:`scoring_batch` from the task's training split with a
 seed derived from the round only, the model runs in float32 on the CPU in eval mode, so any
 watcher with the same data recomputes every score bit for bit and can check the syncer's choice.
-Scores are not provable on-chain (each is a forward pass of the model), so the Open tier's registry
-does not take them as grounds to leave a submission out (PROTOCOL.md section 4: only evidence or a
-pending challenge does). They serve the simulator's attack benchmarks and a watcher's reports; a
-score-challenge game (bisection over the forward pass) would be needed to make them binding.
+Scores are not provable on-chain (each is a forward pass of the model): the v1 registry does not
+take them as grounds to leave a live submission out (PROTOCOL.md section 4: only evidence or a
+pending challenge does). In the root flow a syncer may leave an off-chain submission out on its
+score (the spec's ``score_min``, scored on the trainer's own shard: `unique_ids`); a trainer that
+disputes it forces its submission on-chain, which no score can leave out. A score-challenge game
+(bisection over the forward pass) would be needed to make scores binding.
 
 Usage::
 
@@ -38,12 +40,14 @@ from tenzro_trainer.evaluate import window_loss
 from tenzro_trainer.models import PatchForecaster
 
 
-def scoring_batch(split: Split, round_index: int, size: int = 64, salt: str = "") -> Tensor:
-    """The round's fixed scoring windows: ``size`` windows of the split's training parts, sampled
-    with a seed from sha256(salt, round_index) (salt: e.g. the task id), so every party draws the
-    same batch. Returns (size, context_len + horizon) float32."""
+def scoring_batch(split: Split, round_index: int, size: int = 64, salt: str = "",
+                  unique_ids: list[str] | None = None) -> Tensor:
+    """The round's fixed scoring windows: ``size`` windows of the split's training parts (of the
+    series ``unique_ids`` only, e.g. one trainer's shard; None = every series), sampled with a seed
+    from sha256(salt, round_index) (salt: e.g. the task id and the trainer), so every party draws
+    the same batch. Returns (size, context_len + horizon) float32."""
     seed = int.from_bytes(hashlib.sha256(f"{salt}/{round_index}".encode()).digest()[:8], "big") >> 1
-    return WindowDataset(split, seed=seed).sample(size)
+    return WindowDataset(split, unique_ids, seed=seed).sample(size)
 
 
 @torch.no_grad()

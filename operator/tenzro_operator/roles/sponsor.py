@@ -26,6 +26,7 @@ from tenzro_operator.spec import (
     parse_spec,
     task_id_bytes32,
 )
+from tenzro_operator.root_flow import enable_root_flow
 from tenzro_operator.task_assets import pin_dataset
 from tenzro_operator.task_runtime import INITIAL_ROUND, TaskRuntime
 from tenzro_trainer.config import ModelConfig
@@ -66,6 +67,8 @@ class SpecDraft:
     norm_multiple: float = 10.0
     shards: int | None = None  # default: one shard per trainer
     seed: int = 0
+    flow: str = "v1"  # "root": rounds committed by root (contracts/PROTOCOL.md §5)
+    score_min: float | None = None  # root flow: loss-improvement scoring threshold (None = off)
     metadata: dict = field(default_factory=dict)
 
 
@@ -107,17 +110,21 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
         "metadata": {**d.metadata, "protocol": {
             "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
             "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
-            "shards": d.shards or d.trainer_count, "seed": d.seed}},
+            "shards": d.shards or d.trainer_count, "seed": d.seed, "flow": d.flow,
+            **({"score_min": d.score_min} if d.score_min is not None else {})}},
     }, source=f"draft {d.task_id}")
 
 
 def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:
     """Pin the canonical spec JSON and post the task, escrowing the reward pool (an ERC-2612 permit
-    in the same transaction; approve first for a token without permits).
+    in the same transaction; approve first for a token without permits); a spec with
+    ``metadata.protocol.flow: root`` is then put in the root flow (`enable_root_flow`).
 
     Returns (task id bytes32, spec CID). Raises `ChainRevert` (e.g. Registry__TaskExists) with the
     error's name, or `RpcUnavailable` / `IpfsError` when a service is down.
     """
     spec_cid = ipfs.add(canonical_json(spec))
     client.post_task(spec, spec_cid)
+    if spec.require_protocol().flow == "root":
+        enable_root_flow(client, ipfs, spec)
     return spec.task_id_bytes, spec_cid

@@ -93,10 +93,19 @@ from tenzro_operator.events import EventCursor
 from tenzro_operator.evidence import bits_to_f32, non_finite_opening, norm_outliers
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics, task_label
+from tenzro_operator.receipt import weights_root
+from tenzro_operator.roles.root_syncer import NOT_YET, RootSyncerMixin
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime, outer_config
-from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript, Submission
+from tenzro_operator.transcript import (
+    MAX_TRANSCRIPT_BYTES,
+    BlobRef,
+    FragmentRecord,
+    Rejection,
+    RoundTranscript,
+    Submission,
+)
 from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
 from tenzro_trainer.codec import decode_fragment
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
@@ -109,7 +118,6 @@ __all__ = ["SyncerDaemon", "SyncerDaemonConfig", "SyncerFaultSettings"]
 
 log = logging.getLogger("tenzro.syncer")
 
-MAX_TRANSCRIPT_BYTES = 32 << 20  # bytes: a round transcript (M*F <= 2048 entries) is far smaller
 _REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malformed", "non_finite": "NonFinite",
                      "norm": "NormOutlier"}
 # what the syncer does on-chain about an invalid submission: prove it (evidence the registry
@@ -204,6 +212,7 @@ class _Sub:
     tree: ChunkTree | None = None  # commitment of the decoded vector (kept for a non-finite proof)
     flat: torch.Tensor | None = None
     reported: bool = False  # proven invalid or challenged on-chain (or found so already)
+    offchain: bool = False  # root flow: delivered over pubsub, not on-chain (nothing to report)
     challenges: int = 0  # availability challenges after the first (one more per answered one)
 
     @property
@@ -218,8 +227,9 @@ class _Sub:
     def key(self) -> str:
         return self.trainer.lower()
 
-    def submission(self) -> Submission:
-        return Submission(trainer=self.key, cid=self.cid, sha256="0x" + self.payload_hash.hex())
+    def submission(self, extra: dict | None = None) -> Submission:
+        """The transcript's record; ``extra``: the root flow's signed-struct fields."""
+        return Submission(trainer=self.key, cid=self.cid, sha256="0x" + self.payload_hash.hex(), **(extra or {}))
 
 
 @dataclass
@@ -227,11 +237,12 @@ class _RoundState:
     round: int
     subs: dict[tuple[int, str], _Sub] = field(default_factory=dict)
     quorum_since: float | None = None
+    closes: int = 0  # root flow: the commit phase's last second (chain time)
     t_start: float = field(default_factory=time.perf_counter)
     split: dict[str, float] = field(default_factory=lambda: {"fetch_s": 0.0, "validate_s": 0.0})
 
 
-class SyncerDaemon(Daemon):
+class SyncerDaemon(RootSyncerMixin, Daemon):
     """The syncer of one run (see the module docstring).
 
     Args:
@@ -244,6 +255,7 @@ class SyncerDaemon(Daemon):
     """
 
     role = "syncer"
+    _sub_class = _Sub
     # the run being served (reset_run clears them)
     spec: TaskSpec | None
     runtime: TaskRuntime | None
@@ -518,6 +530,7 @@ class SyncerDaemon(Daemon):
         self.norm_multiple = proto.norm_multiple
         self.norm_screen_sq = proto.norm_screen_sq_bits
         self._trainer_index: dict[str, int] = {}
+        self.root_prepare()
         if self.opt("evaluate", True):
             df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
                               max_bytes=self.config.max_dataset_bytes)
@@ -591,8 +604,9 @@ class SyncerDaemon(Daemon):
 
     def rebuild_round(self, r: int, commit: dict) -> None:
         """Re-run round r's aggregation and outer step from its pinned transcript and payloads
-        (``commit``: the round's ``RoundFinalized`` commit); checks the result against the
-        committed fragment hashes."""
+        (``commit``: the round's ``RoundFinalized`` commit, or for a root-flow round its
+        transcript and ``weightsRoot``, `root_commits`); checks the result against the committed
+        fragment hashes (root flow: the transcript's, bound by the committed weights root)."""
         tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                    bytes(commit["transcriptHash"]))
         index = {a.lower(): i for i, a in enumerate(self.chain.trainers_of(self.task_id))}
@@ -607,7 +621,12 @@ class SyncerDaemon(Daemon):
             outer.step(self.rule(updates) if updates else outer.zero_aggregate())
         blobs = self.runtime.encode_weights(self._state(), r)
         got = [hashlib.sha256(b).digest() for b in blobs]
-        want = [bytes(h) for h in commit["fragmentHashes"]]
+        if "fragmentHashes" in commit:
+            want = [bytes(h) for h in commit["fragmentHashes"]]
+        else:
+            want = tr.weights_refs()[1]
+            if weights_root(want) != commit["weightsRoot"]:
+                raise TenzroError(f"round {r}'s transcript lists weights whose root is not the committed one")
         if got != want:
             bad = [f for f in range(len(got)) if got[f] != want[f]]
             raise TenzroError(f"rebuilding round {r} from its transcript gives other weights (fragments {bad}) "
@@ -621,7 +640,10 @@ class SyncerDaemon(Daemon):
         return state
 
     def _finalized_commits(self) -> dict[int, dict]:
-        """``round -> commit`` of the run's ``RoundFinalized`` events so far."""
+        """``round -> commit`` of the run's ``RoundFinalized`` events so far (root flow: of its
+        committed rounds, `root_commits`)."""
+        if self.root_flow:
+            return self.root_commits()
         head = self.chain.block_number()
         return {int(ev["args"]["round"]): ev["args"]["commit"]
                 for ev in self.chain.get_logs(self._run_start, head, ["RoundFinalized"], task_id=self.task_id)}
@@ -634,15 +656,22 @@ class SyncerDaemon(Daemon):
         self.check_stop()
         run = self.chain.get_run(self.task_id)
         if run.status == RunStatus.COMPLETED:
-            self.seal()
+            if self.root_flow and not self.root_seal():
+                self.sleep(self.poll_s)
+                return "next"
+            if not self.root_flow:
+                self.seal()
             self.claim_fee()
+            self.root_close()
             return "done"
         if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
             if run.status == RunStatus.SEALED:
                 self.claim_fee()
+            self.root_close()
             return "done"
         if run.syncer != self.account.address:
             log.warning("no longer the syncer of this run (now %s): stopping", run.syncer)
+            self.root_close()
             return "done"
         r = run.current_round
         set_log_context(round=r)
@@ -674,6 +703,10 @@ class SyncerDaemon(Daemon):
         """Start the round state of the chain's open round, its submissions read from the block the
         round opened in (`ChainClient.first_block_at` its ``round_opened_at``: early, never late)."""
         self._round = _RoundState(run.current_round)
+        if self.root_flow:
+            self._round.closes = self.chain.commit_phase(self.task_id)[0]
+            self._reveals = {k: m for k, m in self._reveals.items() if k[0] >= run.current_round}
+            self._commitments = {k: c for k, c in self._commitments.items() if k[0] >= run.current_round}
         self.metrics.round.labels(task=task_label(self.task_id)).set(run.current_round)
         start = max(self._run_start, self.chain.first_block_at(run.round_opened_at))
         log.info("round %d: reading submissions from block %d", run.current_round, start)
@@ -706,10 +739,13 @@ class SyncerDaemon(Daemon):
             if (sub.fragment, sub.key) in rs.subs or any((s.fragment, s.key) == (sub.fragment, sub.key) for s in new):
                 continue
             new.append(sub)
+        if self.root_flow:  # off-chain submissions: the reveals that open a timely commitment
+            new += [s for s in self.root_collect(run, rs.closes)
+                    if not any((o.fragment, o.key) == (s.fragment, s.key) for o in new)]
         try:
             self.validate_all(new, run)
         except BaseException:  # an IPFS outage, a stop: what was not recorded is read again next time
-            pending = [s.block for s in new if (s.fragment, s.key) not in rs.subs]
+            pending = [s.block for s in new if not s.offchain and (s.fragment, s.key) not in rs.subs]
             if pending:
                 self.cursor.rewind(min(pending))
             raise
@@ -870,7 +906,8 @@ class SyncerDaemon(Daemon):
         for a non-finite value (the opened chunk) or a norm outlier (every signed sum of the
         fragment), else ``challengeAvailability`` of its first chunk. A submission the chain
         already shows rejected, or already challenged, counts as done."""
-        if sub.reported:
+        if sub.reported or sub.offchain:  # nothing on-chain to act on: the submission is simply not accepted
+            sub.reported = True
             return
         rs = self._round
         t0 = time.perf_counter()
@@ -906,7 +943,7 @@ class SyncerDaemon(Daemon):
         cannot use (PROTOCOL.md §4, residual)."""
         rs = self._round
         for sub in rs.subs.values():
-            if not (sub.reported and sub.reason in _CHALLENGE):
+            if sub.offchain or not (sub.reported and sub.reason in _CHALLENGE):
                 continue
             pending = self.chain.availability_challenge(self.task_id, rs.round, sub.fragment, sub.trainer)
             if str(pending["challenger"]).lower() != ZERO_ADDRESS:
@@ -959,9 +996,14 @@ class SyncerDaemon(Daemon):
 
     def _index(self, sub: _Sub) -> int:
         """The trainer index of a submission (``trainersOf`` order)."""
-        if sub.key not in self._trainer_index:
+        return self._trainer_indices(sub.key)[sub.key]
+
+    def _trainer_indices(self, must_hold: str | None = None) -> dict[str, int]:
+        """Lower-case trainer address -> index (``trainersOf``), read again when empty or missing
+        ``must_hold`` (a trainer seen on-chain; never for an address from pubsub, anyone's to send)."""
+        if not self._trainer_index or (must_hold is not None and must_hold not in self._trainer_index):
             self._trainer_index = {a.lower(): i for i, a in enumerate(self.chain.trainers_of(self.task_id))}
-        return self._trainer_index[sub.key]
+        return self._trainer_index
 
     def _norm_screen(self) -> dict[int, list[_Sub]]:
         """Accepted submissions per fragment: the structurally valid ones that are not norm
@@ -981,6 +1023,8 @@ class SyncerDaemon(Daemon):
             self.nudge_devnet(run.round_deadline)
             return True
         if not self.config.finalize_early:
+            return False
+        if self.root_flow and self.chain_now() <= rs.closes:  # the registry refuses a commit in the commit phase
             return False
         acc = self._norm_screen()
         if not all(len(v) >= run.quorum for v in acc.values()):
@@ -1004,6 +1048,8 @@ class SyncerDaemon(Daemon):
                                                f"{self.norm_multiple:g}^2 x the fragment's median")
             if s.reason == "NormOutlier":
                 self.report(s)
+        if self.root_flow:
+            self.root_score(r, accepted)  # the spec's score_min, if any
         self._fault_false_report(r, accepted)
         dropping = self._fault_drop(r, accepted)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
@@ -1020,6 +1066,7 @@ class SyncerDaemon(Daemon):
             cids = [self.ipfs.add(b) for b in blobs]
             hashes = [hashlib.sha256(b).digest() for b in blobs]
             wroot = TaskRuntime.weights_root(blobs)
+            momentum, signed = self.root_extras(r, accepted, run) if self.root_flow else ({}, {})
             transcript = RoundTranscript(
                 task_id="0x" + self.task_id.hex(), round=r,
                 rule={"name": self.spec.aggregation_name, "params": dict(self.spec.aggregation_params)},
@@ -1028,11 +1075,12 @@ class SyncerDaemon(Daemon):
                 input_weights_root="0x" + run.weights_root.hex(), weights_root="0x" + wroot.hex(),
                 accepted_count=sum(len(v) for v in accepted.values()),
                 fragments=[FragmentRecord(
-                    fragment=f, accepted=[s.submission() for s in accepted[f]],
+                    fragment=f, accepted=[s.submission(signed.get((f, s.key))) for s in accepted[f]],
                     rejected=[Rejection(**s.submission().model_dump(), reason=s.reason, detail=s.detail[:500])
                               for s in sorted(rs.subs.values(), key=lambda x: x.key)
                               if s.fragment == f and s.reason is not None],
-                    weights=BlobRef(cid=cids[f], sha256="0x" + hashes[f].hex()), aggregated=bool(accepted[f]))
+                    weights=BlobRef(cid=cids[f], sha256="0x" + hashes[f].hex()), aggregated=bool(accepted[f]),
+                    momentum=BlobRef(**momentum[f]) if f in momentum else None)
                     for f in range(F)])
             tbytes = transcript.canonical_bytes()
             tcid = self.ipfs.add(tbytes)
@@ -1045,10 +1093,13 @@ class SyncerDaemon(Daemon):
             for f, subs in accepted.items():
                 for s in subs:
                     bitmaps[index[s.key]] |= 1 << f
-            commit = RoundCommit(task_id=self.task_id, round=r, fragment_hashes=hashes, fragment_cids=cids,
-                                 accepted_bitmaps=bitmaps, transcript_hash=transcript.hash(), transcript_cid=tcid)
             t2 = time.perf_counter()
-            res = self.chain.finalize_round(commit)
+            if self.root_flow:
+                res = self.root_commit(run, r, accepted, bitmaps, hashes, transcript, tcid)
+            else:
+                res = self.chain.finalize_round(RoundCommit(
+                    task_id=self.task_id, round=r, fragment_hashes=hashes, fragment_cids=cids, accepted_bitmaps=bitmaps,
+                    transcript_hash=transcript.hash(), transcript_cid=tcid))
             t_chain = time.perf_counter() - t2 + rs.split.get("chain_s", 0.0)
         except ChainRevert as exc:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
@@ -1063,6 +1114,13 @@ class SyncerDaemon(Daemon):
                 log.info("round %d: a submission arrived after the last read (%s): collecting it and "
                          "finalizing again", r, exc)
                 return False
+            if exc.error_name in NOT_YET:
+                log.info("round %d: not yet (%s): committing on a later poll", r, exc.error_name)
+                return False
+            if exc.error_name == "Registry__WrongPreviousCredits":
+                log.warning("round %d: the credits read from the chain were stale (%s): reading them again", r, exc)
+                self._credits = None
+                return False
             if exc.error_name == "Registry__QuorumNotMet":
                 log.info("round %d: the chain wants more accepted submissions before the deadline (%s)", r, exc)
                 rs.quorum_since = None
@@ -1075,7 +1133,7 @@ class SyncerDaemon(Daemon):
         except BaseException:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
             raise
-        fin = res.event("RoundFinalized")
+        fin = res.event("RoundCommitted" if self.root_flow else "RoundFinalized")
         self.last_finalized = r
         self.finalized_here += 1
         self._tally("rounds_finalized", 1)
@@ -1089,7 +1147,7 @@ class SyncerDaemon(Daemon):
             "process_s": round(time.perf_counter() - rs.t_start, 6), "fetch_s": round(rs.split["fetch_s"], 6),
             "validate_s": round(rs.split["validate_s"], 6), "aggregate_s": round(t_agg, 6),
             "pin_s": round(t_pin, 6), "chain_s": round(t_chain, 6), "submissions": len(rs.subs),
-            "accepted": n_acc, "rejected": n_rej, "quorum_met": bool(fin["quorumMet"]),
+            "accepted": n_acc, "rejected": n_rej, "quorum_met": bool(fin.get("quorumMet", True)),
             "weights_root": "0x" + wroot.hex(), "tx": res.tx_hash}
         if self._eval is not None:
             t3 = time.perf_counter()
@@ -1105,7 +1163,7 @@ class SyncerDaemon(Daemon):
         append_jsonl(self.rounds_path, rec)
         self.history.append(rec)
         log.info("finalized round %d: %d accepted, %d rejected, quorum %s, wall %.2f s (fetch %.2f, validate %.2f, "
-                 "aggregate %.2f, pin %.2f, chain %.2f)%s", r, n_acc, n_rej, fin["quorumMet"], wall,
+                 "aggregate %.2f, pin %.2f, chain %.2f)%s", r, n_acc, n_rej, rec["quorum_met"], wall,
                  rec["fetch_s"], rec["validate_s"], t_agg, t_pin, t_chain,
                  f", held-out loss {rec['heldout_loss']:.4f}" if "heldout_loss" in rec else "")
         self._round = None

@@ -54,6 +54,7 @@ from tenzro_operator.metrics import TrainerMetrics, task_label
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
 from tenzro_operator.roles.challenges import ChallengeAnswerer
+from tenzro_operator.roles.root_trainer import RootTrainerMixin
 from tenzro_operator.task_assets import fetch_spec, fetch_weights, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.codec import encode_fragment
@@ -69,7 +70,7 @@ log = logging.getLogger("tenzro.trainer")
 # Fragments encoded and pinned at once (IPFS adds are I/O-bound; transactions still go out in order).
 PIN_WORKERS = 4
 
-FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip"]
+FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "copycat"]
 
 
 class FaultSettings(BaseModel):
@@ -77,7 +78,8 @@ class FaultSettings(BaseModel):
 
     Attributes:
         kind: ``nan`` (every value NaN), ``wrong_hash`` (payloadHash of other bytes),
-            ``scale100`` (delta x 100), ``sign_flip`` (-delta).
+            ``scale100`` (delta x 100), ``sign_flip`` (-delta); ``copycat`` (root flow only: trains
+            nothing, re-signs every other trainer's reveal as its own, `RootTrainerMixin.copy_round`).
         rounds: rounds to misbehave in (None = every round).
         fragments: fragments to misbehave on (None = every fragment).
     """
@@ -129,7 +131,7 @@ def _popcount(x: int) -> int:
     return bin(int(x)).count("1")
 
 
-class TrainerDaemon(Daemon):
+class TrainerDaemon(RootTrainerMixin, Daemon):
     """One trainer (see the module docstring).
 
     Args:
@@ -286,6 +288,7 @@ class TrainerDaemon(Daemon):
         for r, f in self.events.extra.get("challenges", []):  # open when the previous life ended
             self.challenges.note(int(r), int(f))
         self._completed_seen_at: int | None = None
+        self.root_prepare()
         df = load_dataset(self.ipfs, self.spec, self.config.dataset_path, max_bytes=self.config.max_dataset_bytes)
         self.df: pd.DataFrame = df
         log.info("task %s: %s, F=%d, H=%d, %d rounds, %d series", self.spec.task_id, self.spec.architecture.family,
@@ -296,6 +299,8 @@ class TrainerDaemon(Daemon):
         already enrolled (idempotent across restarts)."""
         stats = self.chain.trainer_stats(self.task_id)
         if not stats.enrolled:
+            if self.root_flow:
+                self.wait_root_flow(run)
             stake = self.config.stake_atto or run.min_stake
             did = self.config.did
             if did == TrainerConfig.model_fields["did"].default:
@@ -388,6 +393,11 @@ class TrainerDaemon(Daemon):
         finalized. Returns ``"done"`` when the run is over for this trainer, else ``"next"``."""
         self.check_stop()
         run = self.chain.get_run(self.task_id)
+        if self.root_flow and run.status in (RunStatus.COMPLETED, RunStatus.SEALED):
+            return self.root_finish(run)
+        if self.root_flow and run.status == RunStatus.TRAINING and self.fault is not None \
+                and self.fault.kind == "copycat":
+            return self.copy_round(run)
         if run.status == RunStatus.COMPLETED and run.open_challenges and self._may_be_challenged(run):
             self.answer_challenges()  # the last round's challenges are answerable until the seal
             self.sleep(self.poll_s)
@@ -407,15 +417,22 @@ class TrainerDaemon(Daemon):
         r = run.current_round
         set_log_context(round=r)
         full = (1 << run.fragment_count) - 1
-        submitted, _, _ = self.chain.submissions_of(self.task_id, r, self.account.address)
+        if self.root_flow:  # delivered off-chain: this process's outbox says what is done
+            submitted = full if r in self._outbox else 0
+        else:
+            submitted, _, _ = self.chain.submissions_of(self.task_id, r, self.account.address)
         if (submitted & full) != full and r not in self._skipped:
-            if self.chain_now() > run.round_deadline:
-                log.warning("round %d: deadline %d passed before submission; skipping the round", r,
-                            run.round_deadline)
+            last = self.closes_of(r) if self.root_flow else run.round_deadline  # root flow: commitments end there
+            if self.chain_now() > last:
+                log.warning("round %d: %s %d passed before submission; skipping the round", r,
+                            "commit phase" if self.root_flow else "deadline", last)
                 self._skipped.add(r)
             else:
                 self.train_and_submit(run, r, submitted)
-        self.wait_finalized(r)  # False: submit again on the next step
+        if self.root_flow:
+            self.root_wait(r)
+        else:
+            self.wait_finalized(r)  # False: submit again on the next step
         return "next"
 
     def round_weights(self, run: RunView, r: int) -> tuple[dict[str, torch.Tensor], float]:
@@ -426,7 +443,7 @@ class TrainerDaemon(Daemon):
         if r == 0:
             state, blobs = initial_weights(self.ipfs, self.spec, self.runtime, run.initial_weights_root)
         else:
-            commit = self._finalized_commit(r - 1)
+            commit = self.root_commit_weights(r - 1) if self.root_flow else self._finalized_commit(r - 1)
             state, blobs = fetch_weights(self.ipfs, self.runtime, list(commit["fragmentCids"]),
                                          [bytes(h) for h in commit["fragmentHashes"]], run.weights_root)
         self.metrics.ipfs_in(sum(len(b) for b in blobs))
@@ -474,6 +491,9 @@ class TrainerDaemon(Daemon):
                 self.metrics.ipfs_out(size)
                 if fault:
                     log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
+                if self.root_flow:
+                    self.sign_for_delivery(r, f, payload)
+                    continue
                 try:
                     sent.append((f, payload.cid, self._timed_send(r, f, payload)))
                 except ChainRevert as exc:
@@ -508,6 +528,15 @@ class TrainerDaemon(Daemon):
         with progress_bar(f"round {r}: pin + submit", len(self.runtime.fragments)) as tick:
             self._pin_and_submit(r, global_state, res, already, sent, tick)
         n_ok = 0
+        if self.root_flow:
+            if self.chain_now() > self.closes_of(r):  # a late commitment would be refused by an honest syncer
+                log.warning("round %d: training ended after the commit phase closed: the round is skipped", r)
+                self._outbox.pop(r, None)
+                self._skipped.add(r)
+            else:
+                n_ok = len(self._outbox.get(r, []))
+                self.summary["submitted"] += n_ok
+                self.publish(r)  # the commitments, at once
         t_mined = time.perf_counter()
         for f, cid, pending in sent:
             try:
@@ -567,16 +596,22 @@ class TrainerDaemon(Daemon):
             self.answer_challenges()
             self.sleep(self.poll_s)
         _, rejected, accepted = self.chain.submissions_of(self.task_id, r, self.account.address)
+        n = self.count_accepted(accepted)
+        log.info("round %d finalized: %d fragment(s) accepted, %d rejected", r, n, _popcount(rejected))
+        if rejected:
+            self.explain_rejections(r)
+        return True
+
+    def count_accepted(self, accepted: int) -> int:
+        """Count a round's accepted bitmap of this trainer in the metrics and the summary (none
+        accepted: a missed round); returns how many fragments were accepted."""
         n = _popcount(accepted)
         self.metrics.accepted.labels(task=task_label(self.task_id)).inc(n)
         self.summary["accepted"] += n
         if n == 0:
             self.metrics.missed_rounds.labels(task=task_label(self.task_id)).inc()
             self.summary["missed"] += 1
-        log.info("round %d finalized: %d fragment(s) accepted, %d rejected", r, n, _popcount(rejected))
-        if rejected:
-            self.explain_rejections(r)
-        return True
+        return n
 
     def explain_rejections(self, r: int) -> list[tuple[int, str]]:
         """Log why this trainer's submissions of round r were rejected, from the chain's own record

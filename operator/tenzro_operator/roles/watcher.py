@@ -28,14 +28,20 @@ verify-receipt`` runs over a sealed run, fed incrementally:
    ``<data_dir>/watcher-rounds.jsonl`` (task, round, ok, accepted, payloads, replay seconds,
    lag in blocks and seconds).
 
-No fraud proof is sent yet: the registry's challenge of a round (protocol v2) is not built. The
-hook is `WatcherDaemon.on_mismatch`, called once per mismatched round with its `Finding`; that is
-where the proof will be built and sent within the challenge window. Until then the watcher only
-reads the chain and IPFS, and needs no key.
+A root-flow run (contracts/PROTOCOL.md §5) is checked by `tenzro_operator.root_check` on each
+``RoundCommitted`` instead: the round's committed weights and momentum against their
+recomputation from the previous committed state and the accepted signed payloads. A watcher
+with a key sends the aggregate proof of the first wrong coordinate at once (``proveAggregate``:
+no bond, the bounty is 10 % of the syncer's bond); the run goes back to the round before, and
+the watcher checks that round again when it is committed anew (``RoundsDiscarded`` rewinds it
+too). Several watchers may race: the first proof wins, the others revert
+(``Registry__RoundNotCommitted``) and lose only their gas. A v1 run has no on-chain remedy for
+a wrong round: its mismatch is only reported (`WatcherDaemon.on_mismatch`), and the watcher
+needs no key.
 
 Prometheus (`tenzro_operator.metrics.WatcherMetrics`, port 9103 by default), per ``task``:
 rounds checked, mismatches, lag behind the chain (blocks and seconds between a round's commit
-and its check), last round checked.
+and its check), last round checked, fraud proofs sent and upheld, bounties won.
 
 A restarted watcher replays its runs from round 0 (a round's replay costs a fraction of its
 training); rounds already in the report are not written or logged twice. A reorg that replaces
@@ -60,6 +66,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tenzro_operator.chain import RunStatus, RunView
+from tenzro_operator.errors import ChainRevert
 from tenzro_operator.config import WatcherConfig
 from tenzro_operator.daemon import Daemon, DaemonHalted, StopRequested, append_jsonl
 from tenzro_operator.errors import ServiceUnavailable, TenzroError
@@ -67,6 +74,7 @@ from tenzro_operator.events import EventCursor
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import WatcherMetrics, task_label
 from tenzro_operator.replay import Finalized, Mismatch, RoundReplayer, RoundReport, submission_of
+from tenzro_operator.root_check import RootCheck, RootRoundChecker
 from tenzro_operator.spec import task_id_bytes32
 
 __all__ = ["Finding", "WatcherDaemon"]
@@ -125,6 +133,9 @@ class _RunWatch:
     subs: dict = field(default_factory=dict)  # (round, fragment, trainer) -> (cid, payloadHash)
     pending: dict[int, tuple[Finalized, dict[str, Any]]] = field(default_factory=dict)  # round -> (commit, event)
     replayer: RoundReplayer | None = None
+    root: RootRoundChecker | None = None  # a root-flow run's checker (built once the run trains)
+    is_root: bool | None = None  # in the root flow (read once)
+    root_pending: dict[int, dict[str, Any]] = field(default_factory=dict)  # round -> RoundCommitted event
     next_round: int = 0
     max_rounds: int = 0
     failures: int = 0
@@ -133,6 +144,7 @@ class _RunWatch:
     def reset(self) -> None:
         """Forget everything derived from events (a reorg): read and replay again from the run's start."""
         self.subs, self.pending, self.replayer, self.next_round = {}, {}, None, 0
+        self.root_pending = {}
         self.cursor.rewind(self.start_block)
 
 
@@ -141,7 +153,7 @@ class WatcherDaemon(Daemon):
 
     Args:
         config: `WatcherConfig`.
-        account: an unlocked account, or None (the watcher sends nothing yet).
+        account: an unlocked account (sends the fraud proofs of root-flow runs), or None (reports only).
         chain: a `ChainClient` (read-only is enough).
         ipfs: an `IpfsClient`.
         metrics: `WatcherMetrics` (default: a fresh one).
@@ -151,6 +163,7 @@ class WatcherDaemon(Daemon):
     Attributes:
         findings: every `Finding` of this process, in order.
         checked: ``(task_id, round, ok)`` of every round checked, in order.
+        proofs: ``(task_id, round, bounty atto-units)`` of every fraud proof the registry upheld.
     """
 
     role = "watcher"
@@ -165,6 +178,7 @@ class WatcherDaemon(Daemon):
         self.watches: dict[bytes, _RunWatch] = {}
         self.findings: list[Finding] = []
         self.checked: list[tuple[bytes, int, bool]] = []
+        self.proofs: list[tuple[bytes, int, int]] = []  # (task, round, bounty atto) of each proof upheld
         self._reported = self._load_reported()
         self._senders: dict[str, str | None] = {}
 
@@ -173,7 +187,7 @@ class WatcherDaemon(Daemon):
     @classmethod
     def run_cli(cls, config_cls, config_path, role: str = "watcher", **overrides: Any) -> int:
         """``tenzro watcher run``: load the config, configure logging, open the chain read-only
-        (the keystore, if configured, is unlocked for the fraud proofs to come) and IPFS, run in
+        (the keystore, if configured, is unlocked to send root-flow fraud proofs) and IPFS, run in
         the foreground with SIGTERM/SIGINT handlers. Every `TenzroError` becomes one line on
         stderr and exit code 1; returns the exit code."""
         from tenzro_operator.chain import ChainClient
@@ -279,7 +293,8 @@ class WatcherDaemon(Daemon):
 
     def _add(self, tid: bytes, run: RunView) -> None:
         start = self.chain.run_start_block(run)
-        cursor = EventCursor(self.chain, ["GradientSubmitted", "RoundFinalized"], task_id=tid, start_block=start,
+        cursor = EventCursor(self.chain, ["GradientSubmitted", "RoundFinalized", "RoundCommitted", "RoundsDiscarded"],
+                             task_id=tid, start_block=start,
                              confirmations=self.config.confirmations, tail_blocks=self.config.reorg_tail_blocks)
         self.watches[tid] = _RunWatch(tid, start, cursor, max_rounds=run.max_rounds)
         log.info("watching run %s (%s, %d rounds) from block %d", task_label(tid), run.status.name, run.max_rounds,
@@ -335,6 +350,16 @@ class WatcherDaemon(Daemon):
             elif ev["event"] == "RoundFinalized":
                 fin = Finalized.from_event(ev)
                 w.pending[fin.round] = (fin, ev)
+            elif ev["event"] == "RoundCommitted":
+                w.root_pending[int(ev["args"]["round"])] = ev
+            elif ev["event"] == "RoundsDiscarded":  # a proof (ours or another's) rewound the run
+                start = int(ev["args"]["fromRound"])
+                w.root_pending = {r: e for r, e in w.root_pending.items() if r < start}
+                w.next_round = min(w.next_round, start)
+        if w.is_root is None:
+            w.is_root = self.chain.is_root_flow(w.task_id)
+        if w.is_root:
+            return self._poll_root(w, run)
         if w.replayer is None and run.status in _TRAINED:
             w.replayer = RoundReplayer.for_run(self.chain, self.ipfs, w.task_id, run, submissions=w.subs,
                                                check_payloads=self.config.check_payloads,
@@ -349,6 +374,71 @@ class WatcherDaemon(Daemon):
                      w.next_round)
         return True
 
+    def _poll_root(self, w: _RunWatch, run: RunView) -> bool:
+        """`poll_run` for a root-flow run: check each committed round in order (`check_root_round`)."""
+        if w.root is None and run.status in _TRAINED:
+            w.root = RootRoundChecker.for_run(self.chain, self.ipfs, w.task_id, run, w.start_block,
+                                              self.config.max_model_params)
+        while w.root is not None and w.next_round in w.root_pending:
+            self.check_stop()
+            ev = w.root_pending.pop(w.next_round)
+            w.next_round = w.next_round if self.check_root_round(w, ev) else w.next_round + 1
+        if run.status == RunStatus.CANCELLED or (run.status == RunStatus.SEALED and w.next_round >= run.max_rounds):
+            w.done = True
+            log.info("run %s is %s: %d rounds checked, watching it no more", task_label(w.task_id), run.status.name,
+                     w.next_round)
+        return True
+
+    def check_root_round(self, w: _RunWatch, ev: dict[str, Any]) -> bool:
+        """Check one committed root-flow round (`RootRoundChecker.check`); on a provable mismatch
+        report it and, with a key, send the proof (`prove`). Returns True when the round was
+        proven wrong (by this watcher or by another first): it will be committed again."""
+        r, tid, label = int(ev["args"]["round"]), w.task_id, task_label(w.task_id)
+        set_log_context(round=r)
+        t0 = time.perf_counter()
+        res = w.root.check(r, ev["args"])
+        block = int(ev["block_number"])
+        lag_blocks, lag_s = self._record_check(tid, r, block, res.ok, {"flow": "root",
+                                                                      "replay_s": round(time.perf_counter() - t0, 3)})
+        if res.ok:
+            log.info("round %d checked: matches the commit (lag %d blocks, %.0f s)", r, lag_blocks, lag_s)
+            return False
+        self.metrics.mismatches.labels(task=label).inc()
+        tx = str(ev.get("tx_hash") or "")
+        where = f"round {r}" + (f" fragment {res.fragment}" if res.fragment is not None else "")
+        finding = Finding(tid, r, [] if res.fragment is None else [res.fragment],
+                          [Mismatch(where, "the recomputation", res.detail, r)], block, tx, self._sender(tx),
+                          lag_blocks, lag_s)
+        self.on_mismatch(finding)
+        return res.proof is not None and self.prove(w, res)
+
+    def prove(self, w: _RunWatch, res: RootCheck) -> bool:
+        """Send ``proveAggregate`` for a wrong round (needs a key). Returns True when the round is
+        discarded (this proof, or another watcher's that landed first), False when nothing was
+        sent or the proof was refused (logged)."""
+        label = task_label(w.task_id)
+        if self.account is None:
+            log.warning("round %d is provably wrong but this watcher has no key: set keystore to send the proof",
+                        res.round)
+            return False
+        self.metrics.challenges_sent.labels(task=label).inc()
+        try:
+            tx = self.chain.prove_aggregate(*res.proof)
+        except ChainRevert as exc:
+            if exc.error_name == "Registry__RoundNotCommitted":
+                log.warning("round %d was proven wrong first by someone else (%s)", res.round, exc)
+                return True
+            log.error("the proof of round %d was refused: %s", res.round, exc)
+            return False
+        ev = tx.event("RoundProvenWrong")
+        self.metrics.challenges_won.labels(task=label).inc()
+        self.metrics.bounty.labels(task=label).inc(int(ev["bounty"]) / 10**18)
+        self.proofs.append((w.task_id, res.round, int(ev["bounty"])))
+        log.warning("PROVED round %d wrong at fragment %d coordinate %d: syncer %s slashed %d atto, bounty %d atto "
+                    "(tx %s)", res.round, res.fragment, res.coordinate, ev["syncer"], ev["slashed"], ev["bounty"],
+                    tx.tx_hash)
+        return True
+
     def check_round(self, w: _RunWatch, fin: Finalized, ev: dict[str, Any]) -> RoundReport:
         """Replay round ``fin.round`` against its commit (`RoundReplayer.replay`), record the
         metrics, and report a mismatch (`on_mismatch`). Returns the round's `RoundReport`."""
@@ -358,16 +448,8 @@ class WatcherDaemon(Daemon):
         record = self.chain.get_round(tid, r)
         rep, *_ = w.replayer.replay(r, fin, record, None)
         block = int(ev["block_number"])
-        lag_blocks = max(0, self.chain.block_number() - block)
-        lag_s = max(0.0, float(self.chain_now() - self.chain.block_timestamp(block)))
-        self.metrics.rounds_checked.labels(task=label).inc()
-        self.metrics.lag_blocks.labels(task=label).observe(lag_blocks)
-        self.metrics.lag_seconds.labels(task=label).observe(lag_s)
-        self.metrics.round.labels(task=label).set(r)
-        self.checked.append((tid, r, rep.ok))
-        append_jsonl(self.rounds_path, {"task": label, "round": r, "ok": rep.ok, "accepted": rep.accepted,
-                                        "payloads": rep.payloads_checked, "replay_s": round(rep.seconds, 3),
-                                        "lag_blocks": lag_blocks, "lag_s": round(lag_s, 3)})
+        lag_blocks, lag_s = self._record_check(tid, r, block, rep.ok, {
+            "accepted": rep.accepted, "payloads": rep.payloads_checked, "replay_s": round(rep.seconds, 3)})
         if rep.ok:
             log.info("round %d checked: matches the commit (%d accepted, %d payloads, %.2f s; lag %d blocks, %.0f s)",
                      r, rep.accepted, rep.payloads_checked, rep.seconds, lag_blocks, lag_s)
@@ -397,6 +479,21 @@ class WatcherDaemon(Daemon):
             self.on_finding(finding)
 
     # ------------------------------------------------------------------ helpers
+
+    def _record_check(self, tid: bytes, r: int, block: int, ok: bool, extra: dict[str, Any]) -> tuple[int, float]:
+        """Metrics and the ``watcher-rounds.jsonl`` line of one round checked (its commit in
+        ``block``); returns the lag behind the chain (blocks, chain seconds)."""
+        label = task_label(tid)
+        lag_blocks = max(0, self.chain.block_number() - block)
+        lag_s = max(0.0, float(self.chain_now() - self.chain.block_timestamp(block)))
+        self.metrics.rounds_checked.labels(task=label).inc()
+        self.metrics.lag_blocks.labels(task=label).observe(lag_blocks)
+        self.metrics.lag_seconds.labels(task=label).observe(lag_s)
+        self.metrics.round.labels(task=label).set(r)
+        self.checked.append((tid, r, ok))
+        append_jsonl(self.rounds_path, {"task": label, "round": r, "ok": ok, **extra, "lag_blocks": lag_blocks,
+                                        "lag_s": round(lag_s, 3)})
+        return lag_blocks, lag_s
 
     def _sender(self, tx: str) -> str | None:
         """The address that sent transaction ``tx`` (the committing syncer), or None."""

@@ -1,0 +1,278 @@
+"""``make demo-adversarial``: the demo's honest set-up on the root flow (contracts/PROTOCOL.md §5)
+plus four cheats, each caught, and the run sealed anyway with every honest party whole.
+
+Separate processes on the devnet, each with its own key and config (`tenzro_operator.demo`'s
+machinery): the sponsor posts a root-flow task with loss-improvement scoring (``score_min: 0``);
+syncer A, whose pool stake is exactly the run's bond, lies twice; stand-in syncer B; four honest
+trainers; a copycat trainer; a sign-flipping trainer; a watcher with a key. The cheats and what
+catches them:
+
+1. **false invalid report** (syncer A, round 0): A calls ``proveInvalid`` against an honest
+   trainer's valid off-chain submission; the registry refuses it (there is no on-chain slot to
+   slash, and no evidence): caught when nobody is slashed and the attempt was made (A's log);
+2. **wrong aggregate** (syncer A, round 1, fragment 0, one weight +1.0): the watcher recomputes
+   the round from its committed inputs and sends ``proveAggregate``: A loses its bond (10 % to the
+   watcher), the run goes back to round 1, B is elected and finishes: caught when the registry
+   upheld the proof against A;
+3. **copycat** (a trainer that re-signs every honest reveal as its own): its commitments come
+   after the commit phase, so no syncer credits it: caught when its credits are 0;
+4. **sign flip** (a trainer that sends -delta): scored out by the syncer (its payload makes the
+   loss worse): caught when its credits are 0.
+
+The summary table shows per party the stake it put in, its reward, what it lost to slashes, its
+bounty; the run's tokens must balance exactly (in: pool, stakes, the syncers' pool stakes; out:
+claims, refunds, fees, the rounding dust left to the sponsor, burned, bounty, the syncers' stakes
+left), every honest trainer must get its stake back and a reward, and the receipt must verify by
+replay. It ends with ``caught: <X> of <Y>`` and exits 1 unless X = Y and everything else holds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from tenzro_operator import replay
+from tenzro_operator.chain import RunStatus
+from tenzro_operator.demo import (
+    DEMO_PASSWORD,
+    REPO_ROOT,
+    DemoError,
+    DemoSettings,
+    _client,
+    _common,
+    _fund,
+    _preflight,
+    _spawn,
+    _write_yaml,
+    check_alive,
+    console,
+    stop,
+    wait_sealed,
+)
+from tenzro_operator.errors import ChainRevert, TenzroError
+from tenzro_operator.keys import anvil_account, create_devnet_keystores
+from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
+from tenzro_operator.root_flow import committed_rounds, cumulative_credits
+from tenzro_operator.units import format_tokens
+from tenzro_trainer.data.collection import default_collection
+
+__all__ = ["ADVERSARIAL", "run_adversarial"]
+
+HONEST = 4  # honest trainers
+BOND = 150 * TOKEN  # the run's syncer bond at least (`_bond`): whole TNZO, above the devnet's minimum syncer stake
+ADVERSARIAL = DemoSettings(trainers=HONEST + 2, quorum=3, fragments=4, rounds=4, grace_window_ms=40_000,
+                           syncer_bond=BOND, timeout_s=600.0, out=REPO_ROOT / "out" / "demo-adversarial")
+CHALLENGE_WINDOW_MS = 30_000  # a round stays provable this long after its commit; the seal waits it out
+
+
+def _roles(s: DemoSettings) -> dict[str, int]:
+    """Anvil account indices; the syncers' and the watcher's are fresh per run (a syncer slashed or
+    left registered by an earlier run never takes part)."""
+    k = 100 + 3 * (int(time.time()) % 100_000)
+    return {"sponsor": 1, **{f"trainer-{i}": 3 + i for i in range(s.trainers)},
+            "syncer-a": k, "syncer-b": k + 1, "watcher": k + 2}
+
+
+def _trainer_names(s: DemoSettings) -> dict[str, str]:
+    names = {f"trainer-{i}": "honest" for i in range(HONEST)}
+    names[f"trainer-{HONEST}"], names[f"trainer-{HONEST + 1}"] = "copycat", "sign flip"
+    return names
+
+
+def run_adversarial(s: DemoSettings = ADVERSARIAL) -> dict:
+    """Run the scenario (see the module docstring); returns the summary. Raises `DemoError` when a
+    cheat is not caught, an honest party lost anything, the tokens do not balance or the receipt
+    does not verify."""
+    t_start = time.monotonic()
+    deployer, ipfs = _preflight(s)
+    task = s.task_id or f"adversarial-{int(time.time())}"
+    work = s.workdir or REPO_ROOT / ".devnet" / "demo" / task
+    console.rule(f"[bold]tenzro-train adversarial demo[/]: task {task}")
+    roles = _roles(s)
+    keys = create_devnet_keystores(work / "keys", roles, DEMO_PASSWORD)
+    addr = {r: anvil_account(i).address for r, i in roles.items()}
+    _fund(deployer, {r: a for r, a in addr.items() if r not in ("syncer-a", "syncer-b", "watcher")}, s)
+    s = replace(s, syncer_bond=_bond(deployer))
+    _fund(deployer, {"syncer": addr["syncer-a"]}, s)
+    _fund(deployer, {"syncer": addr["syncer-b"]}, s)
+    _fund(deployer, {"watcher": addr["watcher"]}, replace(s, stake=0))
+    a = _client(s, anvil_account(roles["syncer-a"]))
+    a.register_syncer(s.syncer_bond)  # exactly one bond: once slashed it can never be drawn again
+    spec_df = default_collection()
+    sponsor = _client(s, anvil_account(roles["sponsor"]))
+    spec = build_spec(ipfs, SpecDraft(
+        task_id=task, sponsor_address=sponsor.address, model_metadata=dict(s.model_metadata),
+        fragment_count=s.fragments, trainer_count=s.trainers, quorum=s.quorum, inner_steps=s.inner_steps,
+        max_rounds=s.rounds, grace_window_ms=s.grace_window_ms, reward_pool=s.reward_pool, min_stake=s.stake,
+        syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond, challenge_window_ms=CHALLENGE_WINDOW_MS,
+        enrollment_window_ms=s.enrollment_window_ms, flow="root", score_min=0.0), spec_df)
+    posted_block = sponsor.block_number()
+    task_id, _ = post_task(sponsor, ipfs, spec)
+    console.print(f"posted {task} on the root flow with scoring (score_min 0): M={s.trainers}, K={s.quorum}, "
+                  f"F={s.fragments}, {s.rounds} rounds, syncer bond {s.syncer_bond / TOKEN:g} TNZO")
+
+    def spawn(name: str, module: str, cfg: dict) -> object:
+        path = _write_yaml(work / "config" / f"{name}.yaml", cfg)
+        return _spawn(name, [sys.executable, "-m", module, "run", "--config", str(path)], work / "logs" / f"{name}.log")
+
+    syncer = lambda r, **kw: {**_common(s, keys[r], work / r), "task_id": task, "evaluate": False,  # noqa: E731
+                              "straggler_wait_s": 15.0, "register_stake": str(s.syncer_bond // TOKEN), **kw}
+    trainer = lambda i, **kw: {**_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,  # noqa: E731
+                               "did": f"did:tenzro:machine:adversarial-{i}", "inner": {"batch_size": s.batch_size},
+                               **kw}
+    procs = [spawn("syncer-a", "tenzro_operator.syncer_cli", syncer(
+        "syncer-a", fault={"false_invalid_report": [0, 0, 0], "wrong_aggregate_at": [1, 0]}))]
+    procs += [spawn(f"trainer-{i}", "tenzro_operator.trainer_cli", trainer(i)) for i in range(HONEST)]
+    procs.append(spawn("watcher", "tenzro_operator.watcher_cli",
+                       {**_common(s, keys["watcher"], work / "watcher"), "task_id": task}))
+    try:
+        # the honest trainers hold indices 0..3 (the false report names index 0), then the cheaters
+        _wait(lambda: sponsor.get_run(task_id).enrolled_count >= HONEST, 300, "the honest trainers to enroll", procs)
+        procs.append(spawn(f"trainer-{HONEST}", "tenzro_operator.trainer_cli", trainer(HONEST, fault={"kind": "copycat"})))
+        procs.append(spawn(f"trainer-{HONEST + 1}", "tenzro_operator.trainer_cli",
+                           trainer(HONEST + 1, fault={"kind": "sign_flip"})))
+        _wait(lambda: sponsor.get_run(task_id).syncer == addr["syncer-a"], 300, "syncer A to be elected", procs)
+        procs.append(spawn("syncer-b", "tenzro_operator.syncer_cli", syncer("syncer-b")))
+        console.print("started syncer A (lies), 4 honest trainers, a copycat, a sign flipper, a watcher with a key, "
+                      f"then stand-in syncer B (logs in {work / 'logs'})")
+        train_s = wait_sealed(sponsor, task_id, procs, s)
+        watcher = next(p for p in procs if p.name == "watcher")
+        try:
+            watcher.popen.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            console.print(f"[yellow]the watcher had not finished 120 s after the seal[/] (log: {watcher.log})")
+        _wait(lambda: _claims(sponsor, task_id, posted_block) >= HONEST, 120, "the honest trainers' claims", procs)
+    finally:
+        stop(procs)
+    console.print(f"run sealed after {train_s:.0f} s")
+    summary = _summarize(s, sponsor, ipfs, task_id, posted_block, addr, work, t_start)
+    for r in ("syncer-a", "syncer-b"):  # leave the pool (best effort): this run's syncers take no part in others
+        try:
+            _client(s, anvil_account(roles[r])).unregister_syncer()
+        except ChainRevert:
+            pass
+    return summary
+
+
+def _bond(chain) -> int:
+    """The run's syncer bond (atto-units, whole TNZO): `BOND`, or more than any candidate already in
+    the pool has free (a devnet that served earlier runs), so that only A and B can be drawn."""
+    free = [chain.syncer_info(c).free for c in chain.syncer_candidates()]
+    return max([BOND] + [(f // TOKEN + 1) * TOKEN for f in free])
+
+
+def _wait(cond, timeout_s: float, what: str, procs) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        check_alive(procs)
+        if time.monotonic() - t0 > timeout_s:
+            raise DemoError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(1.0)
+
+
+def _events(chain, task_id: bytes, from_block: int, name: str) -> list:
+    return chain.get_logs(from_block, chain.block_number(), [name], task_id=task_id)
+
+
+def _claims(chain, task_id: bytes, from_block: int) -> int:
+    return len(_events(chain, task_id, from_block, "RewardClaimed"))
+
+
+def _summarize(s: DemoSettings, chain, ipfs, task_id: bytes, from_block: int, addr: dict[str, str], work: Path,
+               t_start: float) -> dict:
+    run = chain.get_run(task_id)
+    if run.status != RunStatus.SEALED:
+        raise DemoError(f"the run is {run.status.name}, not sealed")
+    trainers = [t.lower() for t in chain.trainers_of(task_id)]
+    role_of = {v.lower(): k for k, v in addr.items()}
+    kinds = _trainer_names(s)
+    credits = cumulative_credits(committed_rounds(chain, task_id, from_block, run.max_rounds), run.fragment_sizes,
+                                 len(trainers))
+    ev = lambda name: _events(chain, task_id, from_block, name)  # noqa: E731
+    claims = {e["args"]["trainer"].lower(): int(e["args"]["reward"]) for e in ev("RewardClaimed")}
+    refunds = {e["args"]["account"].lower(): int(e["args"]["stakeRefund"]) for e in ev("PayoutCredited")}
+    proofs = ev("RoundProvenWrong")
+    slashed = {e["args"]["syncer"].lower(): int(e["args"]["slashed"]) for e in proofs}
+    bounty = sum(int(e["args"]["bounty"]) for e in proofs)
+    claimable = int(ev("RootRunSealed")[0]["args"]["claimable"])
+    a_log = (work / "logs" / "syncer-a.log").read_text(errors="replace")
+    by_role = {role_of[t]: i for i, t in enumerate(trainers)}
+    caught = {
+        "false invalid report": "FAULT INJECTION: reporting trainer" in a_log and not ev("InvalidProven")
+        and not ev("TrainerSlashed"),
+        "wrong aggregate": [e["args"]["syncer"].lower() for e in proofs] == [addr["syncer-a"].lower()],
+        "copycat": credits[by_role[f"trainer-{HONEST}"]] == 0,
+        "sign flip": credits[by_role[f"trainer-{HONEST + 1}"]] == 0,
+    }
+    # per party: stake in, reward, slashed, bounty (atto-units)
+    rows = [("sponsor", "sponsor", s.reward_pool, claimable - sum(claims.values()), 0, 0)]
+    fees_claimed = {}
+    for e in ev("SyncerFeeClaimed"):
+        fees_claimed[e["args"]["syncer"].lower()] = fees_claimed.get(e["args"]["syncer"].lower(), 0) + int(e["args"]["amount"])
+    for r in ("syncer-a", "syncer-b"):  # fees earned: claimed, or still owed (A's for the round it committed honestly)
+        a = addr[r].lower()
+        fee = chain.syncer_fee_of(task_id, addr[r]) + fees_claimed.get(a, 0)
+        rows.append((r, "syncer (lies)" if r == "syncer-a" else "syncer (stand-in)", s.syncer_bond, fee, slashed.get(a, 0), 0))
+    for i, t in enumerate(trainers):
+        role = role_of.get(t, t)
+        rows.append((role, kinds.get(role, "?"), s.stake, claims.get(t, 0), s.stake - refunds.get(t, 0), 0))
+    rows.append(("watcher", "watcher", 0, 0, 0, bounty))
+    table = Table(title="parties (TNZO, exact in atto-units)")
+    for col in ("party", "kind", "stake in", "reward / fee", "slashed", "bounty"):
+        table.add_column(col, justify="left" if col in ("party", "kind") else "right")
+    for role, kind, stake_in, reward, lost, won in rows:
+        table.add_row(role, kind, *(format_tokens(x, symbol="") for x in (stake_in, reward, lost, won)))
+    console.print(table)
+
+    syncer_stakes_out = sum(chain.syncer_info(addr[r]).stake for r in ("syncer-a", "syncer-b"))
+    tokens_in = s.reward_pool + s.stake * len(trainers) + 2 * s.syncer_bond
+    burned = sum(slashed.values()) - bounty
+    tokens_out = (sum(claims.values()) + (claimable - sum(claims.values())) + sum(refunds.values())
+                  + run.syncer_fees_accrued + burned + bounty + syncer_stakes_out)
+    honest_whole = all(refunds.get(t, 0) == s.stake and claims.get(t, 0) > 0
+                       for t in trainers if kinds.get(role_of.get(t, ""), "") == "honest")
+    report = replay.verify_receipt(chain, ipfs, task_id)
+    console.print(f"tokens: in {tokens_in} atto {'==' if tokens_in == tokens_out else '!='} out {tokens_out} atto "
+                  f"(claims, dust left to the sponsor, refunds, fees, burned {format_tokens(burned)}, bounty, the "
+                  f"syncers' stakes left); honest trainers whole: {honest_whole}; receipt verified by replay: "
+                  f"{report.ok} (verifier 0x…1008: {report.verifier_ok})")
+    for name, ok in caught.items():
+        console.print(f"  {'[green]caught[/]' if ok else '[red]NOT caught[/]'}: {name}")
+    n = sum(caught.values())
+    summary = {"task_id": "0x" + task_id.hex(), "caught": caught, "tokens_in": str(tokens_in),
+               "tokens_out": str(tokens_out), "honest_whole": honest_whole, "receipt_ok": report.ok,
+               "wall_s": round(time.monotonic() - t_start, 1),
+               "parties": [dict(zip(("party", "kind", "stake_in", "reward", "slashed", "bounty"),
+                                    (r[0], r[1], *map(str, r[2:])))) for r in rows]}
+    s.out.mkdir(parents=True, exist_ok=True)
+    (s.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    console.print(f"summary: {s.out / 'summary.json'}; total {summary['wall_s']:.0f} s")
+    console.print(f"caught: {n} of {len(caught)}")
+    if n != len(caught) or tokens_in != tokens_out or not honest_whole or not (report.ok and report.verifier_ok):
+        raise DemoError("the adversarial scenario failed (see above)")
+    return summary
+
+
+@click.command()
+@click.option("--rpc", default=DemoSettings.rpc, show_default=True)
+@click.option("--ipfs", default=DemoSettings.ipfs, show_default=True)
+@click.option("--deployments", type=click.Path(path_type=Path), default=DemoSettings.deployments, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=ADVERSARIAL.out, show_default=True)
+def main(rpc: str, ipfs: str, deployments: Path, out: Path) -> None:
+    """Run the adversarial scenario on the devnet (`make deploy` first)."""
+    try:
+        run_adversarial(replace(ADVERSARIAL, rpc=rpc, ipfs=ipfs, deployments=deployments.resolve(), out=out))
+    except TenzroError as exc:
+        console.print(f"[red]adversarial demo failed:[/] {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

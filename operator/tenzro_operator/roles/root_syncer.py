@@ -1,0 +1,233 @@
+"""The syncer's root-flow half (contracts/PROTOCOL.md §5; the wire and phases in
+`tenzro_operator.root_flow`): submissions off-chain over pubsub, one ``commitRound`` per round,
+the seal after the last challenge window.
+
+`SyncerDaemon` mixes this in and calls it where a root-flow run differs from a v1 run; the
+validation of payloads, the norm screen, the aggregation and the outer step are the v1 code's, so
+a root-flow round is bit-identical to the v1 round over the same accepted set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from eth_utils import to_checksum_address
+
+from tenzro_operator.chain import RunStatus
+from tenzro_operator.errors import ChainRevert
+from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.task_assets import load_dataset
+from tenzro_operator.task_runtime import TaskRuntime
+from tenzro_operator.root_flow import (
+    MAX_COMMITMENTS,
+    CommitMessage,
+    RevealMessage,
+    RootFlowError,
+    bitmap_credits,
+    committed_rounds,
+    cumulative_credits,
+    fragment_states,
+    parse_message,
+)
+from tenzro_operator.transcript import RoundTranscript
+from tenzro_trainer import round_commitment as rc
+
+__all__ = ["NOT_YET", "RootSyncerMixin"]
+
+log = logging.getLogger("tenzro.syncer")
+
+MAX_MESSAGES_PER_POLL = 10_000  # pubsub messages read per poll: the rest wait for the next one
+# commitRound refusals that only mean "not yet": the round is committed on a later poll
+NOT_YET = ("Registry__CommitPhaseOpen", "Registry__RevealsPending", "Registry__ChallengesPending")
+
+
+class RootSyncerMixin:
+    """Root-flow state and steps of `SyncerDaemon` (see the module docstring)."""
+
+    root_flow: bool = False
+    _pubsub = None  # PubsubSubscription of the task's submission topic
+    _commitments: dict  # (round, fragment, trainer lower) -> set of commitment words received in time
+    _reveals: dict  # (round, fragment, trainer lower) -> the latest RevealMessage
+    _credits: list[int] | None  # cumulative credits before the open round (trainer-index order)
+    _score = None  # (model, training split) of loss-improvement scoring, built at first use
+
+    def root_prepare(self) -> None:
+        """Whether the run is in the root flow (its topic is subscribed to once this syncer
+        collects: a stand-in does not hold a backlog that a lagging reader would make the node
+        drop)."""
+        self.root_flow = self.chain.is_root_flow(self.task_id)
+        self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
+        self.root_close()
+
+    def root_close(self) -> None:
+        if self._pubsub is not None:
+            self._pubsub.close()
+            self._pubsub = None
+
+    # ------------------------------------------------------------------ submissions
+
+    def root_collect(self, run, closes: int) -> list:
+        """Drain the submission topic: keep the commitments that arrive before ``closes`` (chain
+        seconds) and the reveals signed by the enrolled trainer they name (the latest); after
+        ``closes`` turn every reveal that opens a timely commitment of its trainer into a `_Sub`
+        (returned, for `validate_all`). Messages of other rounds or other parties, malformed or
+        wrongly signed ones are dropped (pubsub is open to anyone): what is kept is bounded by
+        M x F x `MAX_COMMITMENTS` commitments and M x F reveals."""
+        if self._pubsub is None:
+            self._pubsub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id))
+            log.info("root flow: submissions on pubsub topic %s", submission_topic(self.task_id))
+        now = self.chain_now()
+        for _ in range(MAX_MESSAGES_PER_POLL):
+            msg = self._pubsub.get(timeout_s=0)
+            if msg is None:
+                break
+            try:
+                m = parse_message(msg.data)
+            except RootFlowError as exc:
+                log.debug("dropped a pubsub message from %s: %s", msg.from_peer, exc)
+                continue
+            if bytes.fromhex(m.task[2:]) != self.task_id or m.round != run.current_round \
+                    or m.fragment >= len(self.runtime.fragments) or m.trainer.lower() not in self._trainer_indices():
+                continue  # what is kept is bounded by M x F x MAX_COMMITMENTS, whatever anyone publishes
+            key = (m.round, m.fragment, m.trainer.lower())
+            if isinstance(m, CommitMessage):
+                if now <= closes:
+                    seen = self._commitments.setdefault(key, set())
+                    if len(seen) < MAX_COMMITMENTS:
+                        seen.add(bytes.fromhex(m.commitment[2:]))
+            elif self._reveals.get(key) != m and m.signer(self.chain.chain_id, self.chain.registry.address) == key[2]:
+                self._reveals[key] = m  # only a reveal its trainer signed can replace another
+        if now <= closes:
+            return []
+        new = []
+        rs = self._round
+        for key, m in list(self._reveals.items()):
+            r, f, trainer = key
+            if r != rs.round or (f, trainer) in rs.subs:
+                continue
+            why = self._refuse_reveal(run, m)
+            if why:
+                log.debug("round %d: reveal of trainer %s fragment %d not used: %s", r, trainer, f, why)
+                continue
+            sub = self._sub_class(f, to_checksum_address(m.trainer), m.signed_payload())
+            sub.offchain = True
+            new.append(sub)
+        return new
+
+    def _refuse_reveal(self, run, m: RevealMessage) -> str:
+        """Why reveal ``m`` cannot be accepted ("" when it can)."""
+        if bytes.fromhex(m.base_root[2:]) != run.weights_root:
+            return "signed over other input weights than the round's"
+        if m.commitment() not in self._commitments.get((m.round, m.fragment, m.trainer.lower()), ()):
+            return "no commitment to it arrived in the commit phase"
+        return ""
+
+    # ------------------------------------------------------------------ scoring
+
+    def root_score(self, r: int, accepted: dict) -> None:
+        """Loss-improvement scoring (the spec's ``score_min``, `tenzro_trainer.scoring`): each
+        accepted off-chain payload of round r is scored, against the weights the round started
+        from, on a fixed batch of training windows from its trainer's own shard (seeded by the
+        task id, the trainer index and the round, so a watcher draws the same): an honest update
+        lowers the loss on the data it was trained on, a sign-flipped one raises it, whatever the
+        other shards say. One at or below ``score_min`` is rejected (``LossIncrease``) and left
+        out of ``accepted`` (in place). A forced on-chain submission is never scored out: the
+        registry requires it accepted or proven invalid."""
+        from tenzro_trainer.models import build_model
+        from tenzro_trainer.scoring import loss_improvement, scoring_batch
+
+        floor = self.spec.require_protocol().score_min
+        if floor is None:
+            return
+        if self._score is None:
+            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
+                              max_bytes=self.config.max_dataset_bytes)
+            self._score = (build_model(self.runtime.model_cfg).eval(), self.runtime.split(df))
+        model, split = self._score
+        proto, state, batches = self.spec.require_protocol(), self._state(), {}
+        for f, subs in accepted.items():
+            for s in subs:
+                if not s.offchain:
+                    continue
+                i = self._index(s)
+                if i not in batches:  # the trainer's own shard: what its honest update was trained to improve
+                    batches[i] = scoring_batch(split, r, size=64, salt=f"{self.task_id.hex()}/{i}",
+                                               unique_ids=TaskRuntime.shard_ids(split, proto, i))
+                score = loss_improvement(model, state, list(self.runtime.fragments[f]), {s.key: s.tensors},
+                                         batches[i])[s.key]
+                if score <= floor:
+                    self._reject(s, "LossIncrease", f"loss-improvement score {score:.6g} on its shard <= score_min "
+                                                    f"{floor:g}")
+            accepted[f] = [s for s in subs if s.reason is None]
+
+    # ------------------------------------------------------------------ the commit
+
+    def previous_credits(self, run) -> list[int]:
+        """Every trainer's cumulative credits before the open round, summed from the run's
+        ``RoundCommitted`` events (cached until the next commit)."""
+        if self._credits is None:
+            rounds = committed_rounds(self.chain, self.task_id, self._run_start, run.current_round)
+            self._credits = cumulative_credits(rounds, self.runtime.sizes, run.enrolled_count)
+        return self._credits
+
+    def root_extras(self, r: int, accepted: dict, run) -> tuple[dict, dict]:
+        """What a root-flow transcript adds: per fragment the pinned momentum (``BlobRef`` fields)
+        and, per accepted submission, the signed struct's fields (keyed by (fragment, trainer))."""
+        blobs = self.runtime.encode_weights({n: m for o in self.outers for n, m in zip(o.names, o.momentum)}, r,
+                                            kind="momentum")
+        momentum = {f: {"cid": self.ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()}
+                    for f, b in enumerate(blobs)}
+        fields = {}
+        for f, subs in accepted.items():
+            for s in subs:
+                p = s.signed
+                fields[(f, s.key)] = {"base_root": "0x" + run.weights_root.hex(),
+                                      "payload_root": "0x" + p.payload_root.hex(), "payload_sumsq": p.payload_sumsq,
+                                      "signature": "0x" + p.signature.hex()}
+        return momentum, fields
+
+    def root_commit(self, run, r: int, accepted: dict, bitmaps: list[int], hashes: list[bytes],
+                    transcript: RoundTranscript, tcid: str):
+        """``commitRound`` of round r: the fragments root of the outer optimizers' state and the
+        accepted sets (struct hashes over the round's input weights root), the bitmaps and the
+        credits before the round. Returns the `TxResult`; a refusal that means "not yet" raises
+        `ChainRevert` for `finalize` to retry on a later poll."""
+        index = self._trainer_indices()
+        sets = {f: {index[s.key]: rc.struct_hash(self.task_id, r, f, run.weights_root, s.signed.payload_root,
+                                                s.signed.payload_sumsq, s.cid, s.payload_hash) for s in subs}
+                for f, subs in accepted.items()}
+        states = fragment_states(self.outers, sets, run.enrolled_count)
+        previous = self.previous_credits(run)
+        res = self.chain.commit_round(self.task_id, r, rc.fragments_root([s.leaf for s in states]), bitmaps,
+                                      previous, hashes, transcript.hash(), tcid)
+        self._credits = [c + bitmap_credits(b, self.runtime.sizes) for c, b in zip(previous, bitmaps)]
+        return res
+
+    # ------------------------------------------------------------------ restarts, the seal
+
+    def root_commits(self) -> dict[int, dict]:
+        """``round -> commit`` of the run's committed rounds in the shape `rebuild_round` reads
+        (``transcriptCid``, ``transcriptHash``, ``weightsRoot``)."""
+        run = self.chain.get_run(self.task_id)
+        upto = run.current_round if run.status == RunStatus.TRAINING else run.max_rounds  # not a discarded round
+        return {r: {"transcriptCid": a["transcriptCid"], "transcriptHash": bytes(a["transcriptHash"]),
+                    "weightsRoot": bytes(a["weightsRoot"])}
+                for r, a in committed_rounds(self.chain, self.task_id, self._run_start, upto).items()}
+
+    def root_seal(self) -> bool:
+        """``sealRootRun`` once the last round's challenge window has passed; True when the run is
+        sealed (by this call or someone else's), False to try again on a later poll."""
+        try:
+            self.chain.seal_root_run(self.task_id)
+        except ChainRevert as exc:
+            if exc.error_name in ("Registry__ChallengeWindowOpen", "Registry__ChallengesPending"):
+                self.nudge_devnet(self.chain_now())
+                return False
+            if exc.error_name != "Registry__WrongStatus":
+                raise
+            log.info("already sealed")
+            return True
+        self._tally("runs_sealed", 1)
+        log.info("sealed the root-flow run: claims are open")
+        return True

@@ -1,0 +1,193 @@
+"""The trainer's root-flow half (contracts/PROTOCOL.md §5; the wire and phases in
+`tenzro_operator.root_flow`): deliver signed submissions over pubsub in two phases, wait for
+``commitRound``, and after the seal claim the reward with a Merkle proof.
+
+`TrainerDaemon` mixes this in; the inner steps, the pseudo-gradients, their payloads and pins
+are the v1 code's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tenzro_operator.chain import RunStatus, RunView, SignedPayload
+from tenzro_operator.errors import ChainRevert, IpfsError, TenzroError
+from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.root_flow import (
+    CommitMessage,
+    RevealMessage,
+    RootFlowError,
+    committed_round,
+    committed_rounds,
+    committed_weights,
+    credits_proof,
+    cumulative_credits,
+    parse_message,
+)
+
+__all__ = ["RootTrainerMixin"]
+
+log = logging.getLogger("tenzro.trainer")
+
+
+class RootTrainerMixin:
+    """Root-flow state and steps of `TrainerDaemon` (see the module docstring)."""
+
+    root_flow: bool = False
+    _outbox: dict  # round -> [(fragment, RevealMessage)]: what this trainer delivers for the round
+    _closes: dict  # round -> the commit phase's last second (chain time)
+    _copy_sub = None  # fault copycat: the subscription it copies from
+    _committed: dict  # {round: its RoundCommitted args}, the last round root_wait saw committed
+
+    def root_prepare(self) -> None:
+        self.root_flow = self.spec.require_protocol().flow == "root"
+        self._outbox, self._closes, self._committed = {}, {}, {}
+
+    def wait_root_flow(self, run: RunView) -> None:
+        """Before enrolling in a run whose spec asks for the root flow: wait until the sponsor's
+        ``useRootFlow`` has landed (it must come before any enrollment), at most until the
+        enrollment deadline.
+
+        Raises:
+            TenzroError: the enrollment deadline passed and the run is still in the v1 flow.
+        """
+        while not self.chain.is_root_flow(self.task_id):
+            if self.chain_now() >= run.enrollment_deadline:
+                raise TenzroError(f"run 0x{self.task_id.hex()}'s spec asks for the root flow, but its sponsor never "
+                                  "called useRootFlow: not enrolling")
+            log.info("waiting for the sponsor to put the run in the root flow before enrolling")
+            self.sleep(self.poll_s)
+
+    def closes_of(self, r: int) -> int:
+        """Round r's commit phase end (chain seconds; read while r is the open round)."""
+        if r not in self._closes:
+            self._closes[r] = self.chain.commit_phase(self.task_id)[0]
+        return self._closes[r]
+
+    def sign_for_delivery(self, r: int, f: int, payload: SignedPayload) -> None:
+        """Sign fragment f's submission of round r (EIP-712, over the round's input weights root)
+        and queue it for delivery (`publish`)."""
+        signed = self.chain.sign_outer_gradient(self.task_id, r, f, payload, base_root=self._global_root)
+        msg = RevealMessage.of(self.task_id, r, f, self.account.address, self._global_root, signed)
+        self._outbox.setdefault(r, []).append((f, msg))
+
+    def publish(self, r: int) -> None:
+        """Publish round r's messages on the task's submission topic: the commitments until the
+        commit phase closes, the reveals after. Pubsub is best effort, so this runs every poll
+        until the round is committed. An IPFS error is logged and retried on the next poll."""
+        closes = self.closes_of(r)
+        reveal = self.chain_now() > closes
+        topic = submission_topic(self.task_id)
+        try:
+            for f, m in self._outbox.get(r, []):
+                out = m if reveal else CommitMessage(task=m.task, round=r, fragment=f, trainer=m.trainer,
+                                                     commitment="0x" + m.commitment().hex())
+                self.ipfs.pubsub_publish(topic, out.encode())
+        except IpfsError as exc:
+            log.warning("round %d: publishing on %s failed (%s): retrying on the next poll", r, topic, exc)
+
+    def root_wait(self, r: int) -> bool:
+        """Deliver round r's submissions until the syncer commits the round (or the run leaves
+        Training); count the fragments its bitmap accepted. A run sent back below round r by a
+        fraud proof forgets what it delivered (the rounds are trained again). Returns True."""
+        while True:
+            run = self.chain.get_run(self.task_id)
+            if run.status == RunStatus.TRAINING and run.current_round < r:
+                # a fraud proof discarded rounds: train the open round again from its (reverted) weights
+                log.warning("the run went back to round %d (a round was proven wrong): training it again",
+                            run.current_round)
+                self._outbox.clear()
+                self._closes.clear()
+                self._skipped = {x for x in self._skipped if x < run.current_round}
+                return True
+            if run.status != RunStatus.TRAINING or run.current_round > r:
+                break
+            if r in self._outbox and self.chain_now() <= run.round_deadline:
+                self.publish(r)
+            self.sleep(self.poll_s)
+        self._outbox.pop(r, None)
+        try:
+            self._committed = {r: committed_round(self.chain, self.task_id, self.events.start_block, r)}
+        except RootFlowError:  # the run left Training without committing round r
+            self._committed = {}
+        n = self.count_accepted(int(self._committed[r]["acceptedBitmaps"][self.index]) if self._committed else 0)
+        log.info("round %d committed: %d fragment(s) of this trainer accepted", r, n)
+        return True
+
+    def root_commit_weights(self, r: int) -> dict:
+        """Round r's committed weights (``fragmentCids`` / ``fragmentHashes``) from its transcript
+        (`committed_weights`; the caller checks them against the run's weights root), from the
+        event `root_wait` read, else read now.
+
+        Raises:
+            RootFlowError: round r has no ``RoundCommitted`` event yet (the step is retried).
+        """
+        ev = self._committed.get(r) or committed_round(self.chain, self.task_id, self.events.start_block, r)
+        cids, hashes = committed_weights(self.ipfs, ev)
+        return {"fragmentCids": cids, "fragmentHashes": hashes}
+
+    def copy_round(self, run: RunView) -> str:
+        """FAULT INJECTION (``fault: {kind: copycat}``; tests and demos only): the copying attack of
+        the Protocol v2 issue. Trains nothing; for every reveal of another trainer in the open round
+        it publishes a commitment to the same payload signed as its own, then that reveal. Its
+        commitments come after the commit phase (a payload is first public in a reveal), so an
+        honest syncer never credits it. Returns ``"next"``."""
+        if self._copy_sub is None:
+            self._copy_sub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id))
+            self._copied = set()
+        topic, me = submission_topic(self.task_id), self.account.address.lower()
+        while (msg := self._copy_sub.get(timeout_s=0)) is not None:
+            try:
+                m = parse_message(msg.data)
+            except RootFlowError:
+                continue
+            if not isinstance(m, RevealMessage) or m.trainer == me or m.round != run.current_round \
+                    or (m.round, m.fragment, m.trainer) in self._copied:
+                continue
+            base = bytes.fromhex(m.base_root[2:])
+            signed = self.chain.sign_outer_gradient(self.task_id, m.round, m.fragment, m.signed_payload(),
+                                                    base_root=base)
+            mine = RevealMessage.of(self.task_id, m.round, m.fragment, me, base, signed)
+            self.ipfs.pubsub_publish(topic, CommitMessage(task=m.task, round=m.round, fragment=m.fragment, trainer=me,
+                                                          commitment="0x" + mine.commitment().hex()).encode())
+            self.ipfs.pubsub_publish(topic, mine.encode())
+            self._copied.add((m.round, m.fragment, m.trainer))
+            log.warning("FAULT INJECTION: copied trainer %s's fragment %d of round %d as this trainer's", m.trainer,
+                        m.fragment, m.round)
+        self.sleep(self.poll_s)
+        return "next"
+
+    def root_finish(self, run: RunView) -> str:
+        """After the last round: seal once the last challenge window has passed (anyone may), then
+        claim this trainer's reward. Returns ``"done"`` once claimed (or nothing is owed)."""
+        if run.status == RunStatus.COMPLETED:
+            try:
+                self.chain.seal_root_run(self.task_id)
+                log.info("sealed the run")
+            except ChainRevert as exc:
+                if exc.error_name not in ("Registry__ChallengeWindowOpen", "Registry__ChallengesPending",
+                                          "Registry__WrongStatus"):
+                    raise
+                self.nudge_devnet(self.chain_now())
+                self.sleep(self.poll_s)
+                return "next"
+        if run.status not in (RunStatus.COMPLETED, RunStatus.SEALED):
+            return "done"
+        if self.chain.claimed(self.task_id, self.index):
+            log.info("reward already claimed")
+            return "done"
+        rounds = committed_rounds(self.chain, self.task_id, self.events.start_block, run.max_rounds)
+        credits = cumulative_credits(rounds, self.runtime.sizes, run.enrolled_count)
+        if credits[self.index] == 0:
+            log.info("no credits in this run: nothing to claim")
+            return "done"
+        proof = credits_proof(credits, self.index, self.chain.root_state(self.task_id)[2])
+        try:
+            ev = self.chain.claim_reward(self.task_id, self.index, credits[self.index], proof).event("RewardClaimed")
+        except ChainRevert as exc:
+            if exc.error_name != "Registry__AlreadyClaimed":
+                raise
+            return "done"
+        log.info("claimed %d atto for %d credits (withdrawable)", ev["reward"], ev["credits"])
+        self.summary["claimed_atto"] = self.summary.get("claimed_atto", 0) + int(ev["reward"])
+        return "done"

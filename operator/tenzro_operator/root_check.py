@@ -1,0 +1,297 @@
+"""Check a root-flow round from its committed inputs and build the fraud proof that convicts a
+wrong one (contracts/PROTOCOL.md §5 challenge 1, §6 encodings): what a watcher runs on each
+``RoundCommitted``.
+
+A round r is checked *given its committed inputs*, so a lie is found in the round that told it:
+
+1. the round's transcript (named and hashed by the event) gives each fragment's accepted signed
+   structs and the pinned new weights and momentum; their §6 leaves must give the event's
+   fragments root (else the syncer published something other than what it committed: no
+   aggregate proof can open it, the slot challenge is the remedy, reported as unprovable);
+2. the previous state is round r - 1's committed weights and momentum (its transcript), or the
+   spec's initial weights with momentum +0 for round 0;
+3. each accepted payload is fetched (byte cap), hashed and decoded; its §2 commitment must be
+   the signed one; the rule (``tenzro_trainer.canonical``, inputs in trainer-index order, +0 for a
+   fragment with none) and the outer step are recomputed from the previous committed values;
+4. the first coordinate whose committed weight or momentum differs bit-for-bit is opened:
+   `RootCheck.proof` is ``proveAggregate``'s three arguments (round claim, opening, signatures).
+
+`RootRoundChecker.replay` adds what ``tenzro train verify-receipt`` checks of a sealed round: the
+event's weights root against the transcript's weights, the accepted bitmaps against the
+transcript's accepted sets, the registry's record and the round digest (with its challenge
+status) against the receipt's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+
+from tenzro_operator import receipt
+from tenzro_operator.errors import IpfsUnavailable, TenzroError
+from tenzro_operator.replay import Mismatch, RoundReport
+from tenzro_operator.root_flow import committed_rounds, fragment_vectors
+from tenzro_operator.task_assets import initial_weights
+from tenzro_operator.task_runtime import TaskRuntime, outer_config
+from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
+from tenzro_trainer import canonical
+from tenzro_trainer import round_commitment as rc
+from tenzro_trainer.codec import decode_fragment
+from tenzro_trainer.commitment import ChunkTree, flatten_fragment
+
+__all__ = ["RootCheck", "RootRoundChecker"]
+
+log = logging.getLogger("tenzro.watcher")
+
+ZERO_ROOTS = (bytes(32), bytes(32), 0, bytes(32))
+
+
+@dataclass
+class RootCheck:
+    """The outcome of checking one committed root-flow round.
+
+    Attributes:
+        round: r. ok: the committed state is the recomputation's, bit for bit.
+        fragment / coordinate: the first difference (None when ok or unprovable).
+        detail: what differs, for the log and the report.
+        proof: ``(claim, opening, signatures)`` for ``proveAggregate`` (None when ok or unprovable).
+    """
+
+    round: int
+    ok: bool
+    fragment: int | None = None
+    coordinate: int | None = None
+    detail: str = ""
+    proof: tuple | None = None
+
+
+@dataclass
+class _Committed:
+    """One committed round as its transcript shows it."""
+
+    event: Mapping[str, Any]
+    states: list  # rc.FragmentState per fragment
+    vectors: list  # (weights, momentum) float32 (n,) per fragment
+    transcript: RoundTranscript | None
+
+    @property
+    def leaves(self) -> list:
+        return [s.leaf for s in self.states]
+
+    @property
+    def roots(self) -> tuple:
+        """The preimage of the round's commitment word (``RoundRoots``)."""
+        e = self.event
+        return (bytes(e["fragmentsRoot"]), bytes(e["creditsRoot"]), int(e["totalCredits"]),
+                rc.bitmaps_hash([int(b) for b in e["acceptedBitmaps"]]))
+
+
+def _vec(ipfs, ref, cap: int, what: str) -> torch.Tensor:
+    raw = ipfs.cat(ref.cid, max_bytes=cap)
+    if "0x" + hashlib.sha256(raw).hexdigest() != ref.sha256.lower():
+        raise TenzroError(f"{what} at {ref.cid} does not hash to {ref.sha256}")
+    return flatten_fragment(decode_fragment(raw)[0])
+
+
+class RootRoundChecker:
+    """Checks the committed rounds of one root-flow run (see the module docstring).
+
+    Args:
+        chain: a `ChainClient` (read-only is enough). ipfs: an `IpfsClient`.
+        task_id: the run. spec: its `TaskSpec`. runtime: its `TaskRuntime`.
+        start_block: the first block that can hold an event of the run.
+    """
+
+    @classmethod
+    def for_run(cls, chain, ipfs, task_id: bytes, run, start_block: int,
+                max_params: int | None = None) -> "RootRoundChecker":
+        """A checker of ``run`` (a `RunView`): its spec, checked against ``specHash``, and its model
+        layout (at most ``max_params`` parameters; None: `TaskRuntime`'s default)."""
+        from tenzro_operator.task_assets import fetch_spec
+
+        spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
+        runtime = TaskRuntime.from_spec(spec) if max_params is None else TaskRuntime.from_spec(spec,
+                                                                                             max_params=max_params)
+        return cls(chain, ipfs, task_id, spec, runtime, start_block)
+
+    def __init__(self, chain, ipfs, task_id: bytes, spec, runtime: TaskRuntime, start_block: int):
+        self.chain, self.ipfs, self.task_id, self.spec, self.runtime = chain, ipfs, task_id, spec, runtime
+        self.start_block = start_block
+        run = chain.get_run(task_id)
+        self.enrolled = run.enrolled_count
+        self.trainers = [a.lower() for a in chain.trainers_of(task_id)]
+        cfg = outer_config(spec)
+        self.lr, self.mu, self.nesterov = cfg.lr, cfg.momentum, cfg.nesterov
+        self.alpha_bps = int(spec.aggregation_params.get("alpha_bps", 0))
+        state, _ = initial_weights(ipfs, spec, runtime, run.initial_weights_root)
+        w0 = fragment_vectors(state, runtime.fragments)
+        self._initial = _Committed({}, [rc.FragmentState.initial(f, w) for f, w in enumerate(w0)],
+                                   [(w, torch.zeros_like(w)) for w in w0], None)
+        # round -> the committed state read last (rounds are checked in order, so round r - 1's
+        # entry is the commit round r builds on; rounds below the one before are dropped)
+        self._latest: dict[int, _Committed] = {}
+
+    # ------------------------------------------------------------------ committed state
+
+    def committed(self, r: int, event: Mapping[str, Any]) -> _Committed:
+        """Round r's committed state from its transcript (kept while it is the last round read)."""
+        held = self._latest.get(r)
+        if held is None or bytes(held.event["transcriptHash"]) != bytes(event["transcriptHash"]):
+            tr = RoundTranscript.parse(self.ipfs.cat(event["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
+                                       bytes(event["transcriptHash"]))
+            states, vectors = [], []
+            for fr in sorted(tr.fragments, key=lambda x: x.fragment):
+                f = fr.fragment
+                if fr.momentum is None:
+                    raise TenzroError(f"round {r}'s transcript pins no momentum for fragment {f}")
+                cap = self.runtime.payload_cap(f)
+                w = _vec(self.ipfs, fr.weights, cap, f"fragment {f}'s weights")
+                m = _vec(self.ipfs, fr.momentum, cap, f"fragment {f}'s momentum")
+                sets = {self.trainers.index(s.trainer.lower()): self._struct(r, f, s).struct_hash()
+                        for s in fr.accepted}
+                states.append(rc.FragmentState.build(f, w, m, rc.AcceptedSet(sets, self.enrolled)))
+                vectors.append((w, m))
+            self._latest = {k: v for k, v in self._latest.items() if k >= r - 1}
+            self._latest[r] = _Committed(event, states, vectors, tr)
+        return self._latest[r]
+
+    def _struct(self, r: int, f: int, s) -> rc.OuterGradient:
+        if None in (s.base_root, s.payload_root, s.payload_sumsq, s.signature):
+            raise TenzroError(f"round {r} fragment {f}: the transcript's entry of {s.trainer} lacks its signed struct")
+        return rc.OuterGradient(self.task_id, r, f, bytes.fromhex(s.base_root[2:]), bytes.fromhex(s.payload_root[2:]),
+                                s.payload_sumsq, s.cid, bytes.fromhex(s.sha256[2:]))
+
+    def previous(self, r: int) -> _Committed:
+        """Round r - 1's committed state (the initial state for r = 0): the one read last, else
+        from its last ``RoundCommitted`` event."""
+        if r == 0:
+            return self._initial
+        if r - 1 in self._latest:
+            return self._latest[r - 1]
+        rounds = committed_rounds(self.chain, self.task_id, self.start_block, r)
+        if r - 1 not in rounds:
+            raise TenzroError(f"round {r - 1} has no RoundCommitted event")
+        return self.committed(r - 1, rounds[r - 1])
+
+    # ------------------------------------------------------------------ the check
+
+    def _aggregate(self, xs: list[torch.Tensor], n: int) -> torch.Tensor:
+        if not xs:
+            return torch.zeros(n, dtype=torch.float32)
+        x = torch.stack(xs)
+        name = self.spec.aggregation_name
+        if name == "Mean":
+            return canonical.mean(x)
+        if name == "TrimmedMean":
+            return canonical.trimmed_mean(x, self.alpha_bps)
+        if name == "CoordinateMedian":
+            return canonical.coordinate_median(x)
+        raise TenzroError(f"rule {name} cannot be in the root flow")
+
+    def check(self, r: int, event: Mapping[str, Any]) -> RootCheck:
+        """Check round r against its ``RoundCommitted`` event (see the module docstring).
+
+        Raises:
+            TenzroError / IpfsError: a transcript, blob or payload that cannot be read (the check is
+                retried; a payload nobody serves is the slot challenge's business).
+        """
+        cur = self.committed(r, event)
+        if rc.fragments_root(cur.leaves) != bytes(event["fragmentsRoot"]):
+            return RootCheck(r, False, detail="the transcript's weights, momentum and accepted sets do not give the "
+                                              "committed fragments root (unprovable by an aggregate proof)")
+        prev = self.previous(r)
+        for f, fr in enumerate(sorted(cur.transcript.fragments, key=lambda x: x.fragment)):
+            n = self.runtime.sizes[f]
+            subs, payloads = {}, {}
+            for s in fr.accepted:
+                i = self.trainers.index(s.trainer.lower())
+                raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(f))
+                flat = flatten_fragment(decode_fragment(raw)[0])
+                subs[i], payloads[i] = self._struct(r, f, s), flat
+            g = self._aggregate([payloads[i] for i in sorted(payloads)], n)
+            pw, pm = prev.vectors[f]
+            w, m = canonical.nesterov_step(pw, pm, g, self.lr, self.mu, self.nesterov)
+            cw, cm = cur.vectors[f]
+            diff = ((w.view(torch.int32) != cw.view(torch.int32)) | (m.view(torch.int32) != cm.view(torch.int32)))
+            if not bool(diff.any()):
+                continue
+            c = int(diff.nonzero()[0])
+            trees = {i: ChunkTree(v) for i, v in payloads.items()}
+            opening = rc.build_aggregate_opening(fragment=f, coordinate=c, current=cur.states[f],
+                                                 previous=prev.states[f], current_leaves=cur.leaves,
+                                                 previous_leaves=prev.leaves, submissions=subs, payloads=trees)
+            sigs = [bytes.fromhex(next(s.signature for s in fr.accepted
+                                       if self.trainers.index(s.trainer.lower()) == e.trainer_index)[2:])
+                    for e in opening.entries]
+            previous_roots = ZERO_ROOTS if r == 0 else prev.roots
+            prev_weights_root = bytes(32) if r == 0 else bytes(prev.event["weightsRoot"])
+            claim = (self.task_id, r, cur.roots, previous_roots, prev_weights_root)
+            detail = (f"fragment {f} coordinate {c}: committed weight {float(cw[c])!r} momentum {float(cm[c])!r}, "
+                      f"recomputed {float(w[c])!r} / {float(m[c])!r} ({int(diff.sum())} coordinates differ)")
+            return RootCheck(r, False, f, c, detail, (claim, opening.as_tuple(), sigs))
+        return RootCheck(r, True)
+
+    def replay(self, r: int, event: Mapping[str, Any] | None, record, receipt_digest: bytes | None,
+               check_payloads: bool = True) -> tuple[RoundReport, bytes, bytes, bytes]:
+        """Check sealed round r for ``verify_receipt``: returns (report, weights root, transcript
+        hash, round digest with the record's challenge status folded in, as the receipt carries
+        it), the values taken from the event and checked against the registry's ``getRound``
+        ``record`` and the receipt's digest; with ``check_payloads`` the round is recomputed too
+        (`check`)."""
+        t0 = time.perf_counter()
+        rep = RoundReport(r)
+
+        def fail(what: str, expected: Any, got: Any) -> None:
+            rep.mismatches.append(Mismatch(what, str(expected), str(got), r))
+
+        if event is None:
+            fail(f"round {r} RoundCommitted event", "one event", "none found")
+            return rep, b"", record.transcript_hash, record.round_digest
+        wroot, thash = bytes(event["weightsRoot"]), bytes(event["transcriptHash"])
+        bitmaps = [int(b) for b in event["acceptedBitmaps"]]
+        accepted = sum(bin(b).count("1") for b in bitmaps)
+        rep.accepted = accepted
+        try:
+            cur = self.committed(r, event)
+        except IpfsUnavailable:
+            raise
+        except TenzroError as exc:  # a transcript or blob that is missing or does not match
+            fail(f"round {r} transcript and pinned state", "retrievable and matching the commit", exc)
+            cur = None
+        if cur is not None:
+            frs = sorted(cur.transcript.fragments, key=lambda x: x.fragment)
+            hashes = cur.transcript.weights_refs()[1]
+            if receipt.weights_root(hashes) != wroot:
+                fail(f"round {r} weights root (transcript's weights vs event)", "0x" + wroot.hex(),
+                     "0x" + receipt.weights_root(hashes).hex())
+            want = [0] * len(self.trainers)
+            for fr in frs:
+                for s in fr.accepted:
+                    want[self.trainers.index(s.trainer.lower())] |= 1 << fr.fragment
+            if want != bitmaps:
+                fail(f"round {r} accepted bitmaps (transcript vs commit)", bitmaps, want)
+            if check_payloads:
+                res = self.check(r, event)
+                rep.payloads_checked = accepted
+                if not res.ok:
+                    fail(f"round {r} fragment {res.fragment} state (recomputed vs committed)", "the recomputation",
+                         res.detail)
+        for what, want_, got in ((f"round {r} transcript hash (getRound vs event)", record.transcript_hash, thash),
+                                 (f"round {r} accepted count (getRound vs bitmaps)", record.accepted_count, accepted)):
+            if want_ != got:
+                fail(what, want_, got)
+        digest = receipt.round_digest(r, wroot, thash, accepted)
+        if digest != record.round_digest:
+            fail(f"round {r} round digest (recomputed vs getRound)", "0x" + record.round_digest.hex(),
+                 "0x" + digest.hex())
+        digest = receipt.with_status(digest, record.challenge_status)
+        if receipt_digest is not None and receipt_digest != digest:
+            fail(f"round {r} round digest (recomputed vs receipt)", "0x" + receipt_digest.hex(), "0x" + digest.hex())
+        rep.seconds = time.perf_counter() - t0
+        return rep, wroot, thash, digest
+

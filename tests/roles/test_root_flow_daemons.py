@@ -1,0 +1,292 @@
+"""The daemons in the root flow (contracts/PROTOCOL.md §5, `tenzro_operator.root_flow`) on a real
+devnet and IPFS node: trainers deliver signed submissions over pubsub in a commit and a reveal
+phase, the syncer commits each round by root, the run seals after the last challenge window and
+every trainer claims its reward with a Merkle proof. A copycat enrolled beside them, which re-signs
+every honest reveal it sees as its own (attack 6 of the Protocol v2 issue), is never credited."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from stack import TOKEN, wait_until
+from tenzro_operator import replay
+from tenzro_operator.chain import RunStatus
+from tenzro_operator.forecast_cli import export_model
+from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.root_flow import CommitMessage, RevealMessage, committed_rounds, cumulative_credits, parse_message
+from tenzro_operator.transcript import RoundTranscript
+from tenzro_trainer import round_commitment as rc
+
+pytestmark = pytest.mark.timeout(400)
+
+
+def _events(client, tid, name):
+    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
+
+
+def _keyed_watcher(net, tid: bytes, data_dir):
+    """A watcher of run ``tid`` signing as anvil account 9 (it sends the fraud proofs)."""
+    from tenzro_operator.config import WatcherConfig
+    from tenzro_operator.keys import anvil_account
+    from tenzro_operator.roles.watcher import WatcherDaemon
+
+    cfg = WatcherConfig(node_rpc=net.rpc_url, ipfs_api=net.ipfs_url, deployments=net.deployments,
+                        task_id="0x" + tid.hex(), data_dir=data_dir, metrics_port=None, poll_interval_s=0.3)
+    return WatcherDaemon(cfg, anvil_account(9), net.client(9), net.ipfs())
+
+
+def _start_stand_in(net, runner, tid: bytes, liar: str, data_dir) -> None:
+    """Once syncer ``liar`` is elected (the only candidate), start stand-in syncer B (anvil 8)."""
+    wait_until(lambda: net.client().get_run(tid).syncer == liar, 120, "syncer A elected")
+    runner.start("B", syncer_daemon(net, tid, data_dir, account=8, evaluate=False, straggler_wait_s=30.0))
+
+
+def _copycat(dev, tid: bytes, index: int, stop: threading.Event) -> list:
+    """An enrolled trainer that trains nothing: it listens on the submission topic and, for every
+    honest reveal, publishes a commitment to the same payload signed as its own and then that
+    reveal. Returns (in the list it fills) the reveals it sent."""
+    me, ipfs, sent = dev.client(index), dev.ipfs(), []
+    topic = submission_topic(tid)
+
+    def loop():
+        with ipfs.pubsub_subscribe(topic) as sub:
+            while not stop.is_set():
+                msg = sub.get(timeout_s=0.5)
+                if msg is None:
+                    continue
+                m = parse_message(msg.data)
+                if not isinstance(m, RevealMessage) or m.trainer == me.address.lower():
+                    continue
+                signed = me.sign_outer_gradient(tid, m.round, m.fragment, m.signed_payload(),
+                                                base_root=bytes.fromhex(m.base_root[2:]))
+                mine = RevealMessage.of(tid, m.round, m.fragment, me.address, bytes.fromhex(m.base_root[2:]), signed)
+                ipfs.pubsub_publish(topic, CommitMessage(task=m.task, round=m.round, fragment=m.fragment,
+                                                         trainer=mine.trainer,
+                                                         commitment="0x" + mine.commitment().hex()).encode())
+                ipfs.pubsub_publish(topic, mine.encode())
+                sent.append(mine)
+
+    threading.Thread(target=loop, name="copycat", daemon=True).start()
+    return sent
+
+
+@pytest.mark.slow
+def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(dev, runner, tmp_path):
+    tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
+                          challenge_window_ms=4_000, flow="root")
+    client = dev.client()
+    assert client.is_root_flow(tid)
+    copier = dev.client(TRAINERS[3])
+    copier.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{copier.address}")
+    stop = threading.Event()
+    copies = _copycat(dev, tid, TRAINERS[3], stop)
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", straggler_wait_s=30.0, evaluate=False))
+    for k in range(3):
+        runner.start(f"t{k}", trainer_daemon(dev, TRAINERS[k], tid, tmp_path / f"t{k}"))
+    results = runner.join(360)
+    stop.set()
+    assert results == {"syncer": 0, "t0": 0, "t1": 0, "t2": 0}, results
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED
+
+    # one commitRound per round, every honest trainer accepted on both fragments, the copycat on
+    # none (its commitments came after the commit phase, when the payloads were first public), no
+    # v1 traffic at all
+    assert len(copies) >= 4
+    rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+    assert sorted(rounds) == [0, 1]
+    trainers = [a.lower() for a in client.trainers_of(tid)]
+    cat = trainers.index(copier.address.lower())
+    want = [0 if i == cat else 3 for i in range(4)]
+    assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [want, want]
+    assert _events(client, tid, "GradientSubmitted") == [] and _events(client, tid, "RoundFinalized") == []
+
+    # the transcript carries what a fraud proof needs: each signed struct, the momentum
+    ipfs = dev.ipfs()
+    a = rounds[1]
+    tr = RoundTranscript.parse(ipfs.cat(a["transcriptCid"]), bytes(a["transcriptHash"]))
+    for fr in tr.fragments:
+        assert fr.momentum is not None and len(fr.accepted) == 3
+        for s in fr.accepted:
+            g = rc.OuterGradient(tid, 1, fr.fragment, bytes.fromhex(s.base_root[2:]),
+                                 bytes.fromhex(s.payload_root[2:]), s.payload_sumsq, s.cid, bytes.fromhex(s.sha256[2:]))
+            assert s.trainer in trainers and len(s.signature) == 132 and len(g.struct_hash()) == 32
+
+    # claims: every trainer claimed its pro-rata share of what the seal left claimable
+    credits = cumulative_credits(rounds, run.fragment_sizes, 4)
+    assert rc.credits_tree(credits).root == client.root_state(tid)[2] and credits[cat] == 0
+    claims = {e["args"]["trainer"].lower(): e["args"]["reward"] for e in _events(client, tid, "RewardClaimed")}
+    assert sorted(claims) == sorted(t for i, t in enumerate(trainers) if i != cat)
+    claimable = _events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
+    for i, t in enumerate(trainers):
+        assert claims.get(t, 0) == claimable * credits[i] // sum(credits)
+    # tokens conserved: the pool went to the syncer's fees and the claims, less the rounding dust
+    # (under one atto per trainer, swept back to the sponsor later); every stake came back whole
+    assert claimable + run.syncer_fees_accrued == run.reward_pool
+    assert 0 <= claimable - sum(claims.values()) < 3
+    for idx in TRAINERS[:4]:
+        st = client.trainer_stats(tid, dev.client(idx).address)
+        assert st.slashed == 0
+    refunds = sum(e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited"))
+    assert refunds == 4 * 100 * TOKEN
+
+    # a dApp's checks: the receipt verifies by replay of the committed rounds, the model exports
+    report = replay.verify_receipt(client, ipfs, tid)
+    assert report.ok and report.verifier_ok and report.payloads_checked == 12, str(report)
+    cfg = export_model(client, ipfs, tid, tmp_path / "model")
+    assert (tmp_path / "model" / "model.safetensors").exists() and cfg
+
+
+@pytest.mark.slow
+def test_a_restarted_root_flow_syncer_rebuilds_its_rounds_from_the_transcripts(dev, runner, tmp_path, caplog):
+    """Syncer A commits round 0 and exits; its state file is deleted; syncer B rebuilds round 0
+    from the RoundCommitted transcript (weights checked against the committed weights root),
+    commits round 1 over the same trainers' reveals and seals; the trainers claim."""
+    import logging
+
+    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
+                          challenge_window_ms=4_000, flow="root")
+    sdir = tmp_path / "syncer"
+    for k in range(2):
+        runner.start(f"t{k}", trainer_daemon(dev, TRAINERS[k], tid, tmp_path / f"t{k}"))
+    assert syncer_daemon(dev, tid, sdir, evaluate=False, straggler_wait_s=30.0, exit_after_rounds=1).run() == 0
+    for f in sdir.glob("syncer-*.pt"):
+        f.unlink()
+    caplog.set_level(logging.INFO, logger="tenzro.syncer")
+    b = syncer_daemon(dev, tid, sdir, evaluate=False, straggler_wait_s=30.0)
+    assert b.run() == 0
+    assert "rebuilt round 0 from its transcript" in caplog.text
+    assert [h["round"] for h in b.history] == [1] and b.history[0]["accepted"] == 4
+    assert runner.join(120) == {"t0": 0, "t1": 0}
+    client = dev.client()
+    assert client.get_run(tid).status == RunStatus.SEALED
+    assert len(_events(client, tid, "RewardClaimed")) == 2
+
+
+@pytest.mark.slow
+def test_a_watcher_proves_a_lying_syncer_wrong_and_the_run_seals_under_a_new_one(tmp_path):
+    """Syncer A (one bond of stake) commits round 0 with one wrong weight (fault
+    ``wrong_aggregate_at``); a watcher with a key recomputes the round from its committed inputs
+    and sends ``proveAggregate`` at once: A loses its bond (10 % to the watcher, the rest burned)
+    and its fee for the round, the run goes back to round 0, stand-in syncer B is elected, the
+    trainers train round 0 again, and the run seals with every honest party whole."""
+    from roles_stack import SYNCER, Runner, devnet_stack
+    from tenzro_operator.keys import anvil_account
+
+    with devnet_stack(tmp_path / "net") as net:
+        runner = Runner()
+        try:
+            tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
+                                  challenge_window_ms=20_000, flow="root")
+            client = net.client()
+            liar = net.client(SYNCER).address
+            runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
+                                            register_stake="10", fault={"wrong_aggregate_at": [0, 1]}))
+            for k in range(3):
+                runner.start(f"t{k}", trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}"))
+            watcher = _keyed_watcher(net, tid, tmp_path / "w")
+            runner.start("watcher", watcher)
+            _start_stand_in(net, runner, tid, liar, tmp_path / "B")
+            results = runner.join(420)
+        finally:
+            runner.stop_all()
+        assert results == {"A": 0, "t0": 0, "t1": 0, "t2": 0, "watcher": 0, "B": 0}, results
+        run = client.get_run(tid)
+        assert run.status == RunStatus.SEALED
+        bond = run.syncer_bond
+        (proof,) = _events(client, tid, "RoundProvenWrong")
+        p = proof["args"]
+        assert (p["round"], p["fragment"], p["syncer"], p["slashed"], p["bounty"]) == (0, 1, liar, bond, bond // 10)
+        assert watcher.proofs == [(tid, 0, bond // 10)]
+        assert client.withdrawable(anvil_account(9).address) == bond // 10
+        assert client.syncer_info(liar).stake == 0
+        # round 0 committed twice (A's lie, then B), round 1 once; the final rounds credit everyone
+        commits = _events(client, tid, "RoundCommitted")
+        assert [int(c["args"]["round"]) for c in commits] == [0, 0, 1]
+        senders = [client.w3.eth.get_transaction(c["tx_hash"])["from"] for c in commits]
+        assert senders == [liar, net.client(8).address, net.client(8).address]
+        rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+        assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [[3, 3, 3], [3, 3, 3]]
+        assert [ok for _, _, ok in watcher.checked] == [False, True, True]
+        # nobody honest lost anything: stakes back, claims pro-rata, A's fee for the discarded round
+        # back in the pool
+        for idx in TRAINERS[:3]:
+            assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
+        claimable = _events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
+        assert claimable + run.syncer_fees_accrued == run.reward_pool
+        assert client.syncer_fee_of(tid, liar) == 0
+        assert len(_events(client, tid, "RewardClaimed")) == 3
+        # the receipt holds the rounds as committed again, and verifies by replay
+        report = replay.verify_receipt(client, net.ipfs(), tid)
+        assert report.ok and report.verifier_ok, str(report)
+
+
+@pytest.mark.slow
+def test_every_cheat_of_the_adversarial_scenario_is_caught_and_honest_parties_lose_nothing(tmp_path):
+    """The issue's adversarial scenario in one root-flow run with loss-improvement scoring
+    (``score_min: 0``), each cheater a separate daemon: syncer A reports an honest submission
+    invalid (refused: there is nothing on-chain to slash) and commits one wrong weight (proven by
+    the watcher: A loses its bond, stand-in B finishes the run); a copycat re-signs honest reveals
+    (never credited); a sign-flipping trainer sends -delta (scored out every time). Every honest
+    trainer gets its stake back and a reward; tokens are conserved exactly."""
+    from roles_stack import SYNCER, Runner, devnet_stack
+
+    with devnet_stack(tmp_path / "net") as net:
+        runner = Runner()
+        try:
+            tid = post_small_task(net, trainers=5, quorum=2, fragments=2, rounds=2, inner_steps=8,
+                                  grace_window_ms=20_000, challenge_window_ms=20_000, flow="root", score_min=0.0)
+            client = net.client()
+            liar = net.client(SYNCER).address
+            runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
+                                            register_stake="10", fault={"wrong_aggregate_at": [0, 1],
+                                                                        "false_invalid_report": [0, 0, 0]}))
+            for k in range(3):
+                runner.start(f"t{k}", trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}"))
+            # the honest trainers hold indices 0-2, so the false report (index 0) targets one of them
+            wait_until(lambda: client.get_run(tid).enrolled_count == 3, 120, "the honest trainers enrolled")
+            runner.start("copycat", trainer_daemon(net, TRAINERS[3], tid, tmp_path / "cc", fault={"kind": "copycat"}))
+            runner.start("flipper", trainer_daemon(net, TRAINERS[4], tid, tmp_path / "sf", fault={"kind": "sign_flip"}))
+            runner.start("watcher", _keyed_watcher(net, tid, tmp_path / "w"))
+            _start_stand_in(net, runner, tid, liar, tmp_path / "B")
+            results = runner.join(480)
+        finally:
+            runner.stop_all()
+        assert set(results.values()) == {0}, results
+        run = client.get_run(tid)
+        assert run.status == RunStatus.SEALED
+        trainers = [a.lower() for a in client.trainers_of(tid)]
+        idx = {name: trainers.index(net.client(TRAINERS[k]).address.lower())
+               for name, k in (("t0", 0), ("t1", 1), ("t2", 2), ("copycat", 3), ("flipper", 4))}
+        rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+        credits = cumulative_credits(rounds, run.fragment_sizes, 5)
+        caught = {
+            # the lying syncer: proven wrong, its bond slashed
+            "wrong aggregate": [e["args"]["syncer"] for e in _events(client, tid, "RoundProvenWrong")] == [liar]
+            and client.syncer_info(liar).stake == 0,
+            # the false report: made, refused, nobody slashed
+            "false invalid report": runner.daemons["A"]._fault_false_reported
+            and not _events(client, tid, "InvalidProven")
+            and not _events(client, tid, "TrainerSlashed"),
+            "copycat": credits[idx["copycat"]] == 0,
+            "sign flip": credits[idx["flipper"]] == 0,
+        }
+        assert all(caught.values()), caught
+        # the flipper's payloads were scored out, in the transcripts for all to see
+        for r in (0, 1):
+            tr = RoundTranscript.parse(net.ipfs().cat(rounds[r]["transcriptCid"]), bytes(rounds[r]["transcriptHash"]))
+            reasons = {(fr.fragment, x.trainer): x.reason for fr in tr.fragments for x in fr.rejected}
+            assert {reasons.get((f, trainers[idx["flipper"]])) for f in (0, 1)} == {"LossIncrease"}, reasons
+        # honest parties whole: stakes back to all five (nobody was slashed), the honest trainers paid
+        claims = {e["args"]["trainer"].lower(): e["args"]["reward"] for e in _events(client, tid, "RewardClaimed")}
+        for name in ("t0", "t1", "t2"):
+            assert claims.get(trainers[idx[name]], 0) > 0, (name, claims)
+        refunds = sum(e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited"))
+        assert refunds == 5 * 100 * TOKEN
+        claimable = _events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
+        assert claimable + run.syncer_fees_accrued == run.reward_pool
+        assert 0 <= claimable - sum(claims.values()) < 5
+        assert replay.verify_receipt(client, net.ipfs(), tid).ok
