@@ -270,7 +270,7 @@ class Daemon:
                 endpoint or IPFS node is down. StopRequested: a stop was requested.
         """
         if self.config.task_id:
-            return int(self.serve(self.find_task()))
+            return int(self.serve_riding_outages(self.find_task()))
         limit = getattr(self.config, "max_runs", 1)
         served = tried = 0
         while limit is None or served < limit:
@@ -280,7 +280,7 @@ class Daemon:
             tried += 1
             tid = self.find_task(patient=served > 0)
             try:
-                ok = self.serve(tid)
+                ok = self.serve_riding_outages(tid)
             except Exception as exc:  # noqa: BLE001 - filtered by quarantine
                 self.quarantine(tid, exc)
                 ok = False
@@ -289,6 +289,26 @@ class Daemon:
             else:
                 self.sleep(max(self.poll_s, 1.0))  # left to others or retried: do not spin on the same run
         return served
+
+    def serve_riding_outages(self, task_id: bytes) -> bool:
+        """`serve` run ``task_id``; when the RPC endpoint or IPFS node stops answering outside a
+        guarded step (reading the run, getting elected, restoring state: every read already
+        retried by its client), forget the run's in-memory state (`reset_run`) and serve it again
+        from the chain and this daemon's state files, as a restarted process would, for up to
+        ``outage_tolerance_s`` seconds from the first failure (`_ride_out`).
+
+        Raises:
+            ServiceUnavailable: the service is still down after ``outage_tolerance_s``.
+            StopRequested: a stop was requested meanwhile. What `serve` raises otherwise.
+        """
+        while True:
+            try:
+                return self.serve(task_id)
+            except ServiceUnavailable as exc:
+                if not self._ride_out(f"serving run 0x{task_id.hex()[:16]}", exc):
+                    raise
+            self.sleep(self.backoff_s())
+            self.reset_run()
 
     def quarantine(self, task_id: bytes, exc: Exception) -> None:
         """Give up on a discovered run after an error of its own (a spec that does not match its

@@ -145,3 +145,43 @@ def test_a_daemon_rides_out_an_rpc_outage_then_halts_past_its_tolerance(fresh_st
             impatient.step_until_done("read the chain")
     finally:
         fresh_stack.anvil.start()
+
+
+def test_an_outage_outside_a_guarded_step_is_ridden_out_by_serving_the_run_again(fresh_stack, ipfs_url, tmp_path):
+    """The RPC endpoint stops answering while a daemon reads the run outside a guarded step (the
+    client's own retries exhausted): the daemon does not exit; it forgets the run's in-memory state
+    and serves it again once the node is back, as a restarted process would. Past
+    ``outage_tolerance_s`` the error reaches the caller."""
+    import threading
+
+    from tenzro_operator.chain import ChainClient
+    from tenzro_operator.ipfs import IpfsClient
+
+    chain = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments, anvil_account(3), retries=2, backoff_s=0.1)
+    config = TrainerDaemonConfig(node_rpc=fresh_stack.rpc_url, ipfs_api=ipfs_url,
+                                 deployments=fresh_stack.deployments, data_dir=tmp_path / "t", metrics_port=None,
+                                 outage_tolerance_s=60)
+    daemon = TrainerDaemon(config, anvil_account(3), chain, IpfsClient(ipfs_url))
+    served, resets = [], []
+
+    def serve(task_id):  # what a role's serve does first: read the chain
+        served.append(task_id)
+        if len(served) == 1:  # the node goes away for about 4 s just before the first read
+            fresh_stack.anvil.stop()
+            threading.Timer(4.0, fresh_stack.anvil.start).start()
+        return chain.block_number() >= 0
+
+    daemon.serve = serve
+    daemon.reset_run = lambda: resets.append(True)
+    assert daemon.serve_riding_outages(b"\x01" * 32) is True
+    assert len(served) >= 2 and len(resets) == len(served) - 1  # served again after each failed try
+
+    impatient = TrainerDaemon(config.model_copy(update={"outage_tolerance_s": 0.0}), anvil_account(3), chain,
+                              IpfsClient(ipfs_url))
+    impatient.serve = lambda task_id: chain.block_number()
+    fresh_stack.anvil.stop()
+    try:
+        with pytest.raises(RpcUnavailable):
+            impatient.serve_riding_outages(b"\x01" * 32)
+    finally:
+        fresh_stack.anvil.start()

@@ -318,7 +318,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             try:
                 self.ensure_registered()
                 if self.config.task_id:
-                    self.serve(self.find_task())
+                    self.serve_riding_outages(self.find_task())
                 else:
                     self.serve_elected()
             except StopRequested:
@@ -438,7 +438,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         def target() -> None:
             with log_context(role="syncer"):
                 try:
-                    outcome[tid] = worker.serve(tid)
+                    outcome[tid] = worker.serve_riding_outages(tid)
                 except Exception as exc:  # noqa: BLE001 - handed to serve_elected
                     outcome[tid] = exc
 
