@@ -203,7 +203,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         address challenger = c.challenger;
         uint256 bond = c.bond;
         _closeChallenge(run, taskId, round, fragment, t.index);
-        uint256 states = _subs[taskId][round][t.index];
+        uint256 states = _subsOf(taskId, round, run.epoch)[t.index];
         if ((states >> (2 * uint256(fragment))) & 3 == ST_SUBMITTED) _reject(taskId, round, fragment, t.index);
         _withdrawable[challenger] += bond;
         _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason.Unavailable, challenger);
@@ -266,7 +266,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     {
         t = _trainers[taskId][trainer];
         if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
-        if ((_subs[taskId][round][t.index] >> (2 * uint256(fragment))) & 3 != ST_SUBMITTED) {
+        if ((_subsOf(taskId, round, _runs[taskId].epoch)[t.index] >> (2 * uint256(fragment))) & 3 != ST_SUBMITTED) {
             revert Registry__NoSuchSubmission(taskId, round, fragment, trainer);
         }
     }
@@ -287,8 +287,9 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         uint32[] memory sums = new uint32[](others.length + 1);
         uint256 k = 0; // sums filled; others[k - (k > target position)] is the next one
         uint256 n = run.enrolledCount;
+        mapping(uint256 => uint256) storage roundSubs = _subsOf(taskId, round, run.epoch);
         for (uint256 i = 0; i < n; ++i) {
-            if ((_subs[taskId][round][i] >> (2 * uint256(fragment))) & 3 == 0) continue;
+            if ((roundSubs[i] >> (2 * uint256(fragment))) & 3 == 0) continue;
             if (k > others.length) revert Registry__IncompleteSubmissionSet(others.length, k);
             sums[k] = i == targetIndex
                 ? s.payloadSumsq
@@ -320,7 +321,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// @dev Marks a live submission rejected (01 -> 10).
     function _reject(bytes32 taskId, uint32 round, uint16 fragment, uint256 index) internal {
         // forge-lint: disable-next-line(incorrect-shift) -- a 2-bit mask shifted to the fragment's position, as intended
-        _subs[taskId][round][index] ^= (3 << (2 * uint256(fragment)));
+        _subsOf(taskId, round, _runs[taskId].epoch)[index] ^= (3 << (2 * uint256(fragment)));
     }
 
     /// @dev Reverts unless the opened chunk of the signed commitment shows the defect `reason`

@@ -93,6 +93,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
             abi.encodePacked(c.fragmentsRoot, creditsRoot, total, keccak256(abi.encodePacked(c.acceptedBitmaps)))
         );
         _rootCommitments[c.taskId][c.round] = commitment;
+        if (run.epoch != 0) _roundEpochs[c.taskId][c.round] = run.epoch; // proveOmission reads that opening
         rr.creditsRoot = creditsRoot;
         if (rr.committer != msg.sender) {
             // a new committer (the first, a replacement, or after a rewind, which sets
@@ -217,7 +218,9 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         (Run storage run, RootRun storage rr, uint32 committed, bytes32 prevRoot) = _claimed(a);
         _checkBitmaps(run, a, bitmaps);
         if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
-        uint256 state = (_subs[a.taskId][a.round][index] >> (2 * uint256(fragment))) & 3;
+        // the round's submissions of the opening it was committed in (a discarded opening's are stale)
+        uint256 states = _subsOf(a.taskId, a.round, _roundEpochs[a.taskId][a.round])[index];
+        uint256 state = (states >> (2 * uint256(fragment))) & 3;
         if (state != ST_SUBMITTED || (bitmaps[index] >> fragment) & 1 == 1) {
             revert Registry__NoMismatch(fragment, index);
         }
@@ -623,6 +626,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         rr.committer = address(0);
         rr.committerFrom = r;
         rr.unrevealed = 0; // the reopened round is a new opening: earlier commitments cannot be revealed
+        run.epoch += 1; // and its submissions start empty (`_subsOf`), the discarded openings' kept apart
         _openRound(run, a.taskId, r);
         emit RoundsDiscarded(a.taskId, r, committed);
     }

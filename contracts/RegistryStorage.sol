@@ -79,6 +79,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint8 aggregation;
         uint8 tier;
         uint32 revealSeconds; // root flow: min(challengeSeconds, graceWindowSeconds / 2), the reveal phase
+        uint16 epoch; // root flow: rewinds so far; keys the open round's submissions (`_subsOf`)
         // slot 1
         address syncer;
         uint64 roundOpenedAt;
@@ -175,8 +176,10 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     mapping(bytes32 taskId => mapping(address trainer => Trainer)) internal _trainers;
     mapping(bytes32 taskId => mapping(address trainer => string)) internal _dids;
     mapping(bytes32 taskId => address[]) internal _trainerList;
-    /// @dev Two bits per fragment: 0 none, 1 submitted, 2 rejected, 3 accepted.
-    mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 trainerIndex => uint256 states))) internal _subs;
+    /// @dev Two bits per fragment: 0 none, 1 submitted, 2 rejected, 3 accepted; by the round's
+    /// opening (`_subsOf`: epoch << 32 | round).
+    mapping(bytes32 taskId => mapping(uint64 opening => mapping(uint256 trainerIndex => uint256 states)))
+        internal _subs;
     mapping(bytes32 taskId => mapping(uint32 round => RoundRecord)) internal _rounds;
     mapping(bytes32 taskId => TrainingReceipt) internal _receipts;
     mapping(address account => uint256 amount) internal _withdrawable;
@@ -198,6 +201,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @dev Pending slot-preimage challenges (PROTOCOL.md §5 challenge 2), by (task, round,
     /// trainerIndex * 256 + fragment).
     mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 slot => SlotChallenge))) internal _slotChallenges;
+    /// @dev Root flow: the epoch a committed round was committed in, written only when not 0
+    /// (a run that was never rewound writes nothing).
+    mapping(bytes32 taskId => mapping(uint32 round => uint16 epoch)) internal _roundEpochs;
     /// @dev Root-flow forced-submission commitments (PROTOCOL.md §5, copy protection), by (task,
     /// round, the round's opening time, trainerIndex * 256 + fragment): keccak256(abi.encode(
     /// structHash, trainer)). Keyed by the opening so that a rewound round starts with none.
@@ -505,6 +511,18 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         return run.roundDeadline - run.revealSeconds; // both in slot 0
     }
 
+    /// @dev The submissions of `round` in the opening of epoch `epoch` (the run's rewinds before
+    /// it; PROTOCOL.md §5 "Rewind"). A round reopened by a rewind starts with none: a forced
+    /// submission signed over a discarded round's weights can neither convict the syncer of the
+    /// new opening (proveOmission) nor keep its trainer from submitting again. v1 runs stay at 0.
+    function _subsOf(bytes32 taskId, uint32 round, uint16 epoch)
+        internal
+        view
+        returns (mapping(uint256 => uint256) storage)
+    {
+        return _subs[taskId][(uint64(epoch) << 32) | round];
+    }
+
     /// @dev Marks (trainer, round, fragment) submitted and returns the trainer's index; reverts for
     /// an unknown or evicted trainer and for a second submission.
     function _recordSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer)
@@ -512,7 +530,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         returns (uint256 index)
     {
         Trainer storage t = _activeTrainer(taskId, trainer);
-        mapping(uint256 => uint256) storage roundSubs = _subs[taskId][round];
+        mapping(uint256 => uint256) storage roundSubs = _subsOf(taskId, round, _runs[taskId].epoch);
         index = t.index;
         uint256 states = roundSubs[index];
         uint256 shift = 2 * uint256(fragment);

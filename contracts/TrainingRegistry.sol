@@ -425,7 +425,8 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         m.submitted = t.submitted;
         if (t.enrolled && run.status == RunStatus.Training) {
             // the open round is counted into `submitted` at its finalize; add it here
-            m.submitted += uint32(_countNonZero(_subs[taskId][run.currentRound][t.index], run.fragmentCount));
+            uint256 states = _subsOf(taskId, run.currentRound, run.epoch)[t.index];
+            m.submitted += uint32(_countNonZero(states, run.fragmentCount));
         }
         m.accepted = t.accepted;
         m.missedRounds = t.missedRounds;
@@ -453,7 +454,9 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         Run storage run = _existing(taskId);
         Trainer storage t = _trainers[taskId][trainer];
         if (!t.enrolled) return (0, 0, 0);
-        uint256 states = _subs[taskId][round][t.index];
+        // a committed round's submissions are those of the opening it was committed in
+        uint16 epoch = round < _roundsFinalized(run) ? _roundEpochs[taskId][round] : run.epoch;
+        uint256 states = _subsOf(taskId, round, epoch)[t.index];
         uint256 f = run.fragmentCount;
         for (uint256 i = 0; i < f; ++i) {
             uint256 s = (states >> (2 * i)) & 3;
@@ -583,7 +586,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         uint64[] memory sizes,
         uint256[] memory perFragment
     ) private returns (uint256 accepted, uint256 credit) {
-        mapping(uint256 => uint256) storage roundSubs = _subs[c.taskId][c.round];
+        mapping(uint256 => uint256) storage roundSubs = _subsOf(c.taskId, c.round, run.epoch);
         uint256 states = roundSubs[i];
         uint256 newStates;
         uint256 submitted;

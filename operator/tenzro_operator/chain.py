@@ -1707,6 +1707,18 @@ class ChainClient:
         """
         return self.transact("proveAggregate", claim, opening, [bytes(s) for s in signatures])
 
+    def prove_omission(self, claim: tuple, bitmaps: Sequence[int], fragment: int, index: int) -> TxResult:
+        """``proveOmission`` (anyone, no bond, within the round's challenge window): trainer
+        ``index``'s forced submission of ``fragment`` is live on-chain but bit ``fragment`` of its
+        committed bitmap is clear (``bitmaps``: the round's committed bitmaps, the claim opens
+        them). The conviction is `prove_aggregate`'s.
+
+        Raises:
+            ChainRevert: ``Registry__NoMismatch`` (not live, or credited), ``Registry__RoundNotCommitted``,
+                ``Registry__ChallengeWindowClosed``, ``Registry__WrongRoots``, ``Registry__BadFragment``.
+        """
+        return self.transact("proveOmission", claim, [int(b) for b in bitmaps], int(fragment), int(index))
+
     def commit_submission(self, task_id: bytes, round: int, fragment: int, commitment: bytes) -> TxResult:
         """``commitSubmission`` (the trainer itself, in the commit phase): the first half of a
         forced submission in the root flow; ``submit_outer_gradient`` reveals it after the phase."""

@@ -1,6 +1,9 @@
 """Check a root-flow round from its committed inputs and build the fraud proof that convicts a
-wrong one (contracts/PROTOCOL.md §5 challenge 1, §6 encodings): what a watcher runs on each
-``RoundCommitted``.
+wrong one (contracts/PROTOCOL.md §5 challenges 1 and 5, §6 encodings): what a watcher runs on
+each ``RoundCommitted``.
+
+0. every forced submission live on-chain in the round (``submissionsOf``) must have its bit in
+   the committed bitmaps, else `RootCheck.proof` is ``proveOmission``'s four arguments;
 
 A round r is checked *given its committed inputs*, so a lie is found in the round that told it:
 
@@ -56,10 +59,15 @@ class RootCheck:
     """The outcome of checking one committed root-flow round.
 
     Attributes:
-        round: r. ok: the committed state is the recomputation's, bit for bit.
-        fragment / coordinate: the first difference (None when ok or unprovable).
+        round: r. ok: the committed state is the recomputation's, bit for bit, and no live
+            forced submission is left out.
+        fragment / coordinate: the first difference (None when ok or unprovable); for an
+            omission, the fragment and the trainer index left out.
         detail: what differs, for the log and the report.
-        proof: ``(claim, opening, signatures)`` for ``proveAggregate`` (None when ok or unprovable).
+        proof: the arguments of ``proveAggregate`` ``(claim, opening, signatures)``, or for
+            ``kind == "omission"`` of ``proveOmission`` ``(claim, bitmaps, fragment, index)``
+            (None when ok or unprovable).
+        kind: ``"aggregate"`` or ``"omission"`` (challenges 1 and 5 of PROTOCOL.md §5).
     """
 
     round: int
@@ -68,6 +76,7 @@ class RootCheck:
     coordinate: int | None = None
     detail: str = ""
     proof: tuple | None = None
+    kind: str = "aggregate"
 
 
 @dataclass
@@ -193,14 +202,40 @@ class RootRoundChecker:
             return canonical.coordinate_median(x)
         raise TenzroError(f"rule {name} cannot be in the root flow")
 
+    def _claim(self, r: int, cur: _Committed, prev: _Committed) -> tuple:
+        """The ``RoundClaim`` of round r: its roots, the previous round's and weights root."""
+        previous_roots = ZERO_ROOTS if r == 0 else prev.roots
+        prev_weights_root = bytes(32) if r == 0 else bytes(prev.event["weightsRoot"])
+        return (self.task_id, r, cur.roots, previous_roots, prev_weights_root)
+
+    def omissions(self, r: int, event: Mapping[str, Any]) -> list[tuple[int, int]]:
+        """``(fragment, trainer index)`` of every forced submission of round r that is live
+        on-chain (revealed in the opening the round was committed in, neither rejected nor
+        accepted) while the committed bitmaps leave its bit clear: challenge 5 of PROTOCOL.md §5."""
+        bitmaps = [int(b) for b in event["acceptedBitmaps"]]
+        out = []
+        for i, trainer in enumerate(self.trainers):
+            submitted, rejected, accepted = self.chain.submissions_of(self.task_id, r, trainer)
+            live = submitted & ~rejected & ~accepted & ~bitmaps[i]
+            out += [(f, i) for f in range(len(self.runtime.fragments)) if live >> f & 1]
+        return out
+
     def check(self, r: int, event: Mapping[str, Any]) -> RootCheck:
-        """Check round r against its ``RoundCommitted`` event (see the module docstring).
+        """Check round r against its ``RoundCommitted`` event (see the module docstring): first
+        that no live forced submission is left out (`omissions`), then the aggregate.
 
         Raises:
             TenzroError / IpfsError: a transcript, blob or payload that cannot be read (the check is
                 retried; a payload nobody serves is the slot challenge's business).
         """
         cur = self.committed(r, event)
+        left_out = self.omissions(r, event)
+        if left_out:
+            f, i = left_out[0]
+            bitmaps = [int(b) for b in event["acceptedBitmaps"]]
+            return RootCheck(r, False, f, i, f"trainer {i}'s forced submission of fragment {f} is live on-chain but "
+                                             f"left out of the commit ({len(left_out)} such)",
+                             (self._claim(r, cur, self.previous(r)), bitmaps, f, i), kind="omission")
         if rc.fragments_root(cur.leaves) != bytes(event["fragmentsRoot"]):
             return RootCheck(r, False, detail="the transcript's weights, momentum and accepted sets do not give the "
                                               "committed fragments root (unprovable by an aggregate proof)")
@@ -228,9 +263,7 @@ class RootRoundChecker:
             sigs = [bytes.fromhex(next(s.signature for s in fr.accepted
                                        if self.trainers.index(s.trainer.lower()) == e.trainer_index)[2:])
                     for e in opening.entries]
-            previous_roots = ZERO_ROOTS if r == 0 else prev.roots
-            prev_weights_root = bytes(32) if r == 0 else bytes(prev.event["weightsRoot"])
-            claim = (self.task_id, r, cur.roots, previous_roots, prev_weights_root)
+            claim = self._claim(r, cur, prev)
             detail = (f"fragment {f} coordinate {c}: committed weight {float(cw[c])!r} momentum {float(cm[c])!r}, "
                       f"recomputed {float(w[c])!r} / {float(m[c])!r} ({int(diff.sum())} coordinates differ)")
             return RootCheck(r, False, f, c, detail, (claim, opening.as_tuple(), sigs))
@@ -279,8 +312,9 @@ class RootRoundChecker:
                 res = self.check(r, event)
                 rep.payloads_checked = accepted
                 if not res.ok:
-                    fail(f"round {r} fragment {res.fragment} state (recomputed vs committed)", "the recomputation",
-                         res.detail)
+                    what = ("forced submission (live on-chain vs committed bitmaps)" if res.kind == "omission"
+                            else "state (recomputed vs committed)")
+                    fail(f"round {r} fragment {res.fragment} {what}", "the recomputation", res.detail)
         for what, want_, got in ((f"round {r} transcript hash (getRound vs event)", record.transcript_hash, thash),
                                  (f"round {r} accepted count (getRound vs bitmaps)", record.accepted_count, accepted)):
             if want_ != got:

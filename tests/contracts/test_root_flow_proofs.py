@@ -256,6 +256,19 @@ def test_bitmaps_that_deny_an_accepted_trainer_its_credit_are_proven_wrong(full_
     print(f"gas proveBitmap (M = 3, F = 2): {tx.gas_used}")
 
 
+def _force_commit(c, rnd: int, f: int, i: int) -> tuple:
+    """Trainer i's forced submission of fragment f in round rnd, signed over the run's weights now,
+    committed on-chain (``commitSubmission``, commit phase). Returns (the signed payload tuple to
+    reveal with ``submitOuterGradient`` after the phase, the commitment's receipt)."""
+    reg, task, trainer = c["reg"], c["task"], c["trainers"][i]
+    p = (torch.randn(SIZES[f], generator=c["g"]) * 0.01).float()
+    root, sumsq = ChunkTree(p).root
+    fields = (root, sumsq, f"bafyforced{rnd}{f}{i}", sha(f"forced {rnd} {f} {i}"))
+    sh = rc.OuterGradient(task, rnd, f, bytes(reg.getRun(task).weightsRoot), *fields).struct_hash()
+    tx = reg.commitSubmission(task, rnd, f, rc.forced_commitment(sh, trainer.address), sender=trainer)
+    return c["sign"](trainer, task, rnd, f, fields), tx
+
+
 def test_a_live_forced_submission_left_out_is_proven_and_a_settled_one_is_not(full_registry, fund, elect, sign, roles,
                                                                                chain, syncer_pool):
     """Two trainers force a submission on-chain (the forced-inclusion path: a commitment in the
@@ -266,14 +279,9 @@ def test_a_live_forced_submission_left_out_is_proven_and_a_settled_one_is_not(fu
     reg = full_registry
     c = _start(reg, fund, elect, sign, roles, "root-omission")
     task, trainers = c["task"], c["trainers"]
-    forced, base = {}, bytes(reg.getRun(task).weightsRoot)
+    forced = {}
     for f, i in ((1, 2), (0, 1)):
-        p = (torch.randn(SIZES[f], generator=c["g"]) * 0.01).float()
-        root, sumsq = ChunkTree(p).root
-        fields = (root, sumsq, f"bafyforced{f}{i}", sha(f"forced {f} {i}"))
-        forced[(f, i)] = sign(trainers[i], task, 0, f, fields)
-        sh = rc.OuterGradient(task, 0, f, base, *fields).struct_hash()
-        tx = reg.commitSubmission(task, 0, f, rc.forced_commitment(sh, trainers[i].address), sender=trainers[i])
+        forced[(f, i)], tx = _force_commit(c, 0, f, i)
     with ape.reverts(reg.Registry__CommitPhaseOpen):  # nothing is shown before the phase closes
         reg.submitOuterGradient(task, 0, 1, forced[(1, 2)], sender=roles.relayer)
     to_reveal_phase(reg, task)
@@ -300,6 +308,39 @@ def test_a_live_forced_submission_left_out_is_proven_and_a_settled_one_is_not(fu
     assert (ev.round, ev.kind, ev.fragment, ev.position, ev.syncer) == (0, 3, 0, 1, syncer)
     assert reg.getRun(task).currentRound == 0 and reg.getRun(task).syncer == "0x" + "00" * 20
     print(f"gas proveOmission (M = 3, F = 2): {tx.gas_used}")
+
+
+def test_a_forced_submission_of_a_discarded_opening_cannot_convict_the_next_syncer(full_registry, fund, elect, sign,
+                                                                                   roles, syncer_pool):
+    """Attack: round 0 is committed with one wrong bit; before anyone proves it, trainer 1 forces
+    its round-1 submission of fragment 0 on-chain, signed over round 0's wrong weights. The proof
+    discards round 0, and round 1's opening with it. The syncer elected next commits round 0 and
+    round 1 honestly, without that submission (signed over weights that are no longer the run's,
+    it cannot be used): ``proveOmission`` of it in round 1 proves nothing (a discarded opening's
+    submissions are kept apart), and in round 1's new opening trainer 1 has no submission, so it
+    may force one again."""
+    reg = full_registry
+    c = _start(reg, fund, elect, sign, roles, "root-stale-forced", challenge_s=120)
+    task, trainer = c["task"], c["trainers"][1]
+    r0 = _commit(c, 0, c["initial"], flip=(1, 5))
+    stale, _ = _force_commit(c, 1, 0, 1)
+    to_reveal_phase(reg, task)
+    reg.submitOuterGradient(task, 1, 0, stale, sender=roles.relayer)
+    assert reg.submissionsOf(task, 1, trainer)[0] == 0b01
+    a, o, sigs = _proof(c, 0, r0, c["initial"], 1, 5)
+    reg.proveAggregate(a, o, sigs, sender=roles.stranger)  # round 0 goes back: rounds 0 and 1 reopen
+    assert tuple(reg.submissionsOf(task, 1, trainer)) == (0, 0, 0)  # nothing in the openings to come
+    fund(roles.syncer, 10 * E18)
+    reg.registerSyncer(10 * E18, sender=roles.syncer)
+    elect(task)
+    c["credits"] = [0] * M
+    r0 = _commit(c, 0, c["initial"])
+    r1 = _commit(c, 1, r0, exclude=frozenset({(0, 1)}))  # trainer 1 delivered nothing for fragment 0 this time
+    bitmaps = [0b11, 0b10, 0b11]
+    assert rc.bitmaps_hash(bitmaps) == r1.roots[3]
+    with ape.reverts(reg.Registry__NoMismatch):
+        reg.proveOmission((task, 1, r1.roots, r0.roots, r0.weights_root), bitmaps, 0, 1, sender=roles.stranger)
+    assert reg.getRun(task).currentRound == 2  # the honest commits stand
 
 
 def _slot_answer(rnd: Round, f: int, i: int, signature: bytes | None = None) -> tuple:

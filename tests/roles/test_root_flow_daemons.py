@@ -225,6 +225,59 @@ def test_a_watcher_proves_a_lying_syncer_wrong_and_the_run_seals_under_a_new_one
 
 
 @pytest.mark.slow
+def test_a_censored_trainer_forces_its_submissions_and_a_watcher_proves_the_omission(tmp_path):
+    """Syncer A censors the trainer at index 1 (fault ``censor_trainer``). Round 0: A leaves its
+    off-chain submissions out, which nothing on-chain shows; the trainer reads the commit, finds
+    them neither credited nor rejected, and from round 1 on commits and reveals each submission
+    on-chain too (the forced path). Round 1: A leaves those out as well; the watcher proves the
+    omission (``proveOmission``): A loses its bond, round 1 reopens, stand-in B commits it with
+    the censored trainer credited (forced again in the new opening), and the run seals. The
+    censored trainer lost round 0 only."""
+    from roles_stack import SYNCER, Runner, devnet_stack
+    from tenzro_operator.keys import anvil_account
+
+    with devnet_stack(tmp_path / "net") as net:
+        runner = Runner()
+        try:
+            tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
+                                  challenge_window_ms=20_000, flow="root")
+            client = net.client()
+            liar = net.client(SYNCER).address
+            runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
+                                            register_stake="10", fault={"censor_trainer": 1}))
+            for k in range(3):
+                runner.start(f"t{k}", trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}"))
+            watcher = _keyed_watcher(net, tid, tmp_path / "w")
+            runner.start("watcher", watcher)
+            _start_stand_in(net, runner, tid, liar, tmp_path / "B")
+            results = runner.join(420)
+        finally:
+            runner.stop_all()
+        assert set(results.values()) == {0}, results
+        run = client.get_run(tid)
+        assert run.status == RunStatus.SEALED
+        victim = client.trainers_of(tid)[1]
+        daemon = next(d for k, d in runner.daemons.items() if k.startswith("t") and d.account.address == victim)
+        # both fragments of round 1 on-chain, in each of its two openings (A's, then B's after the proof)
+        assert daemon.forced and daemon.summary["forced"] == 4
+        forced = [e["args"] for e in _events(client, tid, "GradientSubmitted")]
+        assert sorted((int(a["round"]), int(a["fragment"])) for a in forced) == [(1, 0), (1, 0), (1, 1), (1, 1)]
+        assert {a["trainer"] for a in forced} == {victim}
+        (proof,) = _events(client, tid, "RoundProvenWrong")
+        p = proof["args"]
+        assert (p["round"], p["kind"], p["position"], p["syncer"]) == (1, 3, 1, liar)  # kind 3: omission
+        assert watcher.proofs == [(tid, 1, run.syncer_bond // 10)]
+        assert client.syncer_info(liar).stake == 0
+        rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+        assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [[3, 0, 3], [3, 3, 3]]
+        claims = {e["args"]["trainer"]: e["args"]["reward"] for e in _events(client, tid, "RewardClaimed")}
+        assert len(claims) == 3 and 0 < claims[victim] < min(v for t, v in claims.items() if t != victim)
+        for idx in TRAINERS[:3]:
+            assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
+        assert replay.verify_receipt(client, net.ipfs(), tid).ok
+
+
+@pytest.mark.slow
 def test_every_cheat_of_the_adversarial_scenario_is_caught_and_honest_parties_lose_nothing(tmp_path):
     """The issue's adversarial scenario in one root-flow run with loss-improvement scoring
     (``score_min: 0``), each cheater a separate daemon: syncer A reports an honest submission

@@ -2,6 +2,12 @@
 `tenzro_operator.root_flow`): deliver signed submissions over pubsub in two phases, wait for
 ``commitRound``, and after the seal claim the reward with a Merkle proof.
 
+A trainer the syncer leaves out without a reason (`RootTrainerMixin.check_left_out`) delivers
+on-chain too from the next round on (the forced path, `RootTrainerMixin.force`): the registry
+then holds the syncer to each such submission (accepted, proven invalid, or ``proveOmission``
+by any watcher). The switch is kept for the rest of the run, in memory: a restarted trainer
+switches again after the next omission.
+
 `TrainerDaemon` mixes this in; the inner steps, the pseudo-gradients, their payloads and pins
 are the v1 code's.
 """
@@ -24,6 +30,7 @@ from tenzro_operator.root_flow import (
     cumulative_credits,
     parse_message,
 )
+from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
 
 __all__ = ["RootTrainerMixin"]
 
@@ -35,13 +42,16 @@ class RootTrainerMixin:
 
     root_flow: bool = False
     _outbox: dict  # round -> [(fragment, RevealMessage)]: what this trainer delivers for the round
-    _closes: dict  # round -> the commit phase's last second (chain time)
+    _closes: dict  # round -> (its opening's roundOpenedAt, the commit phase's last second), chain time
     _copy_sub = None  # fault copycat: the subscription it copies from
     _committed: dict  # {round: its RoundCommitted args}, the last round root_wait saw committed
+    forced: bool = False  # left out once without a reason: deliver on-chain too (`force`)
+    _onchain: dict  # round -> {fragment: "committed" | "revealed" | "refused"} on the forced path
 
     def root_prepare(self) -> None:
         self.root_flow = self.spec.require_protocol().flow == "root"
-        self._outbox, self._closes, self._committed = {}, {}, {}
+        self._outbox, self._closes, self._committed, self._onchain = {}, {}, {}, {}
+        self.forced = False
 
     def wait_root_flow(self, run: RunView) -> None:
         """Before enrolling in a run whose spec asks for the root flow: wait until the sponsor's
@@ -58,11 +68,12 @@ class RootTrainerMixin:
             log.info("waiting for the sponsor to put the run in the root flow before enrolling")
             self.sleep(self.poll_s)
 
-    def closes_of(self, r: int) -> int:
-        """Round r's commit phase end (chain seconds; read while r is the open round)."""
-        if r not in self._closes:
-            self._closes[r] = self.chain.commit_phase(self.task_id)[0]
-        return self._closes[r]
+    def closes_of(self, r: int, opened_at: int) -> int:
+        """The commit phase end (chain seconds) of round r's opening at ``opened_at`` (the run's
+        ``round_opened_at``; a rewind reopens a round later, with a phase of its own)."""
+        if self._closes.get(r, (None,))[0] != opened_at:
+            self._closes[r] = (opened_at, self.chain.commit_phase(self.task_id)[0])
+        return self._closes[r][1]
 
     def sign_for_delivery(self, r: int, f: int, payload: SignedPayload) -> None:
         """Sign fragment f's submission of round r (EIP-712, over the round's input weights root)
@@ -71,11 +82,12 @@ class RootTrainerMixin:
         msg = RevealMessage.of(self.task_id, r, f, self.account.address, self._global_root, signed)
         self._outbox.setdefault(r, []).append((f, msg))
 
-    def publish(self, r: int) -> None:
-        """Publish round r's messages on the task's submission topic: the commitments until the
-        commit phase closes, the reveals after. Pubsub is best effort, so this runs every poll
-        until the round is committed. An IPFS error is logged and retried on the next poll."""
-        closes = self.closes_of(r)
+    def publish(self, r: int, opened_at: int) -> None:
+        """Publish round r's messages (its opening at ``opened_at``) on the task's submission
+        topic: the commitments until the commit phase closes, the reveals after. Pubsub is best
+        effort, so this runs every poll until the round is committed. An IPFS error is logged and
+        retried on the next poll."""
+        closes = self.closes_of(r, opened_at)
         reveal = self.chain_now() > closes
         topic = submission_topic(self.task_id)
         try:
@@ -85,33 +97,93 @@ class RootTrainerMixin:
                 self.ipfs.pubsub_publish(topic, out.encode())
         except IpfsError as exc:
             log.warning("round %d: publishing on %s failed (%s): retrying on the next poll", r, topic, exc)
+        if self.forced:
+            self.force(r, reveal, closes)
+
+    def force(self, r: int, reveal: bool, closes: int) -> None:
+        """The forced path (PROTOCOL.md §5 "Forced inclusion", commit-reveal): each fragment of
+        round r also goes on-chain, its commitment (``commitSubmission``, 64,660 gas at M = 3,
+        F = 2) in the commit phase and its reveal (``submitOuterGradient``, 80,812 gas) after it,
+        both paid by this trainer. A refusal (the phase ended, the round moved on) is logged and
+        that fragment stays off-chain only; a reveal refused as early (the node's head not yet past
+        ``closes``, chain seconds) is retried on the next poll, after a block is mined on a devnet."""
+        done = self._onchain.setdefault(r, {})
+        for f, m in self._outbox.get(r, []):
+            step = done.get(f)
+            try:
+                if step is None and not reveal:
+                    self.chain.commit_submission(self.task_id, r, f, m.commitment())
+                    done[f] = "committed"
+                    log.info("round %d: fragment %d committed on-chain (forced path)", r, f)
+                elif step == "committed" and reveal:
+                    self.chain.submit_outer_gradient(self.task_id, r, f, m.signed_payload())
+                    done[f] = "revealed"
+                    self.summary["forced"] = self.summary.get("forced", 0) + 1
+                    log.info("round %d: fragment %d revealed on-chain (forced path)", r, f)
+            except ChainRevert as exc:
+                if exc.error_name == "Registry__CommitPhaseOpen":
+                    self.nudge_devnet(closes)
+                    continue
+                done[f] = "revealed" if exc.error_name == "Registry__DuplicateSubmission" else "refused"
+                if done[f] == "refused":
+                    log.warning("round %d: the forced path of fragment %d was refused (%s): it stays off-chain only",
+                                r, f, exc)
+
+    def check_left_out(self, r: int, delivered: list[int], bitmap: int) -> None:
+        """After round r's commit (``bitmap``: this trainer's accepted fragments): a fragment it
+        delivered that the commit neither credits nor rejects with a reason in its transcript was
+        left out silently (a censoring syncer, or one that never got the gossip; a transcript
+        nobody serves counts as silence): from the next round on, deliver on-chain too
+        (`forced`). A fragment the transcript rejects (a defect, a loss increase) changes nothing."""
+        missing = [f for f in delivered if not bitmap >> f & 1]
+        if not missing or self.forced or r not in self._committed:
+            return
+        ev, me = self._committed[r], self.account.address.lower()
+        try:
+            tr = RoundTranscript.parse(self.ipfs.cat(ev["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
+                                       bytes(ev["transcriptHash"]))
+            rejected = {fr.fragment for fr in tr.fragments for x in fr.rejected if x.trainer.lower() == me}
+        except (IpfsError, TenzroError) as exc:
+            log.warning("round %d: the commit's transcript cannot be read (%s)", r, exc)
+            rejected = set()
+        silent = [f for f in missing if f not in rejected]
+        if silent:
+            self.forced = True
+            log.warning("round %d: the syncer left fragment(s) %s of this trainer out without a reason: delivering "
+                        "on-chain too (the forced path) from round %d on", r, silent, r + 1)
 
     def root_wait(self, r: int) -> bool:
         """Deliver round r's submissions until the syncer commits the round (or the run leaves
-        Training); count the fragments its bitmap accepted. A run sent back below round r by a
-        fraud proof forgets what it delivered (the rounds are trained again). Returns True."""
+        Training); count the fragments its bitmap accepted. A run sent back by a fraud proof
+        below round r, or to round r itself (a new opening), forgets what it delivered (the
+        rounds are trained again). Returns True."""
         while True:
             run = self.chain.get_run(self.task_id)
-            if run.status == RunStatus.TRAINING and run.current_round < r:
+            opening = self._closes.get(r, (run.round_opened_at,))[0]  # the opening delivered to
+            reopened = run.current_round == r and opening != run.round_opened_at
+            if run.status == RunStatus.TRAINING and (run.current_round < r or reopened):
                 # a fraud proof discarded rounds: train the open round again from its (reverted) weights
                 log.warning("the run went back to round %d (a round was proven wrong): training it again",
                             run.current_round)
                 self._outbox.clear()
                 self._closes.clear()
+                self._onchain.clear()  # the reopened rounds start with no on-chain submission
                 self._skipped = {x for x in self._skipped if x < run.current_round}
                 return True
             if run.status != RunStatus.TRAINING or run.current_round > r:
                 break
             if r in self._outbox and self.chain_now() <= run.round_deadline:
-                self.publish(r)
+                self.publish(r, run.round_opened_at)
             self.sleep(self.poll_s)
-        self._outbox.pop(r, None)
+        delivered = [f for f, _ in self._outbox.pop(r, [])]
+        self._onchain.pop(r, None)
         try:
             self._committed = {r: committed_round(self.chain, self.task_id, self.events.start_block, r)}
         except RootFlowError:  # the run left Training without committing round r
             self._committed = {}
-        n = self.count_accepted(int(self._committed[r]["acceptedBitmaps"][self.index]) if self._committed else 0)
-        log.info("round %d committed: %d fragment(s) of this trainer accepted", r, n)
+        bitmap = int(self._committed[r]["acceptedBitmaps"][self.index]) if self._committed else 0
+        log.info("round %d committed: %d fragment(s) of this trainer accepted", r, self.count_accepted(bitmap))
+        self.check_left_out(r, delivered, bitmap)
         return True
 
     def root_commit_weights(self, r: int) -> dict:

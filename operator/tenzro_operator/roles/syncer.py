@@ -145,6 +145,12 @@ class SyncerFaultSettings(BaseModel):
             refuses such a commit (``Registry__SubmissionOmitted``); the syncer logs the refusal
             at ERROR, gives the cheat up and finalizes the round honestly on its next step (the
             refusal is counted once, not as a failed step, so it never halts the daemon).
+        censor_trainer: ``trainer_index``: from round 0 on, leave every submission of that trainer
+            out of each commit, off-chain and forced alike. In the v1 flow the registry refuses the
+            first such commit, as for ``drop_submission``; in the root flow an off-chain omission
+            is invisible on-chain (the trainer sees it in the commit and turns to the forced path,
+            `RootTrainerMixin.check_left_out`) and a forced one is convicted by a watcher's
+            ``proveOmission``.
         false_invalid_report: ``[round, fragment, trainer_index]``: before finalizing that round,
             report that trainer's valid submission of that fragment as a norm outlier
             (``proveInvalid`` with every other signed sum of the fragment). The registry checks
@@ -157,6 +163,7 @@ class SyncerFaultSettings(BaseModel):
     wrong_aggregate_at: tuple[int, int] | None = None
     go_silent_at: int | None = Field(default=None, ge=0)
     drop_submission: tuple[int, int, int] | None = None
+    censor_trainer: int | None = Field(default=None, ge=0)
     false_invalid_report: tuple[int, int, int] | None = None
 
     @field_validator("wrong_aggregate_at", "drop_submission", "false_invalid_report")
@@ -1172,21 +1179,28 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
     # ------------------------------------------------------------------ fault injection (tests, demos)
 
     def _fault_drop(self, r: int, accepted: dict[int, list[_Sub]]) -> bool:
-        """``drop_submission``: take that trainer's submission out of ``accepted`` (in place) for
-        round r, unless the registry refused it already. True when one was taken out."""
-        spec = self.fault.drop_submission if self.fault is not None else None
-        if spec is None or self._fault_dropped_refused or spec[0] != r or spec[1] not in accepted:
+        """``drop_submission`` / ``censor_trainer``: take that trainer's submissions out of
+        ``accepted`` (in place) for round r, unless the registry refused it already. True when
+        one was taken out."""
+        if self.fault is None or self._fault_dropped_refused:
             return False
-        f, i = spec[1], spec[2]
-        keep = [s for s in accepted[f] if self._index(s) != i]
-        if len(keep) == len(accepted[f]):
-            log.warning("FAULT INJECTION: drop_submission %s: trainer %d has no accepted submission of fragment %d "
-                        "in round %d: nothing to drop", list(spec), i, f, r)
-            return False
-        accepted[f] = keep
-        log.warning("FAULT INJECTION: leaving trainer %d's live submission of fragment %d out of round %d's commit",
-                    i, f, r)
-        return True
+        targets = []  # (fragment, trainer index)
+        spec = self.fault.drop_submission
+        if spec is not None and spec[0] == r and spec[1] in accepted:
+            targets.append((spec[1], spec[2]))
+        if self.fault.censor_trainer is not None:
+            targets += [(f, self.fault.censor_trainer) for f in accepted]
+        dropped = False
+        for f, i in targets:
+            keep = [s for s in accepted[f] if self._index(s) != i]
+            if len(keep) == len(accepted[f]):
+                log.warning("FAULT INJECTION: trainer %d has no accepted submission of fragment %d in round %d: nothing "
+                            "to drop", i, f, r)
+                continue
+            accepted[f], dropped = keep, True
+            log.warning("FAULT INJECTION: leaving trainer %d's live submission of fragment %d out of round %d's "
+                        "commit", i, f, r)
+        return dropped
 
     def _fault_false_report(self, r: int, accepted: dict[int, list[_Sub]]) -> None:
         """``false_invalid_report``: once, report that trainer's valid submission of round r as a

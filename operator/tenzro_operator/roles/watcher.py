@@ -30,9 +30,10 @@ verify-receipt`` runs over a sealed run, fed incrementally:
 
 A root-flow run (contracts/PROTOCOL.md §5) is checked by `tenzro_operator.root_check` on each
 ``RoundCommitted`` instead: the round's committed weights and momentum against their
-recomputation from the previous committed state and the accepted signed payloads. A watcher
-with a key sends the aggregate proof of the first wrong coordinate at once (``proveAggregate``:
-no bond, the bounty is 10 % of the syncer's bond); the run goes back to the round before, and
+recomputation from the previous committed state and the accepted signed payloads, and every
+forced submission live on-chain against the committed bitmaps. A watcher with a key sends the
+proof at once: of a left-out forced submission (``proveOmission``), else of the first wrong
+coordinate (``proveAggregate``); no bond, the bounty is 10 % of the syncer's bond; the run goes back to the round before, and
 the watcher checks that round again when it is committed anew (``RoundsDiscarded`` rewinds it
 too). Several watchers may race: the first proof wins, the others revert
 (``Registry__RoundNotCommitted``) and lose only their gas. A v1 run has no on-chain remedy for
@@ -413,9 +414,10 @@ class WatcherDaemon(Daemon):
         return res.proof is not None and self.prove(w, res)
 
     def prove(self, w: _RunWatch, res: RootCheck) -> bool:
-        """Send ``proveAggregate`` for a wrong round (needs a key). Returns True when the round is
-        discarded (this proof, or another watcher's that landed first), False when nothing was
-        sent or the proof was refused (logged)."""
+        """Send the proof of a wrong round (needs a key): ``proveAggregate``, or ``proveOmission``
+        for a live forced submission left out. Returns True when the round is discarded (this
+        proof, or another watcher's that landed first), False when nothing was sent or the proof
+        was refused (logged)."""
         label = task_label(w.task_id)
         if self.account is None:
             log.warning("round %d is provably wrong but this watcher has no key: set keystore to send the proof",
@@ -423,7 +425,7 @@ class WatcherDaemon(Daemon):
             return False
         self.metrics.challenges_sent.labels(task=label).inc()
         try:
-            tx = self.chain.prove_aggregate(*res.proof)
+            tx = (self.chain.prove_omission if res.kind == "omission" else self.chain.prove_aggregate)(*res.proof)
         except ChainRevert as exc:
             if exc.error_name == "Registry__RoundNotCommitted":
                 log.warning("round %d was proven wrong first by someone else (%s)", res.round, exc)
@@ -434,9 +436,10 @@ class WatcherDaemon(Daemon):
         self.metrics.challenges_won.labels(task=label).inc()
         self.metrics.bounty.labels(task=label).inc(int(ev["bounty"]) / 10**18)
         self.proofs.append((w.task_id, res.round, int(ev["bounty"])))
-        log.warning("PROVED round %d wrong at fragment %d coordinate %d: syncer %s slashed %d atto, bounty %d atto "
-                    "(tx %s)", res.round, res.fragment, res.coordinate, ev["syncer"], ev["slashed"], ev["bounty"],
-                    tx.tx_hash)
+        at = (f"trainer {res.coordinate}'s omitted forced submission" if res.kind == "omission"
+              else f"coordinate {res.coordinate}")
+        log.warning("PROVED round %d wrong at fragment %d, %s: syncer %s slashed %d atto, bounty %d atto (tx %s)",
+                    res.round, res.fragment, at, ev["syncer"], ev["slashed"], ev["bounty"], tx.tx_hash)
         return True
 
     def check_round(self, w: _RunWatch, fin: Finalized, ev: dict[str, Any]) -> RoundReport:
