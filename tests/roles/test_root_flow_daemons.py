@@ -44,6 +44,30 @@ def _start_stand_in(net, runner, tid: bytes, liar: str, data_dir) -> None:
     runner.start("B", syncer_daemon(net, tid, data_dir, account=8, evaluate=False, straggler_wait_s=30.0))
 
 
+def _run_with_a_faulty_syncer(net, tmp_path, fault: dict) -> tuple:
+    """A 3-trainer, 2-fragment, 2-round root-flow run (20 s challenge windows) served by syncer A
+    (one bond of stake) with ``fault``, three honest trainers, a keyed watcher and stand-in
+    syncer B, until every daemon is done. Returns (task id, A's address, the watcher, the
+    daemons' results, the `Runner`)."""
+    from roles_stack import SYNCER, Runner
+
+    runner = Runner()
+    try:
+        tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
+                              challenge_window_ms=20_000, flow="root")
+        liar = net.client(SYNCER).address
+        runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
+                                        register_stake="10", fault=fault))
+        for k in range(3):
+            runner.start(f"t{k}", trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}"))
+        watcher = _keyed_watcher(net, tid, tmp_path / "w")
+        runner.start("watcher", watcher)
+        _start_stand_in(net, runner, tid, liar, tmp_path / "B")
+        return tid, liar, watcher, runner.join(420), runner
+    finally:
+        runner.stop_all()
+
+
 def _copycat(dev, tid: bytes, index: int, stop: threading.Event) -> list:
     """An enrolled trainer that trains nothing: it listens on the submission topic and, for every
     honest reveal, publishes a commitment to the same payload signed as its own and then that
@@ -173,26 +197,12 @@ def test_a_watcher_proves_a_lying_syncer_wrong_and_the_run_seals_under_a_new_one
     and sends ``proveAggregate`` at once: A loses its bond (10 % to the watcher, the rest burned)
     and its fee for the round, the run goes back to round 0, stand-in syncer B is elected, the
     trainers train round 0 again, and the run seals with every honest party whole."""
-    from roles_stack import SYNCER, Runner, devnet_stack
+    from roles_stack import devnet_stack
     from tenzro_operator.keys import anvil_account
 
     with devnet_stack(tmp_path / "net") as net:
-        runner = Runner()
-        try:
-            tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                                  challenge_window_ms=20_000, flow="root")
-            client = net.client()
-            liar = net.client(SYNCER).address
-            runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
-                                            register_stake="10", fault={"wrong_aggregate_at": [0, 1]}))
-            for k in range(3):
-                runner.start(f"t{k}", trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}"))
-            watcher = _keyed_watcher(net, tid, tmp_path / "w")
-            runner.start("watcher", watcher)
-            _start_stand_in(net, runner, tid, liar, tmp_path / "B")
-            results = runner.join(420)
-        finally:
-            runner.stop_all()
+        tid, liar, watcher, results, _ = _run_with_a_faulty_syncer(net, tmp_path, {"wrong_aggregate_at": [0, 1]})
+        client = net.client()
         assert results == {"A": 0, "t0": 0, "t1": 0, "t2": 0, "watcher": 0, "B": 0}, results
         run = client.get_run(tid)
         assert run.status == RunStatus.SEALED
@@ -233,26 +243,11 @@ def test_a_censored_trainer_forces_its_submissions_and_a_watcher_proves_the_omis
     omission (``proveOmission``): A loses its bond, round 1 reopens, stand-in B commits it with
     the censored trainer credited (forced again in the new opening), and the run seals. The
     censored trainer lost round 0 only."""
-    from roles_stack import SYNCER, Runner, devnet_stack
-    from tenzro_operator.keys import anvil_account
+    from roles_stack import devnet_stack
 
     with devnet_stack(tmp_path / "net") as net:
-        runner = Runner()
-        try:
-            tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                                  challenge_window_ms=20_000, flow="root")
-            client = net.client()
-            liar = net.client(SYNCER).address
-            runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
-                                            register_stake="10", fault={"censor_trainer": 1}))
-            for k in range(3):
-                runner.start(f"t{k}", trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}"))
-            watcher = _keyed_watcher(net, tid, tmp_path / "w")
-            runner.start("watcher", watcher)
-            _start_stand_in(net, runner, tid, liar, tmp_path / "B")
-            results = runner.join(420)
-        finally:
-            runner.stop_all()
+        tid, liar, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {"censor_trainer": 1})
+        client = net.client()
         assert set(results.values()) == {0}, results
         run = client.get_run(tid)
         assert run.status == RunStatus.SEALED

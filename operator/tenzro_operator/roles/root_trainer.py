@@ -103,7 +103,7 @@ class RootTrainerMixin:
     def force(self, r: int, reveal: bool, closes: int) -> None:
         """The forced path (PROTOCOL.md §5 "Forced inclusion", commit-reveal): each fragment of
         round r also goes on-chain, its commitment (``commitSubmission``, 64,660 gas at M = 3,
-        F = 2) in the commit phase and its reveal (``submitOuterGradient``, 80,812 gas) after it,
+        F = 2) in the commit phase and its reveal (``submitOuterGradient``, 81,047 gas) after it,
         both paid by this trainer. A refusal (the phase ended, the round moved on) is logged and
         that fragment stays off-chain only; a reveal refused as early (the node's head not yet past
         ``closes``, chain seconds) is retried on the next poll, after a block is mined on a devnet."""
