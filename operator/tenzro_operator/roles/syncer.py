@@ -1194,8 +1194,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         for f, i in targets:
             keep = [s for s in accepted[f] if self._index(s) != i]
             if len(keep) == len(accepted[f]):
-                log.warning("FAULT INJECTION: trainer %d has no accepted submission of fragment %d in round %d: nothing "
-                            "to drop", i, f, r)
+                log.warning("FAULT INJECTION: trainer %d has no accepted submission of fragment %d in round %d: "
+                            "nothing to drop", i, f, r)
                 continue
             accepted[f], dropped = keep, True
             log.warning("FAULT INJECTION: leaving trainer %d's live submission of fragment %d out of round %d's "

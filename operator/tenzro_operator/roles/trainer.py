@@ -422,7 +422,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         else:
             submitted, _, _ = self.chain.submissions_of(self.task_id, r, self.account.address)
         if (submitted & full) != full and r not in self._skipped:
-            last = self.closes_of(r, run.round_opened_at) if self.root_flow else run.round_deadline  # root flow: commitments end there
+            # root flow: commitments end with the commit phase
+            last = self.closes_of(r, run.round_opened_at) if self.root_flow else run.round_deadline
             if self.chain_now() > last:
                 log.warning("round %d: %s %d passed before submission; skipping the round", r,
                             "commit phase" if self.root_flow else "deadline", last)
@@ -529,7 +530,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
             self._pin_and_submit(r, global_state, res, already, sent, tick)
         n_ok = 0
         if self.root_flow:
-            if self.chain_now() > self.closes_of(r, run.round_opened_at):  # a late commitment would be refused by an honest syncer
+            # a late commitment would be refused by an honest syncer
+            if self.chain_now() > self.closes_of(r, run.round_opened_at):
                 log.warning("round %d: training ended after the commit phase closed: the round is skipped", r)
                 self._outbox.pop(r, None)
                 self._skipped.add(r)

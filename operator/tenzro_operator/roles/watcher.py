@@ -33,10 +33,10 @@ A root-flow run (contracts/PROTOCOL.md §5) is checked by `tenzro_operator.root_
 recomputation from the previous committed state and the accepted signed payloads, and every
 forced submission live on-chain against the committed bitmaps. A watcher with a key sends the
 proof at once: of a left-out forced submission (``proveOmission``), else of the first wrong
-coordinate (``proveAggregate``); no bond, the bounty is 10 % of the syncer's bond; the run goes back to the round before, and
-the watcher checks that round again when it is committed anew (``RoundsDiscarded`` rewinds it
-too). Several watchers may race: the first proof wins, the others revert
-(``Registry__RoundNotCommitted``) and lose only their gas. A v1 run has no on-chain remedy for
+coordinate (``proveAggregate``); no bond, the bounty is 10 % of the syncer's bond; the run goes
+back to the round before, and the watcher checks that round again when it is committed anew
+(``RoundsDiscarded`` rewinds it too). Several watchers may race: the first proof wins, the
+others revert (``Registry__RoundNotCommitted``) and lose only their gas. A v1 run has no on-chain remedy for
 a wrong round: its mismatch is only reported (`WatcherDaemon.on_mismatch`), and the watcher
 needs no key.
 
