@@ -233,3 +233,16 @@ class OuterConfig:
             raise ConfigError(f"outer lr must be > 0 and momentum in [0, 1), got {self.lr}, {self.momentum}")
         if self.nesterov and self.momentum == 0:
             raise ConfigError("outer Nesterov momentum needs momentum > 0; set nesterov=False for plain SGD")
+
+
+ROBUST_DEFAULTS: dict = {
+    "rule": "TrimmedMean",
+    "rule_params": {"alpha_bps": 2500},
+    "norm_multiple": 10.0,
+    "scoring": True,
+}
+"""The defence a new task spec gets unless its sponsor chooses another (``tenzro train new-spec``):
+the aggregation rule and its parameters, the norm screen (a payload's L2 norm at most this multiple
+of the round's median is kept) and loss-improvement scoring on the trainer's own shard (which
+needs the root flow). Chosen by ``trainer/benchmarks/attacks.py``: the rows of
+``trainer/benchmarks/results/attacks.md`` are the evidence."""

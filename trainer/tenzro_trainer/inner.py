@@ -101,8 +101,30 @@ class InnerTrainer:
             times.append(time.perf_counter() - t0)
             if on_step is not None:
                 on_step(i + 1, steps)
-        state = {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in model.state_dict().items()}
-        return InnerResult(state, float(losses.mean()), times, steps * cfg.batch_size)
+        return InnerResult(self.local_state(), float(losses.mean()), times, steps * cfg.batch_size)
+
+    def local_state(self) -> dict[str, Tensor]:
+        """The local weights now, ``{name: fp32 CPU tensor}`` (copies)."""
+        return {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in self.model.state_dict().items()}
+
+    @torch.no_grad()
+    def rebase(self, old_base: Mapping[str, Tensor], new_base: Mapping[str, Tensor]) -> None:
+        """The overlap correction: shift the local weights by ``new_base - old_base``, elementwise, for
+        every tensor of the state (fp32).
+
+        With overlap a worker starts round r+1's inner steps from its own round-r weights
+        ``old_base`` before round r's global weights ``new_base`` arrive; once they do, the steps
+        taken so far are kept as an offset from them (``local - old_base``), so the round's
+        pseudo-gradient ``new_base - local_end`` is exactly the sum of its inner updates, measured
+        from the weights the syncer committed (the one-step-delayed outer update of Streaming
+        DiLoCo, Douillard et al. 2025, arXiv:2501.18512, Sec. 2.3, with a full correction).
+
+        Raises:
+            KeyError: a tensor of the model is missing from either base.
+        """
+        live = self.model.state_dict()
+        for k, v in live.items():
+            v.add_((new_base[k].to(v.device, torch.float32) - old_base[k].to(v.device, torch.float32)).to(v.dtype))
 
     def state_dict(self) -> dict:
         """Worker state for a restart: model, AdamW moments, sampler generator (a deep copy: later

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from tenzro_trainer.aggregation import build_rule, screen_payloads
+from tenzro_trainer.attacks import AttackView, build_attack
 from tenzro_trainer.codec import decode_fragment, encode_fragment
 from tenzro_trainer.compression import PayloadCompressor, decode_payload, parse_codec
 from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
@@ -45,22 +46,15 @@ from tenzro_trainer.data.hashing import verify_dataset_hash
 from tenzro_trainer.data.windows import WindowDataset, shard_series, train_heldout_split
 from tenzro_trainer.evaluate import HeldoutEvaluator, window_loss
 from tenzro_trainer.fragments import fragment_state, partition
-from tenzro_trainer.inner import InnerTrainer
+from tenzro_trainer.inner import InnerResult, InnerTrainer
 from tenzro_trainer.models import build_model
 from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
 from tenzro_trainer.scoring import loss_improvement, scoring_batch
 
-Attack = Callable[[dict[str, Tensor]], dict[str, Tensor]]
-ATTACKS: dict[str, Attack] = {
-    "sign_flip": lambda d: {k: -v for k, v in d.items()},
-    "scale100": lambda d: {k: 100.0 * v for k, v in d.items()},
-    "nan": lambda d: {k: torch.full_like(v, float("nan")) for k, v in d.items()},
-}
-
-
 @dataclass
 class SimConfig:
-    """A simulated run. ``attackers`` maps worker index -> attack name in :data:`ATTACKS`."""
+    """A simulated run. ``attackers`` maps worker index -> attack name of
+    :data:`tenzro_trainer.attacks.ATTACK_NAMES` (``"absent"``: the worker sends nothing)."""
 
     model: ModelConfig = field(default_factory=lambda: ModelConfig.preset("demo"))
     inner: InnerConfig = field(default_factory=lambda: InnerConfig(batch_size=32))
@@ -80,12 +74,18 @@ class SimConfig:
     # shards = workers / r every shard is trained by r workers and excluding one loses no data;
     # None: one shard per worker
     shards: int | None = None
-    # loss-improvement scoring (tenzro_trainer.scoring): windows per round's scoring batch; payloads
-    # whose application alone does not lower the loss on it are left out; 0: off
+    # loss-improvement scoring (tenzro_trainer.scoring): windows per round's scoring batch, drawn from
+    # each payload's trainer's own shard as the root-flow syncer does; payloads whose application
+    # alone does not lower the loss on it are left out; 0: off
     scoring: int = 0
     task: str = "sim"
     dataset_hash: str | None = None  # the task spec's dataset_hash; checked before training when given
     compression: object | None = None  # a codec (tenzro_trainer.compression) or its dict; None: dense payloads
+    # overlap (Streaming / eager DiLoCo): from round 2 on, a worker runs this many of the round's H
+    # inner steps from its own previous-round weights while the syncer finalizes, then rebases on the
+    # new global weights (`InnerTrainer.rebase`) and runs the rest; 0: wait for the weights (DiLoCo),
+    # H: the whole round one outer step behind
+    overlap_steps: int = 0
 
 
 @dataclass
@@ -141,13 +141,21 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     frags = partition(state, cfg.fragments)
     outers = [OuterOptimizer(fragment_state(state, names), cfg.outer) for names in frags]
     rules = [build_rule(cfg.rule, cfg.rule_params) for _ in frags]  # one per fragment: CenteredClip keeps history
-    workers = [InnerTrainer(cfg.model, cfg.inner, data, init_seed=cfg.seed) for data in _samplers(cfg, ev)]
+    samplers = _samplers(cfg, ev)
+    workers = [InnerTrainer(cfg.model, cfg.inner, data, init_seed=cfg.seed) for data in samplers]
+    attackers = {i: build_attack(name) for i, name in cfg.attackers.items()}
+    honest_idx = [i for i in range(cfg.workers) if i not in attackers]
+    attack_rng = torch.Generator().manual_seed(cfg.seed * 7919 + 17)
     layouts = [{n: (tuple(state[n].shape), torch.float32) for n in names} for names in frags]
     tensor_bytes = sum(t.numel() * 4 for t in state.values())
     codec = None if cfg.compression is None else parse_codec(cfg.compression)
     compressors = [PayloadCompressor(codec) for _ in workers] if codec is not None else None
     shapes = [{n: tuple(state[n].shape) for n in names} for names in frags]
     scorer = build_model(cfg.model) if cfg.scoring else None
+    previous: list[dict[str, Tensor] | None] = [None] * len(frags)  # each fragment's last applied aggregate
+    ends: dict[int, dict[str, Tensor]] = {}  # each worker's local weights at the end of its last round
+    if not 0 <= cfg.overlap_steps <= cfg.inner.steps:
+        raise ValueError(f"overlap_steps must be in [0, H={cfg.inner.steps}], got {cfg.overlap_steps}")
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
                "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "seconds": 0.0}]
     if log:
@@ -155,13 +163,23 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     total_encoded = total_tensor = 0
     for r in range(1, cfg.rounds + 1):
         t0 = time.perf_counter()
-        results = [w.run(state) for w in workers]
+        results = {i: _inner_round(w, state, ends.get(i), cfg.overlap_steps) for i, w in enumerate(workers)
+                   if i not in attackers or attackers[i].needs_training(r)}
+        ends = {i: res.state for i, res in results.items()}
         payloads: list[dict[str, bytes]] = [dict() for _ in frags]
-        for i, res in enumerate(results):
-            for f, names in enumerate(frags):
-                delta = pseudo_gradient(fragment_state(state, names), fragment_state(res.state, names))
-                if i in cfg.attackers:
-                    delta = ATTACKS[cfg.attackers[i]](delta)
+        sent = [0] * len(frags)
+        for f, names in enumerate(frags):
+            own = {i: pseudo_gradient(fragment_state(state, names), fragment_state(res.state, names))
+                   for i, res in results.items()}
+            honest = [own[i] for i in honest_idx]
+            for i in range(cfg.workers):
+                delta = own.get(i)
+                if i in attackers:
+                    delta = attackers[i].forge(AttackView(r, f, cfg.workers, len(attackers), honest, delta,
+                                                          previous[f], attack_rng))
+                    if delta is None:
+                        continue
+                sent[f] += 1
                 meta = dict(task=cfg.task, round=r, fragment=f, trainer=f"worker{i:03d}", dtype="float32",
                             kind="pseudo_gradient")
                 if compressors is None:
@@ -170,14 +188,15 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                 try:
                     payloads[f][f"worker{i:03d}"] = compressors[i].encode(r, f, delta, meta)
                 except ValueError:
-                    if i not in cfg.attackers:
+                    if i not in attackers:
                         raise  # an honest pseudo-gradient the codec cannot encode is a bug, not an attack
         up = max(sum(len(p.get(f"worker{i:03d}", b"")) for p in payloads) for i in range(cfg.workers))  # one worker's upload
         rejected = 0
         new_state = dict(state)
         down = 0
+        batches: dict[int, Tensor] = {}
         for f, names in enumerate(frags):
-            rejected += cfg.workers - len(payloads[f])  # unencodable attacks
+            rejected += sent[f] - len(payloads[f])  # unencodable attacks
             if compressors is None:
                 decoded = {k: decode_fragment(b)[0] for k, b in payloads[f].items()}
             else:
@@ -185,23 +204,50 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
             accepted, rej = screen_payloads(decoded, layouts[f], cfg.norm_multiple)
             rejected += len(rej)
             if scorer is not None and accepted:
-                scores = loss_improvement(scorer, state, names, accepted, scoring_batch(ev.split, r, cfg.scoring,
-                                                                                         salt=cfg.task))
-                rejected += sum(1 for k in accepted if scores[k] <= 0.0)
-                accepted = {k: v for k, v in accepted.items() if scores[k] > 0.0}
-            new_frag = outers[f].step(rules[f](accepted) if accepted else outers[f].zero_aggregate())
+                kept = {}
+                for k, d in accepted.items():
+                    i = int(k.removeprefix("worker"))
+                    if i not in batches:  # the trainer's own shard, as the root-flow syncer scores
+                        batches[i] = scoring_batch(ev.split, r, cfg.scoring, salt=f"{cfg.task}/{i}",
+                                                   unique_ids=samplers[i].unique_ids)
+                    if loss_improvement(scorer, state, names, {k: d}, batches[i])[k] > 0.0:
+                        kept[k] = d
+                rejected += len(accepted) - len(kept)
+                accepted = kept
+            aggregate = rules[f](accepted) if accepted else outers[f].zero_aggregate()
+            previous[f] = aggregate
+            new_frag = outers[f].step(aggregate)
             new_state.update(new_frag)
             down += len(encode_fragment(new_frag, dict(task=cfg.task, round=r, fragment=f, trainer="syncer",
                                                        dtype="float32", kind="weights")))
         state = new_state
         total_encoded += up + down
         total_tensor += 2 * tensor_bytes
-        rounds.append({"round": r, **ev(state), "train_loss": sum(x.mean_loss for x in results) / len(results),
+        train_losses = [results[i].mean_loss for i in honest_idx]
+        rounds.append({"round": r, **ev(state),
+                       "train_loss": sum(train_losses) / len(train_losses) if train_losses else float("nan"),
                        "tensor_bytes_per_worker": total_tensor, "encoded_bytes_per_worker": total_encoded,
                        "upload_bytes": up, "rejected": rejected, "seconds": time.perf_counter() - t0})
         if log:
             log(rounds[-1])
     return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
+
+
+def _inner_round(worker: InnerTrainer, state: dict[str, Tensor], previous_end: dict[str, Tensor] | None,
+                 overlap: int) -> InnerResult:
+    """One worker's H inner steps of a round that starts from the global weights ``state``. With
+    ``overlap`` > 0 and a previous round, the first ``overlap`` steps run from the worker's own end
+    weights ``previous_end`` (the global weights were not there yet), then it rebases on ``state``."""
+    if not overlap or previous_end is None:
+        return worker.run(state)
+    early = worker.run(None, steps=overlap)
+    worker.rebase(previous_end, state)
+    rest = overlap < worker.cfg.steps
+    late = worker.run(None, steps=worker.cfg.steps - overlap) if rest else None
+    steps = [early, late] if late else [early]
+    mean = sum(x.mean_loss * len(x.step_times) for x in steps) / worker.cfg.steps
+    return InnerResult(late.state if late else worker.local_state(), mean,
+                       [t for x in steps for t in x.step_times], sum(x.samples for x in steps))
 
 
 def simulate_sync(cfg: SimConfig, df: pd.DataFrame | None = None, lr: float | None = None,

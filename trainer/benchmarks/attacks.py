@@ -1,0 +1,265 @@
+"""Benchmark: Byzantine trainers against every aggregation rule, with and without the norm screen and
+loss-improvement scoring. The figure of merit of issue #10: does the default rule of a new spec hold
+every attack within 1.05x of the run in which the Byzantine trainers are simply absent?
+
+Set-up (`tenzro_trainer.simulate`, the issue's): M = 8 trainers, the ``demo`` model preset in 4
+fragments, H = 24 inner AdamW steps, batch 32, outer Nesterov 0.7 / 0.9, one data shard per
+trainer, ``--rounds`` rounds (30), seeds ``--seeds``. f = 2 or 3 trainers (the last indices) are
+Byzantine and forge every fragment's payload with one attack of `tenzro_trainer.attacks`; the
+screen (norm <= 10 x the round's median norm) and scoring (64 windows of the trainer's own shard,
+payloads that do not lower the loss left out, as the root-flow syncer does) run before the rule.
+
+Metric (EVALUATION.md): per run the mean held-out loss of the last three rounds; per cell the ratio
+to the *reference*, the same configuration and seed with the f Byzantine trainers absent (their
+shards are then untrained too, so the ratio charges the rule only for what the attack does), as
+mean +- sd over seeds. A cell holds when the mean ratio is <= 1.05. A run whose rule cannot
+aggregate a round (Krum with fewer than 2f + 3 inputs) halts: the cell is ``halt``.
+
+Every run is cached in ``results/attacks_runs.json`` as it finishes, so the script resumes where
+it stopped; ``--report`` rewrites the tables from the cache alone. Runs go in priority order: the
+default configuration first, at 2 of 8, then the others at 2 of 8, then 3 of 8.
+
+    .venv/bin/python trainer/benchmarks/attacks.py --seeds 0 1 2 --rounds 30 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from _common import RESULTS, machine, write
+from tenzro_trainer.attacks import ATTACK_NAMES
+from tenzro_trainer.config import ROBUST_DEFAULTS, InnerConfig, ModelConfig
+from tenzro_trainer.errors import AggregationError
+
+WORKERS, FRAGMENTS, H, BATCH = 8, 4, 24, 32
+ATTACKS = [a for a in ATTACK_NAMES if a != "absent"]
+HOLD = 1.05
+CACHE = RESULTS / "attacks_runs.json"
+
+
+@dataclass(frozen=True)
+class Defence:
+    """One column group of the matrix: a rule with its parameters, the norm screen, scoring."""
+
+    rule: str
+    params: dict = field(default_factory=dict, hash=False, compare=False)
+    screen: bool = True
+    scoring: bool = False
+
+    @property
+    def name(self) -> str:
+        p = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return (f"{self.rule}({p})" if p else self.rule) + (" + screen" if self.screen else "") + \
+            (" + scoring" if self.scoring else "")
+
+
+DEFAULT = Defence(ROBUST_DEFAULTS["rule"], dict(ROBUST_DEFAULTS["rule_params"]), screen=True,
+                  scoring=ROBUST_DEFAULTS["scoring"])
+TRIM = {"alpha_bps": 2500}
+CLIP = {"tau": 0.3, "iters": 3}  # about the honest pseudo-gradients' spread (L2 0.2-0.3 per fragment)
+DEFENCES = [
+    DEFAULT,
+    Defence("Mean", screen=True),  # the sponsor default before this benchmark
+    Defence("Mean", screen=True, scoring=True),
+    Defence("TrimmedMean", TRIM, screen=True),
+    Defence("CoordinateMedian", screen=True),
+    Defence("CoordinateMedian", screen=True, scoring=True),
+    Defence("Krum", {"f": 2}, screen=True),
+    Defence("CenteredClip", CLIP, screen=True),
+    Defence("CenteredClip", CLIP, screen=True, scoring=True),
+    Defence("Mean", screen=False),
+    Defence("TrimmedMean", TRIM, screen=False),
+    Defence("CoordinateMedian", screen=False),
+    Defence("Krum", {"f": 2}, screen=False),
+    Defence("CenteredClip", CLIP, screen=False),
+    Defence("Krum", {"f": 2}, screen=True, scoring=True),
+]
+DEFENCES = list(dict.fromkeys(DEFENCES))  # the default may coincide with a listed one
+
+
+def run_key(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> str:
+    return f"{defence.name} | f={byz} | {attack} | seed={seed} | rounds={rounds}"
+
+
+_DF = None
+
+
+def _run(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> dict:
+    """One simulated run; returns its figures (a halted run: ``halted`` = the round)."""
+    global _DF
+    torch.set_num_threads(1)
+    from tenzro_trainer.data import default_collection
+    from tenzro_trainer.simulate import SimConfig, simulate
+
+    if _DF is None:
+        _DF = default_collection()
+    cfg = SimConfig(model=ModelConfig.preset("demo"), inner=InnerConfig(steps=H, batch_size=BATCH), workers=WORKERS,
+                    rounds=rounds, fragments=FRAGMENTS, rule=defence.rule, rule_params=dict(defence.params),
+                    norm_multiple=10.0 if defence.screen else None, seed=seed, scoring=64 if defence.scoring else 0,
+                    attackers={WORKERS - 1 - j: attack for j in range(byz)})
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    try:
+        simulate(cfg, _DF, log=rows.append)
+    except AggregationError as exc:
+        return {"halted": len(rows), "error": str(exc), "wall_s": time.perf_counter() - t0}
+    held = [r["heldout_loss"] for r in rows]
+    return {"last3": statistics.fmean(held[-3:]), "final": held[-1], "train_window": rows[-1]["train_window_loss"],
+            "rejected": sum(r["rejected"] for r in rows), "curve": held, "wall_s": time.perf_counter() - t0}
+
+
+def _load() -> dict:
+    return json.loads(CACHE.read_text())["runs"] if CACHE.exists() else {}
+
+
+def _save(runs: dict) -> None:
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    tmp = CACHE.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=True) + "\n")
+    tmp.replace(CACHE)
+
+
+def plan(seeds: list[int], rounds: int, fractions: list[int]) -> list[tuple]:
+    """Every run of the matrix in priority order (default at the first fraction first)."""
+    out = []
+    for k, byz in enumerate(fractions):
+        for defence in DEFENCES:
+            for seed in seeds:
+                for attack in ["absent", *ATTACKS]:
+                    out.append((0 if (defence == DEFAULT and k == 0) else 1 + k, defence, byz, attack, seed))
+    out.sort(key=lambda t: t[0])  # stable: keeps the defences' order within a priority
+    return [(d, b, a, s, rounds) for _, d, b, a, s in out]
+
+
+def cell(runs: dict, defence: Defence, byz: int, attack: str, seeds: list[int], rounds: int) -> dict | None:
+    """Ratios of the attack's runs to the reference's, per seed; None until every run is there."""
+    ratios, halted = [], None
+    for s in seeds:
+        a, ref = runs.get(run_key(defence, byz, attack, s, rounds)), runs.get(run_key(defence, byz, "absent", s, rounds))
+        if a is None or ref is None:
+            return None
+        if "halted" in ref:
+            return {"ref_halted": ref["halted"]}
+        if "halted" in a:
+            halted = a["halted"] if halted is None else min(halted, a["halted"])
+            continue
+        ratios.append(a["last3"] / ref["last3"] if math.isfinite(a["last3"]) else math.inf)
+    if halted is not None:
+        return {"halted": halted}
+    finite = [r for r in ratios if math.isfinite(r)]
+    mean = statistics.fmean(ratios) if len(finite) == len(ratios) else math.inf
+    sd = statistics.stdev(ratios) if len(finite) == len(ratios) and len(ratios) > 1 else 0.0
+    return {"mean": mean, "sd": sd, "per_seed": ratios, "held": mean <= HOLD}
+
+
+def _fmt(c: dict | None) -> str:
+    if c is None:
+        return "…"
+    if "ref_halted" in c:
+        return f"ref halts (r{c['ref_halted']})"
+    if "halted" in c:
+        return f"halt (r{c['halted']})"
+    if not math.isfinite(c["mean"]):
+        return "diverges ✗"
+    return f"{c['mean']:.3f} ± {c['sd']:.3f}" + ("" if c["held"] else " ✗")
+
+
+def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall: float | None, host: str) -> str:
+    """The results file: the matrix per fraction, the references, and the issue's line last."""
+    lines = [
+        "# Byzantine trainers against the aggregation rules",
+        "",
+        f"M = {WORKERS} trainers, `demo` preset in {FRAGMENTS} fragments, H = {H}, batch {BATCH}, outer Nesterov "
+        f"0.7 / 0.9, {rounds} rounds, seeds {seeds}; f of 8 Byzantine (the last indices), every fragment of every "
+        "round forged. Cell: mean held-out loss of the last 3 rounds / the same run with the f Byzantine trainers "
+        "absent, mean ± sd over seeds; ✗ above 1.05. `halt (rN)`: the rule could not aggregate round N "
+        "(Krum needs 2f + 3 inputs). `…`: not run yet. Screen: L2 norm <= 10 x the round's median; scoring: "
+        "loss improvement on 64 windows of the trainer's own shard > 0.",
+        "",
+        f"Default of a new spec (`tenzro_trainer.config.ROBUST_DEFAULTS`, what `tenzro train new-spec` writes): "
+        f"**{DEFAULT.name}**.",
+        "",
+        "Attacks (`tenzro_trainer.attacks`): sign_flip (own update negated), scale100, gaussian10 (noise at 10x "
+        "the honest RMS), alie (Baruch et al. 2019, z_max), ipm0.1 / ipm100 (Xie et al. 2020), nan, stale (its "
+        "first round's update replayed), free_rider (the last public aggregate, no training).",
+    ]
+    for byz in fractions:
+        lines += ["", f"## {byz} of {WORKERS} Byzantine", "",
+                  "| defence | " + " | ".join(ATTACKS) + " | held |",
+                  "| --- |" + " --- |" * (len(ATTACKS) + 1)]
+        for d in DEFENCES:
+            cells = [cell(runs, d, byz, a, seeds, rounds) for a in ATTACKS]
+            held = sum(1 for c in cells if c and c.get("held"))
+            done = all(c is not None for c in cells)
+            name = f"**{d.name}** (default)" if d == DEFAULT else d.name
+            lines.append(f"| {name} | " + " | ".join(_fmt(c) for c in cells) +
+                         f" | {held} of {len(ATTACKS)}{'' if done else ' so far'} |")
+    lines += ["", "## Reference runs (Byzantine trainers absent): mean last-3 held-out loss", "",
+              "| defence | " + " | ".join(f"f = {b}" for b in fractions) + " |", "| --- |" + " --- |" * len(fractions)]
+    for d in DEFENCES:
+        vals = []
+        for byz in fractions:
+            rs = [runs.get(run_key(d, byz, "absent", s, rounds)) for s in seeds]
+            if any(r is None for r in rs):
+                vals.append("…")
+            elif any("halted" in r for r in rs):
+                vals.append("halt")
+            else:
+                m, sd = statistics.fmean(r["last3"] for r in rs), statistics.stdev(r["last3"] for r in rs) if len(rs) > 1 else 0
+                vals.append(f"{m:.4f} ± {sd:.4f}")
+        lines.append(f"| {d.name} | " + " | ".join(vals) + " |")
+    n_runs = len([k for k in runs if k.endswith(f"rounds={rounds}")])
+    lines += ["", f"Runs in the cache for these rounds: {n_runs} of {len(plan(seeds, rounds, fractions))}"
+              + (f"; this invocation's wall time {wall:.0f} s." if wall else "."), "", f"Machine: {host}"]
+    cells = [cell(runs, DEFAULT, fractions[0], a, seeds, rounds) for a in ATTACKS]
+    if all(c is not None for c in cells):
+        held = sum(1 for c in cells if c.get("held"))
+        lines += ["", f"attacks held by the default rule at {fractions[0]} of {WORKERS}: {held} of {len(ATTACKS)}"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--fractions", type=int, nargs="+", default=[2, 3], help="Byzantine trainers of 8")
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
+    ap.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs (resume later)")
+    ap.add_argument("--report", action="store_true", help="only rewrite the tables from the cache")
+    args = ap.parse_args()
+    runs, t0 = _load(), time.perf_counter()
+    todo = [p for p in plan(args.seeds, args.rounds, args.fractions) if run_key(*p) not in runs]
+    if args.max_runs is not None:
+        todo = todo[: args.max_runs]
+    if not args.report and todo:
+        print(f"{len(todo)} runs to do, {args.jobs} at a time", flush=True)
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futs = {pool.submit(_run, *p): p for p in todo}
+            for fut in as_completed(futs):
+                key = run_key(*futs[fut])
+                runs[key] = fut.result()
+                _save(runs)
+                r = runs[key]
+                print(f"{key}: {r.get('last3', 'halt')} ({r['wall_s']:.0f} s)", flush=True)
+    md = report(runs, args.seeds, args.rounds, args.fractions, time.perf_counter() - t0 if todo else None,
+                json.dumps(machine()))
+    write("attacks", md,
+          {"seeds": args.seeds, "rounds": args.rounds, "default": DEFAULT.name,
+           "cells": {f"{d.name} | f={b} | {a}": cell(runs, d, b, a, args.seeds, args.rounds)
+                     for d in DEFENCES for b in args.fractions for a in ATTACKS}})
+    print(md.splitlines()[-1])
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
