@@ -47,6 +47,11 @@ Protocol fields the contract enforces but the docs' spec has no slot for live in
                        of the median norm (float > 0)
 ``shards``             number of data shards of the dataset (int >= 1)
 ``seed``               seed of the run (data sampling, initial weights), int >= 0
+``compression``        optional: the codec of the trainers' pseudo-gradient payloads, a
+                       codec object of `tenzro_trainer.compression` (``{"kind": "mx",
+                       "element": "fp4_e2m1"}``, ``{"kind": "topk", "k": 64, "chunk":
+                       4096, "bits": 2}``, ...) or a name of `COMPRESSION_NAMES`
+                       (``"mx_fp4"``, ``"topk"``); absent / null: dense float32 payloads
 =====================  ==========================================================
 
 Canonical bytes: ``json.dumps(sorted keys, separators (",", ":"), UTF-8, no NaN)`` of the
@@ -70,6 +75,7 @@ from tenzro_operator.errors import SpecError
 
 __all__ = [
     "AGGREGATION_RULES",
+    "COMPRESSION_NAMES",
     "Architecture",
     "InitialWeight",
     "KrumRule",
@@ -79,6 +85,7 @@ __all__ = [
     "canonical_json",
     "load_spec",
     "parse_spec",
+    "resolve_codec",
     "spec_from_bytes",
     "spec_hash",
     "task_id_bytes32",
@@ -99,6 +106,48 @@ DEFAULT_CHALLENGE_WINDOW_MS = 60_000  # one minute
 
 AGGREGATION_RULES = ("Mean", "TrimmedMean", "CoordinateMedian", "Krum")
 """Names of the aggregation rules, in the order of the contract's enum (0..3)."""
+
+
+COMPRESSION_NAMES: dict[str, dict[str, Any]] = {
+    "none": {"kind": "none"},
+    "mx_int8": {"kind": "mx", "element": "int8"},
+    "mx_fp8": {"kind": "mx", "element": "fp8_e4m3"},
+    "mx_fp8_e4m3": {"kind": "mx", "element": "fp8_e4m3"},
+    "mx_fp8_e5m2": {"kind": "mx", "element": "fp8_e5m2"},
+    "mx_fp6_e3m2": {"kind": "mx", "element": "fp6_e3m2"},
+    "mx_fp6_e2m3": {"kind": "mx", "element": "fp6_e2m3"},
+    "mx_fp4": {"kind": "mx", "element": "fp4_e2m1"},
+    "topk": {"kind": "topk"},
+}
+"""Short names of ``metadata.protocol.compression`` -> the codec object they stand for (MX block
+scaling, 32 values per E8M0 scale, no error feedback; ``topk``: top 64 of every 4096 values, 2-bit
+values, error feedback; `tenzro_trainer.compression.config`)."""
+
+
+def resolve_codec(value: Any):
+    """The codec of ``metadata.protocol.compression``: None -> `NoCompression` (dense float32
+    payloads), a name of `COMPRESSION_NAMES`, or a codec object as
+    `tenzro_trainer.compression.parse_codec` takes it (a dict with ``kind``).
+
+    Returns:
+        ``NoCompression | MXCodec | TopKCodec`` (frozen pydantic models).
+    Raises:
+        ValueError: an unknown name, a value of another type, or an invalid codec object (the
+            message names the offending key).
+    """
+    from tenzro_trainer.compression import parse_codec
+
+    if isinstance(value, str):
+        if value not in COMPRESSION_NAMES:
+            raise ValueError(f"unknown compression {value!r}; a name is one of {', '.join(COMPRESSION_NAMES)}, "
+                             "or write a codec object such as {\"kind\": \"mx\", \"element\": \"fp4_e2m1\"}")
+        value = COMPRESSION_NAMES[value]
+    elif value is not None and not isinstance(value, dict):
+        raise ValueError(f"compression must be a codec name or a codec object, got {type(value).__name__} {value!r}")
+    try:
+        return parse_codec(value)
+    except ValueError as exc:  # tenzro_trainer's ConfigError: pydantic's problems, with their keys
+        raise ValueError(str(exc)) from None
 
 
 def _known_families() -> tuple[str, ...]:
@@ -216,6 +265,22 @@ class ProtocolParams(_Strict):
         description="root flow: the syncer leaves out an off-chain payload whose loss-improvement score "
                     "(tenzro_trainer.scoring, on the round's fixed batch of training windows) is at or below this; "
                     "None = no scoring")
+
+    compression: str | dict[str, Any] | None = Field(
+        default=None,
+        description="codec of the trainers' pseudo-gradient payloads (resolve_codec): a name of COMPRESSION_NAMES "
+                    "or a codec object of tenzro_trainer.compression; None = dense float32 payloads")
+
+    @field_validator("compression", mode="before")
+    @classmethod
+    def _codec_valid(cls, v: Any) -> Any:
+        resolve_codec(v)
+        return v
+
+    @property
+    def codec(self):
+        """The payload codec (`resolve_codec`): ``NoCompression`` when ``compression`` is absent."""
+        return resolve_codec(self.compression)
 
     @model_validator(mode="after")
     def _scoring_needs_root_flow(self) -> "ProtocolParams":

@@ -8,6 +8,7 @@ Usage::
 
     tenzro train new-spec --data history.csv --task-id my-task --keystore sponsor.json \\
         --preset demo --trainers 2 --quorum 1 --fragments 2 --rounds 3 --reward-pool 1000 --out task.json
+    tenzro train new-spec ... --compression mx_fp4 --out task.json     # MXFP4 outer gradients (about 7.5x fewer bytes)
 """
 
 from __future__ import annotations
@@ -58,6 +59,24 @@ def _tokens(value: str, option: str) -> int:
         return parse_tokens(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def _compression(value: str | None) -> str | dict | None:
+    """``--compression``: a codec name as is, a JSON object parsed, checked (`spec.resolve_codec`)."""
+    from tenzro_operator.spec import resolve_codec
+
+    if value is None:
+        return None
+    if value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise click.BadParameter(f"not a JSON object: {exc}", param_hint="--compression") from None
+    try:
+        resolve_codec(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--compression") from None
+    return value
 
 
 def _sponsor_address(sponsor: str | None, keystore: Path | None) -> str:
@@ -123,6 +142,11 @@ def register(train: click.Group) -> None:
     @click.option("--score-min", type=float, default=None,
                   help="root flow: leave out payloads whose loss-improvement score is at or below this (0 = any "
                        "payload that makes the loss worse); default: no scoring")
+    @click.option("--compression", default=None,
+                  help="codec of the trainers' outer-gradient payloads: none, mx_int8, mx_fp8, mx_fp8_e5m2, "
+                       "mx_fp6_e3m2, mx_fp6_e2m3, mx_fp4 (OCP MX, 32 values per scale), topk (top 64 of 4096 at "
+                       "2 bits, error feedback), or a codec object as JSON ('{\"kind\": \"topk\", \"k\": 32}'); "
+                       "default: dense float32")
     @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="spec JSON to write")
     @format_option
     @common_options
@@ -130,7 +154,7 @@ def register(train: click.Group) -> None:
                  preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
                  grace_window: float, enrollment_window: float, aggregation: str, reward_pool: str,
                  min_stake: str, syncer_fee_bps: int, syncer_bond: str, max_missed_rounds: int, seed: int,
-                 flow: str, score_min: float | None, out: Path, fmt: str) -> None:
+                 flow: str, score_min: float | None, compression: str | None, out: Path, fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
         from tenzro_operator.roles.sponsor import SpecDraft, build_spec
         from tenzro_trainer.errors import TrainerError
@@ -143,7 +167,7 @@ def register(train: click.Group) -> None:
             syncer_fee_bps=syncer_fee_bps, syncer_bond=_tokens(syncer_bond, "--syncer-bond"),
             aggregation=aggregation, reward_pool=_tokens(reward_pool, "--reward-pool"),
             min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed,
-            flow=flow, score_min=score_min, metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
+            flow=flow, score_min=score_min, compression=_compression(compression), metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
         try:
             spec = build_spec(ctx.ipfs(), draft, df)
@@ -155,7 +179,7 @@ def register(train: click.Group) -> None:
                    "dataset_ref": spec.dataset_ref, "dataset_hash": spec.dataset_hash,
                    "series": int(df["unique_id"].nunique()), "params": spec.architecture.param_count,
                    "fragment_sizes": list(proto.fragment_sizes),
-                   "initial_weights": [w.cid for w in proto.initial_weights]}
+                   "initial_weights": [w.cid for w in proto.initial_weights], "compression": proto.compression}
         if fmt == "json":
             _echo_json(summary)
         else:

@@ -259,3 +259,36 @@ def test_the_root_flow_and_scoring_are_spec_fields(raw):
     d["metadata"]["protocol"].update(flow="roots", score_min=None)
     with pytest.raises(SpecError, match="flow"):
         parse_spec(d)
+
+
+def test_compression_is_a_spec_field_by_name_or_codec_object(raw):
+    from tenzro_trainer.compression import MXCodec, NoCompression, TopKCodec
+
+    proto = parse_spec(raw).require_protocol()  # a spec without the field: dense payloads, hash unchanged
+    assert proto.compression is None and proto.codec == NoCompression()
+    for value, codec in [("mx_fp4", MXCodec(element="fp4_e2m1")), ("topk", TopKCodec()),
+                         ({"kind": "mx", "element": "int8", "error_feedback": True},
+                          MXCodec(element="int8", error_feedback=True)),
+                         ({"kind": "topk", "k": 8, "chunk": 256, "bits": 32}, TopKCodec(k=8, chunk=256, bits=32)),
+                         ("none", NoCompression()), (None, NoCompression())]:
+        d = copy.deepcopy(raw)
+        d["metadata"]["protocol"]["compression"] = value
+        spec = parse_spec(d)
+        assert spec.require_protocol().codec == codec
+        assert spec_hash(spec) != spec_hash(parse_spec(raw)) or value is None  # the codec is hashed with the spec
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("mx_fp5", "unknown compression 'mx_fp5'; a name is one of none, mx_int8"),
+    (4, "must be a codec name or a codec object, got int"),
+    ({"kind": "mx", "element": "fp5"}, "mx.element"),
+    ({"kind": "topk", "k": 9000}, "k (9000) must not exceed chunk (4096)"),
+    ({"kind": "mx", "elemnt": "fp4_e2m1"}, "elemnt"),
+    ({"kind": "zstd"}, "kind"),
+])
+def test_an_invalid_compression_is_refused_with_its_path(raw, value, fragment):
+    d = copy.deepcopy(raw)
+    d["metadata"]["protocol"]["compression"] = value
+    with pytest.raises(SpecError) as e:
+        parse_spec(d)
+    assert e.value.path == "metadata.protocol.compression" and fragment in str(e.value), str(e.value)

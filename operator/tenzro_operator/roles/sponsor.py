@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from tenzro_operator.chain import ChainClient
+from tenzro_operator.errors import SpecError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.spec import (
     DEFAULT_CHALLENGE_WINDOW_MS,
@@ -24,6 +25,7 @@ from tenzro_operator.spec import (
     TaskSpec,
     canonical_json,
     parse_spec,
+    resolve_codec,
     task_id_bytes32,
 )
 from tenzro_operator.root_flow import enable_root_flow
@@ -69,11 +71,14 @@ class SpecDraft:
     seed: int = 0
     flow: str = "v1"  # "root": rounds committed by root (contracts/PROTOCOL.md §5)
     score_min: float | None = None  # root flow: loss-improvement scoring threshold (None = off)
+    compression: str | dict | None = None  # payload codec: a name ("mx_fp4", "topk") or codec object; None = dense
     metadata: dict = field(default_factory=dict)
 
 
 def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
-    """Pin the dataset and the initial weights, and return the validated spec.
+    """Pin the dataset and the initial weights, and return the validated spec. A draft's
+    ``compression`` is written out as the full codec object (every field, `resolve_codec`), so the
+    pinned spec does not depend on the short names; a codec of kind ``none`` leaves the key out.
 
     Raises:
         SpecError: an inconsistent draft (K > M, unknown family, ...), with the field named.
@@ -85,6 +90,11 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
     blobs = runtime.encode_weights(runtime.initial_state(d.seed), INITIAL_ROUND)
     initial = [{"cid": ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()} for b in blobs]
     params = sum(runtime.sizes)
+    try:
+        codec = resolve_codec(d.compression)
+    except ValueError as exc:
+        raise SpecError("metadata.protocol.compression", str(exc), source=f"draft {d.task_id}") from None
+    compression = {} if codec.kind == "none" else {"compression": codec.model_dump(mode="json")}
     return parse_spec({
         "task_id": d.task_id,
         "sponsor_did": d.sponsor_did,
@@ -111,7 +121,7 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
             "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
             "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
             "shards": d.shards or d.trainer_count, "seed": d.seed, "flow": d.flow,
-            **({"score_min": d.score_min} if d.score_min is not None else {})}},
+            **({"score_min": d.score_min} if d.score_min is not None else {}), **compression}},
     }, source=f"draft {d.task_id}")
 
 
