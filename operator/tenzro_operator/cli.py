@@ -421,18 +421,20 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
     ipfs = ctx.ipfs()
     run = _run(chain, task_id)
     norm = None
+    from tenzro_operator.task_assets import fetch_spec
+    from tenzro_operator.task_runtime import TaskRuntime
+
+    spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)  # its codec decodes the payload, checked or not
+    runtime = TaskRuntime.from_spec(spec)
     if not skip_check:
         from tenzro_operator.payload_check import check_payload
-        from tenzro_operator.task_assets import fetch_spec
-        from tenzro_operator.task_runtime import TaskRuntime
 
         if run.status != RunStatus.TRAINING or run.current_round != round_:
             state = (f"round {run.current_round} is open" if run.status == RunStatus.TRAINING
                      else f"the run is {run.status.name}, not TRAINING")
             raise TenzroError(f"cannot submit for round {round_}: {state}")
-        spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
-        norm = check_payload(data, TaskRuntime.from_spec(spec), round_, fragment, source=str(payload))
-    root, sumsq = _payload_commitment(data, skip_check)
+        norm = check_payload(data, runtime, round_, fragment, source=str(payload))
+    root, sumsq = _payload_commitment(data, runtime, fragment, skip_check)
     if not skip_check:
         _check_norm_screen(chain, run, round_, fragment, sumsq, spec.require_protocol().norm_screen_sq_bits)
     cid = ipfs.add(data, pin=True)
@@ -467,16 +469,18 @@ def _check_norm_screen(chain, run, round_: int, fragment: int, sumsq: int, scree
             f"so far): it would be proven a NormOutlier and this trainer slashed; --skip-check sends it anyway")
 
 
-def _payload_commitment(data: bytes, skip_check: bool) -> tuple[bytes, int]:
-    """The chunk commitment (PROTOCOL.md §2) of the payload's tensors, which the submission signs:
-    ``(root, binary32 bits of the squared norm)``. With ``--skip-check`` bytes that do not decode
-    are sent under an empty commitment (the syncer will challenge them)."""
-    from tenzro_trainer.codec import decode_fragment
+def _payload_commitment(data: bytes, runtime, fragment: int, skip_check: bool) -> tuple[bytes, int]:
+    """The chunk commitment (PROTOCOL.md §2) of the payload's tensors as decoded under the task's
+    codec (`TaskRuntime.decode_payload`), which the submission signs: ``(root, binary32 bits of the
+    squared norm)``. With ``--skip-check`` bytes that do not decode are sent under an empty
+    commitment (the syncer will challenge them)."""
     from tenzro_trainer.commitment import ChunkTree, flatten_fragment
     from tenzro_trainer.errors import PayloadError
 
     try:
-        tensors, _ = decode_fragment(data)
+        if not 0 <= fragment < len(runtime.layouts):
+            raise PayloadError(f"fragment {fragment} does not exist (the task has {len(runtime.layouts)})")
+        tensors, _ = runtime.decode_payload(data, fragment)
         return ChunkTree(flatten_fragment(tensors)).root
     except PayloadError as exc:
         if not skip_check:

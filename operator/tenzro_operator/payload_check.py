@@ -3,8 +3,8 @@
 The syncer rejects (and the registry slashes) a submission whose bytes are not the codec's
 safetensors, whose metadata names another round or fragment, or whose tensors have the wrong
 names, shapes or dtype, or hold NaN / inf. `check_payload` runs those same checks locally
-(`tenzro_trainer.codec.decode_fragment`, `tenzro_trainer.aggregation.validate_payload`) against the
-fragment layout of the task's spec, so a bad file is refused before any stake is at risk. The
+(`TaskRuntime.decode_payload` under the spec's codec, `tenzro_trainer.aggregation.validate_payload`)
+against the fragment layout of the task's spec, so a bad file is refused before any stake is at risk. The
 norm screen (``norm_multiple`` x the median norm of the round) needs the other trainers'
 payloads and stays the syncer's; the payload's L2 norm is returned so the caller can show it.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.aggregation import validate_payload
-from tenzro_trainer.codec import decode_fragment
 from tenzro_trainer.errors import PayloadError, PayloadRejected
 
 PSEUDO_GRADIENT = "pseudo_gradient"  # the codec's metadata ``kind`` of an outer gradient
@@ -32,11 +31,19 @@ class PayloadCheckError(TenzroError):
         super().__init__(f"payload {source} would be rejected (and the trainer slashed): {reason}")
 
 
+def _codec_name(runtime: TaskRuntime) -> str:
+    from tenzro_trainer.compression import codec_json
+
+    return "dense float32, tenzro_trainer.codec" if runtime.codec.kind == "none" else codec_json(runtime.codec)
+
+
 def check_payload(data: bytes, runtime: TaskRuntime, round_: int, fragment: int, source: str = "") -> float:
     """Decode ``data`` and check it as the syncer will for ``(round_, fragment)`` of the task.
 
     Args:
-        data: the payload bytes (safetensors from `tenzro_trainer.codec.encode_fragment`).
+        data: the payload bytes (safetensors from `tenzro_trainer.codec.encode_fragment`, or of the
+            spec's codec, `tenzro_trainer.compression.encode_payload`; decoded by
+            `TaskRuntime.decode_payload`).
         runtime: the task's model and fragment layout (`TaskRuntime.from_spec`).
         round_: the round it is submitted for.
         fragment: the fragment index, 0 <= fragment < F.
@@ -52,9 +59,9 @@ def check_payload(data: bytes, runtime: TaskRuntime, round_: int, fragment: int,
         raise PayloadCheckError(source, f"fragment {fragment} does not exist: the task has "
                                         f"{len(runtime.layouts)} fragments (0..{len(runtime.layouts) - 1})")
     try:
-        tensors, meta = decode_fragment(data)
+        tensors, meta = runtime.decode_payload(data, fragment)
     except PayloadError as exc:
-        raise PayloadCheckError(source, f"not a payload of the codec (tenzro_trainer.codec): {exc}") from None
+        raise PayloadCheckError(source, f"not a payload of the task's codec ({_codec_name(runtime)}): {exc}") from None
     want = {"kind": PSEUDO_GRADIENT, "round": str(round_), "fragment": str(fragment)}
     bad = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
     if bad:

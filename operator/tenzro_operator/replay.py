@@ -583,7 +583,7 @@ class RoundReplayer:
         L2 norm)`` when valid, else ``((SlashReason name, detail), None, nan)`` with Malformed or
         NonFinite."""
         try:
-            tensors, meta = decode_fragment(raw)
+            tensors, meta = self.runtime.decode_payload(raw, f)  # under the task's codec
             want = {"kind": "pseudo_gradient", "round": str(r), "fragment": str(f)}
             bad = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
             if bad:

@@ -246,7 +246,7 @@ class RootRoundChecker:
             for s in fr.accepted:
                 i = self.trainers.index(s.trainer.lower())
                 raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(f))
-                flat = flatten_fragment(decode_fragment(raw)[0])
+                flat = flatten_fragment(self.runtime.decode_payload(raw, f)[0])
                 subs[i], payloads[i] = self._struct(r, f, s), flat
             g = self._aggregate([payloads[i] for i in sorted(payloads)], n)
             pw, pm = prev.vectors[f]

@@ -8,12 +8,18 @@ Weights of round r are F safetensors blobs, one per fragment, encoded by
 `encode_weights` with fixed metadata (kind "weights", trainer "syncer", the
 round that produced them; round -1 for the initial weights), so the syncer and
 a replay produce identical bytes and sha256s for identical tensors.
+
+Pseudo-gradient payloads are encoded under the spec's codec (``metadata.protocol.compression``,
+`tenzro_trainer.compression`; dense float32 when absent). `TaskRuntime.decode_payload` is the one
+decode path of a trainer payload: the syncer, the root-flow syncer, the local ``submit-gradient``
+check, ``verify-receipt``'s replay, the watcher's round check and a trainer answering a challenge
+all call it. Weights and momentum blobs stay dense (`encode_weights`, `decode_weights`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import pandas as pd
@@ -24,6 +30,7 @@ from tenzro_operator.errors import SpecError, TenzroError
 from tenzro_operator.receipt import weights_root
 from tenzro_operator.spec import ProtocolParams, TaskSpec
 from tenzro_trainer.codec import decode_fragment, encode_fragment
+from tenzro_trainer.compression import NoCompression, data_bytes, decode_payload
 from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
 from tenzro_trainer.data.windows import Split, shard_series, train_heldout_split
 from tenzro_trainer.errors import ConfigError as TrainerConfigError
@@ -56,6 +63,8 @@ class TaskRuntime:
         fragments: F lists of parameter names (the partition of `tenzro_trainer.fragments`).
         layouts: per fragment, name -> (shape, dtype) of the fp32 tensors.
         sizes: parameters per fragment (the registry's reward weights).
+        codec: the codec of the pseudo-gradient payloads (``metadata.protocol.compression``;
+            `NoCompression`, the dense float32 payloads, by default).
     """
 
     task: str
@@ -63,6 +72,7 @@ class TaskRuntime:
     fragments: list[list[str]]
     layouts: list[Layout]
     sizes: list[int]
+    codec: object = field(default_factory=NoCompression)  # NoCompression | MXCodec | TopKCodec
 
     @classmethod
     def from_spec(cls, spec: TaskSpec, max_params: int = DEFAULT_MAX_MODEL_PARAMS) -> "TaskRuntime":
@@ -79,10 +89,13 @@ class TaskRuntime:
         """
         try:
             cfg = ModelConfig.from_metadata(spec.architecture.family, spec.architecture.metadata)
-            return cls.from_model_config("0x" + spec.task_id_bytes.hex(), cfg, spec.architecture.fragment_count,
-                                         max_params=max_params)
+            rt = cls.from_model_config("0x" + spec.task_id_bytes.hex(), cfg, spec.architecture.fragment_count,
+                                       max_params=max_params)
         except (TrainerConfigError, ValueError) as exc:
             raise SpecError("architecture", str(exc), spec.task_id) from exc
+        if spec.protocol is not None:
+            rt.codec = spec.protocol.codec  # checked when the spec was parsed
+        return rt
 
     @classmethod
     def from_model_config(cls, task: str, cfg: ModelConfig, fragment_count: int,
@@ -103,15 +116,53 @@ class TaskRuntime:
 
     def payload_cap(self, fragment: int) -> int:
         """Most bytes a payload (weights or pseudo-gradient) of ``fragment`` can have: its fp32
-        tensors from the layout plus `HEADER_ALLOWANCE` and 512 bytes per tensor of header."""
+        tensors from the layout (or the codec's tensors, if larger: top-k at 32 bits with a high
+        density) plus `HEADER_ALLOWANCE` and 512 bytes per tensor of header."""
         layout = self.layouts[fragment]
-        data = 0
-        for shape, _dtype in layout.values():
+        n = sum(self.sizes_of(fragment).values())
+        data = max(4 * n, data_bytes(self.codec, n))
+        return data + HEADER_ALLOWANCE + 512 * len(layout)
+
+    def sizes_of(self, fragment: int) -> dict[str, int]:
+        """Parameter name -> number of values, of ``fragment``'s tensors."""
+        out = {}
+        for name, (shape, _dtype) in self.layouts[fragment].items():
             n = 1
             for d in shape:
                 n *= int(d)
-            data += 4 * n
-        return data + HEADER_ALLOWANCE + 512 * len(layout)
+            out[name] = n
+        return out
+
+    # ---------------------------------------------------------------- payloads
+
+    def decode_payload(self, data: bytes, fragment: int) -> tuple[dict[str, Tensor], dict[str, str]]:
+        """One trainer's pseudo-gradient payload of ``fragment``, decoded under the task's codec:
+        the one decode path of every party (see the module docstring).
+
+        Dense (`NoCompression`): `tenzro_trainer.codec.decode_fragment`, unchanged, so names, shapes,
+        dtype and finiteness are left to `validate_payload` as before. Compressed: the codec's
+        tensors are checked and decoded exactly (`tenzro_trainer.compression.decode_payload`) into
+        the fragment's layout, float32 and finite (a payload that does not decode raises).
+
+        Args:
+            data: the payload bytes (safetensors; about ``4 n`` bytes dense, ``n * bits / 8 + n / 32``
+                for MX, fewer for top-k; n = the fragment's values).
+            fragment: its index, 0 <= fragment < F.
+        Returns:
+            (name -> tensor, the safetensors metadata: task, round, fragment, trainer, dtype, kind;
+            compressed payloads add codec and numel).
+        Raises:
+            PayloadError: bytes that are not a payload of the task's codec (the message says why).
+        """
+        if isinstance(self.codec, NoCompression):
+            return decode_fragment(data)
+        shapes = {name: shape for name, (shape, _dtype) in self.layouts[fragment].items()}
+        try:
+            return decode_payload(data, shapes, self.codec)
+        except PayloadError:
+            raise
+        except (ValueError, RuntimeError, TypeError, KeyError, OverflowError) as exc:  # never a traceback
+            raise PayloadError(f"{self.codec.kind} payload does not decode: {type(exc).__name__}: {exc}") from exc
 
     def initial_state(self, seed: int) -> dict[str, Tensor]:
         """Round-0 input weights: the model's initialization under `torch.manual_seed(seed)`, fp32."""

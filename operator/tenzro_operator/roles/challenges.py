@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from tenzro_operator.chain import ZERO_ADDRESS, ChainClient, ChunkOpening
 from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_trainer.codec import decode_fragment
+from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 from tenzro_trainer.errors import PayloadError
 
@@ -38,12 +38,15 @@ class ChallengeAnswerer:
         task_id: the run (bytes32).
         from_block: the first block that can hold an event of the run (where its own
             submissions are looked up).
+        runtime: the run's `TaskRuntime`: its payloads are decoded under the task's codec
+            (`TaskRuntime.decode_payload`) to rebuild the committed vector.
     """
 
     chain: ChainClient
     ipfs: IpfsClient
     task_id: bytes
     from_block: int
+    runtime: TaskRuntime
     answered: int = 0
     _open: set[tuple[int, int]] = field(default_factory=set)  # (round, fragment) challenged
     _run_start: int = field(init=False)
@@ -112,7 +115,7 @@ class ChallengeAnswerer:
                 log.error("not answering the challenge of round %d fragment %d: payload %s does not hash to the "
                           "payloadHash this trainer submitted", r, f, cid)
                 return None
-            tensors, _ = decode_fragment(raw)
+            tensors, _ = self.runtime.decode_payload(raw, f)
             tree = ChunkTree(flatten_fragment(tensors))
         except IpfsUnavailable:
             raise

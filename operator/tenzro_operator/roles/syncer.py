@@ -107,7 +107,6 @@ from tenzro_operator.transcript import (
     Submission,
 )
 from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
-from tenzro_trainer.codec import decode_fragment
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 from tenzro_trainer.errors import PayloadError, PayloadRejected
 from tenzro_trainer.evaluate import HeldoutEvaluator
@@ -623,7 +622,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(fr.fragment))
                 if "0x" + hashlib.sha256(raw).hexdigest() != s.sha256.lower():
                     raise TenzroError(f"rebuilding round {r}: payload {s.cid} does not hash to {s.sha256}")
-                updates[trainer_key(index[s.trainer.lower()])] = decode_fragment(raw)[0]
+                updates[trainer_key(index[s.trainer.lower()])] = self.runtime.decode_payload(raw, fr.fragment)[0]
             outer = self.outers[fr.fragment]
             outer.step(self.rule(updates) if updates else outer.zero_aggregate())
         blobs = self.runtime.encode_weights(self._state(), r)
@@ -861,7 +860,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                                                   f"payloadHash posted 0x{sub.payload_hash.hex()}")
                 return
             try:
-                tensors, meta = decode_fragment(raw)
+                tensors, meta = self.runtime.decode_payload(raw, sub.fragment)  # under the task's codec
             except PayloadError as exc:
                 self._reject(sub, "Malformed", str(exc))
                 return

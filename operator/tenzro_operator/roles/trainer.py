@@ -12,9 +12,12 @@ One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9):
 3. run H AdamW steps (`tenzro_trainer.inner.InnerTrainer`; its AdamW state and sampler are kept
    across rounds and saved to ``<data_dir>/trainer-state.pt`` after each round);
 4. per fragment f: ``delta_f = global_f - local_f`` (`pseudo_gradient`), safetensors bytes
-   (`encode_fragment`, kind ``pseudo_gradient``), pinned to IPFS, signed (EIP-712) and sent with
-   ``submitOuterGradient``: all F transactions are sent, then awaited (the chain client owns the
-   nonces);
+   under the spec's codec (`PayloadEncoder`: dense `encode_fragment`, kind ``pseudo_gradient``,
+   unless ``metadata.protocol.compression`` names a codec; with error feedback its residuals are
+   saved to ``<data_dir>/trainer-ef-<task>.safetensors`` before the round's submissions are sent,
+   and loaded again on a restart), pinned to IPFS, signed (EIP-712) over the chunk commitment of
+   the vector the payload decodes to, and sent with ``submitOuterGradient``: all F transactions
+   are sent, then awaited (the chain client owns the nonces);
 5. wait for the syncer's ``finalizeRound`` of round r and count the accepted fragments.
 
 Before round 0: a trainer enrolls only while the run's enrollment deadline has not passed. While
@@ -29,7 +32,8 @@ config; ``nan`` sends non-finite values, ``scale100`` / ``sign_flip`` scale the 
 Timings per round go to ``<data_dir>/trainer-rounds.jsonl`` (seconds): ``fetch_s`` (weights
 from IPFS), ``inner_s`` (H inner steps), ``submit_s`` (encode + pin + sign + send + mined),
 ``chain_s`` (the part of ``submit_s`` spent estimating, sending and awaiting the transactions; the
-rest is encoding and pinning), ``loss`` (mean inner training loss).
+rest is encoding and pinning), ``loss`` (mean inner training loss), ``payload_bytes`` (bytes of the
+payloads pinned in the round, all fragments).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFaile
 from tenzro_operator.events import EventCursor
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics, task_label
+from tenzro_operator.payload_encoder import PayloadEncoder
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
 from tenzro_operator.roles.challenges import ChallengeAnswerer
@@ -155,6 +160,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
     events: EventCursor | None  # RoundFinalized, AvailabilityChallenged, InvalidProven of the run (after prepare)
     _skipped: set[int]  # rounds whose deadline passed before this trainer submitted
     challenges: ChallengeAnswerer  # answers availability challenges against this trainer (after prepare)
+    encoder: PayloadEncoder | None  # the run's payload encoder, error feedback restored (after prepare)
+    _payload_bytes = 0  # bytes pinned in the current round
 
     def __init__(self, config: TrainerConfig, account, chain, ipfs, *, metrics: TrainerMetrics | None = None,
                  stop=None) -> None:
@@ -225,6 +232,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
     def reset_run(self) -> None:
         """Forget the previous run: spec, model, shard index, weights cache, skipped rounds, log cursor."""
         self.task_id = self.spec = self.runtime = self.worker = self.index = None
+        self.encoder = None
         self._global = self._global_root = None
         self.events = None
         self._skipped = set()
@@ -284,7 +292,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                                   confirmations=getattr(self.config, "confirmations", 0),
                                   tail_blocks=getattr(self.config, "reorg_tail_blocks", 64),
                                   path=self.data_dir / f"trainer-{self.task_id.hex()}.cursor.json")
-        self.challenges = ChallengeAnswerer(self.chain, self.ipfs, self.task_id, start)
+        self.challenges = ChallengeAnswerer(self.chain, self.ipfs, self.task_id, start, self.runtime)
+        self.encoder = PayloadEncoder(self.runtime, self.data_dir / f"trainer-ef-{self.task_id.hex()}.safetensors")
         for r, f in self.events.extra.get("challenges", []):  # open when the previous life ended
             self.challenges.note(int(r), int(f))
         self._completed_seen_at: int | None = None
@@ -470,7 +479,9 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
 
     def _pin_and_submit(self, r: int, global_state, res, already: int, sent: list, tick) -> None:
         """Encode and pin the outer gradient of every fragment not yet submitted (PIN_WORKERS at a
-        time), then sign and send one transaction per fragment in fragment order (not waited for)."""
+        time), then sign and send one transaction per fragment in fragment order (not waited for).
+        With error feedback every fragment is encoded and the residuals saved before the first is
+        sent (a restart then finds the residuals of what it sent)."""
         todo = [(f, names) for f, names in enumerate(self.runtime.fragments) if not already >> f & 1]
 
         def pin(item):
@@ -479,17 +490,25 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
             fault = self.fault.kind if self.fault is not None and self.fault.applies(r, f) else None
             if fault:
                 delta = apply_fault(fault, delta)
-            blob = encode_fragment(delta, dict(task=self.runtime.task, round=r, fragment=f,
-                                               trainer=self.account.address.lower(), dtype="float32",
-                                               kind="pseudo_gradient"))
+            meta = dict(task=self.runtime.task, round=r, fragment=f, trainer=self.account.address.lower(),
+                        dtype="float32", kind="pseudo_gradient")
+            if fault == "nan" and not self.encoder.dense:  # no codec encodes NaN: sent dense (Malformed)
+                blob, flat = encode_fragment(delta, meta), flatten_fragment(delta)
+            else:
+                blob, flat = self.encoder.encode(r, f, delta, meta)
             digest = hashlib.sha256(blob + b"\x00" if fault == "wrong_hash" else blob).digest()
-            root, sumsq = ChunkTree(flatten_fragment(delta)).root  # the commitment it signs (PROTOCOL.md §2)
+            root, sumsq = ChunkTree(flat).root  # the commitment it signs (PROTOCOL.md §2): the decoded vector
             return f, SignedPayload(root, sumsq, self.ipfs.add(blob), digest), fault, len(blob)
 
         with ThreadPoolExecutor(max_workers=PIN_WORKERS, thread_name_prefix="pin") as pool:
-            for k, (f, payload, fault, size) in enumerate(pool.map(pin, todo)):  # in fragment order
+            pinned = pool.map(pin, todo)
+            if self.encoder.feedback:
+                pinned = list(pinned)
+                self.encoder.save()
+            for k, (f, payload, fault, size) in enumerate(pinned):  # in fragment order
                 tick(k + 1, len(todo))
                 self.metrics.ipfs_out(size)
+                self._payload_bytes += size
                 if fault:
                     log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
                 if self.root_flow:
@@ -525,6 +544,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
 
         t1 = time.perf_counter()
         self._send_s = 0.0
+        self._payload_bytes = 0
         sent = []
         with progress_bar(f"round {r}: pin + submit", len(self.runtime.fragments)) as tick:
             self._pin_and_submit(r, global_state, res, already, sent, tick)
@@ -557,7 +577,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         append_jsonl(self.rounds_path, {"task": "0x" + self.task_id.hex(), "trainer": self.account.address,
                                         "round": r, "fetch_s": round(fetch_s, 6), "inner_s": round(inner_s, 6),
                                         "submit_s": round(submit_s, 6), "chain_s": round(chain_s, 6),
-                                        "loss": res.mean_loss,
+                                        "loss": res.mean_loss, "payload_bytes": self._payload_bytes,
                                         "steps": len(res.step_times), "fragments_submitted": n_ok,
                                         "wall_s": round(time.perf_counter() - t_round, 6)})
 
