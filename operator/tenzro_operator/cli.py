@@ -424,8 +424,13 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
     from tenzro_operator.task_assets import fetch_spec
     from tenzro_operator.task_runtime import TaskRuntime
 
-    spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)  # its codec decodes the payload, checked or not
-    runtime = TaskRuntime.from_spec(spec)
+    spec = runtime = None
+    try:  # the spec's codec decodes the payload for its commitment, checked or not
+        spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
+        runtime = TaskRuntime.from_spec(spec)
+    except TenzroError:
+        if not skip_check:
+            raise  # --skip-check without a spec: the payload is committed to as a dense one
     if not skip_check:
         from tenzro_operator.payload_check import check_payload
 
@@ -471,16 +476,21 @@ def _check_norm_screen(chain, run, round_: int, fragment: int, sumsq: int, scree
 
 def _payload_commitment(data: bytes, runtime, fragment: int, skip_check: bool) -> tuple[bytes, int]:
     """The chunk commitment (PROTOCOL.md §2) of the payload's tensors as decoded under the task's
-    codec (`TaskRuntime.decode_payload`), which the submission signs: ``(root, binary32 bits of the
+    codec (`TaskRuntime.decode_payload`; ``runtime`` None, a ``--skip-check`` whose spec could not
+    be fetched: as a dense payload), which the submission signs: ``(root, binary32 bits of the
     squared norm)``. With ``--skip-check`` bytes that do not decode are sent under an empty
     commitment (the syncer will challenge them)."""
+    from tenzro_trainer.codec import decode_fragment
     from tenzro_trainer.commitment import ChunkTree, flatten_fragment
     from tenzro_trainer.errors import PayloadError
 
     try:
-        if not 0 <= fragment < len(runtime.layouts):
+        if runtime is None:
+            tensors, _ = decode_fragment(data)
+        elif not 0 <= fragment < len(runtime.layouts):
             raise PayloadError(f"fragment {fragment} does not exist (the task has {len(runtime.layouts)})")
-        tensors, _ = runtime.decode_payload(data, fragment)
+        else:
+            tensors, _ = runtime.decode_payload(data, fragment)
         return ChunkTree(flatten_fragment(tensors)).root
     except PayloadError as exc:
         if not skip_check:

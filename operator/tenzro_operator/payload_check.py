@@ -34,7 +34,7 @@ class PayloadCheckError(TenzroError):
 def _codec_name(runtime: TaskRuntime) -> str:
     from tenzro_trainer.compression import codec_json
 
-    return "dense float32, tenzro_trainer.codec" if runtime.codec.kind == "none" else codec_json(runtime.codec)
+    return "tenzro_trainer.codec" if runtime.codec.kind == "none" else f"the task's {codec_json(runtime.codec)}"
 
 
 def check_payload(data: bytes, runtime: TaskRuntime, round_: int, fragment: int, source: str = "") -> float:
@@ -61,7 +61,7 @@ def check_payload(data: bytes, runtime: TaskRuntime, round_: int, fragment: int,
     try:
         tensors, meta = runtime.decode_payload(data, fragment)
     except PayloadError as exc:
-        raise PayloadCheckError(source, f"not a payload of the task's codec ({_codec_name(runtime)}): {exc}") from None
+        raise PayloadCheckError(source, f"not a payload of the codec ({_codec_name(runtime)}): {exc}") from None
     want = {"kind": PSEUDO_GRADIENT, "round": str(round_), "fragment": str(fragment)}
     bad = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
     if bad:

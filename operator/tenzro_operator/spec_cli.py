@@ -71,11 +71,11 @@ def _compression(value: str | None) -> str | dict | None:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise click.BadParameter(f"not a JSON object: {exc}", param_hint="--compression") from None
+            raise TenzroError(f"--compression: not a JSON object: {exc}") from None
     try:
         resolve_codec(value)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--compression") from None
+        raise TenzroError(f"--compression: {exc}") from None
     return value
 
 

@@ -153,6 +153,50 @@ def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path):
     assert "quorum" in line
     assert not out.exists()
 
+    line = one_line_error(run_cli("train", "new-spec", "--data", str(csv), "--task-id", "x", "--compression",
+                                  "mx_fp5", "--out", str(out), keystore=keystores["sponsor"]))
+    assert "--compression" in line and "unknown compression 'mx_fp5'" in line
+    assert not out.exists()
+
+
+def test_submit_gradient_of_a_compressed_task_takes_the_codec_s_payloads_only(run_cli, roles, keystores, real_spec,
+                                                                             tmp_path):
+    """A spec written with ``new-spec --compression mx_fp4``: ``submit-gradient`` checks and commits to
+    an MXFP4 payload as the syncer decodes it, and refuses a dense one in one line."""
+    from tenzro_operator.payload_encoder import PayloadEncoder
+    from tenzro_operator.task_runtime import TaskRuntime
+    from tenzro_trainer.codec import encode_fragment
+    from tenzro_trainer.commitment import ChunkTree
+
+    spec, path = real_spec(compression="mx_fp4")
+    assert spec.require_protocol().compression == {"kind": "mx", "element": "fp4_e2m1", "block": 32,
+                                                   "error_feedback": False}
+    assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
+    for i, who in enumerate(("t0", "t1")):  # M = 2 enrolled: round 0 opens
+        assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
+                       "--did", f"did:tenzro:machine:{i}", keystore=keystores[who]).exit_code == 0
+    runtime = TaskRuntime.from_spec(spec)
+    t0 = roles["trainers"][0]
+    g = torch.Generator().manual_seed(0)
+    delta = {n: torch.randn(shape, generator=g) * 1e-2 for n, (shape, _) in runtime.layouts[1].items()}
+    meta = dict(task=runtime.task, round=0, fragment=1, trainer=t0.address.lower(), dtype="float32",
+                kind="pseudo_gradient")
+    f = tmp_path / "delta.safetensors"
+    f.write_bytes(encode_fragment(delta, meta))
+    nonce = _nonce(roles["base"], t0.address)
+    line = one_line_error(run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0",
+                                  "--fragment", "1", "--payload", str(f), keystore=keystores["t0"]))
+    assert "not a payload of the codec (the task's" in line and "fp4_e2m1" in line
+    assert _nonce(roles["base"], t0.address) == nonce  # nothing sent
+    blob, flat = PayloadEncoder(runtime, tmp_path / "ef.safetensors").encode(0, 1, delta, meta)
+    f.write_bytes(blob)
+    res = run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
+                  "--payload", str(f), "--format", "json", keystore=keystores["t0"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["payload_root"] == "0x" + ChunkTree(flat).root[0].hex()  # the commitment of the decoded vector
+    assert roles["base"].submissions_of(spec.task_id_bytes, 0, t0.address)[0] == 0b10
+
 
 def test_failed_enroll_takes_its_approval_back(run_cli, roles, keystores, real_spec):
     spec, path = real_spec()
