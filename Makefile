@@ -63,8 +63,9 @@ deploy: devnet-up compile
 	APE_FOUNDRY_HOST=$(DEVNET_RPC) ape run deploy --network $(NETWORK)
 
 # `make demo TRAINERS=8 QUORUM=6`: M and K of the demo run (unset: the demo's defaults).
+# `make demo FLOW=v1`: protocol v1 (one transaction per submission) instead of the root flow.
 demo: deploy
-	$(BIN)/python -m tenzro_operator.demo --rpc $(DEVNET_RPC) --ipfs $(IPFS_API) $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM))
+	$(BIN)/python -m tenzro_operator.demo --rpc $(DEVNET_RPC) --ipfs $(IPFS_API) $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM)) $(if $(FLOW),--flow $(FLOW))
 
 # The honest set-up on the root flow plus a lying syncer, a copycat, a sign flipper and a false
 # invalid report; a watcher proves the lie; ends with `caught: X of Y` (exit 1 unless all caught).

@@ -1,5 +1,13 @@
 """The main job (`make demo`): a full training run on the devnet, end to end, on real data.
 
+The run is posted on the root flow (contracts/PROTOCOL.md §5: trainers deliver signed commit and
+reveal messages over IPFS pubsub, the syncer commits each round with one ``commitRound``, a
+watcher re-checks every round within its challenge window, trainers seal and claim their rewards
+with Merkle credit proofs) with the defence of a new spec, `tenzro_trainer.config.ROBUST_DEFAULTS`
+(the rule, the norm screen, loss-improvement scoring). ``--flow v1`` runs protocol v1 instead (one
+transaction per submission, payouts at the seal; the same rule and screen, no scoring, which only
+the root flow allows).
+
 Steps, each printed as it happens:
 
 1. check the devnet (anvil, IPFS node) and the deployment record (`make deploy`);
@@ -15,11 +23,13 @@ Steps, each printed as it happens:
 4. one syncer and M trainer daemons start as separate processes, each with its
    own key and config file, and a watcher (no key) that replays each round as it
    lands; the M-th enrollment opens round 0, the syncer is elected (two steps) and
-   the rounds run until the run is sealed and the syncer has claimed its fee;
+   the rounds run until the run is sealed, the trainers have claimed their rewards (root
+   flow) and the syncer its fee;
 5. the receipt is checked by the verifier at 0x…1008 and by an off-chain
    replay from IPFS; a RewardEscrow deposit bound to the run (task id, sponsor,
    spec hash, least accepted work) is released against it;
-6. a summary (per trainer: accepted, missed, reward, slashed, withdrawable;
+6. a summary (per trainer: accepted, missed, reward, slashed, withdrawable, read by
+   `tenzro_operator.demo_results` from either flow's events;
    held-out loss per round; what the watcher checked (an honest run has no mismatch,
    else the demo fails) and its lag; the sealed model's zero-shot relative MASE
    (:func:`tenzro_trainer.zeroshot.zero_shot_score`); the run's token accounting, which must balance to
@@ -50,14 +60,15 @@ from rich.table import Table
 
 from tenzro_operator import devnet, escrow, replay
 from tenzro_operator.chain import ChainClient, RunStatus
+from tenzro_operator.demo_results import accounting, round_weights, trainer_rows, unclaimed_credits
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
 from tenzro_operator.spec import MAX_SUBMISSION_SLOTS, spec_hash
-from tenzro_operator.task_assets import fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.units import format_tokens
+from tenzro_trainer.config import ROBUST_DEFAULTS
 from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.evaluate import HeldoutEvaluator
 from tenzro_trainer.models import build_model
@@ -70,7 +81,15 @@ MAX_TRAINERS = 256  # TrainingRegistry.MAX_TRAINERS
 MAX_FRAGMENTS = 128  # TrainingRegistry.MAX_FRAGMENTS
 MAX_ROUNDS = 1024  # TrainingRegistry.MAX_ROUNDS
 ETH = 10**18  # wei
+FLOWS = ("root", "v1")
 console = Console()
+
+
+def robust_rule(defaults: dict = ROBUST_DEFAULTS) -> str | dict:
+    """The spec's ``aggregation`` for the rule of `ROBUST_DEFAULTS` (serde's external tagging:
+    ``{"TrimmedMean": {"alpha_bps": N}}``, or the bare name of a rule without parameters)."""
+    params = dict(defaults["rule_params"])
+    return {defaults["rule"]: params} if params else defaults["rule"]
 
 
 class DemoError(TenzroError):
@@ -92,8 +111,15 @@ class DemoSettings:
     rounds: int = 8
     inner_steps: int = 24
     batch_size: int = 64
-    grace_window_ms: int = 120_000
-    aggregation: str | dict = "Mean"
+    flow: str = "root"  # or "v1" (FLOWS)
+    # root flow: a round's commit phase lasts grace - min(challenge window, grace / 2) = 20 s, time
+    # for the trainers' inner steps on a loaded 2-core machine; the seal waits one challenge window
+    # (30 s) after the last commit. v1 finalizes early on quorum: the grace window is only a bound.
+    grace_window_ms: int = 40_000
+    challenge_window_ms: int = 30_000
+    aggregation: str | dict = field(default_factory=robust_rule)  # ROBUST_DEFAULTS' rule
+    norm_multiple: float = ROBUST_DEFAULTS["norm_multiple"]  # the norm screen
+    scoring: bool = ROBUST_DEFAULTS["scoring"]  # loss-improvement scoring (score_min 0; root flow only)
     reward_pool: int = 1_000 * TOKEN
     stake: int = 100 * TOKEN
     escrow_bonus: int = 50 * TOKEN
@@ -132,6 +158,8 @@ def check_settings(s: DemoSettings) -> None:
         problems.append(f"batch size is {s.batch_size}; it must be at least 1")
     if s.timeout_s <= 0:
         problems.append(f"--timeout-s is {s.timeout_s}; it must be positive")
+    if s.flow not in FLOWS:
+        problems.append(f"--flow is {s.flow!r}; it must be one of {', '.join(FLOWS)}")
     if problems:
         raise DemoError("bad demo options: " + "; ".join(problems))
 
@@ -300,18 +328,6 @@ def stop(procs: list[Proc], timeout_s: float = 30.0) -> None:
             p.popen.kill()
 
 
-def round_weights(chain: ChainClient, ipfs: IpfsClient, runtime: TaskRuntime, task_id: bytes, spec, from_block: int):
-    """Global weights after every round (index 0 = initial), fetched from IPFS and hash-checked."""
-    run = chain.get_run(task_id)
-    states = [initial_weights(ipfs, spec, runtime, run.initial_weights_root)[0]]
-    events = chain.get_logs(from_block, chain.block_number(), ["RoundFinalized"], task_id=task_id)
-    for ev in sorted(events, key=lambda e: e["args"]["round"]):
-        c = ev["args"]["commit"]
-        states.append(fetch_weights(ipfs, runtime, list(c["fragmentCids"]), [bytes(h) for h in c["fragmentHashes"]],
-                                    bytes(ev["args"]["weightsRoot"]))[0])
-    return states
-
-
 def sealed_model_zero_shot(runtime: TaskRuntime, state: dict) -> dict:
     """The sealed model's zero-shot quality (:func:`tenzro_trainer.zeroshot.zero_shot_score`: series no
     training collection holds, relative to SeasonalNaive) for the summary."""
@@ -388,11 +404,15 @@ def post_demo_task(s: DemoSettings) -> PostedRun:
         quorum=s.quorum, inner_steps=s.inner_steps, max_rounds=s.rounds, grace_window_ms=s.grace_window_ms,
         aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
         max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
-        enrollment_window_ms=s.enrollment_window_ms), df)
+        enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
+        norm_multiple=s.norm_multiple, flow=s.flow, score_min=0.0 if s.scoring and s.flow == "root" else None), df)
     posted_block = sponsor.block_number()
     task_id, spec_cid = post_task(sponsor, ipfs, spec)
     console.print(f"posted {task} (0x{task_id.hex()[:16]}…): {df.unique_id.nunique()} series, dataset "
                   f"{spec.dataset_ref}, spec {spec_cid}, pool {s.reward_pool / TOKEN:g} TNZO escrowed")
+    console.print(f"flow {s.flow}: aggregation {spec.aggregation_name} {spec.aggregation_params or ''}, norm screen "
+                  f"x{s.norm_multiple:g}, loss-improvement scoring "
+                  + ("on (score_min 0)" if spec.require_protocol().score_min is not None else "off"))
     return PostedRun(task, task_id, spec, df, work, keys, addresses, posted_block, syncer_stake, sponsor, ipfs)
 
 
@@ -409,16 +429,27 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     console.print(f"started 1 syncer and {s.trainers} trainer processes (logs in {p.work / 'logs'})")
     try:
         train_s = wait_sealed(p.sponsor, p.task_id, procs, s, on_round)
-        watcher = procs[-1]
-        try:  # it exits by itself once it has checked the last round of the sealed run
-            watcher.popen.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            console.print(f"[yellow]the watcher had not finished 120 s after the seal[/] (log: {watcher.log})")
+        wait_settled(procs)
     finally:
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
     return summarize(s, p.sponsor, p.ipfs, p.spec, p.df, p.task, p.task_id, p.posted_block, p.addresses, t_start,
                      p.syncer_stake, watcher_rounds(p.work / "watcher"))
+
+
+def wait_settled(procs: list[Proc], timeout_s: float = 120.0) -> None:
+    """After the seal, let every daemon finish its part and exit by itself: the trainers claim
+    their rewards (root flow), the syncer its fee, the watcher checks the last round. One still
+    running after ``timeout_s`` is named (the summary's checks then say what is missing)."""
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        if p.killed:
+            continue
+        try:
+            p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            console.print(f"[yellow]{p.name} had not finished {timeout_s:.0f} s after the seal[/] (log: {p.log})")
+    check_alive(procs)
 
 
 def watcher_rounds(data_dir: Path) -> dict:
@@ -430,39 +461,6 @@ def watcher_rounds(data_dir: Path) -> dict:
     return {"rounds_checked": len(rows), "mismatches": sum(1 for r in rows if not r["ok"]),
             "lag_s_median": lags[len(lags) // 2] if lags else None, "lag_s_max": lags[-1] if lags else None,
             "rounds": rows}
-
-
-def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str, syncer: str,
-               syncer_stake_in: int) -> dict:
-    """The run's token accounting from the chain (atto-units), exact.
-
-    In: the reward pool, the trainers' stakes, the syncer's pool stake before the run. Out: the
-    trainers' rewards and stake refunds and the sponsor's dust (``PayoutCredited``), the syncer
-    fees the run accrued (claimable, ``syncerFeesAccrued``), the stake burned by slashes
-    (``StakeBurned``: trainers' slashes, replaced syncers' bonds) and the syncer's pool stake
-    still registered. ``conserved`` is ``in == out``.
-    """
-    run = chain.get_run(task_id)
-    head = chain.block_number()
-    payouts = chain.get_logs(from_block, head, ["PayoutCredited"], task_id=task_id)
-    burned = chain.get_logs(from_block, head, ["StakeBurned"], task_id=task_id)
-    sponsor = sponsor.lower()
-    a = {
-        "pool": run.reward_pool,
-        "stakes": sum(chain.trainer_stats(task_id, t).stake for t in chain.trainers_of(task_id)),
-        "syncer_stake_in": syncer_stake_in,
-        "rewards": sum(p["args"]["reward"] for p in payouts if p["args"]["account"].lower() != sponsor),
-        "dust": sum(p["args"]["reward"] for p in payouts if p["args"]["account"].lower() == sponsor),
-        "refunds": sum(p["args"]["stakeRefund"] for p in payouts),
-        "syncer_fees": run.syncer_fees_accrued,
-        "burned": sum(b["args"]["amount"] for b in burned),
-        "syncer_stake_out": chain.syncer_info(syncer).stake,
-    }
-    a["in"] = a["pool"] + a["stakes"] + a["syncer_stake_in"]
-    a["out"] = (a["rewards"] + a["refunds"] + a["syncer_fees"] + a["dust"] + a["burned"]
-                + a["syncer_stake_out"])
-    a["conserved"] = a["in"] == a["out"]
-    return a
 
 
 def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: pd.DataFrame, task: str,
@@ -497,15 +495,12 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     zero_shot = sealed_model_zero_shot(runtime, state)
 
     run = chain.get_run(task_id)
-    trainers = []
-    role_of = {a.lower(): r for r, a in addresses.items()}
-    for addr in chain.trainers_of(task_id):
-        st = chain.trainer_stats(task_id, addr)
-        trainers.append({"trainer": role_of.get(addr.lower(), addr), "address": addr, "accepted": st.accepted,
-                         "missed_rounds": st.total_missed, "evicted": st.evicted, "reward_tnzo": st.current_reward / TOKEN,
-                         "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
+    trainers = trainer_rows(chain, task_id, from_block, {a.lower(): r for r, a in addresses.items()})
+    unclaimed = unclaimed_credits(chain, task_id, from_block)
     acct = accounting(chain, task_id, from_block, addresses["sponsor"], addresses["syncer"], syncer_stake_in)
-    summary = {"task": task, "task_id": "0x" + task_id.hex(), "posted_block": from_block, "rounds": run.max_rounds,
+    summary = {"task": task, "task_id": "0x" + task_id.hex(), "flow": s.flow, "aggregation": spec.aggregation_name,
+               "aggregation_params": spec.aggregation_params, "score_min": spec.require_protocol().score_min,
+               "posted_block": from_block, "rounds": run.max_rounds,
                "trainers": trainers, "syncer": {"address": addresses["syncer"], "elected": run.syncer,
                                                 "fees_tnzo": run.syncer_fees_accrued / TOKEN,
                                                 "fee_unclaimed_tnzo": chain.syncer_fee_of(task_id, run.syncer) / TOKEN},
@@ -517,8 +512,8 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     _print_summary(summary)
     s.out.mkdir(parents=True, exist_ok=True)
     (s.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    png = plot_loss(curve, s.out / "loss-curve.png", f"{task}: {s.trainers} trainers, K={s.quorum}, F={s.fragments}, "
-                                                      f"H={s.inner_steps}")
+    png = plot_loss(curve, s.out / "loss-curve.png", f"{task} ({s.flow} flow): {s.trainers} trainers, K={s.quorum}, "
+                                                      f"F={s.fragments}, H={s.inner_steps}")
     console.print(f"summary: {s.out / 'summary.json'}; loss curve: {png}; total {summary['wall_s']:.0f} s")
     if not (on_chain_ok and report.ok):
         raise DemoError("the receipt did not verify (see above)")
@@ -527,11 +522,15 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
                         f"(an honest run has none): see its log")
     if not acct["conserved"]:
         raise DemoError(f"the run's tokens do not balance: in {acct['in']} atto, out {acct['out']} atto")
+    if unclaimed:
+        raise DemoError(f"{len(unclaimed)} trainer(s) with credits did not claim their reward: {', '.join(unclaimed)} "
+                        f"(see their logs)")
     return summary
 
 
 def _print_summary(summary: dict) -> None:
-    t = Table(title="trainers")
+    t = Table(title=f"trainers ({summary['flow']} flow" + (": rewards claimed with credit proofs)"
+                                                          if summary["flow"] == "root" else ")"))
     for col in ("trainer", "accepted", "missed", "reward (TNZO)", "slashed (TNZO)", "withdrawable (TNZO)"):
         t.add_column(col, justify="right" if col != "trainer" else "left")
     for row in sorted(summary["trainers"], key=lambda r: r["trainer"]):
@@ -559,7 +558,7 @@ def _print_summary(summary: dict) -> None:
         t.add_column(col, justify="left" if col in ("in", "out") else "right")
     ins = [("reward pool", a["pool"]), ("trainer stakes", a["stakes"]), ("syncer stake", a["syncer_stake_in"])]
     outs = [("rewards", a["rewards"]), ("stake refunds", a["refunds"]), ("syncer fees", a["syncer_fees"]),
-            ("dust to sponsor", a["dust"]), ("burned (slashes)", a["burned"]),
+            ("dust to sponsor", a["dust"]), ("burned (slashes)", a["burned"]), ("provers' bounties", a["bounties"]),
             ("syncer stake still registered", a["syncer_stake_out"])]
     for i in range(max(len(ins), len(outs))):
         left = ins[i] if i < len(ins) else ("", None)
@@ -582,6 +581,9 @@ def _print_summary(summary: dict) -> None:
 @click.option("--fragments", default=DemoSettings.fragments, show_default=True, help="F")
 @click.option("--rounds", default=DemoSettings.rounds, show_default=True)
 @click.option("--inner-steps", default=DemoSettings.inner_steps, show_default=True, help="H")
+@click.option("--flow", type=click.Choice(FLOWS), default=DemoSettings.flow, show_default=True,
+              help="root: submissions over pubsub, one commitRound a round, Merkle claims (PROTOCOL.md §5); "
+                   "v1: one transaction per submission")
 @click.option("--timeout-s", default=DemoSettings.timeout_s, show_default=True,
               help="Seconds the run may take to seal.")
 @click.option("--out", type=click.Path(path_type=Path), default=DemoSettings.out, show_default=True)
