@@ -113,8 +113,11 @@ class DemoSettings:
     batch_size: int = 64
     flow: str = "root"  # or "v1" (FLOWS)
     # root flow: a round's commit phase lasts grace - min(challenge window, grace / 2) = 20 s, time
-    # for the trainers' inner steps on a loaded 2-core machine; the seal waits one challenge window
-    # (30 s) after the last commit. v1 finalizes early on quorum: the grace window is only a bound.
+    # for the trainers' inner steps on a loaded 2-core machine; on the devnet a round then lasts
+    # about the whole window (the syncer's commit goes through with the first block after the
+    # commit phase, the one mined at the deadline), 8 rounds about 340 s; the seal waits one
+    # challenge window (30 s) after the last commit. v1 finalizes early on quorum: the grace
+    # window is only a bound.
     grace_window_ms: int = 40_000
     challenge_window_ms: int = 30_000
     aggregation: str | dict = field(default_factory=robust_rule)  # ROBUST_DEFAULTS' rule
@@ -359,6 +362,19 @@ def plot_loss(rows: list[dict], path: Path, title: str) -> Path:
     return path
 
 
+def spec_draft(s: DemoSettings, task: str, sponsor_address: str) -> SpecDraft:
+    """The demo's spec draft: its scale, its flow and its defence (rule, norm screen, and scoring
+    with ``score_min: 0`` on the root flow; the v1 flow cannot leave submissions out)."""
+    return SpecDraft(
+        task_id=task, sponsor_address=sponsor_address, model_metadata=dict(s.model_metadata),
+        fragment_count=s.fragments, trainer_count=s.trainers,
+        quorum=s.quorum, inner_steps=s.inner_steps, max_rounds=s.rounds, grace_window_ms=s.grace_window_ms,
+        aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
+        max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
+        enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
+        norm_multiple=s.norm_multiple, flow=s.flow, score_min=0.0 if s.scoring and s.flow == "root" else None)
+
+
 @dataclass
 class PostedRun:
     """A task posted by `post_demo_task`, its daemons not started yet."""
@@ -398,14 +414,7 @@ def post_demo_task(s: DemoSettings) -> PostedRun:
 
     df = default_collection()
     sponsor = _client(s, anvil_account(roles["sponsor"]))
-    spec = build_spec(ipfs, SpecDraft(
-        task_id=task, sponsor_address=sponsor.address, model_metadata=dict(s.model_metadata),
-        fragment_count=s.fragments, trainer_count=s.trainers,
-        quorum=s.quorum, inner_steps=s.inner_steps, max_rounds=s.rounds, grace_window_ms=s.grace_window_ms,
-        aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
-        max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
-        enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
-        norm_multiple=s.norm_multiple, flow=s.flow, score_min=0.0 if s.scoring and s.flow == "root" else None), df)
+    spec = build_spec(ipfs, spec_draft(s, task, sponsor.address), df)
     posted_block = sponsor.block_number()
     task_id, spec_cid = post_task(sponsor, ipfs, spec)
     console.print(f"posted {task} (0x{task_id.hex()[:16]}…): {df.unique_id.nunique()} series, dataset "

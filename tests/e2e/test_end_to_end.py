@@ -1,7 +1,10 @@
 """The main job end to end on a devnet: separate daemon processes, real contracts, real IPFS, real data.
 
 Each test runs `tenzro_operator.demo.run_demo` at test scale (3 trainers, 3 rounds) and checks
-the run's outcome against the chain and IPFS, not against the demo's own summary alone.
+the run's outcome against the chain and IPFS, not against the demo's own summary alone. The
+sealed run is the demo's default, the root flow (contracts/PROTOCOL.md §5) with the robust
+defaults of a new spec; the killed-trainer run uses ``flow="v1"``, whose registry counts misses,
+and keeps the v1 demo exercised end to end.
 """
 
 import hashlib
@@ -17,7 +20,10 @@ from tenzro_operator.cli import cli
 from tenzro_operator.demo import DemoSettings, post_demo_task, run_demo
 from tenzro_operator.forecast_cli import export_model
 from tenzro_operator.ipfs import IpfsClient
+from tenzro_operator.root_flow import RevealMessage, committed_rounds, committed_weights, cumulative_credits
 from tenzro_operator.task_runtime import WeightsError
+from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
+from tenzro_trainer.config import ROBUST_DEFAULTS
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +31,7 @@ pytestmark = pytest.mark.slow
 def _settings(cfg, deployments, tmp_path, **kw) -> DemoSettings:
     base = dict(rpc=cfg.rpc_url, ipfs=cfg.ipfs_url, deployments=deployments, workdir=tmp_path / "work",
                 out=tmp_path / "out", trainers=3, quorum=2, fragments=4, rounds=3, inner_steps=16, batch_size=32,
-                grace_window_ms=90_000, timeout_s=600)
+                grace_window_ms=30_000, challenge_window_ms=15_000, timeout_s=600)
     return DemoSettings(**{**base, **kw})
 
 
@@ -49,41 +55,66 @@ def test_full_run_seals_verifies_and_conserves_tokens(sealed):
     # Held-out loss of the global weights goes down over the run.
     curve = [r["heldout_loss"] for r in summary["heldout"]]
     assert len(curve) == 4 and curve[-1] < curve[0], curve
+    # The run was posted on the root flow with the robust defaults of a new spec.
+    run = chain.get_run(task_id)
+    assert chain.is_root_flow(task_id) and summary["flow"] == "root"
+    assert summary["aggregation"] == ROBUST_DEFAULTS["rule"] and summary["aggregation_params"] == ROBUST_DEFAULTS["rule_params"]
+    assert summary["score_min"] == 0.0 and ROBUST_DEFAULTS["scoring"]
     # A watcher replayed every round as it landed and found nothing wrong in this honest run.
     w = summary["watcher"]
     assert w["rounds_checked"] == 3 and w["mismatches"] == 0
-    assert [r["round"] for r in w["rounds"]] == [0, 1, 2] and all(r["payloads"] >= 2 * 4 for r in w["rounds"])
+    assert [r["round"] for r in w["rounds"]] == [0, 1, 2] and all(r["ok"] and r["flow"] == "root" for r in w["rounds"])
     # ... and the summary scores the sealed model zero-shot, on series no run trained on
     z = summary["zero_shot"]
     assert z["series"] >= 30 and z["windows"] >= z["series"] and 0 < z["relative_mase"] < 100
 
-    # The bytes behind every accepted CID hash to what is on-chain.
-    submitted = {(e["args"]["round"], e["args"]["fragment"], e["args"]["trainer"].lower()): e["args"]
-                 for e in _events(chain, summary, "GradientSubmitted")}
+    # Every round's transcript hashes to what RoundCommitted holds; its accepted submissions are
+    # exactly the committed bitmaps' bits, each signed by its trainer, and the bytes behind every
+    # accepted CID hash to the signed payload hash.
     trainers = [a.lower() for a in chain.trainers_of(task_id)]
+    rounds = committed_rounds(chain, task_id, summary["posted_block"], run.max_rounds)
+    assert sorted(rounds) == [0, 1, 2]
     checked = 0
-    for fin in _events(chain, summary, "RoundFinalized"):
-        commit = fin["args"]["commit"]
-        for idx, bitmap in enumerate(commit["acceptedBitmaps"]):
-            for f in range(len(commit["fragmentHashes"])):
-                if bitmap >> f & 1:
-                    sub = submitted[(fin["args"]["round"], f, trainers[idx])]
-                    data = ipfs.cat(sub["cid"])
-                    assert hashlib.sha256(data).digest() == bytes(sub["payloadHash"])
-                    checked += 1
+    for r, ev in rounds.items():
+        tr = RoundTranscript.parse(ipfs.cat(ev["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
+                                   bytes(ev["transcriptHash"]))
+        bits = set()
+        for rec in tr.fragments:
+            for sub in rec.accepted:
+                idx = trainers.index(sub.trainer)
+                bits.add((idx, rec.fragment))
+                msg = RevealMessage(task=summary["task_id"], round=r, fragment=rec.fragment, trainer=sub.trainer,
+                                    base_root=sub.base_root, payload_root=sub.payload_root,
+                                    payload_sumsq=sub.payload_sumsq, cid=sub.cid, payload_hash=sub.sha256,
+                                    signature=sub.signature)
+                assert msg.signer(chain.chain_id, chain.registry.address) == sub.trainer
+                assert "0x" + hashlib.sha256(ipfs.cat(sub.cid)).hexdigest() == sub.sha256
+                checked += 1
+        assert bits == {(i, f) for i, b in enumerate(ev["acceptedBitmaps"]) for f in range(4) if int(b) >> f & 1}
     assert checked >= 3 * 2 * 4  # 3 rounds x K=2 x 4 fragments at least
+    rows = {r["trainer"]: r for r in summary["trainers"]}
+    assert sum(r["accepted"] for r in rows.values()) == checked
 
-    # Rewards + refunds (+ dust to the sponsor) + the syncer's fees + what slashes burned add up
-    # exactly to the pool and the stakes escrowed; the syncer claimed its fee after the seal.
-    run = chain.get_run(task_id)
+    # Rewards (claimed with credit proofs) + the floor dust left to the sponsor + refunds + the
+    # syncer's fees + what slashes burned add up exactly to the pool and the stakes escrowed;
+    # every trainer with credits claimed floor(claimable x credits / total); the syncer claimed its
+    # fee after the seal.
     stakes = sum(chain.trainer_stats(task_id, t).stake for t in chain.trainers_of(task_id))
     slashed = sum(chain.trainer_stats(task_id, t).slashed for t in chain.trainers_of(task_id))
     payouts = _events(chain, summary, "PayoutCredited")
-    rewards = sum(p["args"]["reward"] for p in payouts)
     refunds = sum(p["args"]["stakeRefund"] for p in payouts)
     fee_per_round = run.reward_pool * 100 // 10_000 // 3  # the demo's 1 % over 3 rounds
     assert run.syncer_fees_accrued == 3 * fee_per_round
-    assert rewards == run.reward_pool - run.syncer_fees_accrued
+    [sealed_ev] = _events(chain, summary, "RootRunSealed")
+    claimable = sealed_ev["args"]["claimable"]
+    assert claimable == run.reward_pool - run.syncer_fees_accrued
+    credits = cumulative_credits(rounds, run.fragment_sizes, len(trainers))
+    claims = {e["args"]["trainer"].lower(): e["args"]["reward"] for e in _events(chain, summary, "RewardClaimed")}
+    assert claims == {t: claimable * c // sum(credits) for t, c in zip(trainers, credits) if c}
+    assert 0 <= claimable - sum(claims.values()) < len(trainers)  # the floor dust, swept to the sponsor later
+    assert {r["address"].lower(): r["reward_tnzo"] for r in rows.values()} == pytest.approx(
+        {t: claims.get(t, 0) / 10**18 for t in trainers})
+    assert int(summary["accounting"]["dust"]) == claimable - sum(claims.values())
     assert refunds == stakes - slashed
     assert sum(e["args"]["amount"] for e in _events(chain, summary, "StakeBurned")) == slashed
     claimed = _events(chain, summary, "SyncerFeeClaimed")
@@ -113,7 +144,7 @@ def test_trainer_killed_mid_run_is_counted_missed_and_run_seals(deployed, tmp_pa
 
     # A miss counts only when a round is finalized after its deadline (an early finalization on
     # quorum never counts one, PROTOCOL.md §4): this syncer waits for every deadline.
-    settings = _settings(cfg, deployments, tmp_path, grace_window_ms=20_000, max_missed_rounds=1)
+    settings = _settings(cfg, deployments, tmp_path, flow="v1", grace_window_ms=20_000, max_missed_rounds=1)
     settings.syncer_options = {"finalize_early": False}
     summary = run_demo(settings, on_round=kill_trainer_2)
     rows = {r["trainer"]: r for r in summary["trainers"]}
@@ -187,7 +218,8 @@ def test_export_model_and_forecast_on_the_sealed_run(sealed, tmp_path):
     hist.head(4).to_csv(short, index=False)
     res = runner.invoke(cli, ["forecast", "--task-id", summary["task_id"], "--input", str(short), "--h", "4", *conn])
     assert res.exit_code == 1 and "observed points" in res.output
-    final_cids = {cid for e in _events(chain, summary, "RoundFinalized") for cid in e["args"]["commit"]["fragmentCids"]}
+    last = committed_rounds(chain, task_id, summary["posted_block"], 3)[2]
+    final_cids = set(committed_weights(IpfsClient(cfg.ipfs_url), last)[0])
     with pytest.raises(WeightsError, match="do not match the receipt's final model hash"):
         export_model(chain, _CorruptingIpfs(cfg.ipfs_url, final_cids), task_id, tmp_path / "m3")
     assert not (tmp_path / "m3" / "model.safetensors").exists()

@@ -1,9 +1,11 @@
-"""The demo refuses, before it touches the devnet, a shape the registry cannot run."""
+"""The demo refuses, before it touches the devnet, a shape the registry cannot run; its spec is
+the root flow with the robust defaults of a new spec unless ``--flow v1`` says otherwise."""
 
 import pytest
 from click.testing import CliRunner
 
-from tenzro_operator.demo import DemoError, DemoSettings, check_settings, main
+from tenzro_operator.demo import DemoError, DemoSettings, check_settings, main, spec_draft
+from tenzro_trainer.config import ROBUST_DEFAULTS
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -11,6 +13,7 @@ from tenzro_operator.demo import DemoError, DemoSettings, check_settings, main
     (dict(trainers=8, quorum=9), "between 1 and --trainers (8)"),
     (dict(trainers=200, quorum=150, fragments=12), "M x F = 200 x 12 = 2400"),
     (dict(fragments=129), "1 to 128"),
+    (dict(flow="v2"), "--flow is 'v2'; it must be one of root, v1"),
 ])
 def test_bad_shape_is_refused_up_front(kw, words):
     with pytest.raises(DemoError, match="bad demo options") as exc:
@@ -27,3 +30,30 @@ def test_the_cli_says_why_and_exits_1_without_a_devnet():
     res = CliRunner().invoke(main, ["--trainers", "8", "--quorum", "9", "--rpc", "http://127.0.0.1:9"])
     assert res.exit_code == 1
     assert "bad demo options" in res.output and "--quorum (K) is 9" in res.output
+
+
+SPONSOR = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+
+
+def test_the_default_spec_is_the_root_flow_with_the_robust_defaults():
+    d = spec_draft(DemoSettings(), "demo-x", SPONSOR)
+    assert d.flow == "root"
+    assert d.aggregation == {ROBUST_DEFAULTS["rule"]: ROBUST_DEFAULTS["rule_params"]}
+    assert d.norm_multiple == ROBUST_DEFAULTS["norm_multiple"]
+    assert d.score_min == (0.0 if ROBUST_DEFAULTS["scoring"] else None)
+    # a round's commit phase (grace - min(challenge window, grace / 2)) leaves the trainers time to train
+    s = DemoSettings()
+    assert s.grace_window_ms - min(s.challenge_window_ms, s.grace_window_ms // 2) >= 15_000
+
+
+def test_flow_v1_keeps_the_rule_and_screen_without_scoring():
+    d = spec_draft(DemoSettings(flow="v1"), "demo-x", SPONSOR)
+    assert d.flow == "v1" and d.score_min is None  # the v1 flow cannot leave a submission out
+    assert d.aggregation == {ROBUST_DEFAULTS["rule"]: ROBUST_DEFAULTS["rule_params"]}
+
+
+def test_the_cli_takes_flow_v1_and_refuses_another():
+    res = CliRunner().invoke(main, ["--flow", "v1", "--trainers", "8", "--quorum", "9", "--rpc", "http://127.0.0.1:9"])
+    assert res.exit_code == 1 and "bad demo options" in res.output
+    res = CliRunner().invoke(main, ["--flow", "v2"])
+    assert res.exit_code == 2 and "'v2' is not one of 'root', 'v1'" in res.output
