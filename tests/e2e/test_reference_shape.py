@@ -19,7 +19,7 @@ def test_reference_shape_seals_and_balances(deployed, tmp_path):
     cfg, deployments = deployed
     s = DemoSettings(rpc=cfg.rpc_url, ipfs=cfg.ipfs_url, deployments=deployments, workdir=tmp_path / "work",
                      out=tmp_path / "out", trainers=8, quorum=6, fragments=12, rounds=2, inner_steps=8,
-                     batch_size=16, grace_window_ms=300_000, timeout_s=900)
+                     batch_size=16, grace_window_ms=300_000, timeout_s=900, flow="v1")  # v1: RoundFinalized
     summary = run_demo(s)
     chain = ChainClient(cfg.rpc_url, deployments)
     task_id = bytes.fromhex(summary["task_id"][2:])
