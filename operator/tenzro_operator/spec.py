@@ -266,6 +266,12 @@ class ProtocolParams(_Strict):
                     "(tenzro_trainer.scoring, on the round's fixed batch of training windows) is at or below this; "
                     "None = no scoring")
 
+    overlap_steps: int = Field(
+        default=0, ge=0,
+        description="overlap (the one-step-delayed outer update of Streaming DiLoCo): a trainer runs up to this "
+                    "many of round r+1's inner steps from its own weights while round r is settled, then rebases "
+                    "them on round r's committed weights (tenzro_trainer.inner.InnerTrainer.rebase); 0 = wait for "
+                    "the weights; at most inner_steps")
     compression: str | dict[str, Any] | None = Field(
         default=None,
         description="codec of the trainers' pseudo-gradient payloads (resolve_codec): a name of COMPRESSION_NAMES "
@@ -462,6 +468,9 @@ class TaskSpec(_Strict):
             if len(p.initial_weights) != fc:
                 raise ValueError(f"@metadata.protocol.initial_weights: metadata.protocol.initial_weights has {len(p.initial_weights)} entries, "
                                  f"architecture.fragment_count is {fc}")
+            if p.overlap_steps > self.inner_steps:
+                raise ValueError(f"@metadata.protocol.overlap_steps: overlap_steps ({p.overlap_steps}) exceeds "
+                                 f"inner_steps H ({self.inner_steps})")
             if sum(p.fragment_sizes) != self.architecture.param_count:
                 raise ValueError(f"@metadata.protocol.fragment_sizes: metadata.protocol.fragment_sizes sum to {sum(p.fragment_sizes)}, "
                                  f"architecture.param_count is {self.architecture.param_count}")

@@ -107,6 +107,7 @@ def register(train: click.Group) -> None:
     """Attach ``new-spec`` to the ``tenzro train`` group."""
     from tenzro_operator.cli import Ctx, _echo_json, common_options, format_option
     from tenzro_operator.spec import AGGREGATION_RULES
+    from tenzro_trainer.config import ROBUST_DEFAULTS
 
     @train.command("new-spec")
     @click.option("--data", required=True,
@@ -128,7 +129,15 @@ def register(train: click.Group) -> None:
                   help="seconds trainers have per round (tau)")
     @click.option("--enrollment-window", default=3600.0, show_default=True, type=click.FloatRange(min=1),
                   help="seconds the run stays open for enrollment")
-    @click.option("--aggregation", default="Mean", show_default=True, type=click.Choice(AGGREGATION_RULES))
+    @click.option("--aggregation", default=ROBUST_DEFAULTS["rule"], show_default=True,
+                  type=click.Choice([r for r in AGGREGATION_RULES if r != "Krum"]),
+                  help="the syncer's rule (the default holds every attack of trainer/benchmarks/results/attacks.md "
+                       "at 2 of 8 with the norm screen and scoring; Krum cannot be posted in the Open tier)")
+    @click.option("--trim-bps", default=ROBUST_DEFAULTS["rule_params"].get("alpha_bps", 2500), show_default=True,
+                  type=click.IntRange(0, 4999), help="TrimmedMean: share trimmed from each end, basis points")
+    @click.option("--norm-multiple", default=ROBUST_DEFAULTS["norm_multiple"], show_default=True,
+                  type=click.FloatRange(min=0, min_open=True),
+                  help="norm screen: a payload's L2 norm at most this multiple of the round's median")
     @click.option("--reward-pool", default="1000", show_default=True, help="TNZO escrowed ('1000', or '<n>atto')")
     @click.option("--min-stake", default="100", show_default=True, help="TNZO each trainer stakes")
     @click.option("--syncer-fee-bps", default=100, show_default=True, type=click.IntRange(0, 10_000),
@@ -136,12 +145,16 @@ def register(train: click.Group) -> None:
     @click.option("--syncer-bond", default="10", show_default=True, help="TNZO the elected syncer locks")
     @click.option("--max-missed-rounds", default=2, show_default=True, type=click.IntRange(min=0))
     @click.option("--seed", default=0, show_default=True, type=int, help="seed of the initial weights")
-    @click.option("--flow", default="v1", show_default=True, type=click.Choice(["v1", "root"]),
+    @click.option("--flow", default="root", show_default=True, type=click.Choice(["v1", "root"]),
                   help="round settlement: v1 (a transaction per submission) or root (submissions over pubsub, "
                        "one commitRound per round, fraud proofs, Merkle claims; contracts/PROTOCOL.md §5)")
     @click.option("--score-min", type=float, default=None,
-                  help="root flow: leave out payloads whose loss-improvement score is at or below this (0 = any "
-                       "payload that makes the loss worse); default: no scoring")
+                  help="root flow: leave out payloads whose loss-improvement score on the trainer's own shard is at "
+                       "or below this  [default: 0 on the root flow (any payload that makes the loss worse), none "
+                       "on v1]")
+    @click.option("--no-scoring", is_flag=True, help="no loss-improvement scoring (the root flow's default is on)")
+    @click.option("--overlap-steps", default=0, show_default=True, type=click.IntRange(min=0),
+                  help="inner steps a trainer may run before the previous round's weights arrive (overlap; <= H)")
     @click.option("--compression", default=None,
                   help="codec of the trainers' outer-gradient payloads: none, mx_int8, mx_fp8, mx_fp8_e5m2, "
                        "mx_fp6_e3m2, mx_fp6_e2m3, mx_fp4 (OCP MX, 32 values per scale), topk (top 64 of 4096 at "
@@ -152,22 +165,29 @@ def register(train: click.Group) -> None:
     @common_options
     def new_spec(ctx: Ctx, data: str, task_name: str, sponsor: str | None, sponsor_did: str, family: str,
                  preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
-                 grace_window: float, enrollment_window: float, aggregation: str, reward_pool: str,
-                 min_stake: str, syncer_fee_bps: int, syncer_bond: str, max_missed_rounds: int, seed: int,
-                 flow: str, score_min: float | None, compression: str | None, out: Path, fmt: str) -> None:
+                 grace_window: float, enrollment_window: float, aggregation: str, trim_bps: int,
+                 norm_multiple: float, reward_pool: str, min_stake: str, syncer_fee_bps: int, syncer_bond: str,
+                 max_missed_rounds: int, seed: int, flow: str, score_min: float | None, no_scoring: bool,
+                 overlap_steps: int, compression: str | None, out: Path, fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
         from tenzro_operator.roles.sponsor import SpecDraft, build_spec
         from tenzro_trainer.errors import TrainerError
 
+        if score_min is not None and no_scoring:
+            raise click.UsageError("--score-min and --no-scoring contradict each other")
+        if score_min is None and flow == "root" and not no_scoring and ROBUST_DEFAULTS["scoring"]:
+            score_min = 0.0  # scoring on by default where the protocol allows it (the root flow)
         draft = SpecDraft(
             task_id=task_name, sponsor_address=_sponsor_address(sponsor, ctx.keystore), sponsor_did=sponsor_did,
             family=family, model_metadata={"preset": preset}, fragment_count=fragments,
             trainer_count=trainer_count, quorum=quorum, inner_steps=inner_steps, max_rounds=rounds,
             grace_window_ms=int(grace_window * 1000), enrollment_window_ms=int(enrollment_window * 1000),
             syncer_fee_bps=syncer_fee_bps, syncer_bond=_tokens(syncer_bond, "--syncer-bond"),
-            aggregation=aggregation, reward_pool=_tokens(reward_pool, "--reward-pool"),
+            aggregation={aggregation: {"alpha_bps": trim_bps}} if aggregation == "TrimmedMean" else aggregation,
+            norm_multiple=norm_multiple, overlap_steps=overlap_steps, reward_pool=_tokens(reward_pool, "--reward-pool"),
             min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed,
-            flow=flow, score_min=score_min, compression=_compression(compression), metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
+            flow=flow, score_min=score_min, compression=_compression(compression),
+            metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
         try:
             spec = build_spec(ctx.ipfs(), draft, df)

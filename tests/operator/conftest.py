@@ -107,7 +107,9 @@ def run_cli(stack, ipfs_url):
 def real_spec(tmp_path, run_cli, keystores):
     """``make(**options)`` -> (TaskSpec, path): a runnable spec written by ``tenzro train new-spec``
     (dataset and initial weights really pinned on the session IPFS node; M=2, K=1, F=2, 2 rounds,
-    sponsor anvil 1) with a fresh task id; ``options`` are more new-spec flags, e.g. ``rounds="1"``."""
+    sponsor anvil 1) with a fresh task id; ``options`` are more new-spec flags, e.g. ``rounds="1"`` (``True``: a bare flag).
+    The flow is v1 unless ``flow="root"`` is given (these tests drive v1's per-submission
+    transactions; new-spec's own default, the root flow, is tested on its own)."""
     from tenzro_operator.spec import load_spec
 
     data = tmp_path / "data.csv"
@@ -118,8 +120,9 @@ def real_spec(tmp_path, run_cli, keystores):
         out = tmp_path / f"spec-{fresh_task_name('s')}.json"
         args = ["train", "new-spec", "--data", str(data), "--task-id", fresh_task_name(), "--out", str(out),
                 "--trainers", "2", "--quorum", "1", "--fragments", "2", "--rounds", "2", "--inner-steps", "2"]
-        for k, v in options.items():
-            args += [f"--{k.replace('_', '-')}", str(v)]
+        for k, v in {"flow": "v1", **options}.items():
+            flag = f"--{k.replace('_', '-')}"
+            args += [flag] if v is True else [flag, str(v)]
         res = run_cli(*args, keystore=keystores["sponsor"])
         assert res.exit_code == 0, res.output
         return load_spec(out), out

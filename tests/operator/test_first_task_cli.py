@@ -138,6 +138,27 @@ def test_post_task_refuses_unfetchable_or_mismatched_assets_before_any_token_mov
     assert "dataset_ref" in line and "hash" in line
 
 
+def test_new_spec_defaults_to_the_benchmarked_defence_on_the_root_flow(real_spec):
+    """A spec written without choices gets ROBUST_DEFAULTS (the rule that holds every attack of
+    trainer/benchmarks/results/attacks.md at 2 of 8): TrimmedMean 25 %, the norm screen, scoring
+    (which needs the root flow, so the root flow is the default too)."""
+    from tenzro_trainer.config import ROBUST_DEFAULTS
+
+    spec, _ = real_spec(flow="root")
+    proto = spec.require_protocol()
+    assert spec.aggregation_name == ROBUST_DEFAULTS["rule"] == "TrimmedMean"
+    assert spec.aggregation_params == ROBUST_DEFAULTS["rule_params"] == {"alpha_bps": 2500}
+    assert (proto.flow, proto.score_min, proto.norm_multiple) == ("root", 0.0, ROBUST_DEFAULTS["norm_multiple"])
+    assert proto.overlap_steps == 0
+    spec, _ = real_spec()  # v1: no scoring (the v1 registry cannot leave a live submission out)
+    assert (spec.require_protocol().flow, spec.require_protocol().score_min) == ("v1", None)
+    spec, _ = real_spec(flow="root", no_scoring=True, aggregation="CoordinateMedian", norm_multiple="4",
+                        overlap_steps="2")
+    proto = spec.require_protocol()
+    assert (spec.aggregation_name, proto.score_min, proto.norm_multiple, proto.overlap_steps) == \
+        ("CoordinateMedian", None, 4.0, 2)
+
+
 def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path):
     out = tmp_path / "s.json"
     line = one_line_error(run_cli("train", "new-spec", "--data", str(tmp_path / "missing.csv"), "--task-id", "x",
@@ -153,6 +174,9 @@ def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path):
     assert "quorum" in line
     assert not out.exists()
 
+    line = one_line_error(run_cli("train", "new-spec", "--data", str(csv), "--task-id", "x", "--inner-steps", "4",
+                                  "--overlap-steps", "5", "--out", str(out), keystore=keystores["sponsor"]))
+    assert "overlap_steps" in line and "inner_steps" in line
     line = one_line_error(run_cli("train", "new-spec", "--data", str(csv), "--task-id", "x", "--compression",
                                   "mx_fp5", "--out", str(out), keystore=keystores["sponsor"]))
     assert "--compression" in line and "unknown compression 'mx_fp5'" in line

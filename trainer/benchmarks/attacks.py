@@ -237,6 +237,7 @@ def main() -> None:
     ap.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs (resume later)")
     ap.add_argument("--report", action="store_true", help="only rewrite the tables from the cache")
     args = ap.parse_args()
+    torch.set_num_threads(1)  # as every run does (`_run`): the machine line below says so
     runs, t0 = _load(), time.perf_counter()
     todo = [p for p in plan(args.seeds, args.rounds, args.fractions) if run_key(*p) not in runs]
     if args.max_runs is not None:

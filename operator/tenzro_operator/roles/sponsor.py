@@ -31,7 +31,7 @@ from tenzro_operator.spec import (
 from tenzro_operator.root_flow import enable_root_flow
 from tenzro_operator.task_assets import pin_dataset
 from tenzro_operator.task_runtime import INITIAL_ROUND, TaskRuntime
-from tenzro_trainer.config import ModelConfig
+from tenzro_trainer.config import ROBUST_DEFAULTS, ModelConfig
 
 TOKEN = 10**18  # atto-units per TNZO
 
@@ -72,7 +72,16 @@ class SpecDraft:
     flow: str = "v1"  # "root": rounds committed by root (contracts/PROTOCOL.md §5)
     score_min: float | None = None  # root flow: loss-improvement scoring threshold (None = off)
     compression: str | dict | None = None  # payload codec: a name ("mx_fp4", "topk") or codec object; None = dense
+    overlap_steps: int = 0  # inner steps a trainer may run before the previous round's weights arrive
     metadata: dict = field(default_factory=dict)
+
+
+def robust_aggregation(defaults: dict = ROBUST_DEFAULTS) -> str | dict:
+    """The spec's ``aggregation`` for the rule of `tenzro_trainer.config.ROBUST_DEFAULTS` (serde's
+    external tagging: ``{"TrimmedMean": {"alpha_bps": 2500}}``, or the bare name of a rule without
+    parameters): the default defence of a new spec, with its norm screen and scoring."""
+    params = dict(defaults["rule_params"])
+    return {defaults["rule"]: params} if params else defaults["rule"]
 
 
 def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
@@ -121,7 +130,8 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
             "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
             "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
             "shards": d.shards or d.trainer_count, "seed": d.seed, "flow": d.flow,
-            **({"score_min": d.score_min} if d.score_min is not None else {}), **compression}},
+            **({"score_min": d.score_min} if d.score_min is not None else {}),
+            **({"overlap_steps": d.overlap_steps} if d.overlap_steps else {}), **compression}},
     }, source=f"draft {d.task_id}")
 
 

@@ -59,6 +59,7 @@ from tenzro_operator.payload_encoder import PayloadEncoder
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
 from tenzro_operator.roles.challenges import ChallengeAnswerer
+from tenzro_operator.roles.overlap import EarlySteps
 from tenzro_operator.roles.root_trainer import RootTrainerMixin
 from tenzro_operator.task_assets import fetch_spec, fetch_weights, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
@@ -239,6 +240,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         self._landed: dict[int, int] = {}  # round -> bitmap of fragments whose submission was mined
         # this trainer's proven rejections: (round, fragment, reason, prover, slashed atto, block)
         self._rejections: list[tuple[int, int, str, str, int, int]] = []
+        self._early: EarlySteps | None = None  # the next round's early inner steps (spec overlap_steps)
 
     def _discover(self) -> bytes | None:
         runs = self.live_runs()
@@ -532,9 +534,14 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         global_state, fetch_s = self.round_weights(run, r)
         self.check_stop()
         self.metrics.round.labels(task=task_label(self.task_id)).set(r)
+        early, self._early = (self._early if self._early is not None and self._early.round == r else None), None
         t0 = time.perf_counter()
         with progress_bar(f"round {r}: inner steps", self.spec.inner_steps) as tick:
-            res = self.worker.run(global_state, on_step=tick)
+            if early is not None and early.steps:  # overlap: rebase the steps taken while round r-1 settled
+                res = early.finish(self.worker, global_state, on_step=tick)
+                log.info("round %d: %d early inner step(s) rebased on the committed weights", r, early.steps)
+            else:
+                res = self.worker.run(global_state, on_step=tick)
         inner_s = time.perf_counter() - t0
         for st in res.step_times:
             self.metrics.inner_step_seconds.labels(task=task_label(self.task_id)).observe(st)
@@ -579,7 +586,23 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                                         "submit_s": round(submit_s, 6), "chain_s": round(chain_s, 6),
                                         "loss": res.mean_loss, "payload_bytes": self._payload_bytes,
                                         "steps": len(res.step_times), "fragments_submitted": n_ok,
+                                        "early_steps": early.steps if early else 0,
+                                        "early_s": round(sum(early.times), 6) if early else 0.0,
                                         "wall_s": round(time.perf_counter() - t_round, 6)})
+        overlap = self.spec.require_protocol().overlap_steps
+        if overlap and r + 1 < run.max_rounds and r not in self._skipped:
+            self._early = EarlySteps(r + 1, res.state, overlap)
+
+    def sleep(self, seconds: float) -> None:
+        """`Daemon.sleep`, except while this trainer waits for a round it delivered to settle with
+        overlap on (the spec's ``overlap_steps``): then the wait first runs the next round's early
+        inner steps (`EarlySteps.run_for`, up to the budget), and sleeps what is left of it."""
+        early = self._early
+        if early is not None and early.steps < early.limit and seconds > 0 and self.worker is not None:
+            t_end = time.monotonic() + seconds
+            early.run_for(self.worker, seconds, self.check_stop)
+            seconds = t_end - time.monotonic()
+        super().sleep(seconds)
 
     def _timed_send(self, r: int, f: int, payload: SignedPayload):
         """`ChainClient.submit_outer_gradient` (signed over the weights this round started from)
