@@ -179,6 +179,21 @@ class TrainerConfig(CommonConfig):
     dataset_path: Path | None = Field(default=None, description="local copy of the dataset (else fetched from IPFS)")
     max_runs: int | None = Field(default=1, ge=1, description="runs to join before exiting (without task_id); "
                                  "None = forever")
+    # -- root flow: delivery of the signed submissions (`tenzro_operator.roles.delivery`)
+    syncer_rpc: str | None = Field(default=None, description="root flow: URL of the syncer's submission endpoint "
+                                   "(``tenzro_training_deliver``); every message published on pubsub is posted "
+                                   "there too. None = the URL the run's syncer announces, signed, on its pubsub "
+                                   "topic (none announced: pubsub only)")
+    publish_pubsub: bool = Field(default=True, description="root flow: publish the submissions on the task's "
+                                 "pubsub topic; false = deliver them only to the syncer's endpoint (a network "
+                                 "where libp2p pubsub does not reach)")
+
+    @field_validator("syncer_rpc")
+    @classmethod
+    def _syncer_rpc(cls, v):
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s) URL, got {v!r}")
+        return v
 
     @field_validator("stake")
     @classmethod
@@ -220,6 +235,26 @@ class SyncerConfig(CommonConfig):
     metrics_port: int | None = Field(default=9102, ge=0, le=65535)
     max_runs: int | None = Field(default=1, ge=1, description="runs to serve before exiting (without task_id; "
                                  "served at once); None = every run it is elected for, until stopped")
+    # -- root flow: the submission endpoint (`tenzro_operator.roles.delivery`, operator/RPC.md)
+    submission_rpc_port: int | None = Field(default=None, ge=0, le=65535, description="root flow: serve "
+                                            "``tenzro_training_deliver`` (JSON-RPC 2.0 over HTTP) on this port "
+                                            "while collecting a run's submissions, and announce it on the run's "
+                                            "syncer topic; 0 = any free port; None = off (pubsub only). 9112 is "
+                                            "the conventional port")
+    submission_rpc_host: str = Field(default="127.0.0.1", description="address the submission endpoint listens "
+                                     "on (the default serves this machine only; 0.0.0.0 for remote trainers)")
+    submission_rpc_url: str | None = Field(default=None, description="URL announced to trainers; None = "
+                                           "http://<submission_rpc_host>:<port>/ (a wildcard host announces "
+                                           "nothing: set this)")
+    submission_rpc_max_request_bytes: int = Field(default=256 * 1024, gt=0, description="largest HTTP request "
+                                                  "body of the submission endpoint, bytes (HTTP 413 above)")
+
+    @field_validator("submission_rpc_url")
+    @classmethod
+    def _submission_rpc_url(cls, v):
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s) URL, got {v!r}")
+        return v
 
     @property
     def register_stake_atto(self) -> int | None:

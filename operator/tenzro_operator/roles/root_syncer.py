@@ -1,6 +1,8 @@
 """The syncer's root-flow half (contracts/PROTOCOL.md §5; the wire and phases in
-`tenzro_operator.root_flow`): submissions off-chain over pubsub, one ``commitRound`` per round,
-the seal after the last challenge window.
+`tenzro_operator.root_flow`): submissions off-chain over pubsub and, when configured, the
+syncer's JSON-RPC endpoint (`tenzro_operator.roles.delivery`), both into one intake
+(`RootSyncerMixin.root_intake`); one ``commitRound`` per round, the seal after the last challenge
+window.
 
 `SyncerDaemon` mixes this in and calls it where a root-flow run differs from a v1 run; the
 validation of payloads, the norm screen, the aggregation and the outer step are the v1 code's, so
@@ -11,12 +13,22 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+import time
 
 from eth_utils import to_checksum_address
 
 from tenzro_operator.chain import RunStatus
-from tenzro_operator.errors import ChainRevert
-from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.errors import ChainRevert, IpfsError
+from tenzro_operator.pubsub import submission_topic, syncer_topic
+from tenzro_operator.roles.delivery import (
+    ANNOUNCE_EVERY_S,
+    DELIVER,
+    Announcement,
+    SubmissionEndpoint,
+    SubmissionRefused,
+    announced_url,
+)
 from tenzro_operator.task_assets import load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.root_flow import (
@@ -51,58 +63,61 @@ class RootSyncerMixin:
     _reveals: dict  # (round, fragment, trainer lower) -> the latest RevealMessage
     _credits: list[int] | None  # cumulative credits before the open round (trainer-index order)
     _score = None  # (model, training split) of loss-improvement scoring, built at first use
+    # the intake's view of the open round, (round, commit phase's last second), set by each
+    # root_collect; the endpoint's threads read it (None: no round open for submissions yet)
+    _open: tuple[int, int] | None = None
+    _intake_lock: threading.Lock  # guards _commitments / _reveals against the endpoint's threads
+    _endpoint: SubmissionEndpoint | None = None  # the JSON-RPC endpoint, while collecting
+    _endpoint_failed = False  # it could not be bound: pubsub only for this run (logged once)
+    _announced_at = 0.0  # time.monotonic() of the last announcement of the endpoint
 
     def root_prepare(self) -> None:
-        """Whether the run is in the root flow (its topic is subscribed to once this syncer
-        collects: a stand-in does not hold a backlog that a lagging reader would make the node
-        drop)."""
+        """Whether the run is in the root flow (its topic is subscribed to, and the JSON-RPC
+        endpoint served, once this syncer collects: a stand-in does not hold a backlog that a
+        lagging reader would make the node drop)."""
         self.root_flow = self.chain.is_root_flow(self.task_id)
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
+        self._intake_lock, self._open = threading.Lock(), None
         self.root_close()
 
     def root_close(self) -> None:
         if self._pubsub is not None:
             self._pubsub.close()
             self._pubsub = None
+        if self._endpoint is not None:
+            self._endpoint.unregister(self.task_id, self.root_intake)
+            self._endpoint.release()
+            self._endpoint = None
+        self._endpoint_failed, self._announced_at = False, 0.0
 
     # ------------------------------------------------------------------ submissions
 
     def root_collect(self, run, closes: int) -> list:
-        """Drain the submission topic: keep the commitments that arrive before ``closes`` (chain
-        seconds) and the reveals signed by the enrolled trainer they name (the latest); after
-        ``closes`` turn every reveal that opens a timely commitment of its trainer into a `_Sub`
-        (returned, for `validate_all`). Messages of other rounds or other parties, malformed or
-        wrongly signed ones are dropped (pubsub is open to anyone): what is kept is bounded by
-        M x F x `MAX_COMMITMENTS` commitments and M x F reveals."""
+        """Drain the submission topic into `root_intake` (the endpoint's threads feed it too, see
+        `root_serve_endpoint`); after ``closes`` (chain seconds) turn every kept reveal that opens a
+        timely commitment of its trainer into a `_Sub` (returned, for `validate_all`)."""
+        with self._intake_lock:
+            self._open = (run.current_round, closes)
         if self._pubsub is None:
             self._pubsub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id))
             log.info("root flow: submissions on pubsub topic %s", submission_topic(self.task_id))
+        self.root_serve_endpoint()
         now = self.chain_now()
         for _ in range(MAX_MESSAGES_PER_POLL):
             msg = self._pubsub.get(timeout_s=0)
             if msg is None:
                 break
             try:
-                m = parse_message(msg.data)
-            except RootFlowError as exc:
+                self.root_intake(parse_message(msg.data), now)
+            except RootFlowError as exc:  # malformed, or refused (SubmissionRefused): pubsub is open to anyone
                 log.debug("dropped a pubsub message from %s: %s", msg.from_peer, exc)
-                continue
-            if bytes.fromhex(m.task[2:]) != self.task_id or m.round != run.current_round \
-                    or m.fragment >= len(self.runtime.fragments) or m.trainer.lower() not in self._trainer_indices():
-                continue  # what is kept is bounded by M x F x MAX_COMMITMENTS, whatever anyone publishes
-            key = (m.round, m.fragment, m.trainer.lower())
-            if isinstance(m, CommitMessage):
-                if now <= closes:
-                    seen = self._commitments.setdefault(key, set())
-                    if len(seen) < MAX_COMMITMENTS:
-                        seen.add(bytes.fromhex(m.commitment[2:]))
-            elif self._reveals.get(key) != m and m.signer(self.chain.chain_id, self.chain.registry.address) == key[2]:
-                self._reveals[key] = m  # only a reveal its trainer signed can replace another
         if now <= closes:
             return []
         new = []
         rs = self._round
-        for key, m in list(self._reveals.items()):
+        with self._intake_lock:
+            reveals = list(self._reveals.items())
+        for key, m in reveals:
             r, f, trainer = key
             if r != rs.round or (f, trainer) in rs.subs:
                 continue
@@ -114,6 +129,95 @@ class RootSyncerMixin:
             sub.offchain = True
             new.append(sub)
         return new
+
+    def root_intake(self, m: CommitMessage | RevealMessage, now: int | None = None) -> None:
+        """The one intake of root-flow messages, pubsub's and the JSON-RPC endpoint's alike: keep a
+        commitment that arrives before the commit phase closes (chain seconds ``now``, read when
+        None) and a reveal signed by the enrolled trainer it names (the latest replaces the
+        previous). Only messages of this task, of the round open for submissions (the one the last
+        `root_collect` saw), of an existing fragment and naming an enrolled trainer are kept, so
+        what is kept is bounded by M x F x `MAX_COMMITMENTS` commitments and M x F reveals,
+        whatever anyone sends. Thread-safe (the endpoint calls it from its worker threads; the
+        dicts are replaced, never changed in place, so a reader holds a stable copy).
+
+        Raises:
+            SubmissionRefused: the message is not kept (``reason``: wrong_task, no_open_round,
+                wrong_round, bad_fragment, not_enrolled, commit_phase_closed,
+                too_many_commitments, bad_signature).
+        """
+        if bytes.fromhex(m.task[2:]) != self.task_id:
+            raise SubmissionRefused("wrong_task", f"task {m.task} is not this run's (0x{self.task_id.hex()})",
+                                    {"task": m.task})
+        opened = self._open
+        if opened is None:
+            raise SubmissionRefused("no_open_round", "no round is open for submissions at this syncer yet")
+        r, closes = opened
+        if m.round != r:
+            raise SubmissionRefused("wrong_round", f"round {m.round} is not the round open for submissions ({r})",
+                                    {"round": m.round, "open": r})
+        if m.fragment >= len(self.runtime.fragments):
+            raise SubmissionRefused("bad_fragment", f"fragment {m.fragment} of a run with "
+                                                    f"{len(self.runtime.fragments)}", {"fragment": m.fragment})
+        key = (m.round, m.fragment, m.trainer.lower())
+        if key[2] not in self._trainer_indices():
+            raise SubmissionRefused("not_enrolled", f"{m.trainer} is not an enrolled trainer of the run",
+                                    {"trainer": m.trainer})
+        if isinstance(m, CommitMessage):
+            if now is None:
+                now = self.chain_now()
+            if now > closes:
+                raise SubmissionRefused("commit_phase_closed", f"the commit phase of round {r} closed at {closes} "
+                                                               f"(chain time now {now})",
+                                        {"closes": closes, "now": now})
+            word = bytes.fromhex(m.commitment[2:])
+            with self._intake_lock:
+                seen = self._commitments.get(key, frozenset())
+                if word not in seen:
+                    if len(seen) >= MAX_COMMITMENTS:
+                        raise SubmissionRefused("too_many_commitments", f"{MAX_COMMITMENTS} commitments of this "
+                                                                        "trainer and fragment kept already",
+                                                {"limit": MAX_COMMITMENTS})
+                    self._commitments = {**self._commitments, key: frozenset(seen | {word})}
+            return
+        if self._reveals.get(key) == m:
+            return  # kept already (pubsub repeats every poll)
+        signer = m.signer(self.chain.chain_id, self.chain.registry.address)
+        if signer != key[2]:  # only a reveal its trainer signed can replace another
+            raise SubmissionRefused("bad_signature", f"the reveal recovers to {signer or 'no address'}, not to "
+                                                     f"trainer {key[2]}", {"recovered": signer or None})
+        with self._intake_lock:
+            self._reveals = {**self._reveals, key: m}
+
+    def root_serve_endpoint(self) -> None:
+        """With ``submission_rpc_port`` configured: serve `DELIVER` for this run (once, while this
+        syncer collects) and announce its URL on the run's syncer topic, signed, every
+        `ANNOUNCE_EVERY_S` seconds. A port that cannot be bound is logged once: pubsub only."""
+        port = getattr(self.config, "submission_rpc_port", None)
+        if port is None or self._endpoint_failed:
+            return
+        host = self.config.submission_rpc_host
+        if self._endpoint is None:
+            try:
+                ep = SubmissionEndpoint.acquire(host, port, self.config.submission_rpc_max_request_bytes)
+            except OSError as exc:
+                self._endpoint_failed = True
+                log.warning("root flow: cannot serve the submission endpoint on %s:%d (%s): submissions over "
+                            "pubsub only", host, port, exc)
+                return
+            ep.register(self.task_id, self.root_intake)
+            self._endpoint = ep
+            log.info("root flow: submissions also over JSON-RPC (%s) at %s", DELIVER, ep.url)
+        if time.monotonic() - self._announced_at < ANNOUNCE_EVERY_S:
+            return
+        self._announced_at = time.monotonic()
+        url = announced_url(host, self._endpoint.url, self.config.submission_rpc_url)
+        if url is None:
+            return
+        ann = Announcement.signed(self.account, self.task_id, url, int(time.time()))
+        try:
+            self.ipfs.pubsub_publish(syncer_topic(self.task_id), ann.encode())
+        except IpfsError as exc:
+            log.debug("announcing the submission endpoint failed (%s): retrying later", exc)
 
     def _refuse_reveal(self, run, m: RevealMessage) -> str:
         """Why reveal ``m`` cannot be accepted ("" when it can)."""

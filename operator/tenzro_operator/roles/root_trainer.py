@@ -1,5 +1,6 @@
 """The trainer's root-flow half (contracts/PROTOCOL.md §5; the wire and phases in
-`tenzro_operator.root_flow`): deliver signed submissions over pubsub in two phases, wait for
+`tenzro_operator.root_flow`): deliver signed submissions over pubsub in two phases, and to the
+syncer's JSON-RPC endpoint too when one is known (`tenzro_operator.roles.delivery`), wait for
 ``commitRound``, and after the seal claim the reward with a Merkle proof.
 
 A trainer the syncer leaves out without a reason (`RootTrainerMixin.check_left_out`) delivers
@@ -18,7 +19,8 @@ import logging
 
 from tenzro_operator.chain import RunStatus, RunView, SignedPayload
 from tenzro_operator.errors import ChainRevert, IpfsError, TenzroError
-from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.pubsub import submission_topic, syncer_topic
+from tenzro_operator.roles.delivery import Announcement, DeliveryError, post_messages
 from tenzro_operator.root_flow import (
     CommitMessage,
     RevealMessage,
@@ -47,6 +49,10 @@ class RootTrainerMixin:
     _committed: dict  # {round: its RoundCommitted args}, the last round root_wait saw committed
     forced: bool = False  # left out once without a reason: deliver on-chain too (`force`)
     _onchain: dict  # round -> {fragment: "committed" | "revealed" | "refused"} on the forced path
+    # delivery to the syncer's JSON-RPC endpoint (`deliver_rpc`)
+    _ann_sub = None  # subscription to the run's syncer topic (the endpoint's announcements)
+    _ann: Announcement | None = None  # the latest announcement signed by the run's syncer
+    _rpc_logged: tuple | None = None  # (round, what): the last problem logged (once per round)
 
     def root_prepare(self) -> None:
         self.root_flow = self.spec.require_protocol().flow == "root"
@@ -90,15 +96,81 @@ class RootTrainerMixin:
         closes = self.closes_of(r, opened_at)
         reveal = self.chain_now() > closes
         topic = submission_topic(self.task_id)
-        try:
-            for f, m in self._outbox.get(r, []):
-                out = m if reveal else CommitMessage(task=m.task, round=r, fragment=f, trainer=m.trainer,
-                                                     commitment="0x" + m.commitment().hex())
-                self.ipfs.pubsub_publish(topic, out.encode())
-        except IpfsError as exc:
-            log.warning("round %d: publishing on %s failed (%s): retrying on the next poll", r, topic, exc)
+        out = [(m if reveal else CommitMessage(task=m.task, round=r, fragment=f, trainer=m.trainer,
+                                               commitment="0x" + m.commitment().hex())).encode()
+               for f, m in self._outbox.get(r, [])]
+        if getattr(self.config, "publish_pubsub", True):
+            try:
+                for data in out:
+                    self.ipfs.pubsub_publish(topic, data)
+            except IpfsError as exc:
+                log.warning("round %d: publishing on %s failed (%s): retrying on the next poll", r, topic, exc)
+        self.deliver_rpc(r, out)
         if self.forced:
             self.force(r, reveal, closes)
+
+    def deliver_rpc(self, r: int, messages: list[bytes]) -> None:
+        """Post round r's messages (encoded) to the syncer's endpoint too: the configured
+        ``syncer_rpc``, else the URL the run's syncer announced (`syncer_rpc_url`). Best effort:
+        a dead endpoint is logged once per round and retried on the next poll; pubsub still
+        carries the messages. A refusal (a round not open yet, a commitment after the phase) is
+        logged at DEBUG."""
+        url = getattr(self.config, "syncer_rpc", None) or self.syncer_rpc_url()
+        if url is None:
+            if not getattr(self.config, "publish_pubsub", True):
+                self._log_rpc_once(r, "none", "round %d: pubsub publishing is off and no syncer endpoint is known "
+                                              "yet (none configured, none announced): nothing delivered yet", r)
+            return
+        try:
+            answers = post_messages(url, messages)
+        except DeliveryError as exc:
+            self._log_rpc_once(r, "dead", "round %d: the syncer endpoint %s does not answer (%s): retrying each "
+                                          "poll; pubsub still carries the messages", r, url, exc)
+            return
+        for a in answers:
+            if a is not None:
+                log.debug("round %d: the syncer endpoint refused a message: %s", r, a.get("message"))
+
+    def _log_rpc_once(self, r: int, what: str, fmt: str, *args) -> None:
+        if self._rpc_logged != (r, what):
+            self._rpc_logged = (r, what)
+            log.warning(fmt, *args)
+
+    def syncer_rpc_url(self) -> str | None:
+        """The endpoint URL of the latest announcement on the run's syncer topic signed by the
+        run's syncer (the topic is subscribed to at the first call of a run); None until one came."""
+        topic = syncer_topic(self.task_id)
+        try:
+            if self._ann_sub is None or self._ann_sub.topic != topic:
+                if self._ann_sub is not None:
+                    self._ann_sub.close()
+                self._ann_sub, self._ann = None, None
+                self._ann_sub = self.ipfs.pubsub_subscribe(topic)
+            fresh = []
+            for _ in range(1000):
+                msg = self._ann_sub.get(timeout_s=0)
+                if msg is None:
+                    break
+                try:
+                    a = Announcement.parse(msg.data)
+                except RootFlowError:
+                    continue
+                if a.task == "0x" + self.task_id.hex() and (self._ann is None or a.issued > self._ann.issued
+                                                           or a.syncer != self._ann.syncer):
+                    fresh.append(a)
+        except IpfsError as exc:
+            log.debug("reading the syncer's announcements failed (%s): retrying on the next poll", exc)
+            self._ann_sub = None
+            return self._ann.url if self._ann is not None else None
+        if fresh:
+            syncer = self.chain.get_run(self.task_id).syncer.lower()
+            for a in sorted(fresh, key=lambda a: a.issued):
+                if a.syncer == syncer and a.signer() == syncer and (self._ann is None or a.syncer != self._ann.syncer
+                                                                    or a.issued > self._ann.issued):
+                    if self._ann is None or self._ann.url != a.url:
+                        log.info("the syncer's submission endpoint: %s (announced)", a.url)
+                    self._ann = a
+        return self._ann.url if self._ann is not None else None
 
     def force(self, r: int, reveal: bool, closes: int) -> None:
         """The forced path (PROTOCOL.md §5 "Forced inclusion", commit-reveal): each fragment of
