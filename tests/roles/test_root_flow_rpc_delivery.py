@@ -174,3 +174,14 @@ def test_a_run_without_pubsub_delivery_seals_over_json_rpc(dev, runner, tmp_path
     rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
     assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [[3, 3], [3, 3]]
     assert runner.daemons["t1"]._ann is not None  # t1 learned the endpoint from the announcement
+
+
+def test_a_dead_endpoint_is_logged_once_per_round_and_never_stops_the_trainer(dev, tmp_path, caplog):
+    import logging
+
+    t = trainer_daemon(dev, TRAINERS[0], None, tmp_path / "t", syncer_rpc=f"http://127.0.0.1:{free_port()}/")
+    caplog.set_level(logging.WARNING, logger="tenzro.trainer")
+    for r in (0, 0, 0, 1, 1):
+        t.deliver_rpc(r, [b"{}"])  # nobody listens: logged, not raised
+    dead = [rec.getMessage() for rec in caplog.records if "does not answer" in rec.getMessage()]
+    assert len(dead) == 2 and dead[0].startswith("round 0") and dead[1].startswith("round 1")
