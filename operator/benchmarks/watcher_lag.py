@@ -62,7 +62,7 @@ def main(workdir: Path | None, trainers: int) -> None:
 
         task = f"watch-{int(time.time())}"
         workdir = REPO / ".devnet" / "demo" / task
-        run_demo(DemoSettings(task_id=task, workdir=workdir, trainers=trainers))
+        run_demo(DemoSettings(task_id=task, workdir=workdir, trainers=trainers, flow="v1"))  # results describe v1
     rows = watcher_rounds(workdir / "watcher")["rounds"]
     if not rows:
         raise SystemExit(f"no watcher-rounds.jsonl under {workdir / 'watcher'}: not a demo work dir with a watcher")

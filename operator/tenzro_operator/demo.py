@@ -64,7 +64,7 @@ from tenzro_operator.demo_results import accounting, round_weights, trainer_rows
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
-from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
+from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task, robust_aggregation
 from tenzro_operator.spec import MAX_SUBMISSION_SLOTS, spec_hash
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.units import format_tokens
@@ -83,13 +83,6 @@ MAX_ROUNDS = 1024  # TrainingRegistry.MAX_ROUNDS
 ETH = 10**18  # wei
 FLOWS = ("root", "v1")
 console = Console()
-
-
-def robust_rule(defaults: dict = ROBUST_DEFAULTS) -> str | dict:
-    """The spec's ``aggregation`` for the rule of `ROBUST_DEFAULTS` (serde's external tagging:
-    ``{"TrimmedMean": {"alpha_bps": N}}``, or the bare name of a rule without parameters)."""
-    params = dict(defaults["rule_params"])
-    return {defaults["rule"]: params} if params else defaults["rule"]
 
 
 class DemoError(TenzroError):
@@ -120,9 +113,10 @@ class DemoSettings:
     # window is only a bound.
     grace_window_ms: int = 40_000
     challenge_window_ms: int = 30_000
-    aggregation: str | dict = field(default_factory=robust_rule)  # ROBUST_DEFAULTS' rule
+    aggregation: str | dict = field(default_factory=robust_aggregation)  # ROBUST_DEFAULTS' rule
     norm_multiple: float = ROBUST_DEFAULTS["norm_multiple"]  # the norm screen
     scoring: bool = ROBUST_DEFAULTS["scoring"]  # loss-improvement scoring (score_min 0; root flow only)
+    overlap_steps: int = 0  # the spec's overlap: early inner steps while a round settles (<= inner_steps)
     reward_pool: int = 1_000 * TOKEN
     stake: int = 100 * TOKEN
     escrow_bonus: int = 50 * TOKEN
@@ -372,7 +366,8 @@ def spec_draft(s: DemoSettings, task: str, sponsor_address: str) -> SpecDraft:
         aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
         max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
         enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
-        norm_multiple=s.norm_multiple, flow=s.flow, score_min=0.0 if s.scoring and s.flow == "root" else None)
+        norm_multiple=s.norm_multiple, flow=s.flow, score_min=0.0 if s.scoring and s.flow == "root" else None,
+        overlap_steps=s.overlap_steps)
 
 
 @dataclass

@@ -1030,8 +1030,10 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             return True
         if not self.config.finalize_early:
             return False
-        if self.root_flow and self.chain_now() <= rs.closes:  # the registry refuses a commit in the commit phase
-            return False
+        if self.root_flow:
+            if self.chain_now() <= rs.closes:  # the registry refuses a commit in the commit phase
+                return False
+            self.nudge_devnet(rs.closes)  # a devnet's head may still be stamped inside the phase
         acc = self._norm_screen()
         if not all(len(v) >= run.quorum for v in acc.values()):
             rs.quorum_since = None
