@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import contextvars
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from tenzro_operator.errors import ConfigError
@@ -51,6 +51,15 @@ __all__ = [
 
 DEFAULT_METRICS_PORT = 9101
 _yaml_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_data", default=None)
+
+
+def _http_url(v: str) -> str:
+    if not v.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http(s) URL, got {v!r}")
+    return v
+
+
+HttpUrlText = Annotated[str, AfterValidator(_http_url)]  # an http(s) URL kept as written
 
 
 class _YamlSource(PydanticBaseSettingsSource):
@@ -180,20 +189,13 @@ class TrainerConfig(CommonConfig):
     max_runs: int | None = Field(default=1, ge=1, description="runs to join before exiting (without task_id); "
                                  "None = forever")
     # -- root flow: delivery of the signed submissions (`tenzro_operator.roles.delivery`)
-    syncer_rpc: str | None = Field(default=None, description="root flow: URL of the syncer's submission endpoint "
-                                   "(``tenzro_training_deliver``); every message published on pubsub is posted "
-                                   "there too. None = the URL the run's syncer announces, signed, on its pubsub "
-                                   "topic (none announced: pubsub only)")
+    syncer_rpc: HttpUrlText | None = Field(default=None, description="root flow: URL of the syncer's submission "
+                                           "endpoint (``tenzro_training_deliver``); every message published on "
+                                           "pubsub is posted there too. None = the URL the run's syncer announces, "
+                                           "signed, on its pubsub topic (none announced: pubsub only)")
     publish_pubsub: bool = Field(default=True, description="root flow: publish the submissions on the task's "
                                  "pubsub topic; false = deliver them only to the syncer's endpoint (a network "
                                  "where libp2p pubsub does not reach)")
-
-    @field_validator("syncer_rpc")
-    @classmethod
-    def _syncer_rpc(cls, v):
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError(f"must be an http(s) URL, got {v!r}")
-        return v
 
     @field_validator("stake")
     @classmethod
@@ -243,18 +245,11 @@ class SyncerConfig(CommonConfig):
                                             "the conventional port")
     submission_rpc_host: str = Field(default="127.0.0.1", description="address the submission endpoint listens "
                                      "on (the default serves this machine only; 0.0.0.0 for remote trainers)")
-    submission_rpc_url: str | None = Field(default=None, description="URL announced to trainers; None = "
+    submission_rpc_url: HttpUrlText | None = Field(default=None, description="URL announced to trainers; None = "
                                            "http://<submission_rpc_host>:<port>/ (a wildcard host announces "
                                            "nothing: set this)")
     submission_rpc_max_request_bytes: int = Field(default=256 * 1024, gt=0, description="largest HTTP request "
                                                   "body of the submission endpoint, bytes (HTTP 413 above)")
-
-    @field_validator("submission_rpc_url")
-    @classmethod
-    def _submission_rpc_url(cls, v):
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError(f"must be an http(s) URL, got {v!r}")
-        return v
 
     @property
     def register_stake_atto(self) -> int | None:

@@ -110,3 +110,41 @@ def test_file_errors(tmp_path):
         load_config(write(tmp_path, "a: 1\nb: [\n"), TrainerConfig)  # the parser stops at the end (line 3)
     with pytest.raises(ConfigError, match="must be a mapping"):
         load_config(write(tmp_path, "- 1\n- 2\n"), TrainerConfig)
+
+
+# -- root-flow delivery: the syncer's submission endpoint, the trainer's syncer_rpc / publish_pubsub
+
+
+def test_defaults_are_pubsub_only_and_the_examples_enable_the_endpoint():
+    s, t = load_config(None, SyncerConfig), load_config(None, TrainerConfig)
+    assert (s.submission_rpc_port, s.submission_rpc_host, s.submission_rpc_url) == (None, "127.0.0.1", None)
+    assert (t.syncer_rpc, t.publish_pubsub) == (None, True)
+    assert load_config(EXAMPLES / "syncer.yaml", SyncerConfig).submission_rpc_port == 9112
+    assert load_config(EXAMPLES / "trainer.yaml", TrainerConfig).publish_pubsub is True
+
+
+def test_delivery_env_overrides_the_file(tmp_path, monkeypatch):
+    p = tmp_path / "s.yaml"
+    p.write_text("submission_rpc_port: 9112\n")
+    monkeypatch.setenv("TENZRO_SUBMISSION_RPC_PORT", "9200")
+    monkeypatch.setenv("TENZRO_SUBMISSION_RPC_HOST", "0.0.0.0")
+    monkeypatch.setenv("TENZRO_SUBMISSION_RPC_URL", "http://syncer.example:9200/")
+    s = load_config(p, SyncerConfig)
+    assert (s.submission_rpc_port, s.submission_rpc_host, s.submission_rpc_url) == \
+        (9200, "0.0.0.0", "http://syncer.example:9200/")
+    monkeypatch.setenv("TENZRO_SYNCER_RPC", "http://127.0.0.1:9112/")
+    monkeypatch.setenv("TENZRO_PUBLISH_PUBSUB", "false")
+    t = load_config(None, TrainerConfig)
+    assert (t.syncer_rpc, t.publish_pubsub) == ("http://127.0.0.1:9112/", False)
+
+
+@pytest.mark.parametrize("cls, text, field", [
+    (SyncerConfig, "submission_rpc_port: 70000\n", "submission_rpc_port"),
+    (SyncerConfig, "submission_rpc_url: syncer.example:9112\n", "submission_rpc_url"),
+    (TrainerConfig, "syncer_rpc: ftp://x\n", "syncer_rpc"),
+])
+def test_bad_delivery_values_name_the_field(tmp_path, cls, text, field):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=field):
+        load_config(p, cls)

@@ -145,7 +145,8 @@ def cell(runs: dict, defence: Defence, byz: int, attack: str, seeds: list[int], 
     """Ratios of the attack's runs to the reference's, per seed; None until every run is there."""
     ratios, halted = [], None
     for s in seeds:
-        a, ref = runs.get(run_key(defence, byz, attack, s, rounds)), runs.get(run_key(defence, byz, "absent", s, rounds))
+        a = runs.get(run_key(defence, byz, attack, s, rounds))
+        ref = runs.get(run_key(defence, byz, "absent", s, rounds))
         if a is None or ref is None:
             return None
         if "halted" in ref:
@@ -215,8 +216,8 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
             elif any("halted" in r for r in rs):
                 vals.append("halt")
             else:
-                m, sd = statistics.fmean(r["last3"] for r in rs), statistics.stdev(r["last3"] for r in rs) if len(rs) > 1 else 0
-                vals.append(f"{m:.4f} ± {sd:.4f}")
+                xs = [r["last3"] for r in rs]
+                vals.append(f"{statistics.fmean(xs):.4f} ± {statistics.stdev(xs) if len(xs) > 1 else 0.0:.4f}")
         lines.append(f"| {d.name} | " + " | ".join(vals) + " |")
     n_runs = len([k for k in runs if k.endswith(f"rounds={rounds}")])
     lines += ["", f"Runs in the cache for these rounds: {n_runs} of {len(plan(seeds, rounds, fractions))}"

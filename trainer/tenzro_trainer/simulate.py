@@ -190,7 +190,8 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                 except ValueError:
                     if i not in attackers:
                         raise  # an honest pseudo-gradient the codec cannot encode is a bug, not an attack
-        up = max(sum(len(p.get(f"worker{i:03d}", b"")) for p in payloads) for i in range(cfg.workers))  # one worker's upload
+        # one worker's upload
+        up = max(sum(len(p.get(f"worker{i:03d}", b"")) for p in payloads) for i in range(cfg.workers))
         rejected = 0
         new_state = dict(state)
         down = 0
