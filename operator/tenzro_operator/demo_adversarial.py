@@ -24,6 +24,12 @@ bounty; the run's tokens must balance exactly (in: pool, stakes, the syncers' po
 claims, refunds, fees, the rounding dust left to the sponsor, burned, bounty, the syncers' stakes
 left), every honest trainer must get its stake back and a reward, and the receipt must verify by
 replay. It ends with ``caught: <X> of <Y>`` and exits 1 unless X = Y and everything else holds.
+
+``cheats`` (``--cheat``, repeatable) runs a subset of the four (default: all): syncer A keeps only
+the selected faults (it is the elected syncer either way), the copycat and the sign flipper run
+only when selected (M = 4 honest + the selected cheating trainers), stand-in syncer B only with the
+wrong aggregate (nothing else rewinds a round); the watcher always watches. ``caught`` then covers
+the selected cheats, and every other check holds as for all four.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,13 +70,19 @@ from tenzro_operator.root_flow import committed_rounds, cumulative_credits
 from tenzro_operator.units import format_tokens
 from tenzro_trainer.data.collection import default_collection
 
-__all__ = ["ADVERSARIAL", "run_adversarial"]
+__all__ = ["ADVERSARIAL", "CHEATS", "run_adversarial"]
 
 HONEST = 4  # honest trainers
 BOND = 150 * TOKEN  # the run's syncer bond at least (`_bond`): whole TNZO, above the devnet's minimum syncer stake
 ADVERSARIAL = DemoSettings(trainers=HONEST + 2, quorum=3, fragments=4, rounds=4, grace_window_ms=40_000,
                            syncer_bond=BOND, timeout_s=600.0, out=REPO_ROOT / "out" / "demo-adversarial")
 CHALLENGE_WINDOW_MS = 30_000  # a round stays provable this long after its commit; the seal waits it out
+# each cheat: syncer A's fault flag (the false report names the honest trainer at index 0), or the
+# cheating trainer's fault
+SYNCER_FAULTS = {"false invalid report": {"false_invalid_report": [0, 0, 0]},
+                 "wrong aggregate": {"wrong_aggregate_at": [1, 0]}}
+TRAINER_FAULTS = {"copycat": {"kind": "copycat"}, "sign flip": {"kind": "sign_flip"}}
+CHEATS = (*SYNCER_FAULTS, *TRAINER_FAULTS)
 
 
 def _roles(s: DemoSettings) -> dict[str, int]:
@@ -80,17 +93,24 @@ def _roles(s: DemoSettings) -> dict[str, int]:
             "syncer-a": k, "syncer-b": k + 1, "watcher": k + 2}
 
 
-def _trainer_names(s: DemoSettings) -> dict[str, str]:
-    names = {f"trainer-{i}": "honest" for i in range(HONEST)}
-    names[f"trainer-{HONEST}"], names[f"trainer-{HONEST + 1}"] = "copycat", "sign flip"
-    return names
+def _trainer_kinds(cheats: Collection[str]) -> dict[str, str]:
+    """Trainer role -> kind: the honest trainers, then the selected cheating trainers in order."""
+    kinds = [*["honest"] * HONEST, *(c for c in TRAINER_FAULTS if c in cheats)]
+    return {f"trainer-{i}": kind for i, kind in enumerate(kinds)}
 
 
-def run_adversarial(s: DemoSettings = ADVERSARIAL) -> dict:
-    """Run the scenario (see the module docstring); returns the summary. Raises `DemoError` when a
-    cheat is not caught, an honest party lost anything, the tokens do not balance or the receipt
+def run_adversarial(s: DemoSettings = ADVERSARIAL, cheats: Collection[str] = CHEATS) -> dict:
+    """Run the scenario (see the module docstring) with the selected ``cheats`` (names of `CHEATS`;
+    ``s.trainers`` becomes 4 + the cheating trainers); returns the summary. Raises `DemoError` when
+    a cheat is not caught, an honest party lost anything, the tokens do not balance or the receipt
     does not verify."""
     t_start = time.monotonic()
+    if unknown := set(cheats) - set(CHEATS):
+        raise DemoError(f"unknown cheats {sorted(unknown)}; known: {', '.join(CHEATS)}")
+    cheats = [c for c in CHEATS if c in cheats]
+    kinds = _trainer_kinds(cheats)
+    syncers = ["syncer-a", "syncer-b"] if "wrong aggregate" in cheats else ["syncer-a"]
+    s = replace(s, trainers=len(kinds))
     deployer, ipfs = _preflight(s)
     task = s.task_id or f"adversarial-{int(time.time())}"
     work = s.workdir or REPO_ROOT / ".devnet" / "demo" / task
@@ -100,8 +120,8 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL) -> dict:
     addr = {r: anvil_account(i).address for r, i in roles.items()}
     _fund(deployer, {r: a for r, a in addr.items() if r not in ("syncer-a", "syncer-b", "watcher")}, s)
     s = replace(s, syncer_bond=_bond(deployer))
-    _fund(deployer, {"syncer": addr["syncer-a"]}, s)
-    _fund(deployer, {"syncer": addr["syncer-b"]}, s)
+    for r in syncers:
+        _fund(deployer, {"syncer": addr[r]}, s)
     _fund(deployer, {"watcher": addr["watcher"]}, replace(s, stake=0))
     a = _client(s, anvil_account(roles["syncer-a"]))
     a.register_syncer(s.syncer_bond)  # exactly one bond: once slashed it can never be drawn again
@@ -127,21 +147,24 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL) -> dict:
     trainer = lambda i, **kw: {**_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,  # noqa: E731
                                "did": f"did:tenzro:machine:adversarial-{i}", "inner": {"batch_size": s.batch_size},
                                **kw}
-    procs = [spawn("syncer-a", "tenzro_operator.syncer_cli", syncer(
-        "syncer-a", fault={"false_invalid_report": [0, 0, 0], "wrong_aggregate_at": [1, 0]}))]
+    a_fault = {k: v for c in cheats for k, v in SYNCER_FAULTS.get(c, {}).items()}
+    procs = [spawn("syncer-a", "tenzro_operator.syncer_cli", syncer("syncer-a", fault=a_fault or None))]
     procs += [spawn(f"trainer-{i}", "tenzro_operator.trainer_cli", trainer(i)) for i in range(HONEST)]
     procs.append(spawn("watcher", "tenzro_operator.watcher_cli",
                        {**_common(s, keys["watcher"], work / "watcher"), "task_id": task}))
     try:
         # the honest trainers hold indices 0..3 (the false report names index 0), then the cheaters
         _wait(lambda: sponsor.get_run(task_id).enrolled_count >= HONEST, 300, "the honest trainers to enroll", procs)
-        procs.append(spawn(f"trainer-{HONEST}", "tenzro_operator.trainer_cli", trainer(HONEST, fault={"kind": "copycat"})))
-        procs.append(spawn(f"trainer-{HONEST + 1}", "tenzro_operator.trainer_cli",
-                           trainer(HONEST + 1, fault={"kind": "sign_flip"})))
+        for i in range(HONEST, s.trainers):
+            procs.append(spawn(f"trainer-{i}", "tenzro_operator.trainer_cli",
+                               trainer(i, fault=TRAINER_FAULTS[kinds[f"trainer-{i}"]])))
         _wait(lambda: sponsor.get_run(task_id).syncer == addr["syncer-a"], 300, "syncer A to be elected", procs)
-        procs.append(spawn("syncer-b", "tenzro_operator.syncer_cli", syncer("syncer-b")))
-        console.print("started syncer A (lies), 4 honest trainers, a copycat, a sign flipper, a watcher with a key, "
-                      f"then stand-in syncer B (logs in {work / 'logs'})")
+        if "syncer-b" in syncers:
+            procs.append(spawn("syncer-b", "tenzro_operator.syncer_cli", syncer("syncer-b")))
+        a_cheats = ", ".join(c for c in cheats if c in SYNCER_FAULTS) or "none"
+        cheaters = "".join(f", {kinds[f'trainer-{i}']}" for i in range(HONEST, s.trainers))
+        console.print(f"started syncer A (cheats: {a_cheats}), 4 honest trainers{cheaters}, a watcher with a key"
+                      f"{', then stand-in syncer B' * (len(syncers) > 1)} (logs in {work / 'logs'})")
         train_s = wait_sealed(sponsor, task_id, procs, s)
         watcher = next(p for p in procs if p.name == "watcher")
         try:
@@ -152,8 +175,8 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL) -> dict:
     finally:
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
-    summary = _summarize(s, sponsor, ipfs, task_id, posted_block, addr, work, t_start)
-    for r in ("syncer-a", "syncer-b"):  # leave the pool (best effort): this run's syncers take no part in others
+    summary = _summarize(s, cheats, syncers, sponsor, ipfs, task_id, posted_block, addr, work, t_start)
+    for r in syncers:  # leave the pool (best effort): this run's syncers take no part in others
         try:
             _client(s, anvil_account(roles[r])).unregister_syncer()
         except ChainRevert:
@@ -185,14 +208,14 @@ def _claims(chain, task_id: bytes, from_block: int) -> int:
     return len(_events(chain, task_id, from_block, "RewardClaimed"))
 
 
-def _summarize(s: DemoSettings, chain, ipfs, task_id: bytes, from_block: int, addr: dict[str, str], work: Path,
-               t_start: float) -> dict:
+def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ipfs, task_id: bytes, from_block: int,
+               addr: dict[str, str], work: Path, t_start: float) -> dict:
     run = chain.get_run(task_id)
     if run.status != RunStatus.SEALED:
         raise DemoError(f"the run is {run.status.name}, not sealed")
     trainers = [t.lower() for t in chain.trainers_of(task_id)]
     role_of = {v.lower(): k for k, v in addr.items()}
-    kinds = _trainer_names(s)
+    kinds = _trainer_kinds(cheats)
     credits = cumulative_credits(committed_rounds(chain, task_id, from_block, run.max_rounds), run.fragment_sizes,
                                  len(trainers))
     ev = lambda name: _events(chain, task_id, from_block, name)  # noqa: E731
@@ -203,23 +226,25 @@ def _summarize(s: DemoSettings, chain, ipfs, task_id: bytes, from_block: int, ad
     bounty = sum(int(e["args"]["bounty"]) for e in proofs)
     claimable = int(ev("RootRunSealed")[0]["args"]["claimable"])
     a_log = (work / "logs" / "syncer-a.log").read_text(errors="replace")
-    by_role = {role_of[t]: i for i, t in enumerate(trainers)}
+    credits_of = {kinds.get(role_of.get(t, ""), "?"): credits[i] for i, t in enumerate(trainers)}  # cheaters: one each
     caught = {
         "false invalid report": "FAULT INJECTION: reporting trainer" in a_log and not ev("InvalidProven")
         and not ev("TrainerSlashed"),
         "wrong aggregate": [e["args"]["syncer"].lower() for e in proofs] == [addr["syncer-a"].lower()],
-        "copycat": credits[by_role[f"trainer-{HONEST}"]] == 0,
-        "sign flip": credits[by_role[f"trainer-{HONEST + 1}"]] == 0,
+        **{c: credits_of.get(c) == 0 for c in TRAINER_FAULTS},
     }
+    caught = {c: caught[c] for c in cheats}
     # per party: stake in, reward, slashed, bounty (atto-units)
     rows = [("sponsor", "sponsor", s.reward_pool, claimable - sum(claims.values()), 0, 0)]
     fees_claimed = {}
     for e in ev("SyncerFeeClaimed"):
         fees_claimed[e["args"]["syncer"].lower()] = fees_claimed.get(e["args"]["syncer"].lower(), 0) + int(e["args"]["amount"])
-    for r in ("syncer-a", "syncer-b"):  # fees earned: claimed, or still owed (A's for the round it committed honestly)
+    syncer_kind = {"syncer-a": "syncer (lies)" if set(cheats) & set(SYNCER_FAULTS) else "syncer",
+                   "syncer-b": "syncer (stand-in)"}
+    for r in syncers:  # fees earned: claimed, or still owed (A's for the round it committed honestly)
         a = addr[r].lower()
         fee = chain.syncer_fee_of(task_id, addr[r]) + fees_claimed.get(a, 0)
-        rows.append((r, "syncer (lies)" if r == "syncer-a" else "syncer (stand-in)", s.syncer_bond, fee, slashed.get(a, 0), 0))
+        rows.append((r, syncer_kind[r], s.syncer_bond, fee, slashed.get(a, 0), 0))
     for i, t in enumerate(trainers):
         role = role_of.get(t, t)
         rows.append((role, kinds.get(role, "?"), s.stake, claims.get(t, 0), s.stake - refunds.get(t, 0), 0))
@@ -231,8 +256,8 @@ def _summarize(s: DemoSettings, chain, ipfs, task_id: bytes, from_block: int, ad
         table.add_row(role, kind, *(format_tokens(x, symbol="") for x in (stake_in, reward, lost, won)))
     console.print(table)
 
-    syncer_stakes_out = sum(chain.syncer_info(addr[r]).stake for r in ("syncer-a", "syncer-b"))
-    tokens_in = s.reward_pool + s.stake * len(trainers) + 2 * s.syncer_bond
+    syncer_stakes_out = sum(chain.syncer_info(addr[r]).stake for r in syncers)
+    tokens_in = s.reward_pool + s.stake * len(trainers) + len(syncers) * s.syncer_bond
     burned = sum(slashed.values()) - bounty
     tokens_out = (sum(claims.values()) + (claimable - sum(claims.values())) + sum(refunds.values())
                   + run.syncer_fees_accrued + burned + bounty + syncer_stakes_out)
@@ -249,8 +274,8 @@ def _summarize(s: DemoSettings, chain, ipfs, task_id: bytes, from_block: int, ad
     summary = {"task_id": "0x" + task_id.hex(), "caught": caught, "tokens_in": str(tokens_in),
                "tokens_out": str(tokens_out), "honest_whole": honest_whole, "receipt_ok": report.ok,
                "wall_s": round(time.monotonic() - t_start, 1),
-               "parties": [dict(zip(("party", "kind", "stake_in", "reward", "slashed", "bounty"),
-                                    (r[0], r[1], *map(str, r[2:])))) for r in rows]}
+               "parties": [dict(zip(("party", "kind", "address", "stake_in", "reward", "slashed", "bounty"),
+                                    (r[0], r[1], addr.get(r[0], r[0]), *map(str, r[2:])))) for r in rows]}
     s.out.mkdir(parents=True, exist_ok=True)
     (s.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     console.print(f"summary: {s.out / 'summary.json'}; total {summary['wall_s']:.0f} s")
@@ -265,10 +290,13 @@ def _summarize(s: DemoSettings, chain, ipfs, task_id: bytes, from_block: int, ad
 @click.option("--ipfs", default=DemoSettings.ipfs, show_default=True)
 @click.option("--deployments", type=click.Path(path_type=Path), default=DemoSettings.deployments, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=ADVERSARIAL.out, show_default=True)
-def main(rpc: str, ipfs: str, deployments: Path, out: Path) -> None:
+@click.option("--cheat", "cheats", multiple=True, type=click.Choice(CHEATS),
+              help="run only this cheat (repeatable; default: all four)")
+def main(rpc: str, ipfs: str, deployments: Path, out: Path, cheats: tuple[str, ...]) -> None:
     """Run the adversarial scenario on the devnet (`make deploy` first)."""
     try:
-        run_adversarial(replace(ADVERSARIAL, rpc=rpc, ipfs=ipfs, deployments=deployments.resolve(), out=out))
+        run_adversarial(replace(ADVERSARIAL, rpc=rpc, ipfs=ipfs, deployments=deployments.resolve(), out=out),
+                        cheats or CHEATS)
     except TenzroError as exc:
         console.print(f"[red]adversarial demo failed:[/] {exc}")
         sys.exit(1)
