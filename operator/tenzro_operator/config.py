@@ -193,6 +193,10 @@ class TrainerConfig(CommonConfig):
                                            "endpoint (``tenzro_training_deliver``); every message published on "
                                            "pubsub is posted there too. None = the URL the run's syncer announces, "
                                            "signed, on its pubsub topic (none announced: pubsub only)")
+    force_onchain: bool = Field(default=False, description="root flow: also deliver every submission on-chain "
+                                "(commitSubmission, then the reveal: two transactions per fragment, paid by the "
+                                "trainer) from the first round, where no syncer can leave it out; false = only "
+                                "after a commit left this trainer out without a true reason")
     publish_pubsub: bool = Field(default=True, description="root flow: publish the submissions on the task's "
                                  "pubsub topic; false = deliver them only to the syncer's endpoint (a network "
                                  "where libp2p pubsub does not reach)")

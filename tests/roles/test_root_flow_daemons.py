@@ -16,6 +16,7 @@ from tenzro_operator import replay
 from tenzro_operator.chain import RunStatus
 from tenzro_operator.forecast_cli import export_model
 from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.roles.trainer import FaultSettings
 from tenzro_operator.root_flow import CommitMessage, RevealMessage, committed_rounds, cumulative_credits, parse_message
 from tenzro_operator.transcript import RoundTranscript
 from tenzro_trainer import round_commitment as rc
@@ -44,22 +45,26 @@ def _start_stand_in(net, runner, tid: bytes, liar: str, data_dir) -> None:
     runner.start("B", syncer_daemon(net, tid, data_dir, account=8, evaluate=False, straggler_wait_s=30.0))
 
 
-def _run_with_a_faulty_syncer(net, tmp_path, fault: dict) -> tuple:
+def _run_with_a_faulty_syncer(net, tmp_path, fault: dict, prepare=None, **task) -> tuple:
     """A 3-trainer, 2-fragment, 2-round root-flow run (20 s challenge windows) served by syncer A
     (one bond of stake) with ``fault``, three honest trainers, a keyed watcher and stand-in
-    syncer B, until every daemon is done. Returns (task id, A's address, the watcher, the
-    daemons' results, the `Runner`)."""
+    syncer B, until every daemon is done; ``task``: more spec fields; ``prepare(k, daemon)``:
+    called on trainer k's daemon before it starts. Returns (task id, A's address, the watcher,
+    the daemons' results, the `Runner`)."""
     from roles_stack import SYNCER, Runner
 
     runner = Runner()
     try:
         tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                              challenge_window_ms=20_000, flow="root")
+                              challenge_window_ms=20_000, flow="root", **task)
         liar = net.client(SYNCER).address
         runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
                                         register_stake="10", fault=fault))
         for k in range(3):
-            runner.start(f"t{k}", trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}"))
+            daemon = trainer_daemon(net, TRAINERS[k], tid, tmp_path / f"t{k}")
+            if prepare is not None:
+                prepare(k, daemon)
+            runner.start(f"t{k}", daemon)
         watcher = _keyed_watcher(net, tid, tmp_path / "w")
         runner.start("watcher", watcher)
         _start_stand_in(net, runner, tid, liar, tmp_path / "B")
@@ -269,6 +274,72 @@ def test_a_censored_trainer_forces_its_submissions_and_a_watcher_proves_the_omis
         assert len(claims) == 3 and 0 < claims[victim] < min(v for t, v in claims.items() if t != victim)
         for idx in TRAINERS[:3]:
             assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
+        assert replay.verify_receipt(client, net.ipfs(), tid).ok
+
+
+@pytest.mark.slow
+def test_a_false_loss_increase_is_rescored_by_its_trainer_which_forces_its_way_in(tmp_path):
+    """Syncer A rejects every off-chain submission of the trainer at index 1 as ``LossIncrease``
+    (fault ``false_loss_increase``) in a run with scoring (``score_min: 0``), which nothing
+    on-chain can show. After round 0 the trainer scores its own payloads as the syncer must have,
+    finds them above ``score_min`` and delivers on-chain too from round 1 on, where no score
+    leaves a submission out: A has to credit them. The victim loses round 0 only; nobody is
+    slashed; the run seals and replays."""
+    from roles_stack import devnet_stack
+
+    with devnet_stack(tmp_path / "net") as net:
+        tid, liar, _watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {"false_loss_increase": 1},
+                                                                        score_min=0.0)
+        client = net.client()
+        assert set(results.values()) == {0}, results
+        assert client.get_run(tid).status == RunStatus.SEALED
+        victim = client.trainers_of(tid)[1]
+        daemons = {d.account.address: d for k, d in runner.daemons.items() if k.startswith("t")}
+        assert daemons[victim].forced and daemons[victim].summary["forced"] == 2
+        assert not any(d.forced for a, d in daemons.items() if a != victim)  # true verdicts are left alone
+        rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+        assert [int(rounds[r]["acceptedBitmaps"][1]) for r in (0, 1)] == [0, 3]
+        tr = RoundTranscript.parse(net.ipfs().cat(rounds[0]["transcriptCid"]), bytes(rounds[0]["transcriptHash"]))
+        assert sorted((fr.fragment, x.reason) for fr in tr.fragments for x in fr.rejected
+                      if x.trainer.lower() == victim.lower()) == [(0, "LossIncrease"), (1, "LossIncrease")]
+        forced = [e["args"] for e in _events(client, tid, "GradientSubmitted")]
+        assert sorted((int(a["round"]), int(a["fragment"])) for a in forced) == [(1, 0), (1, 1)]
+        assert _events(client, tid, "RoundProvenWrong") == [] and client.get_run(tid).syncer == liar
+        for idx in TRAINERS[:3]:
+            assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
+        assert replay.verify_receipt(client, net.ipfs(), tid).ok
+
+
+@pytest.mark.slow
+def test_a_payload_delivered_both_ways_cannot_get_an_honest_syncer_convicted(tmp_path):
+    """The attack: a trainer sends a sign-flipped payload both off-chain and forced on-chain, so
+    that an honest syncer scores the off-chain copy out and, reading the forced copy as its
+    duplicate, leaves a live forced submission out: an omission the attacker's own watcher would
+    prove for the bounty. The defence: a forced submission replaces the off-chain copy and is
+    never scored out, so the honest syncer credits it and no proof lands."""
+    from roles_stack import devnet_stack
+
+    def attacker(k, daemon):
+        if k == 2:
+            daemon.config.force_onchain = True  # delivers on-chain too from round 0
+            daemon.fault = FaultSettings(kind="sign_flip")
+
+    with devnet_stack(tmp_path / "net") as net:
+        tid, syncer, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {}, prepare=attacker,
+                                                                          score_min=0.0)
+        client = net.client()
+        assert set(results.values()) == {0}, results
+        run = client.get_run(tid)
+        assert run.status == RunStatus.SEALED and run.syncer == syncer
+        assert _events(client, tid, "RoundProvenWrong") == [] and watcher.proofs == []
+        assert client.syncer_info(syncer).stake > 0
+        me = runner.daemons["t2"].account.address
+        forced = [e["args"] for e in _events(client, tid, "GradientSubmitted")]
+        assert sorted((int(a["round"]), int(a["fragment"])) for a in forced if a["trainer"] == me) == \
+            [(0, 0), (0, 1), (1, 0), (1, 1)]
+        rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+        i = client.trainers_of(tid).index(me)
+        assert [int(rounds[r]["acceptedBitmaps"][i]) for r in (0, 1)] == [3, 3]  # forced: credited as the rule says
         assert replay.verify_receipt(client, net.ipfs(), tid).ok
 
 

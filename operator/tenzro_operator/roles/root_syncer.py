@@ -30,7 +30,6 @@ from tenzro_operator.roles.delivery import (
     announced_url,
 )
 from tenzro_operator.task_assets import load_dataset
-from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.root_flow import (
     MAX_COMMITMENTS,
     CommitMessage,
@@ -62,7 +61,7 @@ class RootSyncerMixin:
     _commitments: dict  # (round, fragment, trainer lower) -> set of commitment words received in time
     _reveals: dict  # (round, fragment, trainer lower) -> the latest RevealMessage
     _credits: list[int] | None  # cumulative credits before the open round (trainer-index order)
-    _score = None  # (model, training split) of loss-improvement scoring, built at first use
+    _score = None  # the run's ShardScorer (loss-improvement scoring), built at first use
     # the intake's view of the open round, (round, commit phase's last second), set by each
     # root_collect; the endpoint's threads read it (None: no round open for submissions yet)
     _open: tuple[int, int] | None = None
@@ -238,8 +237,7 @@ class RootSyncerMixin:
         other shards say. One at or below ``score_min`` is rejected (``LossIncrease``) and left
         out of ``accepted`` (in place). A forced on-chain submission is never scored out: the
         registry requires it accepted or proven invalid."""
-        from tenzro_trainer.models import build_model
-        from tenzro_trainer.scoring import loss_improvement, scoring_batch
+        from tenzro_operator.shard_score import ShardScorer
 
         floor = self.spec.require_protocol().score_min
         if floor is None:
@@ -247,19 +245,19 @@ class RootSyncerMixin:
         if self._score is None:
             df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
                               max_bytes=self.config.max_dataset_bytes)
-            self._score = (build_model(self.runtime.model_cfg).eval(), self.runtime.split(df))
-        model, split = self._score
-        proto, state, batches = self.spec.require_protocol(), self._state(), {}
+            self._score = ShardScorer(self.runtime, self.spec, df)
+        state = self._state()
+        liar = self.fault.false_loss_increase if self.fault is not None else None
         for f, subs in accepted.items():
             for s in subs:
                 if not s.offchain:
                     continue
                 i = self._index(s)
-                if i not in batches:  # the trainer's own shard: what its honest update was trained to improve
-                    batches[i] = scoring_batch(split, r, size=64, salt=f"{self.task_id.hex()}/{i}",
-                                               unique_ids=TaskRuntime.shard_ids(split, proto, i))
-                score = loss_improvement(model, state, list(self.runtime.fragments[f]), {s.key: s.tensors},
-                                         batches[i])[s.key]
+                score = self._score.score(r, i, state, f, s.tensors)
+                if i == liar:
+                    log.warning("FAULT INJECTION: trainer %d's fragment %d (score %.6g) rejected as LossIncrease", i,
+                                f, score)
+                    score = floor
                 if score <= floor:
                     self._reject(s, "LossIncrease", f"loss-improvement score {score:.6g} on its shard <= score_min "
                                                     f"{floor:g}")

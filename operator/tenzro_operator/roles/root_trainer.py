@@ -33,6 +33,7 @@ from tenzro_operator.root_flow import (
     parse_message,
 )
 from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
+from tenzro_trainer.errors import TrainerError
 
 __all__ = ["RootTrainerMixin"]
 
@@ -57,7 +58,7 @@ class RootTrainerMixin:
     def root_prepare(self) -> None:
         self.root_flow = self.spec.require_protocol().flow == "root"
         self._outbox, self._closes, self._committed, self._onchain = {}, {}, {}, {}
-        self.forced = False
+        self.forced = bool(getattr(self.config, "force_onchain", False))
 
     def wait_root_flow(self, run: RunView) -> None:
         """Before enrolling in a run whose spec asks for the root flow: wait until the sponsor's
@@ -201,12 +202,15 @@ class RootTrainerMixin:
                     log.warning("round %d: the forced path of fragment %d was refused (%s): it stays off-chain only",
                                 r, f, exc)
 
-    def check_left_out(self, r: int, delivered: list[int], bitmap: int) -> None:
+    def check_left_out(self, r: int, delivered: dict[int, RevealMessage], bitmap: int) -> None:
         """After round r's commit (``bitmap``: this trainer's accepted fragments): a fragment it
-        delivered that the commit neither credits nor rejects with a reason in its transcript was
-        left out silently (a censoring syncer, or one that never got the gossip; a transcript
-        nobody serves counts as silence): from the next round on, deliver on-chain too
-        (`forced`). A fragment the transcript rejects (a defect, a loss increase) changes nothing."""
+        delivered (``delivered``: fragment -> its reveal) that the commit neither credits nor
+        rejects with a reason in its transcript was left out silently (a censoring syncer, or one
+        that never got the gossip; a transcript nobody serves counts as silence): from the next
+        round on, deliver on-chain too (`forced`). A rejection for a defect changes nothing; a
+        ``LossIncrease`` is checked: this trainer scores its own payload as the syncer must have
+        (`ShardScorer`), and a score above the spec's ``score_min`` makes the verdict false, which
+        counts as silence."""
         missing = [f for f in delivered if not bitmap >> f & 1]
         if not missing or self.forced or r not in self._committed:
             return
@@ -214,15 +218,41 @@ class RootTrainerMixin:
         try:
             tr = RoundTranscript.parse(self.ipfs.cat(ev["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                        bytes(ev["transcriptHash"]))
-            rejected = {fr.fragment for fr in tr.fragments for x in fr.rejected if x.trainer.lower() == me}
+            rejected = {fr.fragment: x.reason for fr in tr.fragments for x in fr.rejected if x.trainer.lower() == me}
         except (IpfsError, TenzroError) as exc:
             log.warning("round %d: the commit's transcript cannot be read (%s)", r, exc)
-            rejected = set()
-        silent = [f for f in missing if f not in rejected]
+            rejected = {}
+        silent = [f for f in missing if f not in rejected
+                  or rejected[f] == "LossIncrease" and self.false_loss_increase(r, f, delivered[f])]
         if silent:
             self.forced = True
-            log.warning("round %d: the syncer left fragment(s) %s of this trainer out without a reason: delivering "
-                        "on-chain too (the forced path) from round %d on", r, silent, r + 1)
+            log.warning("round %d: the syncer left fragment(s) %s of this trainer out without a (true) reason: "
+                        "delivering on-chain too (the forced path) from round %d on", r, silent, r + 1)
+
+    def false_loss_increase(self, r: int, f: int, reveal: RevealMessage) -> bool:
+        """Whether a ``LossIncrease`` verdict on this trainer's fragment f of round r is false: its
+        pinned payload (``reveal.cid``), decoded as the syncer decodes, scores above ``score_min``
+        against round r's input weights. Unknown (the weights or the payload are gone): False."""
+        from tenzro_operator.shard_score import ShardScorer
+
+        floor = self.spec.require_protocol().score_min
+        held = getattr(self, "_round_input", None)
+        if floor is None or held is None or held[0] != r:
+            return False
+        try:
+            tensors, _ = self.runtime.decode_payload(self.ipfs.cat(reveal.cid, max_bytes=self.runtime.payload_cap(f)),
+                                                     f)
+        except (IpfsError, TenzroError, TrainerError) as exc:
+            log.warning("round %d: cannot re-read this trainer's fragment %d payload to check the syncer's "
+                        "LossIncrease (%s)", r, f, exc)
+            return False
+        if getattr(self, "_scorer", None) is None:
+            self._scorer = ShardScorer(self.runtime, self.spec, self.df)
+        score = self._scorer.score(r, self.index, held[1], f, tensors)
+        if score > floor:
+            log.warning("round %d: the syncer rejected fragment %d as LossIncrease, but it scores %.6g > score_min "
+                        "%g on this trainer's shard", r, f, score, floor)
+        return score > floor
 
     def root_wait(self, r: int) -> bool:
         """Deliver round r's submissions until the syncer commits the round (or the run leaves
@@ -247,7 +277,7 @@ class RootTrainerMixin:
             if r in self._outbox and self.chain_now() <= run.round_deadline:
                 self.publish(r, run.round_opened_at)
             self.sleep(self.poll_s)
-        delivered = [f for f, _ in self._outbox.pop(r, [])]
+        delivered = dict(self._outbox.pop(r, []))
         self._onchain.pop(r, None)
         try:
             self._committed = {r: committed_round(self.chain, self.task_id, self.events.start_block, r)}

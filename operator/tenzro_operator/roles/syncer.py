@@ -155,6 +155,11 @@ class SyncerFaultSettings(BaseModel):
             (``proveInvalid`` with every other signed sum of the fragment). The registry checks
             the evidence and refuses (``Registry__NotProven``): nobody is slashed; the syncer logs
             the refusal at ERROR once and finalizes the round honestly.
+        false_loss_increase: ``trainer_index``: root flow with ``score_min``: reject every
+            off-chain submission of that trainer as ``LossIncrease`` whatever its score. Nothing
+            on-chain can tell; the trainer scores its own payload, finds the verdict false and
+            delivers on-chain from the next round on (`RootTrainerMixin.check_left_out`), where
+            no score leaves a submission out.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -164,6 +169,7 @@ class SyncerFaultSettings(BaseModel):
     drop_submission: tuple[int, int, int] | None = None
     censor_trainer: int | None = Field(default=None, ge=0)
     false_invalid_report: tuple[int, int, int] | None = None
+    false_loss_increase: int | None = Field(default=None, ge=0)
 
     @field_validator("wrong_aggregate_at", "drop_submission", "false_invalid_report")
     @classmethod
@@ -244,6 +250,7 @@ class _RoundState:
     subs: dict[tuple[int, str], _Sub] = field(default_factory=dict)
     quorum_since: float | None = None
     closes: int = 0  # root flow: the commit phase's last second (chain time)
+    settled: bool = False  # root flow: no forced submission can arrive any more (`_root_inputs_settled`)
     t_start: float = field(default_factory=time.perf_counter)
     split: dict[str, float] = field(default_factory=lambda: {"fetch_s": 0.0, "validate_s": 0.0})
 
@@ -742,7 +749,13 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             if int(a["round"]) != rs.round:
                 continue
             sub = _Sub(int(a["fragment"]), a["trainer"], SignedPayload.from_event(a), block=int(ev["block_number"]))
-            if (sub.fragment, sub.key) in rs.subs or any((s.fragment, s.key) == (sub.fragment, sub.key) for s in new):
+            held = rs.subs.get((sub.fragment, sub.key))
+            if held is not None and held.offchain:
+                # root flow: a forced submission replaces the off-chain copy read before it; the
+                # registry requires the on-chain one accepted or proven invalid (left out, it is
+                # an omission anyone proves), and no score may leave it out
+                del rs.subs[(sub.fragment, sub.key)]
+            elif held is not None or any((s.fragment, s.key) == (sub.fragment, sub.key) for s in new):
                 continue
             new.append(sub)
         if self.root_flow:  # off-chain submissions: the reveals that open a timely commitment
@@ -1023,17 +1036,18 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         return out
 
     def ready(self, run: RunView) -> bool:
-        """Time to finalize? (quorum + all in or straggler wait passed; or the deadline passed)."""
+        """Time to finalize? (quorum + all in or straggler wait passed; or the deadline passed).
+
+        Root flow: never inside the commit phase, and only after a step whose collect began once
+        no forced submission could arrive any more (`_root_inputs_settled`)."""
         rs = self._round
+        if self.root_flow and not self._root_inputs_settled(run):
+            return False
         if self.chain_now() > run.round_deadline:
             self.nudge_devnet(run.round_deadline)
             return True
         if not self.config.finalize_early:
             return False
-        if self.root_flow:
-            if self.chain_now() <= rs.closes:  # the registry refuses a commit in the commit phase
-                return False
-            self.nudge_devnet(rs.closes)  # a devnet's head may still be stamped inside the phase
         acc = self._norm_screen()
         if not all(len(v) >= run.quorum for v in acc.values()):
             rs.quorum_since = None
@@ -1044,6 +1058,23 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         if all(n >= run.active_count for n in per_fragment):
             return True
         return time.monotonic() - rs.quorum_since >= float(self.opt("straggler_wait_s", 2.0))
+
+    def _root_inputs_settled(self, run: RunView) -> bool:
+        """Whether this step's collect saw every forced submission round r can get. A forced
+        reveal is mined after the commit phase, perhaps between a collect and the commit; left out,
+        it is an omission anyone proves. None can come once the phase has closed and every
+        on-chain commitment is revealed (``commitPhase``'s count is 0), or once the deadline has
+        passed: the first step that sees either only notes it, and the next one, whose collect
+        read the chain after that, may commit."""
+        rs = self._round
+        now = self.chain_now()
+        if now <= rs.closes:  # the registry refuses a commit in the commit phase
+            return False
+        self.nudge_devnet(rs.closes)  # a devnet's head may still be stamped inside the phase
+        if rs.settled:
+            return True
+        rs.settled = now > run.round_deadline or self.chain.commit_phase(self.task_id)[1] == 0
+        return False
 
     def finalize(self, run: RunView) -> bool:
         """Norm screen, slash outliers, aggregate + outer step, pin, ``finalizeRound``, persist.

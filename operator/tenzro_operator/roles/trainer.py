@@ -241,6 +241,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         # this trainer's proven rejections: (round, fragment, reason, prover, slashed atto, block)
         self._rejections: list[tuple[int, int, str, str, int, int]] = []
         self._early: EarlySteps | None = None  # the next round's early inner steps (spec overlap_steps)
+        self._round_input = None  # (round, its input weights) of the last round trained (root flow: rescoring)
+        self._scorer = None  # ShardScorer of the run (root flow with score_min: checking a LossIncrease)
 
     def _discover(self) -> bytes | None:
         runs = self.live_runs()
@@ -532,6 +534,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         """H inner steps from round r's weights, then one submission per fragment not yet submitted."""
         t_round = time.perf_counter()
         global_state, fetch_s = self.round_weights(run, r)
+        self._round_input = (r, global_state)
         self.check_stop()
         self.metrics.round.labels(task=task_label(self.task_id)).set(r)
         early, self._early = (self._early if self._early is not None and self._early.round == r else None), None
