@@ -118,7 +118,7 @@ def test_file_errors(tmp_path):
 def test_defaults_are_pubsub_only_and_the_examples_enable_the_endpoint():
     s, t = load_config(None, SyncerConfig), load_config(None, TrainerConfig)
     assert (s.submission_rpc_port, s.submission_rpc_host, s.submission_rpc_url) == (None, "127.0.0.1", None)
-    assert (t.syncer_rpc, t.publish_pubsub) == (None, True)
+    assert (t.syncer_rpc, t.publish_pubsub, t.force_onchain) == (None, True, False)
     assert load_config(EXAMPLES / "syncer.yaml", SyncerConfig).submission_rpc_port == 9112
     assert load_config(EXAMPLES / "trainer.yaml", TrainerConfig).publish_pubsub is True
 
