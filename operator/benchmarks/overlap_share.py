@@ -89,8 +89,8 @@ def main(rounds: int, inner_steps: int, presets: str) -> None:
               "the syncer, anvil and the IPFS node share two cores: early steps taken while the syncer aggregates "
               "slow the syncer down by as much as they save, which trainers on their own hosts would not do. The "
               "gain to expect on separate hosts is bounded by the inner-step share without overlap (the steps "
-              "taken early, the \"early steps per round\" column, would be free there); the loss cost of taking them is in "
-              "`trainer/benchmarks/results/overlap.md`.", ""]
+              "taken early, the \"early steps per round\" column, would be free there); the loss cost of taking "
+              "them is in `trainer/benchmarks/results/overlap.md`.", ""]
     for preset in presets.split(","):
         off, on = (next(r for r in rows if r["preset"] == preset and r["overlap_steps"] == d) for d in (0, inner_steps))
         lines.append(f"inner-step share ({preset}): {off['share']:.2f} without overlap, {on['share']:.2f} with; "

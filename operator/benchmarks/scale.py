@@ -339,8 +339,8 @@ def main(ms, fs, rounds, inner_steps, batch_size, straggler_wait_s, rpc, ipfs, d
     if any(v is not None for v in (rpc, ipfs, deployments)) and None in (rpc, ipfs, deployments):
         raise click.UsageError("--rpc, --ipfs and --deployments go together (or none: a devnet of its own)")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = DemoSettings(rounds=rounds, inner_steps=inner_steps, batch_size=batch_size, grace_window_ms=600_000, flow="v1",
-                        model_metadata=dict(TINY_MODEL),
+    base = DemoSettings(rounds=rounds, inner_steps=inner_steps, batch_size=batch_size, grace_window_ms=600_000,
+                        flow="v1", model_metadata=dict(TINY_MODEL),
                         syncer_options={"evaluate": False, "straggler_wait_s": straggler_wait_s},
                         workdir=REPO / ".devnet" / f"bench-scale-{stamp}", out=REPO / "out" / "bench-scale")
     try:

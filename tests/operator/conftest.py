@@ -107,7 +107,8 @@ def run_cli(stack, ipfs_url):
 def real_spec(tmp_path, run_cli, keystores):
     """``make(**options)`` -> (TaskSpec, path): a runnable spec written by ``tenzro train new-spec``
     (dataset and initial weights really pinned on the session IPFS node; M=2, K=1, F=2, 2 rounds,
-    sponsor anvil 1) with a fresh task id; ``options`` are more new-spec flags, e.g. ``rounds="1"`` (``True``: a bare flag).
+    sponsor anvil 1) with a fresh task id; ``options`` are more new-spec flags, e.g. ``rounds="1"``
+    (``True``: a bare flag).
     The flow is v1 unless ``flow="root"`` is given (these tests drive v1's per-submission
     transactions; new-spec's own default, the root flow, is tested on its own)."""
     from tenzro_operator.spec import load_spec
