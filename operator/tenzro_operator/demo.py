@@ -65,7 +65,7 @@ from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task, robust_aggregation
-from tenzro_operator.spec import MAX_SUBMISSION_SLOTS, spec_hash
+from tenzro_operator.spec import DEFAULT_COMPRESSION, MAX_SUBMISSION_SLOTS, spec_hash
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.units import format_tokens
 from tenzro_trainer.config import ROBUST_DEFAULTS
@@ -117,6 +117,7 @@ class DemoSettings:
     norm_multiple: float = ROBUST_DEFAULTS["norm_multiple"]  # the norm screen
     scoring: bool = ROBUST_DEFAULTS["scoring"]  # loss-improvement scoring (score_min 0; root flow only)
     overlap_steps: int = 0  # the spec's overlap: early inner steps while a round settles (<= inner_steps)
+    compression: str | dict | None = DEFAULT_COMPRESSION  # the payload codec (spec.DEFAULT_COMPRESSION: MXFP4)
     reward_pool: int = 1_000 * TOKEN
     stake: int = 100 * TOKEN
     escrow_bonus: int = 50 * TOKEN
@@ -367,7 +368,7 @@ def spec_draft(s: DemoSettings, task: str, sponsor_address: str) -> SpecDraft:
         max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
         enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
         norm_multiple=s.norm_multiple, flow=s.flow, score_min=0.0 if s.scoring and s.flow == "root" else None,
-        overlap_steps=s.overlap_steps)
+        overlap_steps=s.overlap_steps, compression=s.compression)
 
 
 @dataclass

@@ -106,7 +106,7 @@ def _write_atomically(path: Path, text: str) -> None:
 def register(train: click.Group) -> None:
     """Attach ``new-spec`` to the ``tenzro train`` group."""
     from tenzro_operator.cli import Ctx, _echo_json, common_options, format_option
-    from tenzro_operator.spec import AGGREGATION_RULES
+    from tenzro_operator.spec import AGGREGATION_RULES, DEFAULT_COMPRESSION
     from tenzro_trainer.config import ROBUST_DEFAULTS
 
     @train.command("new-spec")
@@ -155,11 +155,11 @@ def register(train: click.Group) -> None:
     @click.option("--no-scoring", is_flag=True, help="no loss-improvement scoring (the root flow's default is on)")
     @click.option("--overlap-steps", default=0, show_default=True, type=click.IntRange(min=0),
                   help="inner steps a trainer may run before the previous round's weights arrive (overlap; <= H)")
-    @click.option("--compression", default=None,
-                  help="codec of the trainers' outer-gradient payloads: none, mx_int8, mx_fp8, mx_fp8_e5m2, "
-                       "mx_fp6_e3m2, mx_fp6_e2m3, mx_fp4 (OCP MX, 32 values per scale), topk (top 64 of 4096 at "
-                       "2 bits, error feedback), or a codec object as JSON ('{\"kind\": \"topk\", \"k\": 32}'); "
-                       "default: dense float32")
+    @click.option("--compression", default=DEFAULT_COMPRESSION, show_default=True,
+                  help="codec of the trainers' outer-gradient payloads: none (dense float32), mx_int8, mx_fp8, "
+                       "mx_fp8_e5m2, mx_fp6_e3m2, mx_fp6_e2m3, mx_fp4 (OCP MX, 32 values per scale), topk (top 64 "
+                       "of 4096 at 2 bits, error feedback), or a codec object as JSON "
+                       "('{\"kind\": \"topk\", \"k\": 32}')")
     @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="spec JSON to write")
     @format_option
     @common_options

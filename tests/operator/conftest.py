@@ -109,8 +109,9 @@ def real_spec(tmp_path, run_cli, keystores):
     (dataset and initial weights really pinned on the session IPFS node; M=2, K=1, F=2, 2 rounds,
     sponsor anvil 1) with a fresh task id; ``options`` are more new-spec flags, e.g. ``rounds="1"``
     (``True``: a bare flag).
-    The flow is v1 unless ``flow="root"`` is given (these tests drive v1's per-submission
-    transactions; new-spec's own default, the root flow, is tested on its own)."""
+    The flow is v1 and the payloads dense unless ``flow="root"`` / ``compression=...`` is given
+    (these tests drive v1's per-submission transactions; new-spec's own defaults, the root flow
+    and MXFP4, are tested on their own)."""
     from tenzro_operator.spec import load_spec
 
     data = tmp_path / "data.csv"
@@ -121,9 +122,10 @@ def real_spec(tmp_path, run_cli, keystores):
         out = tmp_path / f"spec-{fresh_task_name('s')}.json"
         args = ["train", "new-spec", "--data", str(data), "--task-id", fresh_task_name(), "--out", str(out),
                 "--trainers", "2", "--quorum", "1", "--fragments", "2", "--rounds", "2", "--inner-steps", "2"]
-        for k, v in {"flow": "v1", **options}.items():
+        for k, v in {"flow": "v1", "compression": "none", **options}.items():
             flag = f"--{k.replace('_', '-')}"
-            args += [flag] if v is True else [flag, str(v)]
+            if v is not None:  # None: leave the option out (new-spec's own default)
+                args += [flag] if v is True else [flag, str(v)]
         res = run_cli(*args, keystore=keystores["sponsor"])
         assert res.exit_code == 0, res.output
         return load_spec(out), out

@@ -142,6 +142,7 @@ def test_new_spec_defaults_to_the_benchmarked_defence_on_the_root_flow(real_spec
     """A spec written without choices gets ROBUST_DEFAULTS (the rule that holds every attack of
     trainer/benchmarks/results/attacks.md at 2 of 8): TrimmedMean 25 %, the norm screen, scoring
     (which needs the root flow, so the root flow is the default too)."""
+    from tenzro_operator.spec import DEFAULT_COMPRESSION
     from tenzro_trainer.config import ROBUST_DEFAULTS
 
     spec, _ = real_spec(flow="root")
@@ -150,6 +151,10 @@ def test_new_spec_defaults_to_the_benchmarked_defence_on_the_root_flow(real_spec
     assert spec.aggregation_params == ROBUST_DEFAULTS["rule_params"] == {"alpha_bps": 2500}
     assert (proto.flow, proto.score_min, proto.norm_multiple) == ("root", 0.0, ROBUST_DEFAULTS["norm_multiple"])
     assert proto.overlap_steps == 0
+    spec, _ = real_spec(flow=None, compression=None)  # every default: the root flow, MXFP4 payloads
+    assert spec.require_protocol().flow == "root" and DEFAULT_COMPRESSION == "mx_fp4"
+    assert spec.require_protocol().compression == {"kind": "mx", "element": "fp4_e2m1", "block": 32,
+                                                   "error_feedback": False}
     spec, _ = real_spec()  # v1: no scoring (the v1 registry cannot leave a live submission out)
     assert (spec.require_protocol().flow, spec.require_protocol().score_min) == ("v1", None)
     spec, _ = real_spec(flow="root", no_scoring=True, aggregation="CoordinateMedian", norm_multiple="4",

@@ -17,7 +17,7 @@ aggregate a round (Krum with fewer than 2f + 3 inputs) halts: the cell is ``halt
 
 Every run is cached in ``results/attacks_runs.json`` as it finishes, so the script resumes where
 it stopped; ``--report`` rewrites the tables from the cache alone. Runs go in priority order: the
-default configuration first, at 2 of 8, then the others at 2 of 8, then 3 of 8.
+default configuration at 2 of 8, then at 3 of 8, then the others at 2 of 8, then at 3 of 8.
 
     .venv/bin/python trainer/benchmarks/attacks.py --seeds 0 1 2 --rounds 30 --jobs 2
 """
@@ -130,13 +130,13 @@ def _save(runs: dict) -> None:
 
 
 def plan(seeds: list[int], rounds: int, fractions: list[int]) -> list[tuple]:
-    """Every run of the matrix in priority order (default at the first fraction first)."""
+    """Every run of the matrix in priority order: the default at each fraction, then the others."""
     out = []
     for k, byz in enumerate(fractions):
         for defence in DEFENCES:
             for seed in seeds:
                 for attack in ["absent", *ATTACKS]:
-                    out.append((0 if (defence == DEFAULT and k == 0) else 1 + k, defence, byz, attack, seed))
+                    out.append((k if defence == DEFAULT else len(fractions) + k, defence, byz, attack, seed))
     out.sort(key=lambda t: t[0])  # stable: keeps the defences' order within a priority
     return [(d, b, a, s, rounds) for _, d, b, a, s in out]
 
@@ -243,7 +243,8 @@ def main() -> None:
     todo = [p for p in plan(args.seeds, args.rounds, args.fractions) if run_key(*p) not in runs]
     if args.max_runs is not None:
         todo = todo[: args.max_runs]
-    if not args.report and todo:
+    ran = not args.report and bool(todo)
+    if ran:
         print(f"{len(todo)} runs to do, {args.jobs} at a time", flush=True)
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             futs = {pool.submit(_run, *p): p for p in todo}
@@ -253,7 +254,7 @@ def main() -> None:
                 _save(runs)
                 r = runs[key]
                 print(f"{key}: {r.get('last3', 'halt')} ({r['wall_s']:.0f} s)", flush=True)
-    md = report(runs, args.seeds, args.rounds, args.fractions, time.perf_counter() - t0 if todo else None,
+    md = report(runs, args.seeds, args.rounds, args.fractions, time.perf_counter() - t0 if ran else None,
                 json.dumps(machine()))
     write("attacks", md,
           {"seeds": args.seeds, "rounds": args.rounds, "default": DEFAULT.name,
