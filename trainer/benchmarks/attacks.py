@@ -177,8 +177,13 @@ def _fmt(c: dict | None) -> str:
 
 def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall: float | None, host: str) -> str:
     """The results file: the matrix per fraction, the references, and the issue's line last."""
+    run_cmd = (f".venv/bin/python trainer/benchmarks/attacks.py --seeds {' '.join(map(str, seeds))} --rounds {rounds} "
+               f"--fractions {' '.join(map(str, fractions))} --jobs 2")
     lines = [
         "# Byzantine trainers against the aggregation rules",
+        "",
+        f"Runs made by `{run_cmd}` (resumable: each run is cached in `results/attacks_runs.json` as it "
+        "ends; `--report` rewrites this file from the cache).",
         "",
         f"M = {WORKERS} trainers, `demo` preset in {FRAGMENTS} fragments, H = {H}, batch {BATCH}, outer Nesterov "
         f"0.7 / 0.9, {rounds} rounds, seeds {seeds}; f of 8 Byzantine (the last indices), every fragment of every "
