@@ -18,7 +18,10 @@ One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9):
    and loaded again on a restart), pinned to IPFS, signed (EIP-712) over the chunk commitment of
    the vector the payload decodes to, and sent with ``submitOuterGradient``: all F transactions
    are sent, then awaited (the chain client owns the nonces);
-5. wait for the syncer's ``finalizeRound`` of round r and count the accepted fragments.
+5. wait for the syncer's ``finalizeRound`` of round r and count the accepted fragments; with the
+   spec's ``overlap_steps`` the wait runs up to that many of round r+1's inner steps from this
+   trainer's own weights, rebased on round r's committed weights when they come
+   (`tenzro_operator.roles.overlap`).
 
 Before round 0: a trainer enrolls only while the run's enrollment deadline has not passed. While
 it waits for the run to fill, once the deadline passes with fewer than K enrolled it cancels the
