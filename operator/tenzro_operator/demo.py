@@ -64,7 +64,14 @@ from tenzro_operator.demo_results import accounting, round_weights, trainer_rows
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
-from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task, robust_aggregation
+from tenzro_operator.roles.sponsor import (
+    TOKEN,
+    SpecDraft,
+    build_spec,
+    default_score_min,
+    post_task,
+    robust_aggregation,
+)
 from tenzro_operator.spec import DEFAULT_COMPRESSION, MAX_SUBMISSION_SLOTS, spec_hash
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.units import format_tokens
@@ -106,9 +113,8 @@ class DemoSettings:
     batch_size: int = 64
     flow: str = "root"  # or "v1" (FLOWS)
     # root flow: a round's commit phase lasts grace - min(challenge window, grace / 2) = 20 s, time
-    # for the trainers' inner steps on a loaded 2-core machine; on the devnet a round then lasts
-    # about the whole window (the syncer's commit goes through with the first block after the
-    # commit phase, the one mined at the deadline), 8 rounds about 340 s; the seal waits one
+    # for the trainers' inner steps on a loaded 2-core machine; the syncer commits once it has
+    # closed and the reveals are in (about 17 s a round on the devnet); the seal waits one
     # challenge window (30 s) after the last commit. v1 finalizes early on quorum: the grace
     # window is only a bound.
     grace_window_ms: int = 40_000
@@ -367,7 +373,7 @@ def spec_draft(s: DemoSettings, task: str, sponsor_address: str) -> SpecDraft:
         aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
         max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
         enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
-        norm_multiple=s.norm_multiple, flow=s.flow, score_min=0.0 if s.scoring and s.flow == "root" else None,
+        norm_multiple=s.norm_multiple, flow=s.flow, score_min=default_score_min(s.flow, s.scoring),
         overlap_steps=s.overlap_steps, compression=s.compression)
 
 
@@ -502,7 +508,7 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     run = chain.get_run(task_id)
     trainers = trainer_rows(chain, task_id, from_block, {a.lower(): r for r, a in addresses.items()})
     unclaimed = unclaimed_credits(chain, task_id, from_block)
-    acct = accounting(chain, task_id, from_block, addresses["sponsor"], addresses["syncer"], syncer_stake_in)
+    acct = accounting(chain, task_id, from_block, addresses["sponsor"], [addresses["syncer"]], syncer_stake_in)
     summary = {"task": task, "task_id": "0x" + task_id.hex(), "flow": s.flow, "aggregation": spec.aggregation_name,
                "aggregation_params": spec.aggregation_params, "score_min": spec.require_protocol().score_min,
                "posted_block": from_block, "rounds": run.max_rounds,

@@ -63,6 +63,7 @@ from tenzro_operator.demo import (
     stop,
     wait_sealed,
 )
+from tenzro_operator.demo_results import accounting
 from tenzro_operator.errors import ChainRevert, TenzroError
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
@@ -256,11 +257,9 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
         table.add_row(role, kind, *(format_tokens(x, symbol="") for x in (stake_in, reward, lost, won)))
     console.print(table)
 
-    syncer_stakes_out = sum(chain.syncer_info(addr[r]).stake for r in syncers)
-    tokens_in = s.reward_pool + s.stake * len(trainers) + len(syncers) * s.syncer_bond
-    burned = sum(slashed.values()) - bounty
-    tokens_out = (sum(claims.values()) + (claimable - sum(claims.values())) + sum(refunds.values())
-                  + run.syncer_fees_accrued + burned + bounty + syncer_stakes_out)
+    acct = accounting(chain, task_id, from_block, addr["sponsor"], [addr[r] for r in syncers],
+                      len(syncers) * s.syncer_bond)
+    tokens_in, tokens_out, burned = acct["in"], acct["out"], acct["burned"]
     honest_whole = all(refunds.get(t, 0) == s.stake and claims.get(t, 0) > 0
                        for t in trainers if kinds.get(role_of.get(t, ""), "") == "honest")
     report = replay.verify_receipt(chain, ipfs, task_id)

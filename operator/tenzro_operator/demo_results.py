@@ -13,10 +13,12 @@ Usage::
 
     states = round_weights(chain, ipfs, runtime, task_id, spec, posted_block)   # [initial, after r0, ...]
     rows = trainer_rows(chain, task_id, posted_block, role_of)
-    acct = accounting(chain, task_id, posted_block, sponsor, syncer, syncer_stake_in)  # acct["conserved"]
+    acct = accounting(chain, task_id, posted_block, sponsor, [syncer], syncer_stake_in)  # acct["conserved"]
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
@@ -98,7 +100,7 @@ def trainer_rows(chain: ChainClient, task_id: bytes, from_block: int, role_of: d
     return rows
 
 
-def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str, syncer: str,
+def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str, syncers: Sequence[str],
                syncer_stake_in: int) -> dict:
     """The run's token accounting from the chain (atto-units), exact, on either flow.
 
@@ -108,7 +110,8 @@ def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str
     root flow: also what no claim took, the floor remainder the sponsor sweeps after the claim
     period), the syncer fees the run accrued (``syncerFeesAccrued``), the stake burned by slashes
     (``StakeBurned``), the provers' bounties (``RoundProvenWrong``; none in an honest run) and the
-    syncer's pool stake still registered. ``conserved`` is ``in == out``.
+    pool stake the run's ``syncers`` (addresses; ``syncer_stake_in``: theirs before the run, in
+    total) still have registered. ``conserved`` is ``in == out``.
     """
     run = chain.get_run(task_id)
     ev = lambda name: _events(chain, task_id, from_block, name)  # noqa: E731
@@ -127,7 +130,7 @@ def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str
         "syncer_fees": run.syncer_fees_accrued,
         "burned": sum(b["args"]["amount"] for b in ev("StakeBurned")),
         "bounties": sum(int(p["args"]["bounty"]) for p in ev("RoundProvenWrong")),
-        "syncer_stake_out": chain.syncer_info(syncer).stake,
+        "syncer_stake_out": sum(chain.syncer_info(s).stake for s in syncers),
     }
     a["in"] = a["pool"] + a["stakes"] + a["syncer_stake_in"]
     a["out"] = (a["rewards"] + a["refunds"] + a["syncer_fees"] + a["dust"] + a["burned"] + a["bounties"]

@@ -28,7 +28,6 @@ import threading
 from pathlib import Path
 from typing import Mapping
 
-import torch
 from torch import Tensor
 
 from tenzro_operator.errors import TenzroError
@@ -114,8 +113,3 @@ class PayloadEncoder:
             return None
         with self._lock:
             return self.compressor.save(self.state_path)
-
-    def residual_norms(self) -> dict[int, float]:
-        """Fragment -> L2 norm of its residual (what error feedback will add next round)."""
-        with self._lock:
-            return {f: float(torch.linalg.vector_norm(e.double())) for f, e in sorted(self.compressor.residual.items())}

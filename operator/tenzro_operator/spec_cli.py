@@ -170,13 +170,13 @@ def register(train: click.Group) -> None:
                  max_missed_rounds: int, seed: int, flow: str, score_min: float | None, no_scoring: bool,
                  overlap_steps: int, compression: str | None, out: Path, fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
-        from tenzro_operator.roles.sponsor import SpecDraft, build_spec
+        from tenzro_operator.roles.sponsor import SpecDraft, build_spec, default_score_min
         from tenzro_trainer.errors import TrainerError
 
         if score_min is not None and no_scoring:
             raise click.UsageError("--score-min and --no-scoring contradict each other")
-        if score_min is None and flow == "root" and not no_scoring and ROBUST_DEFAULTS["scoring"]:
-            score_min = 0.0  # scoring on by default where the protocol allows it (the root flow)
+        if score_min is None and not no_scoring:
+            score_min = default_score_min(flow)
         draft = SpecDraft(
             task_id=task_name, sponsor_address=_sponsor_address(sponsor, ctx.keystore), sponsor_did=sponsor_did,
             family=family, model_metadata={"preset": preset}, fragment_count=fragments,

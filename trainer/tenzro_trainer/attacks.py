@@ -99,7 +99,6 @@ def alie_z(n: int, f: int) -> float:
 class Attack:
     """One Byzantine trainer's behaviour. ``forge`` returns the payload it submits (None: none)."""
 
-    name: str
     _forge: Callable[["Attack", AttackView], Payload | None]
     trains: Callable[[int], bool] = lambda r: False
     memory: dict = field(default_factory=dict)  # per-attacker state (stale: its first payloads)
@@ -164,16 +163,16 @@ def _absent(_: Attack, v: AttackView) -> None:
 
 
 _BUILDERS: dict[str, Callable[[], Attack]] = {
-    "sign_flip": lambda: Attack("sign_flip", _sign_flip, trains=lambda r: True),
-    "scale100": lambda: Attack("scale100", _scale100, trains=lambda r: True),
-    "gaussian10": lambda: Attack("gaussian10", _gaussian10),
-    "alie": lambda: Attack("alie", _alie),
-    "ipm0.1": lambda: Attack("ipm0.1", _ipm(0.1)),
-    "ipm100": lambda: Attack("ipm100", _ipm(100.0)),
-    "nan": lambda: Attack("nan", _nan),
-    "stale": lambda: Attack("stale", _stale, trains=lambda r: r == 1),
-    "free_rider": lambda: Attack("free_rider", _free_rider),
-    "absent": lambda: Attack("absent", _absent),
+    "sign_flip": lambda: Attack(_sign_flip, trains=lambda r: True),
+    "scale100": lambda: Attack(_scale100, trains=lambda r: True),
+    "gaussian10": lambda: Attack(_gaussian10),
+    "alie": lambda: Attack(_alie),
+    "ipm0.1": lambda: Attack(_ipm(0.1)),
+    "ipm100": lambda: Attack(_ipm(100.0)),
+    "nan": lambda: Attack(_nan),
+    "stale": lambda: Attack(_stale, trains=lambda r: r == 1),
+    "free_rider": lambda: Attack(_free_rider),
+    "absent": lambda: Attack(_absent),
 }
 ATTACK_NAMES = tuple(_BUILDERS)
 

@@ -19,7 +19,7 @@ import contextlib
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -125,6 +125,25 @@ class InnerTrainer:
         live = self.model.state_dict()
         for k, v in live.items():
             v.add_((new_base[k].to(v.device, torch.float32) - old_base[k].to(v.device, torch.float32)).to(v.dtype))
+
+    def finish_round(self, early: Sequence[InnerResult], old_base: Mapping[str, Tensor],
+                     new_base: Mapping[str, Tensor],
+                     on_step: Callable[[int, int], None] | None = None) -> InnerResult:
+        """Overlap: the steps of ``early`` were taken from ``old_base`` (this worker's previous end
+        weights) before the round's global weights ``new_base`` came; `rebase` them on it and run
+        the rest of the H steps. Returns the whole round's result: every step's time, the mean loss
+        over the H steps, the local weights at the end (``on_step(done, H)`` counts from the early
+        steps on)."""
+        self.rebase(old_base, new_base)
+        h, done = self.cfg.steps, sum(len(x.step_times) for x in early)
+        parts = list(early)
+        if done < h:
+            parts.append(self.run(None, steps=h - done,
+                                  on_step=(lambda i, n: on_step(done + i, h)) if on_step else None))
+        n = sum(len(x.step_times) for x in parts)
+        return InnerResult(parts[-1].state if done < h else self.local_state(),
+                           sum(x.mean_loss * len(x.step_times) for x in parts) / n,
+                           [t for x in parts for t in x.step_times], sum(x.samples for x in parts))
 
     def state_dict(self) -> dict:
         """Worker state for a restart: model, AdamW moments, sampler generator (a deep copy: later

@@ -30,7 +30,7 @@ Usage::
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 from torch import Tensor
@@ -79,4 +79,36 @@ def loss_improvement(model: PatchForecaster, state: Mapping[str, Tensor], names:
     return scores
 
 
-__all__ = ["loss_improvement", "scoring_batch"]
+class ShardScorer:
+    """Scores of a run's payloads, each on its trainer's own shard: the one computation of the
+    simulator, the root-flow syncer and a trainer checking the syncer's verdict.
+
+    Args:
+        model: a model of the task's architecture (its weights are overwritten at each score).
+        split: the task's train / held-out split.
+        shard_of: trainer index -> the series ids of its shard.
+        salt: the batches' salt (the task id); trainer i's batch of round r is seeded by
+            ``salt/i`` and r (`scoring_batch`).
+        size: windows per batch.
+    """
+
+    def __init__(self, model: PatchForecaster, split: Split, shard_of: Callable[[int], list[str]], salt: str,
+                 size: int = 64):
+        self.model, self.split, self.shard_of, self.salt, self.size = model, split, shard_of, salt, size
+        self._batches: dict[tuple[int, int], Tensor] = {}
+
+    def score(self, r: int, index: int, state: Mapping[str, Tensor], names: list[str],
+              tensors: Mapping[str, Tensor]) -> float:
+        """``loss(w) - loss(w - delta)`` of trainer ``index``'s pseudo-gradient ``tensors`` of the
+        fragment ``names`` (``{name: fp32 tensor}``) against round r's input weights ``state``, on
+        round r's batch of that trainer's shard; positive when the update lowers the loss."""
+        key = (r, index)
+        if key not in self._batches:
+            if len(self._batches) > 64:  # rounds go by: keep the cache small
+                self._batches.clear()
+            self._batches[key] = scoring_batch(self.split, r, self.size, salt=f"{self.salt}/{index}",
+                                               unique_ids=self.shard_of(index))
+        return loss_improvement(self.model, state, list(names), {"p": tensors}, self._batches[key])["p"]
+
+
+__all__ = ["ShardScorer", "loss_improvement", "scoring_batch"]

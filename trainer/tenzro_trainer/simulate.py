@@ -49,7 +49,7 @@ from tenzro_trainer.fragments import fragment_state, partition
 from tenzro_trainer.inner import InnerResult, InnerTrainer
 from tenzro_trainer.models import build_model
 from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
-from tenzro_trainer.scoring import loss_improvement, scoring_batch
+from tenzro_trainer.scoring import ShardScorer
 
 @dataclass
 class SimConfig:
@@ -151,7 +151,8 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     codec = None if cfg.compression is None else parse_codec(cfg.compression)
     compressors = [PayloadCompressor(codec) for _ in workers] if codec is not None else None
     shapes = [{n: tuple(state[n].shape) for n in names} for names in frags]
-    scorer = build_model(cfg.model) if cfg.scoring else None
+    scorer = ShardScorer(build_model(cfg.model), ev.split, lambda i: samplers[i].unique_ids, salt=cfg.task,
+                         size=cfg.scoring) if cfg.scoring else None  # each trainer's own shard, as the syncer
     previous: list[dict[str, Tensor] | None] = [None] * len(frags)  # each fragment's last applied aggregate
     ends: dict[int, dict[str, Tensor]] = {}  # each worker's local weights at the end of its last round
     if not 0 <= cfg.overlap_steps <= cfg.inner.steps:
@@ -195,7 +196,6 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
         rejected = 0
         new_state = dict(state)
         down = 0
-        batches: dict[int, Tensor] = {}
         for f, names in enumerate(frags):
             rejected += sent[f] - len(payloads[f])  # unencodable attacks
             if compressors is None:
@@ -205,14 +205,8 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
             accepted, rej = screen_payloads(decoded, layouts[f], cfg.norm_multiple)
             rejected += len(rej)
             if scorer is not None and accepted:
-                kept = {}
-                for k, d in accepted.items():
-                    i = int(k.removeprefix("worker"))
-                    if i not in batches:  # the trainer's own shard, as the root-flow syncer scores
-                        batches[i] = scoring_batch(ev.split, r, cfg.scoring, salt=f"{cfg.task}/{i}",
-                                                   unique_ids=samplers[i].unique_ids)
-                    if loss_improvement(scorer, state, names, {k: d}, batches[i])[k] > 0.0:
-                        kept[k] = d
+                kept = {k: d for k, d in accepted.items()
+                        if scorer.score(r, int(k.removeprefix("worker")), state, names, d) > 0.0}
                 rejected += len(accepted) - len(kept)
                 accepted = kept
             aggregate = rules[f](accepted) if accepted else outers[f].zero_aggregate()
@@ -241,14 +235,7 @@ def _inner_round(worker: InnerTrainer, state: dict[str, Tensor], previous_end: d
     weights ``previous_end`` (the global weights were not there yet), then it rebases on ``state``."""
     if not overlap or previous_end is None:
         return worker.run(state)
-    early = worker.run(None, steps=overlap)
-    worker.rebase(previous_end, state)
-    rest = overlap < worker.cfg.steps
-    late = worker.run(None, steps=worker.cfg.steps - overlap) if rest else None
-    steps = [early, late] if late else [early]
-    mean = sum(x.mean_loss * len(x.step_times) for x in steps) / worker.cfg.steps
-    return InnerResult(late.state if late else worker.local_state(), mean,
-                       [t for x in steps for t in x.step_times], sum(x.samples for x in steps))
+    return worker.finish_round([worker.run(None, steps=overlap)], previous_end, state)
 
 
 def simulate_sync(cfg: SimConfig, df: pd.DataFrame | None = None, lr: float | None = None,

@@ -27,17 +27,21 @@ from tenzro_trainer.inner import InnerResult, InnerTrainer
 @dataclass
 class EarlySteps:
     """The early inner steps of round ``round``, taken from the worker's round ``round - 1`` end
-    weights ``base`` (``{name: fp32 CPU tensor}``), at most ``limit`` of them."""
+    weights ``base`` (``{name: fp32 CPU tensor}``), at most ``limit`` of them, one `InnerResult` each."""
 
     round: int
     base: dict[str, Tensor]
     limit: int
-    losses: list[float] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)  # seconds per step
+    taken: list[InnerResult] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
-        return len(self.times)
+        return len(self.taken)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds spent in the early steps."""
+        return sum(t for x in self.taken for t in x.step_times)
 
     def run_for(self, worker: InnerTrainer, budget_s: float, check_stop: Callable[[], None]) -> None:
         """Take early steps, one at a time, until ``limit`` are done or ``budget_s`` seconds have
@@ -45,24 +49,15 @@ class EarlySteps:
         deadline = time.monotonic() + budget_s
         while self.steps < self.limit:
             check_stop()
-            res = worker.run(None, steps=1)
-            self.losses.append(res.mean_loss)
-            self.times.extend(res.step_times)
+            self.taken.append(worker.run(None, steps=1))
             if time.monotonic() >= deadline:
                 return
 
     def finish(self, worker: InnerTrainer, global_state: Mapping[str, Tensor],
                on_step: Callable[[int, int], None] | None = None) -> InnerResult:
         """Rebase the early steps on the round's committed weights ``global_state`` and run the
-        rest of the worker's H steps; returns the whole round's result (every step's loss and time)."""
-        worker.rebase(self.base, global_state)
-        h, done = worker.cfg.steps, self.steps
-        if done >= h:
-            return InnerResult(worker.local_state(), sum(self.losses) / done, list(self.times),
-                               done * worker.cfg.batch_size)
-        rest = worker.run(None, steps=h - done, on_step=(lambda i, n: on_step(done + i, h)) if on_step else None)
-        mean = (sum(self.losses) + rest.mean_loss * (h - done)) / h
-        return InnerResult(rest.state, mean, self.times + rest.step_times, h * worker.cfg.batch_size)
+        rest of the worker's H steps (`InnerTrainer.finish_round`): the whole round's result."""
+        return worker.finish_round(self.taken, self.base, global_state, on_step)
 
 
 __all__ = ["EarlySteps"]

@@ -237,7 +237,7 @@ class RootSyncerMixin:
         other shards say. One at or below ``score_min`` is rejected (``LossIncrease``) and left
         out of ``accepted`` (in place). A forced on-chain submission is never scored out: the
         registry requires it accepted or proven invalid."""
-        from tenzro_operator.shard_score import ShardScorer
+        from tenzro_operator.shard_score import shard_scorer
 
         floor = self.spec.require_protocol().score_min
         if floor is None:
@@ -245,7 +245,7 @@ class RootSyncerMixin:
         if self._score is None:
             df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
                               max_bytes=self.config.max_dataset_bytes)
-            self._score = ShardScorer(self.runtime, self.spec, df)
+            self._score = shard_scorer(self.runtime, self.spec, df)
         state = self._state()
         liar = self.fault.false_loss_increase if self.fault is not None else None
         for f, subs in accepted.items():
@@ -253,7 +253,7 @@ class RootSyncerMixin:
                 if not s.offchain:
                     continue
                 i = self._index(s)
-                score = self._score.score(r, i, state, f, s.tensors)
+                score = self._score.score(r, i, state, self.runtime.fragments[f], s.tensors)
                 if i == liar:
                     log.warning("FAULT INJECTION: trainer %d's fragment %d (score %.6g) rejected as LossIncrease", i,
                                 f, score)

@@ -54,6 +54,9 @@ class RootTrainerMixin:
     _ann_sub = None  # subscription to the run's syncer topic (the endpoint's announcements)
     _ann: Announcement | None = None  # the latest announcement signed by the run's syncer
     _rpc_logged: tuple | None = None  # (round, what): the last problem logged (once per round)
+    # checking a LossIncrease verdict (`false_loss_increase`); the daemon's reset_run clears them
+    _round_input: tuple | None = None  # (round, its input weights) of the last round trained
+    _scorer = None  # the run's ShardScorer
 
     def root_prepare(self) -> None:
         self.root_flow = self.spec.require_protocol().flow == "root"
@@ -156,8 +159,7 @@ class RootTrainerMixin:
                     a = Announcement.parse(msg.data)
                 except RootFlowError:
                     continue
-                if a.task == "0x" + self.task_id.hex() and (self._ann is None or a.issued > self._ann.issued
-                                                           or a.syncer != self._ann.syncer):
+                if a.task == "0x" + self.task_id.hex() and self._newer(a):
                     fresh.append(a)
         except IpfsError as exc:
             log.debug("reading the syncer's announcements failed (%s): retrying on the next poll", exc)
@@ -166,12 +168,15 @@ class RootTrainerMixin:
         if fresh:
             syncer = self.chain.get_run(self.task_id).syncer.lower()
             for a in sorted(fresh, key=lambda a: a.issued):
-                if a.syncer == syncer and a.signer() == syncer and (self._ann is None or a.syncer != self._ann.syncer
-                                                                    or a.issued > self._ann.issued):
+                if a.syncer == syncer and a.signer() == syncer and self._newer(a):
                     if self._ann is None or self._ann.url != a.url:
                         log.info("the syncer's submission endpoint: %s (announced)", a.url)
                     self._ann = a
         return self._ann.url if self._ann is not None else None
+
+    def _newer(self, a: Announcement) -> bool:
+        """Whether announcement ``a`` replaces the one kept: none kept, another syncer's, or older."""
+        return self._ann is None or a.syncer != self._ann.syncer or a.issued > self._ann.issued
 
     def force(self, r: int, reveal: bool, closes: int) -> None:
         """The forced path (PROTOCOL.md §5 "Forced inclusion", commit-reveal): each fragment of
@@ -209,7 +214,7 @@ class RootTrainerMixin:
         that never got the gossip; a transcript nobody serves counts as silence): from the next
         round on, deliver on-chain too (`forced`). A rejection for a defect changes nothing; a
         ``LossIncrease`` is checked: this trainer scores its own payload as the syncer must have
-        (`ShardScorer`), and a score above the spec's ``score_min`` makes the verdict false, which
+        (`shard_score.shard_scorer`), and a score above the spec's ``score_min`` makes the verdict false, which
         counts as silence."""
         missing = [f for f in delivered if not bitmap >> f & 1]
         if not missing or self.forced or r not in self._committed:
@@ -233,10 +238,10 @@ class RootTrainerMixin:
         """Whether a ``LossIncrease`` verdict on this trainer's fragment f of round r is false: its
         pinned payload (``reveal.cid``), decoded as the syncer decodes, scores above ``score_min``
         against round r's input weights. Unknown (the weights or the payload are gone): False."""
-        from tenzro_operator.shard_score import ShardScorer
+        from tenzro_operator.shard_score import shard_scorer
 
         floor = self.spec.require_protocol().score_min
-        held = getattr(self, "_round_input", None)
+        held = self._round_input
         if floor is None or held is None or held[0] != r:
             return False
         try:
@@ -246,9 +251,9 @@ class RootTrainerMixin:
             log.warning("round %d: cannot re-read this trainer's fragment %d payload to check the syncer's "
                         "LossIncrease (%s)", r, f, exc)
             return False
-        if getattr(self, "_scorer", None) is None:
-            self._scorer = ShardScorer(self.runtime, self.spec, self.df)
-        score = self._scorer.score(r, self.index, held[1], f, tensors)
+        if self._scorer is None:
+            self._scorer = shard_scorer(self.runtime, self.spec, self.df)
+        score = self._scorer.score(r, self.index, held[1], self.runtime.fragments[f], tensors)
         if score > floor:
             log.warning("round %d: the syncer rejected fragment %d as LossIncrease, but it scores %.6g > score_min "
                         "%g on this trainer's shard", r, f, score, floor)

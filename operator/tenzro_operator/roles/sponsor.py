@@ -84,6 +84,13 @@ def robust_aggregation(defaults: dict = ROBUST_DEFAULTS) -> str | dict:
     return {defaults["rule"]: params} if params else defaults["rule"]
 
 
+def default_score_min(flow: str, scoring: bool = ROBUST_DEFAULTS["scoring"]) -> float | None:
+    """The spec's ``score_min`` when the sponsor chose none: 0 (leave out any payload that makes the
+    loss on its trainer's shard worse) with scoring on the root flow; None (no scoring) on v1,
+    whose registry cannot leave a live submission out."""
+    return 0.0 if scoring and flow == "root" else None
+
+
 def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
     """Pin the dataset and the initial weights, and return the validated spec. A draft's
     ``compression`` is written out as the full codec object (every field, `resolve_codec`), so the

@@ -593,7 +593,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                                         "loss": res.mean_loss, "payload_bytes": self._payload_bytes,
                                         "steps": len(res.step_times), "fragments_submitted": n_ok,
                                         "early_steps": early.steps if early else 0,
-                                        "early_s": round(sum(early.times), 6) if early else 0.0,
+                                        "early_s": round(early.seconds, 6) if early else 0.0,
                                         "wall_s": round(time.perf_counter() - t_round, 6)})
         overlap = self.spec.require_protocol().overlap_steps
         if overlap and r + 1 < run.max_rounds and r not in self._skipped:
