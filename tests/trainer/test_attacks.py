@@ -95,3 +95,6 @@ def test_scoring_on_the_trainers_shard_leaves_out_ipm_but_the_screen_does_not(co
     scored = simulate(_cfg(attackers={3: "ipm0.1", 4: "ipm0.1"}, scoring=64), collection)
     assert [r["rejected"] for r in screened.rounds[1:]] == [0, 0]  # small norm: the screen lets it in
     assert [r["rejected"] for r in scored.rounds[1:]] == [4, 4]  # it raises the loss: scored out
+    # what the protocol would credit: both attackers' 2 fragments, then none
+    assert [r["byzantine_accepted"] for r in screened.rounds[1:]] == [4, 4]
+    assert [r["byzantine_accepted"] for r in scored.rounds[1:]] == [0, 0]

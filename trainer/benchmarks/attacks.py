@@ -20,6 +20,10 @@ it stopped; ``--report`` rewrites the tables from the cache alone. Runs go in pr
 default configuration at 2 of 8, then at 3 of 8, then the others at 2 of 8, then at 3 of 8.
 
     .venv/bin/python trainer/benchmarks/attacks.py --seeds 0 1 2 --rounds 30 --jobs 2
+
+``--cache PATH`` resumes and extends another copy of the cache (a bigger machine's run, merged back
+by copying the file: it holds every run of the one it started from). Each run records the machine
+that made it (``env``); the report names the rows made on more than one machine.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import math
 import os
 import statistics
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +97,10 @@ def run_key(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> 
 
 
 _DF = None
+# measured: 6 runs made on both machines (the default's absent run at f = 2, seed 0, and 5 CenteredClip
+# runs at f = 3, seed 0)
+CROSS_MACHINE = "6 runs made on both machines differ by at most 3.8e-6 relative in their last-3 loss"
+ENV = f"torch {torch.__version__}, {os.cpu_count()} cpus"  # where a run was made
 
 
 def _run(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> dict:
@@ -112,21 +121,24 @@ def _run(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> dic
     try:
         simulate(cfg, _DF, log=rows.append)
     except AggregationError as exc:
-        return {"halted": len(rows), "error": str(exc), "wall_s": time.perf_counter() - t0}
+        return {"env": ENV, "halted": len(rows), "error": str(exc), "wall_s": time.perf_counter() - t0}
     held = [r["heldout_loss"] for r in rows]
-    return {"last3": statistics.fmean(held[-3:]), "final": held[-1], "train_window": rows[-1]["train_window_loss"],
-            "rejected": sum(r["rejected"] for r in rows), "curve": held, "wall_s": time.perf_counter() - t0}
+    return {"env": ENV, "last3": statistics.fmean(held[-3:]), "final": held[-1],
+            "train_window": rows[-1]["train_window_loss"], "rejected": sum(r["rejected"] for r in rows),
+            "byzantine_accepted": sum(r["byzantine_accepted"] for r in rows), "curve": held,
+            "wall_s": time.perf_counter() - t0}
 
 
-def _load() -> dict:
-    return json.loads(CACHE.read_text())["runs"] if CACHE.exists() else {}
+def _load(cache: Path) -> dict:
+    return json.loads(cache.read_text())["runs"] if cache.exists() else {}
 
 
-def _save(runs: dict) -> None:
-    CACHE.parent.mkdir(parents=True, exist_ok=True)
-    tmp = CACHE.with_suffix(".tmp")
+def _save(runs: dict, cache: Path) -> None:
+    """Write the cache atomically (a run killed mid-write leaves the previous file)."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(".tmp")
     tmp.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=True) + "\n")
-    tmp.replace(CACHE)
+    tmp.replace(cache)
 
 
 def plan(seeds: list[int], rounds: int, fractions: list[int]) -> list[tuple]:
@@ -141,12 +153,14 @@ def plan(seeds: list[int], rounds: int, fractions: list[int]) -> list[tuple]:
     return [(d, b, a, s, rounds) for _, d, b, a, s in out]
 
 
-def cell(runs: dict, defence: Defence, byz: int, attack: str, seeds: list[int], rounds: int) -> dict | None:
-    """Ratios of the attack's runs to the reference's, per seed; None until every run is there."""
+def cell(runs: dict, defence: Defence, byz: int, attack: str, seeds: list[int], rounds: int,
+         against: Defence | None = None) -> dict | None:
+    """Ratios of the attack's runs to the reference's (the same defence with the f Byzantine trainers
+    absent, or the absent run of ``against``), per seed; None until every run is there."""
     ratios, halted = [], None
     for s in seeds:
         a = runs.get(run_key(defence, byz, attack, s, rounds))
-        ref = runs.get(run_key(defence, byz, "absent", s, rounds))
+        ref = runs.get(run_key(against or defence, byz, "absent", s, rounds))
         if a is None or ref is None:
             return None
         if "halted" in ref:
@@ -224,14 +238,48 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
                 xs = [r["last3"] for r in rs]
                 vals.append(f"{statistics.fmean(xs):.4f} ± {statistics.stdev(xs) if len(xs) > 1 else 0.0:.4f}")
         lines.append(f"| {d.name} | " + " | ".join(vals) + " |")
-    n_runs = len([k for k in runs if k.endswith(f"rounds={rounds}")])
-    lines += ["", f"Runs in the cache for these rounds: {n_runs} of {len(plan(seeds, rounds, fractions))}"
-              + (f"; this invocation's wall time {wall:.0f} s." if wall else "."), "", f"Machine: {host}"]
-    cells = [cell(runs, DEFAULT, fractions[0], a, seeds, rounds) for a in ATTACKS]
-    if all(c is not None for c in cells):
-        held = sum(1 for c in cells if c.get("held"))
-        lines += ["", f"attacks held by the default rule at {fractions[0]} of {WORKERS}: {held} of {len(ATTACKS)}"]
-    return "\n".join(lines)
+    lines += ["", "## Forged payloads accepted", "",
+              "Share of the attackers' payloads (f x 4 fragments x rounds) that passed the screen and scoring: "
+              "the ones the protocol credits as contributions, whatever the rule then makes of them; mean over "
+              "seeds. Rows whose runs recorded it.", "",
+              "| defence | f | " + " | ".join(ATTACKS) + " |", "| --- | --- |" + " --- |" * len(ATTACKS)]
+    for d in DEFENCES:
+        for byz in fractions:
+            shares = []
+            for a in ATTACKS:
+                rs = [runs.get(run_key(d, byz, a, s, rounds)) for s in seeds]
+                ok = all(r is not None and "byzantine_accepted" in r for r in rs)
+                sent = byz * FRAGMENTS * rounds
+                shares.append(f"{statistics.fmean(r['byzantine_accepted'] for r in rs) / sent:.2f}" if ok else None)
+            if any(x is not None for x in shares):
+                lines.append(f"| {d.name} | {byz} | " + " | ".join(x or "…" for x in shares) + " |")
+    lines += ["", "## Krum where its reference halts: last-3 held-out loss / the Mean + screen reference", "",
+              "Krum(f = 2) needs 2f + 3 = 7 inputs, and the reference has 8 - f trainers, so its cells above cannot "
+              "be formed; its attacked runs that did not halt are set against the Mean + screen run with the same "
+              "trainers absent (same seed) instead.", "",
+              "| defence | f | absent | " + " | ".join(ATTACKS) + " |", "| --- | --- |" + " --- |" * (len(ATTACKS) + 1)]
+    mean_ref = Defence("Mean", screen=True)
+    for d in DEFENCES:
+        if d.rule != "Krum":
+            continue
+        for byz in fractions:
+            cells = [cell(runs, d, byz, a, seeds, rounds, against=mean_ref) for a in ["absent", *ATTACKS]]
+            lines.append(f"| {d.name} | {byz} | " + " | ".join(_fmt(c) for c in cells) + " |")
+    mine = [r for k, r in runs.items() if k.endswith(f"rounds={rounds}")]
+    envs = ", ".join(f"{n} on {e}" for e, n in sorted(Counter(r.get("env", "?") for r in mine).items()))
+    mixed = [f"{d.name} at f = {b}" for d in DEFENCES for b in fractions
+             if len({runs[k].get("env") for k in runs if k.startswith(f"{d.name} | f={b} | ")}) > 1]
+    lines += ["", f"Runs in the cache for these rounds: {len(mine)} of {len(plan(seeds, rounds, fractions))} ({envs})"
+              + (f"; this invocation's wall time {wall:.0f} s." if wall else "."),
+              "Rows made on more than one machine: " + (", ".join(mixed) if mixed else "none") +
+              f" (a cell divides runs of one row; {CROSS_MACHINE})", "", f"Machine: {host}"]
+    done = [""]
+    for byz in reversed(fractions):  # the issue's line (the first fraction, 2 of 8) last
+        cells = [cell(runs, DEFAULT, byz, a, seeds, rounds) for a in ATTACKS]
+        if all(c is not None for c in cells):
+            held = sum(1 for c in cells if c.get("held"))
+            done.append(f"attacks held by the default rule at {byz} of {WORKERS}: {held} of {len(ATTACKS)}")
+    return "\n".join(lines + (done if len(done) > 1 else []))
 
 
 def main() -> None:
@@ -242,9 +290,10 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     ap.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs (resume later)")
     ap.add_argument("--report", action="store_true", help="only rewrite the tables from the cache")
+    ap.add_argument("--cache", type=Path, default=CACHE, help="the run cache to resume from and extend")
     args = ap.parse_args()
     torch.set_num_threads(1)  # as every run does (`_run`): the machine line below says so
-    runs, t0 = _load(), time.perf_counter()
+    runs, t0 = _load(args.cache), time.perf_counter()
     todo = [p for p in plan(args.seeds, args.rounds, args.fractions) if run_key(*p) not in runs]
     if args.max_runs is not None:
         todo = todo[: args.max_runs]
@@ -256,7 +305,7 @@ def main() -> None:
             for fut in as_completed(futs):
                 key = run_key(*futs[fut])
                 runs[key] = fut.result()
-                _save(runs)
+                _save(runs, args.cache)
                 r = runs[key]
                 print(f"{key}: {r.get('last3', 'halt')} ({r['wall_s']:.0f} s)", flush=True)
     md = report(runs, args.seeds, args.rounds, args.fractions, time.perf_counter() - t0 if ran else None,

@@ -24,6 +24,8 @@ codec above) makes every worker encode its pseudo-gradients with that codec thro
 :class:`~tenzro_trainer.compression.PayloadCompressor` (error feedback per worker and fragment)
 and the syncer decode them exactly; ``upload_bytes`` is then what one worker uploads that round.
 An attacked pseudo-gradient that the codec cannot encode (NaN) counts as rejected.
+``byzantine_accepted`` counts the attackers' payloads that passed the screen and scoring in a round
+(the ones the protocol would credit; the rule still weighs them).
 """
 
 from __future__ import annotations
@@ -158,7 +160,8 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     if not 0 <= cfg.overlap_steps <= cfg.inner.steps:
         raise ValueError(f"overlap_steps must be in [0, H={cfg.inner.steps}], got {cfg.overlap_steps}")
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
-               "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "seconds": 0.0}]
+               "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "byzantine_accepted": 0,
+               "seconds": 0.0}]
     if log:
         log(rounds[-1])
     total_encoded = total_tensor = 0
@@ -193,7 +196,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                         raise  # an honest pseudo-gradient the codec cannot encode is a bug, not an attack
         # one worker's upload
         up = max(sum(len(p.get(f"worker{i:03d}", b"")) for p in payloads) for i in range(cfg.workers))
-        rejected = 0
+        rejected = forged_in = 0
         new_state = dict(state)
         down = 0
         for f, names in enumerate(frags):
@@ -209,6 +212,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                         if scorer.score(r, int(k.removeprefix("worker")), state, names, d) > 0.0}
                 rejected += len(accepted) - len(kept)
                 accepted = kept
+            forged_in += sum(1 for k in accepted if int(k.removeprefix("worker")) in attackers)
             aggregate = rules[f](accepted) if accepted else outers[f].zero_aggregate()
             previous[f] = aggregate
             new_frag = outers[f].step(aggregate)
@@ -222,7 +226,8 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
         rounds.append({"round": r, **ev(state),
                        "train_loss": sum(train_losses) / len(train_losses) if train_losses else float("nan"),
                        "tensor_bytes_per_worker": total_tensor, "encoded_bytes_per_worker": total_encoded,
-                       "upload_bytes": up, "rejected": rejected, "seconds": time.perf_counter() - t0})
+                       "upload_bytes": up, "rejected": rejected, "byzantine_accepted": forged_in,
+                       "seconds": time.perf_counter() - t0})
         if log:
             log(rounds[-1])
     return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
