@@ -88,6 +88,12 @@ DEFENCES = [
     Defence("Krum", {"f": 2}, screen=False),
     Defence("CenteredClip", CLIP, screen=False),
     Defence("Krum", {"f": 2}, screen=True, scoring=True),
+    # scoring without the screen
+    Defence("Mean", scoring=True, screen=False),
+    Defence("TrimmedMean", TRIM, scoring=True, screen=False),
+    Defence("CoordinateMedian", scoring=True, screen=False),
+    Defence("CenteredClip", CLIP, scoring=True, screen=False),
+    Defence("Krum", {"f": 2}, scoring=True, screen=False),
 ]
 DEFENCES = list(dict.fromkeys(DEFENCES))  # the default may coincide with a listed one
 
