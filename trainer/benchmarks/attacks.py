@@ -50,6 +50,10 @@ WORKERS, FRAGMENTS, H, BATCH = 8, 4, 24, 32
 ATTACKS = [a for a in ATTACK_NAMES if a != "absent"]
 HOLD = 1.05
 CACHE = RESULTS / "attacks_runs.json"
+ENV = f"torch {torch.__version__}, {os.cpu_count()} cpus"  # where a run was made
+# measured: 6 runs made on both machines (the default's absent run at f = 2, seed 0, and 5 CenteredClip
+# runs at f = 3, seed 0)
+CROSS_MACHINE = "6 runs made on both machines differ by at most 3.8e-6 relative in their last-3 loss"
 
 
 @dataclass(frozen=True)
@@ -103,10 +107,6 @@ def run_key(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> 
 
 
 _DF = None
-# measured: 6 runs made on both machines (the default's absent run at f = 2, seed 0, and 5 CenteredClip
-# runs at f = 3, seed 0)
-CROSS_MACHINE = "6 runs made on both machines differ by at most 3.8e-6 relative in their last-3 loss"
-ENV = f"torch {torch.__version__}, {os.cpu_count()} cpus"  # where a run was made
 
 
 def _run(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> dict:
@@ -251,11 +251,10 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
               "| defence | f | " + " | ".join(ATTACKS) + " |", "| --- | --- |" + " --- |" * len(ATTACKS)]
     for d in DEFENCES:
         for byz in fractions:
-            shares = []
+            sent, shares = byz * FRAGMENTS * rounds, []
             for a in ATTACKS:
                 rs = [runs.get(run_key(d, byz, a, s, rounds)) for s in seeds]
                 ok = all(r is not None and "byzantine_accepted" in r for r in rs)
-                sent = byz * FRAGMENTS * rounds
                 shares.append(f"{statistics.fmean(r['byzantine_accepted'] for r in rs) / sent:.2f}" if ok else None)
             if any(x is not None for x in shares):
                 lines.append(f"| {d.name} | {byz} | " + " | ".join(x or "…" for x in shares) + " |")
@@ -271,21 +270,24 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
         for byz in fractions:
             cells = [cell(runs, d, byz, a, seeds, rounds, against=mean_ref) for a in ["absent", *ATTACKS]]
             lines.append(f"| {d.name} | {byz} | " + " | ".join(_fmt(c) for c in cells) + " |")
-    mine = [r for k, r in runs.items() if k.endswith(f"rounds={rounds}")]
-    envs = ", ".join(f"{n} on {e}" for e, n in sorted(Counter(r.get("env", "?") for r in mine).items()))
-    mixed = [f"{d.name} at f = {b}" for d in DEFENCES for b in fractions
-             if len({runs[k].get("env") for k in runs if k.startswith(f"{d.name} | f={b} | ")}) > 1]
+    mine = {k: r for k, r in runs.items() if k.endswith(f"rounds={rounds}")}
+    envs = ", ".join(f"{n} on {e}" for e, n in sorted(Counter(r.get("env", "?") for r in mine.values()).items()))
+    row_envs: dict[str, set] = {}  # "defence at f = b" -> the machines that made its runs
+    for k, r in mine.items():
+        name, byz = k.split(" | ")[:2]
+        row_envs.setdefault(f"{name} at f = {byz.removeprefix('f=')}", set()).add(r.get("env"))
+    mixed = [row for row, e in row_envs.items() if len(e) > 1]
     lines += ["", f"Runs in the cache for these rounds: {len(mine)} of {len(plan(seeds, rounds, fractions))} ({envs})"
               + (f"; this invocation's wall time {wall:.0f} s." if wall else "."),
               "Rows made on more than one machine: " + (", ".join(mixed) if mixed else "none") +
               f" (a cell divides runs of one row; {CROSS_MACHINE})", "", f"Machine: {host}"]
-    done = [""]
+    held_lines = []
     for byz in reversed(fractions):  # the line (the first fraction, 2 of 8) last
         cells = [cell(runs, DEFAULT, byz, a, seeds, rounds) for a in ATTACKS]
         if all(c is not None for c in cells):
             held = sum(1 for c in cells if c.get("held"))
-            done.append(f"attacks held by the default rule at {byz} of {WORKERS}: {held} of {len(ATTACKS)}")
-    return "\n".join(lines + (done if len(done) > 1 else []))
+            held_lines.append(f"attacks held by the default rule at {byz} of {WORKERS}: {held} of {len(ATTACKS)}")
+    return "\n".join(lines + (["", *held_lines] if held_lines else []))
 
 
 def main() -> None:

@@ -147,6 +147,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     workers = [InnerTrainer(cfg.model, cfg.inner, data, init_seed=cfg.seed) for data in samplers]
     attackers = {i: build_attack(name) for i, name in cfg.attackers.items()}
     honest_idx = [i for i in range(cfg.workers) if i not in attackers]
+    forged = {f"worker{i:03d}" for i in attackers}  # the attackers' payload names
     attack_rng = torch.Generator().manual_seed(cfg.seed * 7919 + 17)
     layouts = [{n: (tuple(state[n].shape), torch.float32) for n in names} for names in frags]
     tensor_bytes = sum(t.numel() * 4 for t in state.values())
@@ -212,7 +213,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                         if scorer.score(r, int(k.removeprefix("worker")), state, names, d) > 0.0}
                 rejected += len(accepted) - len(kept)
                 accepted = kept
-            forged_in += sum(1 for k in accepted if int(k.removeprefix("worker")) in attackers)
+            forged_in += len(forged & accepted.keys())
             aggregate = rules[f](accepted) if accepted else outers[f].zero_aggregate()
             previous[f] = aggregate
             new_frag = outers[f].step(aggregate)
