@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import logging
 import re
@@ -63,6 +64,7 @@ from tenzro_operator.errors import (
     TxReverted,
 )
 from tenzro_operator.permit import PermitDomain, PermitSignature, sign_permit
+from tenzro_operator.redact import redact_url, scrub
 
 __all__ = [
     "ChainClient",
@@ -84,6 +86,9 @@ __all__ = [
     "load_deployment",
     "outer_gradient_typed_data",
     "sign_outer_gradient",
+    "registry_domain_separator",
+    "sign_submission_commitment",
+    "submission_commitment_digest",
 ]
 
 log = logging.getLogger("tenzro.chain")
@@ -576,6 +581,43 @@ def outer_gradient_digest(chain_id: int, registry: str, task_id: bytes, round: i
     return keccak(b"\x19" + m.version + m.header + m.body)
 
 
+SUBMISSION_COMMITMENT_TYPE = "SubmissionCommitment(bytes32 taskId,uint32 round,uint16 fragment,bytes32 commitment)"
+_SUBMISSION_COMMITMENT_TYPEHASH = keccak(SUBMISSION_COMMITMENT_TYPE.encode())
+_DOMAIN_TYPEHASH = keccak(b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
+
+
+@functools.lru_cache(maxsize=16)
+def registry_domain_separator(chain_id: int, registry: str) -> bytes:
+    """The registry's EIP-712 domain separator (the ``OuterGradient`` one: name, version, chain id, address)."""
+    return keccak(_DOMAIN_TYPEHASH + keccak(EIP712_DOMAIN_NAME.encode()) + keccak(EIP712_DOMAIN_VERSION.encode())
+                  + int(chain_id).to_bytes(32, "big") + bytes(12) + bytes.fromhex(registry[2:]))
+
+
+def submission_commitment_digest(chain_id: int, registry: str, task_id: bytes, round: int, fragment: int,
+                                 commitment: bytes) -> bytes:
+    """The 32-byte EIP-712 digest a trainer signs for an off-chain commitment (PROTOCOL.md §5):
+    ``SubmissionCommitment(bytes32 taskId,uint32 round,uint16 fragment,bytes32 commitment)`` under
+    the registry's domain (`outer_gradient_typed_data`'s). Off-chain only: the registry never reads
+    it; the syncer keeps a commitment only when it recovers to the trainer it names. Computed with
+    keccak directly (no typed-data encoder): the syncer computes one per commitment it receives.
+
+    Raises:
+        ValueError: a field out of its type's range (task id or commitment not 32 bytes).
+    """
+    if len(task_id) != 32 or len(commitment) != 32 or not 0 <= round < 2**32 or not 0 <= fragment < 2**16:
+        raise ValueError("task id and commitment must be 32 bytes, round a uint32, fragment a uint16")
+    struct = keccak(_SUBMISSION_COMMITMENT_TYPEHASH + bytes(task_id) + int(round).to_bytes(32, "big")
+                    + int(fragment).to_bytes(32, "big") + bytes(commitment))
+    return keccak(b"\x19\x01" + registry_domain_separator(int(chain_id), registry.lower()) + struct)
+
+
+def sign_submission_commitment(account: LocalAccount, chain_id: int, registry: str, task_id: bytes, round: int,
+                               fragment: int, commitment: bytes) -> bytes:
+    """The trainer's 65-byte (r, s, v) signature over `submission_commitment_digest`."""
+    digest = submission_commitment_digest(chain_id, registry, task_id, round, fragment, commitment)
+    return bytes(account.unsafe_sign_hash(digest).signature)
+
+
 # ----------------------------------------------------------------------------- errors from ABIs
 
 
@@ -702,6 +744,7 @@ class ChainClient:
                  replace_after_s: float | None = 20.0, max_fee_per_gas: int | None = None,
                  metrics: Any = None, _shared: "ChainClient | None" = None) -> None:
         self.rpc_url = rpc_url.rstrip("/")
+        self.shown_url = redact_url(self.rpc_url)  # what messages, pages and logs show (no API key)
         self.replace_after_s, self.max_fee_per_gas = replace_after_s, max_fee_per_gas
         self.account = account
         self.retries = max(1, retries)
@@ -721,7 +764,7 @@ class ChainClient:
                                     exception_retry_configuration=None))
         self.chain_id = self._rpc("eth_chainId", lambda: self.w3.eth.chain_id)
         if self.chain_id != self.deployment.chain_id:
-            raise DeploymentError(f"{self.rpc_url} is chain {self.chain_id} but {self.deployment.path} was "
+            raise DeploymentError(f"{self.shown_url} is chain {self.chain_id} but {self.deployment.path} was "
                                   f"deployed on chain {self.deployment.chain_id}")
         self._contracts = {name: self.w3.eth.contract(address=rec.address, abi=rec.abi)
                            for name, rec in self.deployment.contracts.items()}
@@ -750,7 +793,7 @@ class ChainClient:
             got = self.block_hash(0)
             if got.lower() != self.deployment.genesis_hash.lower():
                 raise DeploymentError(
-                    f"{self.rpc_url} is not the chain {self.deployment.path} was deployed on: its block 0 is "
+                    f"{self.shown_url} is not the chain {self.deployment.path} was deployed on: its block 0 is "
                     f"{got}, the record's {self.deployment.genesis_hash} (another devnet answers there, or the "
                     f"chain was reset): pass the right --rpc / TENZRO_NODE_RPC, or deploy again")
         targets = {name: rec.address for name, rec in self.deployment.contracts.items()}
@@ -759,7 +802,7 @@ class ChainClient:
         for name, addr in targets.items():
             code = self._rpc("eth_getCode", lambda a=addr: self.w3.eth.get_code(a))
             if not code:
-                raise DeploymentError(f"no contract code at {addr} ({name}) on {self.rpc_url}; the chain was "
+                raise DeploymentError(f"no contract code at {addr} ({name}) on {self.shown_url}; the chain was "
                                       f"reset or {self.deployment.path} is stale: deploy again")
 
     @property
@@ -805,7 +848,7 @@ class ChainClient:
                 status = getattr(getattr(exc, "response", None), "status_code", None)
                 if isinstance(exc, requests.exceptions.HTTPError) and (status is None or (status < 500
                                                                                           and status != 429)):
-                    raise ChainError(f"RPC {what} to {self.rpc_url} failed: HTTP {status}") from exc
+                    raise ChainError(f"RPC {what} to {self.shown_url} failed: HTTP {status}") from exc
                 last = exc
             except Web3RPCError as exc:
                 if isinstance(exc, ContractLogicError) or not _TRANSIENT_RPC.search(str(exc)):
@@ -813,8 +856,8 @@ class ChainClient:
                 last = exc
             if attempt == self.retries:
                 break
-            log.warning("RPC %s to %s failed (%s); retry %d/%d in %.2f s", what, self.rpc_url,
-                        _why(last), attempt, self.retries - 1, delay)
+            log.warning("RPC %s to %s failed (%s); retry %d/%d in %.2f s", what, self.shown_url,
+                        scrub(_why(last), self.rpc_url), attempt, self.retries - 1, delay)
             time.sleep(delay)
             delay = min(delay * 2, self.max_backoff_s)
         raise RpcUnavailable(self.rpc_url, self.retries, f"{what}: {_why(last)}") from last
@@ -1466,7 +1509,7 @@ class ChainClient:
                 self.mine()
                 continue
             if time.monotonic() > deadline:
-                raise ChainError(f"no block after {block} arrived on {self.rpc_url}")
+                raise ChainError(f"no block after {block} arrived on {self.shown_url}")
             time.sleep(self.poll_s * 10)
 
     def claim_syncer_fee(self, task_id: bytes) -> int:

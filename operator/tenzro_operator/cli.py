@@ -196,7 +196,7 @@ def _run(chain, value: str):
     except ChainRevert as exc:
         if exc.error_name != "Registry__UnknownTask":
             raise
-        raise TenzroError(f"no run with task id {value!r} (0x{tid.hex()}) on {chain.rpc_url}; "
+        raise TenzroError(f"no run with task id {value!r} (0x{tid.hex()}) on {chain.shown_url}; "
                           f"`tenzro train list-runs` shows the posted runs") from None
 
 

@@ -193,6 +193,16 @@ class TrainerConfig(CommonConfig):
                                            "endpoint (``tenzro_training_deliver``); every message published on "
                                            "pubsub is posted there too. None = the URL the run's syncer announces, "
                                            "signed, on its pubsub topic (none announced: pubsub only)")
+    syncer_rpc_allow_private: bool = Field(default=False, description="root flow: post to an announced endpoint "
+                                           "on a loopback, private (RFC 1918, fc00::/7) or link-local host too; "
+                                           "false = public hosts only (a configured syncer_rpc is taken as "
+                                           "written either way)")
+    syncer_rpc_deadline_s: float = Field(default=3.0, gt=0, le=60, description="root flow: total time one "
+                                         "delivery to the syncer's endpoint may take (connect, send, answer), "
+                                         "seconds")
+    syncer_rpc_max_response_bytes: int = Field(default=1 << 20, ge=1024, description="root flow: largest answer "
+                                               "read from the syncer's endpoint, bytes; a larger one is dropped "
+                                               "unread")
     force_onchain: bool = Field(default=False, description="root flow: also deliver every submission on-chain "
                                 "(commitSubmission, then the reveal: two transactions per fragment, paid by the "
                                 "trainer) from the first round, where no syncer can leave it out; false = only "
@@ -323,6 +333,14 @@ class GatewayConfig(CommonConfig):
                             "and refuse it with the decoded revert before broadcasting; false = relay it as is")
     receipt_timeout_s: float = Field(default=60.0, gt=0, description="how long a write waits for its receipt, "
                                      "seconds")
+    max_connections: int = Field(default=256, ge=1, description="connections served at a time; one more is "
+                                 "answered HTTP 503")
+    read_timeout_s: float = Field(default=10.0, gt=0, description="seconds a client has to send a request's "
+                                  "headers, and again its body (HTTP 408 and closed after); also the idle time "
+                                  "of a kept-alive connection")
+    read_workers: int = Field(default=8, ge=1, description="threads answering reads (listRuns, getRun, getReceipt)")
+    write_workers: int = Field(default=2, ge=1, description="threads relaying writes, each waiting up to "
+                               "receipt_timeout_s; a write finding all of them taken is answered -32008 (busy)")
 
 
 C = TypeVar("C", bound=CommonConfig)

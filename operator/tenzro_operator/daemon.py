@@ -509,16 +509,37 @@ class Daemon:
 
     # -- time -----------------------------------------------------------------------------
 
-    def chain_now(self) -> int:
-        """Chain time (unix seconds): the later of the head block's timestamp and the wall clock
-        shifted by the chain's offset (anvil stamps blocks with wall time plus any increaseTime)."""
-        head = self.chain.block_timestamp("latest")
-        now = time.time()
-        off = getattr(self, "_chain_offset", None)
-        if off is None or head > now + off:
-            off = max(0.0, head - now) if off is None else head - now
-            self._chain_offset = off
-        return max(head, int(now + off))
+    def chain_now(self, max_age_s: float = 0.0) -> int:
+        """Chain time (unix seconds), from the chain alone: the latest time the chain showed (the
+        head block's timestamp; on a devnet, whose blocks are mined only for transactions, the
+        pending block's, which anvil stamps with its own clock, increaseTime included) plus the
+        seconds elapsed since it was read (``time.monotonic()``). Never the wall clock: a host
+        clock set fast cannot close a window early (issue #24), and the estimate never runs ahead
+        of the chain by more than the chain's own clock does. Never decreases.
+
+        Read from the chain again unless it was read within ``max_age_s`` seconds (the syncer's
+        intake passes 1 s: one head read a second however many messages arrive). Thread-safe:
+        one thread reads, the others wait for its answer.
+
+        Raises:
+            RpcUnavailable: the chain does not answer (when it is read).
+        """
+        lock = self.__dict__.setdefault("_chain_time_lock", threading.Lock())
+        with lock:
+            base, read_at = self.__dict__.get("_chain_time", (None, 0.0))
+            if base is None or time.monotonic() - read_at >= max_age_s:
+                ts = None
+                if self.chain.chain_id in (31337, 1337):
+                    try:
+                        ts = self.chain.block_timestamp("pending")
+                    except Exception:  # noqa: BLE001 - a devnet without a pending block: the head
+                        ts = None
+                if ts is None:
+                    ts = self.chain.block_timestamp("latest")
+                read_at = time.monotonic()
+                base = ts - read_at if base is None else max(base, ts - read_at)
+                self._chain_time = (base, read_at)
+            return int(time.monotonic() + base)
 
 
 # ----------------------------------------------------------------------------- wiring

@@ -267,7 +267,7 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
         cfg = _write_yaml(work / "config" / f"trainer-{i}.yaml", {
             **_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,
             "did": f"did:tenzro:machine:demo-trainer-{i}", "inner": {"batch_size": s.batch_size},
-            "device": "cpu", "dtype": "fp32"})
+            "device": "cpu", "dtype": "fp32", "syncer_rpc_allow_private": True})  # a syncer endpoint on 127.0.0.1
         procs.append(_spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config",
                                              str(cfg)], work / "logs" / f"trainer-{i}.log"))
     if not watcher:

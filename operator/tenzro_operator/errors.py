@@ -6,17 +6,21 @@ else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from tenzro_operator.redact import redact_url, scrub
+
 
 class TenzroError(Exception):
     """Base of every error the operator reports to a user."""
 
 
 class ServiceUnavailable(TenzroError):
-    """A local service (RPC endpoint, IPFS node) did not answer."""
+    """A local service (RPC endpoint, IPFS node) did not answer. ``url`` is kept redacted
+    (`tenzro_operator.redact`: a provider's API key in it never reaches a message, a page or a log),
+    and so is every mention of it in ``hint``."""
 
     def __init__(self, service: str, url: str, hint: str = "start the devnet with `make devnet-up`") -> None:
-        self.service, self.url = service, url
-        super().__init__(f"{service} is not answering at {url}; {hint}")
+        self.service, self.url = service, redact_url(url)
+        super().__init__(f"{service} is not answering at {self.url}; {scrub(hint, url)}")
 
 
 class DevnetError(TenzroError):
@@ -64,8 +68,8 @@ class RpcUnavailable(ChainError, ServiceUnavailable):
     """The JSON-RPC endpoint did not answer after the retries."""
 
     def __init__(self, url: str, attempts: int = 1, cause: str = "") -> None:
-        self.attempts, self.cause = attempts, cause
-        why = f" ({cause})" if cause else ""
+        self.attempts, self.cause = attempts, scrub(cause, url)  # the cause may quote the URL (requests does)
+        why = f" ({self.cause})" if cause else ""
         ServiceUnavailable.__init__(
             self, "the JSON-RPC endpoint", url,
             f"gave up after {attempts} attempt(s){why}; is the node running? (`make devnet-up` starts the devnet)")

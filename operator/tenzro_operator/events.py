@@ -397,7 +397,7 @@ class EventWatcher:
             try:
                 self.poll_once()
                 if down_since is not None:
-                    log.info("RPC %s is back after %.1f s; resuming from block %d", self.client.rpc_url,
+                    log.info("RPC %s is back after %.1f s; resuming from block %d", self.client.shown_url,
                              time.monotonic() - down_since, self.cursor.next_block)
                 down_since, delay = None, poll_interval_s
             except RpcUnavailable:
@@ -406,7 +406,7 @@ class EventWatcher:
                 if now - down_since > self.max_rpc_downtime_s:
                     raise
                 log.warning("RPC %s unavailable; watcher paused at block %d, retrying in %.1f s",
-                            self.client.rpc_url, self.cursor.next_block, delay)
+                            self.client.shown_url, self.cursor.next_block, delay)
                 delay = min(delay * 2, 10.0)
             if until and until():
                 break

@@ -54,7 +54,7 @@ from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime, WeightsError, outer_config
-from tenzro_operator.transcript import RoundTranscript, TranscriptError
+from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript, TranscriptError
 from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
 from tenzro_trainer.codec import decode_fragment
 from tenzro_trainer.errors import AggregationError, PayloadError, PayloadRejected
@@ -294,12 +294,14 @@ def submission_of(ev: Mapping[str, Any]) -> tuple[tuple[int, int, str], tuple[st
     return (int(a["round"]), int(a["fragment"]), str(a["trainer"]).lower()), (str(a["cid"]), bytes(a["payloadHash"]))
 
 
-def _fetch(ipfs: IpfsClient, cid: str) -> tuple[bytes | None, str]:
+def _fetch(ipfs: IpfsClient, cid: str, max_bytes: int) -> tuple[bytes | None, str]:
     """Bytes at ``cid`` (verified against the CID), or (None, why) when the node cannot give them
-    (unknown or invalid CID, bytes that do not match it). `IpfsUnavailable` (no node answers)
-    propagates: the replay cannot go on without IPFS."""
+    (unknown or invalid CID, more than ``max_bytes`` bytes: cut off once the cap is passed, never
+    read whole; bytes that do not match the CID). ``max_bytes`` is what the read can legitimately
+    be: `TaskRuntime.payload_cap` for a payload or weights blob, `MAX_TRANSCRIPT_BYTES` for a
+    transcript. `IpfsUnavailable` (no node answers) propagates: the replay cannot go on without IPFS."""
     try:
-        return ipfs.cat(cid), ""
+        return ipfs.cat(cid, max_bytes=max_bytes), ""
     except IpfsUnavailable:
         raise
     except IpfsError as exc:  # IpfsNotFound, IpfsIntegrityError, an invalid CID string, ...
@@ -428,7 +430,7 @@ class RoundReplayer:
         # The transcript.
         transcript_hash = fin.transcript_hash
         tr = None
-        raw, why = _fetch(self.ipfs, fin.transcript_cid)
+        raw, why = _fetch(self.ipfs, fin.transcript_cid, MAX_TRANSCRIPT_BYTES)
         if raw is None:
             chk.fail(f"round {r} transcript {fin.transcript_cid}", "retrievable from IPFS", why)
         else:
@@ -550,7 +552,7 @@ class RoundReplayer:
                 if posted is None:
                     continue  # reported by the transcript checks
                 cid, payload_hash = posted
-                raw, why = _fetch(self.ipfs, cid)
+                raw, why = _fetch(self.ipfs, cid, self.runtime.payload_cap(f))
                 rep.payloads_checked += 1
                 if self.progress:
                     self.progress("payload", rep.payloads_checked, total)
@@ -607,7 +609,7 @@ class RoundReplayer:
             if reason == "Unavailable" or posted is None:
                 continue
             where = f"round {r} fragment {f} trainer {trainer} rejection {reason!r}"
-            raw, why = _fetch(self.ipfs, posted[0])
+            raw, why = _fetch(self.ipfs, posted[0], self.runtime.payload_cap(f))
             if raw is None:
                 rep.notes.append(f"{where}: payload {posted[0]} not retrievable, claim not checked ({why})")
                 continue
@@ -635,7 +637,7 @@ class RoundReplayer:
 
     def _resync(self, r: int, f: int, fin: Finalized, chk: _Checks) -> None:
         """Continue fragment f from the committed weights (momentum kept), if they can be fetched."""
-        raw, why = _fetch(self.ipfs, fin.fragment_cids[f])
+        raw, why = _fetch(self.ipfs, fin.fragment_cids[f], self.runtime.payload_cap(f))
         if raw is None:
             chk.fail(f"round {r} fragment {f} committed weights {fin.fragment_cids[f]}", "retrievable", why)
             return

@@ -7,8 +7,10 @@ A root-flow round, as the daemons run it:
    2)``, `ChainClient.commit_phase`): a trainer pins its pseudo-gradients, signs each (the
    EIP-712 ``OuterGradient`` of §4) and publishes only a `CommitMessage` per fragment on the
    task's submission topic: ``forced_commitment(structHash, trainer)``, which shows nothing of the
-   payload. The syncer records the commitments it receives before ``closes`` (at most
-   `MAX_COMMITMENTS` per trainer and fragment).
+   payload, signed by the trainer (EIP-712 ``SubmissionCommitment``,
+   `chain.submission_commitment_digest`), so nobody else can fill its slots. The syncer records
+   the commitments it receives before ``closes`` whose signature recovers to the trainer they name
+   (at most `MAX_COMMITMENTS` per trainer and fragment).
 2. **Reveal phase** (after ``closes``): the trainer publishes a `RevealMessage` per fragment (the
    struct's fields and the signature). The syncer accepts a reveal only when its signer is the
    enrolled trainer it names, its base root is the round's input weights root and its commitment
@@ -35,9 +37,16 @@ from typing import Annotated, Any, Literal, Mapping, Sequence
 
 import torch
 from eth_account import Account
+from eth_utils import keccak
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from tenzro_operator.chain import ChainClient, SignedPayload, outer_gradient_digest
+from tenzro_operator.chain import (
+    ChainClient,
+    SignedPayload,
+    registry_domain_separator,
+    sign_submission_commitment,
+    submission_commitment_digest,
+)
 from tenzro_operator.errors import TenzroError
 from tenzro_trainer import round_commitment as rc
 from tenzro_trainer.commitment import flatten_fragment
@@ -45,10 +54,10 @@ from tenzro_trainer.commitment import flatten_fragment
 __all__ = ["MAX_COMMITMENTS", "MAX_MESSAGE_BYTES", "CommitMessage", "RevealMessage", "RootFlowError",
            "bitmap_credits", "committed_round", "committed_rounds", "committed_weights", "credits_proof", "cumulative_credits",
            "enable_root_flow", "fragment_states", "fragment_vectors", "initial_fragments_root", "outer_rule",
-           "parse_message"]
+           "parse_message", "recover_signer"]
 
 MAX_MESSAGE_BYTES = 4096  # bytes: a reveal is about 700
-MAX_COMMITMENTS = 8  # commitments the syncer keeps per (trainer, fragment) and round: more is spam
+MAX_COMMITMENTS = 8  # signed commitments the syncer keeps per (trainer, fragment) and round: a trainer's own bound
 
 Hex32 = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-fA-F]{64}$")]
 Address = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-fA-F]{40}$")]
@@ -75,12 +84,36 @@ class _Message(BaseModel):
 class CommitMessage(_Message):
     """A trainer's commitment to one submission: ``commitment = forced_commitment(structHash,
     trainer)`` (`tenzro_trainer.round_commitment.forced_commitment`), the same word its on-chain
-    ``commitSubmission`` would carry. Unsigned: the word names the trainer, and nobody else knows
-    the struct hash before the reveal, so a commitment sent by someone else can only serve that
-    trainer."""
+    ``commitSubmission`` would carry, and the trainer's signature over it (EIP-712
+    ``SubmissionCommitment(bytes32 taskId,uint32 round,uint16 fragment,bytes32 commitment)``,
+    `chain.submission_commitment_digest`). Signed so that only the trainer fills its own
+    `MAX_COMMITMENTS` slots: unsigned words sent by anyone else took them (issue #24)."""
 
     type: Literal["commit"] = "commit"
     commitment: Hex32
+    signature: Signature
+
+    @classmethod
+    def signed(cls, account, chain_id: int, registry: str, reveal: "RevealMessage") -> "CommitMessage":
+        """The commitment to ``reveal``, signed by ``account`` (the trainer ``reveal`` names)."""
+        word = reveal.commitment()
+        sig = sign_submission_commitment(account, chain_id, registry, _bytes(reveal.task), reveal.round,
+                                         reveal.fragment, word)
+        return cls(task=reveal.task, round=reveal.round, fragment=reveal.fragment, trainer=reveal.trainer,
+                   commitment="0x" + word.hex(), signature="0x" + sig.hex())
+
+    def word(self) -> bytes:
+        """The commitment word (32 bytes)."""
+        return _bytes(self.commitment)
+
+    def digest(self, chain_id: int, registry: str) -> bytes:
+        """The 32-byte EIP-712 digest its signature signs."""
+        return submission_commitment_digest(chain_id, registry, _bytes(self.task), self.round, self.fragment,
+                                            self.word())
+
+    def signer(self, chain_id: int, registry: str) -> str:
+        """The address that signed it (lower-case), or "" for a signature that recovers to none."""
+        return recover_signer(self.digest(chain_id, registry), _bytes(self.signature))
 
 
 class RevealMessage(_Message):
@@ -118,14 +151,24 @@ class RevealMessage(_Message):
         """The commitment this reveal opens (32 bytes)."""
         return rc.forced_commitment(self.struct_hash(), self.trainer)
 
+    def digest(self, chain_id: int, registry: str) -> bytes:
+        """The 32-byte EIP-712 ``OuterGradient`` digest its signature signs (`outer_gradient_digest`,
+        from the struct hash: keccak only)."""
+        return keccak(b"\x19\x01" + registry_domain_separator(chain_id, registry.lower()) + self.struct_hash())
+
     def signer(self, chain_id: int, registry: str) -> str:
         """The address that signed the struct (lower-case), or "" for a signature that recovers to none."""
-        digest = outer_gradient_digest(chain_id, registry, _bytes(self.task), self.round, self.fragment,
-                                       _bytes(self.base_root), self.signed_payload())
-        try:
-            return Account._recover_hash(digest, signature=_bytes(self.signature)).lower()
-        except Exception:  # noqa: BLE001 - eth-keys raises several types for a malformed signature
-            return ""
+        return recover_signer(self.digest(chain_id, registry), _bytes(self.signature))
+
+
+def recover_signer(digest: bytes, signature: bytes) -> str:
+    """The address (lower-case) whose key made the 65-byte ``signature`` over the 32-byte
+    ``digest``, or "" when it recovers to none (eth-keys, on libsecp256k1 through coincurve:
+    about 0.1 ms)."""
+    try:
+        return Account._recover_hash(digest, signature=signature).lower()
+    except Exception:  # noqa: BLE001 - eth-keys raises several types for a malformed signature
+        return ""
 
 
 def _bytes(h: str) -> bytes:

@@ -114,11 +114,13 @@ def initial_weights(ipfs: IpfsClient, spec: TaskSpec, runtime: TaskRuntime, weig
     return fetch_weights(ipfs, runtime, [w.cid for w in ws], [w.sha256_bytes for w in ws], weights_root)
 
 
-def verify_assets(ipfs: IpfsClient, spec: TaskSpec, timeout_s: float = 20.0) -> None:
+def verify_assets(ipfs: IpfsClient, spec: TaskSpec, timeout_s: float = 20.0,
+                  max_dataset_bytes: int = DEFAULT_MAX_DATASET_BYTES) -> None:
     """Check, before a spec is posted, that every asset it names can be fetched and is what it
     claims: the dataset (`dataset_ref`, against `dataset_hash`) and each initial weights blob
     (its CID, its sha256, and the model's layout for that fragment). ``timeout_s`` bounds each
-    fetch (seconds).
+    fetch (seconds); the dataset is read up to ``max_dataset_bytes`` bytes, each weights blob up
+    to its fragment's `TaskRuntime.payload_cap`.
 
     Raises:
         AssetError: an asset is not retrievable or does not match, naming the spec field
@@ -132,7 +134,7 @@ def verify_assets(ipfs: IpfsClient, spec: TaskSpec, timeout_s: float = 20.0) -> 
     try:
         if not spec.dataset_ref.startswith(IPFS_SCHEME):
             raise AssetError(f"dataset_ref {spec.dataset_ref!r} is not an ipfs:// reference")
-        raw = ipfs.cat(spec.dataset_ref[len(IPFS_SCHEME):], timeout_s=timeout_s)
+        raw = ipfs.cat(spec.dataset_ref[len(IPFS_SCHEME):], timeout_s=timeout_s, max_bytes=max_dataset_bytes)
         try:
             df = validate_long_format(pd.read_csv(io.BytesIO(raw), float_precision="round_trip"),
                                       source=spec.dataset_ref)
@@ -143,7 +145,7 @@ def verify_assets(ipfs: IpfsClient, spec: TaskSpec, timeout_s: float = 20.0) -> 
         blobs = []
         for f, w in enumerate(ws):
             where = f"metadata.protocol.initial_weights[{f}] ({w.cid})"
-            blobs.append(ipfs.cat(w.cid, timeout_s=timeout_s))
+            blobs.append(ipfs.cat(w.cid, timeout_s=timeout_s, max_bytes=runtime.payload_cap(f)))
         where = "metadata.protocol.initial_weights"
         runtime.decode_weights(blobs, [w.sha256_bytes for w in ws])
     except IpfsUnavailable:

@@ -110,7 +110,7 @@ def register(cli: click.Group) -> None:
         wei, atto = _amount(eth, "--eth"), _amount(tnzo, "--tnzo")
         chain = ctx.chain()
         if chain.chain_id not in DEVNET_CHAIN_IDS:
-            raise TenzroError(f"the faucet is for devnets; {chain.rpc_url} is chain {chain.chain_id}")
+            raise TenzroError(f"the faucet is for devnets; {chain.shown_url} is chain {chain.chain_id}")
         deployer = anvil_account(0)
         if (chain.deployment.deployer or "").lower() != deployer.address.lower():
             raise TenzroError(f"{chain.deployment.path} was deployed by {chain.deployment.deployer}, not anvil's "

@@ -63,7 +63,10 @@ def test_a_signature_that_recovers_to_nobody_is_refused_not_raised():
     (json.dumps({"type": "commit", "task": "0x" + "00" * 32, "round": -1, "fragment": 0,
                  "trainer": "0x" + "00" * 20, "commitment": "0x" + "00" * 32}).encode(), "round"),
     (json.dumps({"type": "commit", "task": "0x" + "00" * 32, "round": 0, "fragment": 0,
-                 "trainer": "0x" + "00" * 20, "commitment": "0x" + "00" * 32, "extra": 1}).encode(), "extra"),
+                 "trainer": "0x" + "00" * 20, "commitment": "0x" + "00" * 32, "signature": "0x" + "00" * 65,
+                 "extra": 1}).encode(), "extra"),
+    (json.dumps({"type": "commit", "task": "0x" + "00" * 32, "round": 0, "fragment": 0,
+                 "trainer": "0x" + "00" * 20, "commitment": "0x" + "00" * 32}).encode(), "signature"),
 ])
 def test_malformed_messages_are_refused_with_the_reason(data, why):
     with pytest.raises(RootFlowError, match=why):
@@ -72,7 +75,7 @@ def test_malformed_messages_are_refused_with_the_reason(data, why):
 
 def test_a_commit_message_is_parsed_as_one():
     m = CommitMessage(task="0x" + TASK.hex(), round=0, fragment=2, trainer="0x" + "01" * 20,
-                      commitment="0x" + "02" * 32)
+                      commitment="0x" + "02" * 32, signature="0x" + "03" * 65)
     assert parse_message(m.encode()) == m
 
 

@@ -164,6 +164,7 @@ def trainer_daemon(dev: Devnet, index: int, task_id: bytes | None, data_dir: Pat
     """A trainer daemon as anvil account ``index``; ``task_id`` None: it discovers runs."""
     from tenzro_operator.roles.trainer import TrainerDaemon, TrainerDaemonConfig
 
+    cfg.setdefault("syncer_rpc_allow_private", True)  # the devnet's syncer announces a 127.0.0.1 endpoint
     config = TrainerDaemonConfig(node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
                                  task_id=task_id and "0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
                                  poll_interval_s=0.3, inner={"batch_size": 16}, **cfg)

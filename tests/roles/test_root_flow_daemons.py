@@ -92,9 +92,8 @@ def _copycat(dev, tid: bytes, index: int, stop: threading.Event) -> list:
                 signed = me.sign_outer_gradient(tid, m.round, m.fragment, m.signed_payload(),
                                                 base_root=bytes.fromhex(m.base_root[2:]))
                 mine = RevealMessage.of(tid, m.round, m.fragment, me.address, bytes.fromhex(m.base_root[2:]), signed)
-                ipfs.pubsub_publish(topic, CommitMessage(task=m.task, round=m.round, fragment=m.fragment,
-                                                         trainer=mine.trainer,
-                                                         commitment="0x" + mine.commitment().hex()).encode())
+                ipfs.pubsub_publish(topic, CommitMessage.signed(me.account, me.chain_id, me.registry.address,
+                                                                mine).encode())
                 ipfs.pubsub_publish(topic, mine.encode())
                 sent.append(mine)
 

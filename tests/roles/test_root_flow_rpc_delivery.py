@@ -33,9 +33,9 @@ def _reveal(client, tid: bytes, r: int, f: int, base: bytes, trainer: str | None
     return RevealMessage.of(tid, r, f, trainer or client.address, base, signed)
 
 
-def _commit(m: RevealMessage) -> CommitMessage:
-    return CommitMessage(task=m.task, round=m.round, fragment=m.fragment, trainer=m.trainer,
-                         commitment="0x" + m.commitment().hex())
+def _commit(m: RevealMessage, client) -> CommitMessage:
+    """The commitment to ``m`` signed by ``client`` (the trainer, or a forger)."""
+    return CommitMessage.signed(client.account, client.chain_id, client.registry.address, m)
 
 
 @pytest.fixture
@@ -65,12 +65,12 @@ def test_the_endpoint_keeps_valid_messages_and_refuses_the_rest_with_a_reason(de
     m0 = _reveal(t0, tid, 0, 0, run.weights_root)
 
     # a signed commitment and its reveal of an enrolled trainer: accepted, and in the intake's state
-    r = httpx.post(url, json=_call(multibase_encode(_commit(m0).encode())))
+    r = httpx.post(url, json=_call(multibase_encode(_commit(m0, t0).encode())))
     assert r.status_code == 200 and r.json() == {"jsonrpc": "2.0", "result": {"accepted": True}, "id": 1}
     assert s._commitments[key0] == {m0.commitment()}
     assert httpx.post(url, json=_call("0x" + m0.encode().hex(), 2)).json()["result"] == {"accepted": True}  # hex too
     assert s._reveals[key0] == m0
-    assert post_messages(url, [m0.encode(), _commit(m0).encode()]) == [None, None]  # sent again: still fine
+    assert post_messages(url, [m0.encode(), _commit(m0, t0).encode()]) == [None, None]  # sent again: still fine
 
     def refused(message, code: int, reason: str) -> dict:
         err = httpx.post(url, json=_call(message, 7)).json()["error"]
@@ -90,25 +90,36 @@ def test_the_endpoint_keeps_valid_messages_and_refuses_the_rest_with_a_reason(de
     other = bytes.fromhex("ab" * 32)
     err = refused(multibase_encode(_reveal(t0, other, 0, 0, run.weights_root).encode()), -32010, "wrong_task")
     assert err["data"]["tasks"] == ["0x" + tid.hex()]
-    # a reveal signed by someone else than the trainer it names: bad signature, and not kept
+    # a reveal signed by someone else than the trainer it names, opening that trainer's signed
+    # commitment: bad signature, and not kept
+    real = _reveal(t0, tid, 0, 1, run.weights_root)
+    assert post_messages(url, [_commit(real, t0).encode()]) == [None]
     forged = _reveal(t1, tid, 0, 1, run.weights_root, trainer=t0.address)
     err = refused(multibase_encode(forged.encode()), -32003, "bad_signature")
     assert err["data"]["recovered"] == t1.address.lower() and (0, 1, key0[2]) not in s._reveals
+    # a commitment signed by someone else than the trainer it names: bad signature, not kept
+    squat = _commit(_reveal(t0, tid, 0, 1, run.weights_root, cid="bafksquat"), t1)
+    err = refused(multibase_encode(squat.encode()), -32003, "bad_signature")
+    assert squat.word() not in s._commitments[(0, 1, key0[2])]
+    # a reveal that opens no kept commitment: refused before any signature check
+    refused(multibase_encode(_reveal(t0, tid, 0, 1, run.weights_root, cid="bafknone").encode()), -32010,
+            "no_commitment")
     # wrong round, a fragment the run does not have, a trainer not enrolled
-    refused(multibase_encode(_commit(_reveal(t0, tid, 1, 0, run.weights_root)).encode()), -32010, "wrong_round")
-    refused(multibase_encode(_commit(_reveal(t0, tid, 0, 5, run.weights_root)).encode()), -32010, "bad_fragment")
+    refused(multibase_encode(_commit(_reveal(t0, tid, 1, 0, run.weights_root), t0).encode()), -32010, "wrong_round")
+    refused(multibase_encode(_commit(_reveal(t0, tid, 0, 5, run.weights_root), t0).encode()), -32010, "bad_fragment")
     outsider = dev.client(OUTSIDER)
-    refused(multibase_encode(_commit(_reveal(outsider, tid, 0, 0, run.weights_root)).encode()), -32010,
+    refused(multibase_encode(_commit(_reveal(outsider, tid, 0, 0, run.weights_root), outsider).encode()), -32010,
             "not_enrolled")
-    # spam: at most MAX_COMMITMENTS commitments per trainer and fragment are kept
-    spam = [_commit(_reveal(t1, tid, 0, 0, run.weights_root, cid=f"bafkspam{i}")) for i in range(MAX_COMMITMENTS + 1)]
+    # at most MAX_COMMITMENTS signed commitments per trainer and fragment are kept (its own bound)
+    spam = [_commit(_reveal(t1, tid, 0, 0, run.weights_root, cid=f"bafkspam{i}"), t1)
+            for i in range(MAX_COMMITMENTS + 1)]
     answers = post_messages(url, [c.encode() for c in spam])
     assert answers[:MAX_COMMITMENTS] == [None] * MAX_COMMITMENTS
     assert answers[-1]["code"] == -32010 and answers[-1]["data"]["reason"] == "too_many_commitments"
 
     # a batch: answered in order, one failure does not stop the others; a notification is not answered
     m1 = _reveal(t1, tid, 0, 1, run.weights_root)
-    batch = [_call(multibase_encode(_commit(m1).encode()), "a"), _call("zzz", "b"),
+    batch = [_call(multibase_encode(_commit(m1, t1).encode()), "a"), _call("zzz", "b"),
              {"jsonrpc": "2.0", "method": DELIVER, "params": [multibase_encode(m1.encode())]},  # by position
              {"jsonrpc": "2.0", "id": "d", "method": "tenzro_training_nope"}]
     out = httpx.post(url, json=batch).json()
@@ -127,7 +138,7 @@ def test_the_endpoint_keeps_valid_messages_and_refuses_the_rest_with_a_reason(de
     # what the syncer validates, as the ones from pubsub
     s.chain.mine(seconds=s._round.closes - s.chain_now() + 1)
     now = s.chain_now()
-    err = refused(multibase_encode(_commit(_reveal(t1, tid, 0, 0, run.weights_root, cid="bafklate")).encode()),
+    err = refused(multibase_encode(_commit(_reveal(t1, tid, 0, 0, run.weights_root, cid="bafklate"), t1).encode()),
                   -32010, "commit_phase_closed")
     assert err["data"]["closes"] == s._round.closes and err["data"]["now"] >= now
     subs = s.root_collect(run, s._round.closes)
@@ -183,5 +194,6 @@ def test_a_dead_endpoint_is_logged_once_per_round_and_never_stops_the_trainer(de
     caplog.set_level(logging.WARNING, logger="tenzro.trainer")
     for r in (0, 0, 0, 1, 1):
         t.deliver_rpc(r, [b"{}"])  # nobody listens: logged, not raised
+        assert t._delivery.wait_idle(10)  # posted on the trainer's delivery worker
     dead = [rec.getMessage() for rec in caplog.records if "does not answer" in rec.getMessage()]
     assert len(dead) == 2 and dead[0].startswith("round 0") and dead[1].startswith("round 1")

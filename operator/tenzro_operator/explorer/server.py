@@ -12,6 +12,14 @@ Routes (GET and HEAD only; every HTML page has a JSON twin under ``/api``):
 (or ``{"error": ...}`` under ``/api``), never tracebacks: 400 for a malformed id, 404 for an
 unknown run, round or path, 503 when the chain's RPC node or the IPFS node does not answer (or
 the deployment record is not this chain's), 500 for anything else (logged here with its traceback).
+Node URLs are shown redacted (`tenzro_operator.redact`): an API key in ``--rpc`` never reaches a page.
+
+Bounds (issue #24): a request must arrive whole (request line and headers) within
+``read_timeout_s`` of its connection, else the connection is closed (HTTP 408): a client that
+sends half a request holds one thread for that long at most. At most ``max_connections``
+connections at a time: one more makes room by closing the connection that has waited longest for
+its request line and headers, so half-sent requests cannot keep a prompt one out; only when every
+connection is busy with a page is it answered 503. One request per connection (HTTP/1.0).
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
+import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -33,6 +44,8 @@ CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; bas
 _RUN = re.compile(r"/runs/([^/]+)")
 _ROUND = re.compile(r"/runs/([^/]+)/rounds/([^/]+)")
 MAX_LIMIT = 200  # runs per page
+MAX_CONNECTIONS = 64  # connections served at a time (one thread each)
+READ_TIMEOUT_S = 10.0  # seconds for a request line and its headers
 
 
 class Response:
@@ -130,6 +143,44 @@ class _Handler(BaseHTTPRequestHandler):
     server: "ExplorerServer"
     server_version = "tenzro-explorer"
 
+    def setup(self) -> None:
+        """The whole request must be in within the read timeout (a watchdog answers 408 and closes
+        the socket of a request still incomplete then); every socket operation, the answer's
+        included, waits at most a second more than that."""
+        self.timeout = self.server.read_timeout_s + 1.0
+        super().setup()
+        self._watchdog = threading.Timer(self.server.read_timeout_s, self.drop, (b"408 Request Timeout",))
+        self._watchdog.daemon = True
+        self.server.waiting(self, True)
+        self._watchdog.start()
+
+    def drop(self, status: bytes) -> None:
+        """Answer ``status`` with no body and close: the request is not in (too late, or evicted)."""
+        if not self.server.waiting(self, False):
+            return  # it came in meanwhile, or was dropped already
+        self._watchdog.cancel()
+        if status.startswith(b"408"):
+            self.server.count("timed_out")
+        try:
+            self.connection.sendall(b"HTTP/1.0 " + status + b"\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()  # reads the headers too
+        self.server.waiting(self, False)  # the request line and the headers are in (a GET has no body)
+        self._watchdog.cancel()
+        return ok
+
+    def finish(self) -> None:
+        self.server.waiting(self, False)
+        self._watchdog.cancel()
+        super().finish()
+
     def do_GET(self) -> None:  # noqa: N802  (http.server's name)
         self._answer(head=False)
 
@@ -154,24 +205,94 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ExplorerServer(ThreadingHTTPServer):
-    """A threading HTTP server (one thread per request) serving ``app``.
+    """A threading HTTP server (one thread per connection, at most ``max_connections``) serving ``app``.
+
+    Counters: ``refused`` (over the limit with nothing to evict), ``evicted`` (closed to make room),
+    ``timed_out`` (requests not in within ``read_timeout_s``).
 
     Args:
         app: the `Explorer`.
         host: address to bind (default loopback only).
         port: TCP port (0: a free one; read ``server_address`` after).
+        max_connections: connections served at a time; one more closes the connection that has
+            waited longest for its request (503), or is answered 503 itself when all are busy.
+        read_timeout_s: seconds for a request line and its headers (and per socket operation).
     Raises:
         TenzroError: the address cannot be bound (in use, or not this host's).
     """
 
     daemon_threads = True
 
-    def __init__(self, app: Explorer, host: str = "127.0.0.1", port: int = 8080) -> None:
+    def __init__(self, app: Explorer, host: str = "127.0.0.1", port: int = 8080, *,
+                 max_connections: int = MAX_CONNECTIONS, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.app = app
+        self.max_connections, self.read_timeout_s = max_connections, read_timeout_s
+        self.request_queue_size = min(max_connections, 128)
+        self.refused = self.evicted = self.timed_out = 0
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._waiting: dict[_Handler, None] = {}  # handlers still reading their request, oldest first
+        self._waiting_lock = threading.Lock()
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
             raise TenzroError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pass another --port)") from None
+
+    def waiting(self, handler: "_Handler", on: bool) -> bool:
+        """Mark ``handler`` as reading its request (``on``) or not; True if that changed it."""
+        with self._waiting_lock:
+            if on:
+                self._waiting[handler] = None
+                return True
+            return self._waiting.pop(handler, False) is None
+
+    def count(self, counter: str) -> None:
+        """Add one to ``counter`` (``refused``, ``evicted``, ``timed_out``): handler threads count too."""
+        with self._waiting_lock:
+            setattr(self, counter, getattr(self, counter) + 1)
+
+    def _evict_oldest(self) -> bool:
+        with self._waiting_lock:
+            oldest = next(iter(self._waiting), None)
+        if oldest is None:
+            return False
+        self.count("evicted")
+        oldest.drop(b"503 Service Unavailable")
+        return True
+
+    def process_request(self, request, client_address) -> None:
+        """Serve on a thread of its own if a slot is free, or once the connection that has waited
+        longest for its request is closed; else answer 503 and close at once."""
+        if not self._slots.acquire(blocking=False) and not (self._evict_oldest()
+                                                           and self._slots.acquire(timeout=2.0)):
+            self.count("refused")
+            body = json.dumps({"error": f"server busy: {self.max_connections} connections open; retry later",
+                               "status": 503}).encode()
+            try:
+                request.settimeout(1.0)
+                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: %d\r\nRetry-After: 1\r\n\r\n%s" % (len(body), body))
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def handle_error(self, request, client_address) -> None:
+        """A client gone mid-answer (a dropped half request, a closed tab) is no error worth a traceback."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            log.debug("explorer: %s went away", client_address)
+            return
+        super().handle_error(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     @property
     def url(self) -> str:

@@ -21,7 +21,6 @@ from typing import Any
 
 from tenzro_operator.errors import ChainError, ChainRevert, IpfsUnavailable, TenzroError
 
-MAX_TRANSCRIPT_BYTES = 8 << 20  # bytes: a round transcript lists M*F submissions, far below this
 MAX_EVENTS = 1000  # events of a run returned (the newest); `events_total` says how many there are
 # Events that record a penalty or a challenge. Names from later protocol versions (InvalidProven,
 # AvailabilityChallenged, ...) match too, whenever the deployed ABI has them.
@@ -89,7 +88,7 @@ def _get_run(chain, task_id: bytes):
     except ChainRevert as exc:
         if exc.error_name != "Registry__UnknownTask":
             raise
-        raise PageNotFound(f"no run with task id 0x{task_id.hex()} on {chain.rpc_url}") from None
+        raise PageNotFound(f"no run with task id 0x{task_id.hex()} on {chain.shown_url}") from None
 
 
 def _spec(specs, run) -> tuple[Any, str | None, bool]:
@@ -136,7 +135,7 @@ def runs_view(chain, specs, offset: int = 0, limit: int = 50) -> dict[str, Any]:
                      "aggregation": run.aggregation_name, "reward_pool": str(run.reward_pool),
                      "syncer": run.syncer, "posted_at": run.posted_at, "posted_at_iso": iso(run.posted_at)})
     return {"total": total, "offset": offset, "limit": limit, "runs": runs, "ipfs_error": ipfs_error,
-            "rpc_url": chain.rpc_url, "chain_id": chain.chain_id,
+            "rpc_url": chain.shown_url, "chain_id": chain.chain_id,
             "registry": chain.deployment.contracts["TrainingRegistry"].address}
 
 
@@ -239,7 +238,7 @@ def round_view(chain, ipfs, task_id: bytes, round_: int) -> dict[str, Any]:
         PageNotFound: no such run or no finalized round ``round_``. IpfsUnavailable: the node is down.
     """
     from tenzro_operator.errors import IpfsContentError, IpfsNotFound
-    from tenzro_operator.transcript import RoundTranscript, TranscriptError
+    from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript, TranscriptError
 
     run = _get_run(chain, task_id)
     found = [e for e in chain.get_logs(chain.run_start_block(run), chain.block_number(), ["RoundFinalized"],

@@ -36,8 +36,10 @@ def build_gateway(cfg: GatewayConfig, relayer_account=None) -> GatewayServer:
         relayer.max_fee_per_gas = cfg.max_fee_per_gas_wei
         relayer.replace_after_s = cfg.tx_replace_after_s
     methods = TrainingMethods(chain, Relay(chain, cfg.preflight, cfg.receipt_timeout_s), relayer)
-    dispatcher = Dispatcher(methods.table(), cfg.max_batch, chain_error)
+    dispatcher = Dispatcher(methods.table(), cfg.max_batch, chain_error, writes=methods.writes())
     health = {"chain_id": chain.chain_id, "registry": chain.registry.address,
               "relayer": relayer.address if relayer is not None else None,
               "methods": sorted(dispatcher.methods)}
-    return GatewayServer(dispatcher, cfg.host, cfg.port, cfg.max_request_bytes, health)
+    return GatewayServer(dispatcher, cfg.host, cfg.port, cfg.max_request_bytes, health,
+                         max_connections=cfg.max_connections, read_timeout_s=cfg.read_timeout_s,
+                         read_workers=cfg.read_workers, write_workers=cfg.write_workers)

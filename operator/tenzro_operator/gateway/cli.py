@@ -34,6 +34,7 @@ def register(cli: click.Group) -> None:
         from tenzro_operator.errors import TenzroError
         from tenzro_operator.gateway.app import build_gateway
         from tenzro_operator.logs import configure_logging
+        from tenzro_operator.redact import redact_url
 
         overrides = {k: v for k, v in {"host": host, "port": port, "log_level": log_level}.items() if v is not None}
         try:
@@ -43,6 +44,7 @@ def register(cli: click.Group) -> None:
         except TenzroError as exc:
             raise click.ClickException(str(exc)) from None
         try:
-            server.serve_forever(ready=lambda url: click.echo(f"gateway on {url} (chain {cfg.node_rpc})", nl=True))
+            chain_url = redact_url(cfg.node_rpc)
+            server.serve_forever(ready=lambda url: click.echo(f"gateway on {url} (chain {chain_url})", nl=True))
         except OSError as exc:
             raise click.ClickException(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from None

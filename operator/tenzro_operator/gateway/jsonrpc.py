@@ -4,6 +4,11 @@
 when every call was a notification. It parses the body, validates each request object, binds
 ``params`` (an array by position or an object by name) to the method's Python signature, runs the
 method and wraps its result or error. Batches run in order, one call after the other.
+`Dispatcher.parse` and `Dispatcher.run` are its two halves, for a server that parses on its event
+loop and picks a worker pool by `Dispatcher.is_write`. JSON nested more than `MAX_DEPTH` deep is a
+`PARSE_ERROR` like any other body that is not JSON, refused before the parser sees it: the C
+parser recurses once per level, and where a library has raised the recursion limit (py-evm sets
+it to 10,000 or more) 100,000 nested arrays overflow the thread's stack and kill the process.
 
 Error codes: the standard ones (`PARSE_ERROR` ... `INTERNAL_ERROR`) and the gateway's own in the
 server range -32000..-32099 (listed in ``operator/RPC.md``). A method raises `RpcError`; any
@@ -17,11 +22,19 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
 from typing import Any, Callable, Mapping
+
+import numpy as np
 
 log = logging.getLogger("tenzro.gateway")
 
-__all__ = ["Dispatcher", "RpcError", "error_response"]
+__all__ = ["MAX_DEPTH", "Dispatcher", "RpcError", "error_response", "json_depth"]
+
+MAX_DEPTH = 64  # most nested arrays / objects in a body (a batch of calls needs 4 or 5)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
+_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 opens, -1 closes (as int8)
+_OTHER = bytes(b for b in range(256) if b not in b"[{]}")
 
 # -- standard codes
 PARSE_ERROR = -32700
@@ -37,6 +50,21 @@ BAD_SIGNATURE = -32003  # a submission whose signature does not recover to an en
 NO_RELAYER = -32004  # submitGradient on a gateway without a relayer keystore
 NODE_REJECTED = -32005  # the chain node refused the transaction (nonce, funds, fees, gas)
 UNAVAILABLE = -32006  # the chain node does not answer, or the transaction was not mined in time
+NONCE_GAP = -32007  # a signed transaction whose nonce is not the sender's next one (pending included)
+BUSY = -32008  # every write worker is taken: retry later (nothing was done)
+
+
+def json_depth(body: bytes) -> int:
+    """How deep arrays and objects nest in ``body`` (brackets inside strings ignored), computed
+    without recursion: 0 for a scalar; when ``body`` holds at most `MAX_DEPTH` brackets in all,
+    their number (a bound that already proves it shallow). Malformed text gets a number too; the
+    parser judges it."""
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:  # the common case: no scan needed
+        return body.count(b"[") + body.count(b"{")
+    marks = _STRING.sub(b"", body).translate(_BRACKETS, _OTHER)
+    if not marks:
+        return 0
+    return int(np.cumsum(np.frombuffer(marks, dtype=np.int8), dtype=np.int64).max())
 
 
 class RpcError(Exception):
@@ -75,21 +103,54 @@ class Dispatcher:
         max_batch: most calls in one batch (more: one `INVALID_REQUEST` for the whole batch).
         map_error: turns an exception a method raised into an `RpcError`, or returns None
             (then `INTERNAL_ERROR`, the exception logged here with its traceback).
+        writes: names of the methods that write (send a transaction and wait for it): `is_write`.
     """
 
     def __init__(self, methods: Mapping[str, Callable[..., Any]], max_batch: int = 100,
-                 map_error: Callable[[BaseException], RpcError | None] | None = None) -> None:
+                 map_error: Callable[[BaseException], RpcError | None] | None = None,
+                 writes: frozenset[str] | set[str] = frozenset()) -> None:
         self.methods = dict(methods)
         self.max_batch = max_batch
         self.map_error = map_error or (lambda exc: None)
+        self.writes = frozenset(writes)
         self._sigs = {name: inspect.signature(fn) for name, fn in self.methods.items()}
 
     def handle(self, body: bytes) -> bytes | None:
         """One HTTP body in, the response body out (None: only notifications, nothing to answer)."""
+        doc, refused = self.parse(body)
+        return refused if refused is not None else self.run(doc)
+
+    def parse(self, body: bytes) -> tuple[Any, bytes | None]:
+        """``(document, None)``, or ``(None, the PARSE_ERROR response body)`` when ``body`` is not
+        JSON (not UTF-8, a syntax error) or nests more than `MAX_DEPTH` deep (checked first)."""
+        depth = json_depth(bytes(body))
+        if depth > MAX_DEPTH:
+            return None, self._dump(error_response(RpcError(
+                PARSE_ERROR, f"parse error: the body is nested too deeply ({depth} levels, at most {MAX_DEPTH})",
+                {"limit": MAX_DEPTH})))
         try:
-            doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return self._dump(error_response(RpcError(PARSE_ERROR, f"parse error: the body is not JSON ({exc})")))
+            return json.loads(body), None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            return None, self._dump(error_response(RpcError(PARSE_ERROR, f"parse error: the body is not JSON ({why})")))
+
+    def is_write(self, doc: Any) -> bool:
+        """True when ``doc`` (a request or a batch) calls a method of ``writes``."""
+        reqs = doc if isinstance(doc, list) else [doc]
+        return any(isinstance(r, dict) and r.get("method") in self.writes for r in reqs)
+
+    def refuse(self, doc: Any, err: RpcError) -> bytes | None:
+        """The response body answering every call of ``doc`` with ``err`` (none of them run)."""
+        reqs = doc if isinstance(doc, list) else [doc]
+        out = [error_response(err, r.get("id") if isinstance(r, dict) and _valid_id(r.get("id")) else None)
+               for r in reqs if not (isinstance(r, dict) and "id" not in r)]
+        if not out:
+            return None
+        return self._dump(out if isinstance(doc, list) else out[0])
+
+    def run(self, doc: Any) -> bytes | None:
+        """A parsed document (one request or a batch) in, the response body out (None: only
+        notifications)."""
         if isinstance(doc, list):
             if not doc:
                 return self._dump(error_response(RpcError(INVALID_REQUEST, "invalid request: an empty batch")))

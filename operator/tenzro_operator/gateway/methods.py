@@ -103,6 +103,11 @@ class TrainingMethods:
         names = ("postTask", "listRuns", "getRun", "getReceipt", "enrollTrainer", "submitGradient", "finalizeRound")
         return {PREFIX + n: getattr(self, n) for n in names}
 
+    @staticmethod
+    def writes() -> frozenset[str]:
+        """The methods that send a transaction and wait for its receipt (the write workers')."""
+        return frozenset(PREFIX + n for n in ("postTask", "enrollTrainer", "submitGradient", "finalizeRound"))
+
     # -- reads --------------------------------------------------------------------------
 
     def listRuns(self, offset: Any = 0, limit: Any = 50) -> dict[str, Any]:  # noqa: N802 - the docs' name

@@ -8,6 +8,12 @@ it. A transaction that reverts once mined (the state moved between the simulatio
 is answered the same way, with its hash and block. Sending the same signed bytes twice is safe:
 a node that already has them ("already known", "nonce too low" for a mined one) is not an error,
 the gateway waits for that transaction's receipt.
+
+Before anything else the nonce is checked against the sender's next one (``eth_getTransactionCount``
+on ``pending``): a transaction at a later nonce would wait in the node's queue for a gap nobody
+fills, and the gateway with it, for ``receipt_timeout_s`` of a write worker, at no gas to its
+sender. So a nonce above the next one is refused at once (`NONCE_GAP`), and so is one below it
+unless the node already has these very bytes (a retry; a replacement goes to a node directly).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import time
 from web3.exceptions import ContractLogicError, Web3RPCError
 
 from tenzro_operator.chain import ChainClient, ErrorDecoder, PendingTx, TxResult, _revert_data
-from tenzro_operator.gateway.jsonrpc import NODE_REJECTED, RpcError
+from tenzro_operator.gateway.jsonrpc import NODE_REJECTED, NONCE_GAP, RpcError
 from tenzro_operator.gateway.rawtx import DecodedTx
 
 __all__ = ["Relay"]
@@ -65,10 +71,12 @@ class Relay:
         Raises:
             ChainRevert: refused by the simulation (nothing broadcast), or `TxReverted` (a
                 ChainRevert with ``tx_hash`` and ``block``) when mined with status 0.
-            RpcError: `NODE_REJECTED` when the node refuses the broadcast (nonce, funds, fees).
+            RpcError: `NONCE_GAP` (`check_nonce`); `NODE_REJECTED` when the node refuses the
+                broadcast (funds, fees).
             TxFailed: no receipt within ``receipt_timeout_s``.
             RpcUnavailable: the node does not answer.
         """
+        self.check_nonce(tx)
         if self.preflight:
             self.simulate(tx, function)
         try:
@@ -82,6 +90,27 @@ class Relay:
             log.info("%s tx %s was already sent; waiting for its receipt", function, tx.tx_hash)
         return self.chain.wait(PendingTx(tx.tx_hash, tx.nonce, function, time.monotonic()),
                                timeout_s=self.receipt_timeout_s)
+
+    def check_nonce(self, tx: DecodedTx) -> None:
+        """Refuse ``tx`` unless its nonce is the sender's next one (``pending`` count), or it is
+        below that and the node already has this very transaction (a retry of a sent one).
+
+        Raises:
+            RpcError: `NONCE_GAP` with ``data = {nonce, next_nonce, sender}``.
+            RpcUnavailable: the node does not answer.
+        """
+        sender = tx.sender
+        nxt = self.chain._rpc("eth_getTransactionCount",
+                              lambda: self.chain.w3.eth.get_transaction_count(sender, "pending"))
+        if tx.nonce == nxt or (tx.nonce < nxt and self._known(tx.tx_hash)):
+            return
+        if tx.nonce > nxt:
+            why = (f"nonce gap: the transaction's nonce {tx.nonce} is above {sender}'s next nonce {nxt}; "
+                   f"send the transactions of nonces {nxt}..{tx.nonce - 1} first")
+        else:
+            why = (f"nonce {tx.nonce} of {sender} is already used (the next one is {nxt}); sign the "
+                   "transaction again at the next nonce")
+        raise RpcError(NONCE_GAP, why, {"nonce": tx.nonce, "next_nonce": nxt, "sender": sender})
 
     def _known(self, tx_hash: str) -> bool:
         from web3.exceptions import TransactionNotFound

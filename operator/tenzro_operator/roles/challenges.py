@@ -108,7 +108,7 @@ class ChallengeAnswerer:
             return None
         cid, payload_hash = posted
         try:
-            raw = self.ipfs.cat(cid)
+            raw = self.ipfs.cat(cid, max_bytes=self.runtime.payload_cap(f))
             if hashlib.sha256(raw).digest() != payload_hash:
                 # the bytes are not the ones this trainer declared: the syncer could not accept them,
                 # so answering would only take the challenger's bond for an unusable payload

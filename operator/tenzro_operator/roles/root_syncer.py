@@ -29,9 +29,11 @@ from tenzro_operator.roles.delivery import (
     SubmissionRefused,
     announced_url,
 )
+from tenzro_operator.roles.intake_guard import Job, TokenBuckets, Verifier
 from tenzro_operator.task_assets import load_dataset
 from tenzro_operator.root_flow import (
     MAX_COMMITMENTS,
+    MAX_MESSAGE_BYTES,
     CommitMessage,
     RevealMessage,
     RootFlowError,
@@ -49,6 +51,11 @@ __all__ = ["NOT_YET", "RootSyncerMixin"]
 log = logging.getLogger("tenzro.syncer")
 
 MAX_MESSAGES_PER_POLL = 10_000  # pubsub messages read per poll: the rest wait for the next one
+INTAKE_BUDGET_S = 0.25  # seconds a poll spends reading pubsub, and again at most waiting for signature checks
+SUBSCRIPTION_QUEUE = 256  # pubsub messages a subscription holds for this process (the node drops the rest)
+PEER_RATE_PER_S, PEER_BURST = 200.0, 400.0  # pubsub messages per second (and burst) read from one peer
+CHAIN_TIME_MAX_AGE_S = 1.0  # seconds the intake's chain time may be cached (one head read a second at most)
+MAX_PENDING_CHECKS = 4096  # signature checks queued at most (the oldest dropped)
 # commitRound refusals that only mean "not yet": the round is committed on a later poll
 NOT_YET = ("Registry__CommitPhaseOpen", "Registry__RevealsPending", "Registry__ChallengesPending")
 
@@ -69,6 +76,8 @@ class RootSyncerMixin:
     _endpoint: SubmissionEndpoint | None = None  # the JSON-RPC endpoint, while collecting
     _endpoint_failed = False  # it could not be bound: pubsub only for this run (logged once)
     _announced_at = 0.0  # time.monotonic() of the last announcement of the endpoint
+    _verifier: Verifier | None = None  # signature checks off the main thread (`intake_guard.Verifier`)
+    _peer_limits: TokenBuckets | None = None  # pubsub messages per peer
 
     def root_prepare(self) -> None:
         """Whether the run is in the root flow (its topic is subscribed to, and the JSON-RPC
@@ -78,6 +87,8 @@ class RootSyncerMixin:
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
         self._intake_lock, self._open = threading.Lock(), None
         self.root_close()
+        self._verifier = Verifier(MAX_PENDING_CHECKS)
+        self._peer_limits = TokenBuckets(PEER_RATE_PER_S, PEER_BURST)
 
     def root_close(self) -> None:
         if self._pubsub is not None:
@@ -87,6 +98,9 @@ class RootSyncerMixin:
             self._endpoint.unregister(self.task_id, self.root_intake)
             self._endpoint.release()
             self._endpoint = None
+        if self._verifier is not None:
+            self._verifier.close()
+            self._verifier = None
         self._endpoint_failed, self._announced_at = False, 0.0
 
     # ------------------------------------------------------------------ submissions
@@ -98,18 +112,14 @@ class RootSyncerMixin:
         with self._intake_lock:
             self._open = (run.current_round, closes)
         if self._pubsub is None:
-            self._pubsub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id))
+            self._pubsub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id), max_bytes=MAX_MESSAGE_BYTES,
+                                                      queue_size=SUBSCRIPTION_QUEUE)
             log.info("root flow: submissions on pubsub topic %s", submission_topic(self.task_id))
         self.root_serve_endpoint()
         now = self.chain_now()
-        for _ in range(MAX_MESSAGES_PER_POLL):
-            msg = self._pubsub.get(timeout_s=0)
-            if msg is None:
-                break
-            try:
-                self.root_intake(parse_message(msg.data), now)
-            except RootFlowError as exc:  # malformed, or refused (SubmissionRefused): pubsub is open to anyone
-                log.debug("dropped a pubsub message from %s: %s", msg.from_peer, exc)
+        self._drain_pubsub(now)
+        if self._verifier is not None:
+            self._verifier.drain(INTAKE_BUDGET_S)  # what is left is kept on a later poll
         if now <= closes:
             return []
         new = []
@@ -129,20 +139,50 @@ class RootSyncerMixin:
             new.append(sub)
         return new
 
-    def root_intake(self, m: CommitMessage | RevealMessage, now: int | None = None) -> None:
-        """The one intake of root-flow messages, pubsub's and the JSON-RPC endpoint's alike: keep a
-        commitment that arrives before the commit phase closes (chain seconds ``now``, read when
-        None) and a reveal signed by the enrolled trainer it names (the latest replaces the
-        previous). Only messages of this task, of the round open for submissions (the one the last
-        `root_collect` saw), of an existing fragment and naming an enrolled trainer are kept, so
-        what is kept is bounded by M x F x `MAX_COMMITMENTS` commitments and M x F reveals,
-        whatever anyone sends. Thread-safe (the endpoint calls it from its worker threads; the
-        dicts are replaced, never changed in place, so a reader holds a stable copy).
+    def _drain_pubsub(self, now: int) -> None:
+        """Read the submission topic into `root_intake` for at most `INTAKE_BUDGET_S` seconds and
+        `MAX_MESSAGES_PER_POLL` messages (the rest wait in the subscription's small queue; beyond it
+        the node drops them), at most `PEER_RATE_PER_S` per sending peer."""
+        end = time.monotonic() + INTAKE_BUDGET_S
+        for _ in range(MAX_MESSAGES_PER_POLL):
+            if time.monotonic() > end:
+                break
+            msg = self._pubsub.get(timeout_s=0)
+            if msg is None:
+                break
+            if self._peer_limits is not None and not self._peer_limits.take(msg.from_peer):
+                continue  # over its rate: dropped unread
+            try:
+                self.root_intake(parse_message(msg.data), now)
+            except RootFlowError as exc:  # malformed, or refused (SubmissionRefused): pubsub is open to anyone
+                log.debug("dropped a pubsub message from %s: %s", msg.from_peer, exc)
 
+    def root_intake(self, m: CommitMessage | RevealMessage, now: int | None = None) -> Job | None:
+        """The one intake of root-flow messages, pubsub's and the JSON-RPC endpoint's alike: keep a
+        commitment that arrives before the commit phase closes (chain seconds ``now``; when None,
+        the chain time cached for at most `CHAIN_TIME_MAX_AGE_S`) signed by the enrolled trainer it
+        names, and a reveal signed by that trainer that opens one of its kept commitments (the
+        latest replaces the previous).
+
+        Cheap checks first, in this order, each refusing without a signature recovery: the task,
+        a round open for submissions (the one the last `root_collect` saw), the round, the
+        fragment, the trainer enrolled (the cached index), the commit phase (commitments), kept
+        already (returns None), the bound of `MAX_COMMITMENTS` signed commitments (commitments),
+        a kept commitment it opens and no kept reveal of the same struct (reveals; keccak only).
+        Only then is the signature checked, on the verifier's thread (`intake_guard.Verifier`: a
+        pair that failed before is refused from memory), and the message kept there once it
+        recovers to the trainer. What is kept is bounded by M x F x `MAX_COMMITMENTS` commitments
+        and M x F reveals, whatever anyone sends. Thread-safe (the endpoint calls it from its
+        worker threads; the dicts are replaced, never changed in place, so a reader holds a
+        stable copy).
+
+        Returns:
+            The queued signature check (`Job`: ``wait`` for its verdict), or None (kept already).
         Raises:
             SubmissionRefused: the message is not kept (``reason``: wrong_task, no_open_round,
                 wrong_round, bad_fragment, not_enrolled, commit_phase_closed,
-                too_many_commitments, bad_signature).
+                too_many_commitments, no_commitment, duplicate, bad_signature (a pair known to
+                fail)).
         """
         if bytes.fromhex(m.task[2:]) != self.task_id:
             raise SubmissionRefused("wrong_task", f"task {m.task} is not this run's (0x{self.task_id.hex()})",
@@ -162,30 +202,59 @@ class RootSyncerMixin:
             raise SubmissionRefused("not_enrolled", f"{m.trainer} is not an enrolled trainer of the run",
                                     {"trainer": m.trainer})
         if isinstance(m, CommitMessage):
-            if now is None:
-                now = self.chain_now()
-            if now > closes:
-                raise SubmissionRefused("commit_phase_closed", f"the commit phase of round {r} closed at {closes} "
-                                                               f"(chain time now {now})",
-                                        {"closes": closes, "now": now})
-            word = bytes.fromhex(m.commitment[2:])
+            return self._intake_commitment(m, key, closes, now)
+        return self._intake_reveal(m, key)
+
+    def _intake_commitment(self, m: CommitMessage, key: tuple, closes: int, now: int | None) -> Job | None:
+        if now is None:
+            now = self.chain_now(max_age_s=CHAIN_TIME_MAX_AGE_S)
+        if now > closes:
+            raise SubmissionRefused("commit_phase_closed", f"the commit phase of round {key[0]} closed at {closes} "
+                                                           f"(chain time now {now})", {"closes": closes, "now": now})
+        word = m.word()
+        seen = self._commitments.get(key, frozenset())
+        if word in seen:
+            return None  # kept already (pubsub repeats every poll)
+        if len(seen) >= MAX_COMMITMENTS:
+            raise SubmissionRefused("too_many_commitments", f"{MAX_COMMITMENTS} signed commitments of this trainer "
+                                                            "and fragment kept already", {"limit": MAX_COMMITMENTS})
+
+        def keep() -> None:
             with self._intake_lock:
-                seen = self._commitments.get(key, frozenset())
-                if word not in seen:
-                    if len(seen) >= MAX_COMMITMENTS:
-                        raise SubmissionRefused("too_many_commitments", f"{MAX_COMMITMENTS} commitments of this "
-                                                                        "trainer and fragment kept already",
-                                                {"limit": MAX_COMMITMENTS})
-                    self._commitments = {**self._commitments, key: frozenset(seen | {word})}
-            return
-        if self._reveals.get(key) == m:
-            return  # kept already (pubsub repeats every poll)
-        signer = m.signer(self.chain.chain_id, self.chain.registry.address)
-        if signer != key[2]:  # only a reveal its trainer signed can replace another
-            raise SubmissionRefused("bad_signature", f"the reveal recovers to {signer or 'no address'}, not to "
-                                                     f"trainer {key[2]}", {"recovered": signer or None})
-        with self._intake_lock:
-            self._reveals = {**self._reveals, key: m}
+                held = self._commitments.get(key, frozenset())
+                if word not in held and len(held) < MAX_COMMITMENTS:
+                    self._commitments = {**self._commitments, key: frozenset(held | {word})}
+
+        return self._check_signature(m.digest(self.chain.chain_id, self.chain.registry.address), m, key, keep)
+
+    def _intake_reveal(self, m: RevealMessage, key: tuple) -> Job | None:
+        kept = self._reveals.get(key)
+        if kept == m:
+            return None  # kept already (pubsub repeats every poll)
+        word = m.commitment()
+        if word not in self._commitments.get(key, ()):
+            raise SubmissionRefused("no_commitment", "no signed commitment to this reveal was kept in the commit phase",
+                                    {"commitment": "0x" + word.hex()})
+        if kept is not None and kept.commitment() == word:
+            raise SubmissionRefused("duplicate", "a reveal of this submission, signed by its trainer, is kept already")
+
+        def keep() -> None:
+            with self._intake_lock:
+                self._reveals = {**self._reveals, key: m}
+
+        return self._check_signature(m.digest(self.chain.chain_id, self.chain.registry.address), m, key, keep)
+
+    def _check_signature(self, digest: bytes, m, key: tuple, keep) -> Job:
+        """Queue the check that ``m``'s signature over ``digest`` recovers to its trainer (``keep``
+        runs once it does); a closed verifier (the run ended) refuses it as ``no_open_round``."""
+        verifier = self._verifier
+        if verifier is None:  # closed meanwhile (the run ended)
+            raise SubmissionRefused("no_open_round", "this syncer no longer collects submissions of the run")
+        job = verifier.submit(digest, bytes.fromhex(m.signature[2:]), key[2], keep)
+        if job is None:
+            raise SubmissionRefused("bad_signature", f"the signature was checked before and does not recover to "
+                                                     f"trainer {key[2]}", {"recovered": None, "trainer": key[2]})
+        return job
 
     def root_serve_endpoint(self) -> None:
         """With ``submission_rpc_port`` configured: serve `DELIVER` for this run (once, while this
@@ -223,7 +292,7 @@ class RootSyncerMixin:
         if bytes.fromhex(m.base_root[2:]) != run.weights_root:
             return "signed over other input weights than the round's"
         if m.commitment() not in self._commitments.get((m.round, m.fragment, m.trainer.lower()), ()):
-            return "no commitment to it arrived in the commit phase"
+            return "no signed commitment to it arrived in the commit phase"
         return ""
 
     # ------------------------------------------------------------------ scoring

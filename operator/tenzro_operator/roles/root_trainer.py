@@ -6,8 +6,9 @@ syncer's JSON-RPC endpoint too when one is known (`tenzro_operator.roles.deliver
 A trainer the syncer leaves out without a reason (`RootTrainerMixin.check_left_out`) delivers
 on-chain too from the next round on (the forced path, `RootTrainerMixin.force`): the registry
 then holds the syncer to each such submission (accepted, proven invalid, or ``proveOmission``
-by any watcher). The switch is kept for the rest of the run, in memory: a restarted trainer
-switches again after the next omission.
+by any watcher). The switch, and the on-chain step of each fragment, are kept for the rest of the
+run in ``<data_dir>/trainer-<task>.forced.json`` (written atomically at each change, read back by
+`RootTrainerMixin.root_prepare`), so a restart loses no round to the omission again.
 
 `TrainerDaemon` mixes this in; the inner steps, the pseudo-gradients, their payloads and pins
 are the v1 code's.
@@ -15,13 +16,28 @@ are the v1 code's.
 
 from __future__ import annotations
 
+import json
 import logging
+import random
 
 from tenzro_operator.chain import RunStatus, RunView, SignedPayload
 from tenzro_operator.errors import ChainRevert, IpfsError, TenzroError
+from tenzro_operator.events import atomic_write_bytes
 from tenzro_operator.pubsub import submission_topic, syncer_topic
-from tenzro_operator.roles.delivery import Announcement, DeliveryError, post_messages
+from tenzro_operator.roles.delivery import (
+    ANNOUNCEMENT_CHECKS_PER_POLL,
+    ANNOUNCEMENT_FUTURE_S,
+    ANNOUNCER_BURST,
+    ANNOUNCER_RATE_PER_S,
+    MAX_ANNOUNCEMENTS_PER_POLL,
+    Announcement,
+    DeliveryWorker,
+    post_messages,
+)
+from tenzro_operator.roles.endpoint_policy import EndpointRefused
+from tenzro_operator.roles.intake_guard import BoundedSet, FailedSignatures, TokenBuckets
 from tenzro_operator.root_flow import (
+    MAX_MESSAGE_BYTES,
     CommitMessage,
     RevealMessage,
     RootFlowError,
@@ -50,18 +66,59 @@ class RootTrainerMixin:
     _committed: dict  # {round: its RoundCommitted args}, the last round root_wait saw committed
     forced: bool = False  # left out once without a reason: deliver on-chain too (`force`)
     _onchain: dict  # round -> {fragment: "committed" | "revealed" | "refused"} on the forced path
+    _onchain_at: dict  # round -> the commit phase end (chain s) of the opening its _onchain steps belong to
     # delivery to the syncer's JSON-RPC endpoint (`deliver_rpc`)
     _ann_sub = None  # subscription to the run's syncer topic (the endpoint's announcements)
     _ann: Announcement | None = None  # the latest announcement signed by the run's syncer
     _rpc_logged: tuple | None = None  # (round, what): the last problem logged (once per round)
+    _delivery: DeliveryWorker | None = None  # posts the batches off the main loop (made at the first one)
     # checking a LossIncrease verdict (`false_loss_increase`); the daemon's reset_run clears them
     _round_input: tuple | None = None  # (round, its input weights) of the last round trained
     _scorer = None  # the run's ShardScorer
 
     def root_prepare(self) -> None:
         self.root_flow = self.spec.require_protocol().flow == "root"
-        self._outbox, self._closes, self._committed, self._onchain = {}, {}, {}, {}
+        self._outbox, self._closes, self._committed, self._onchain, self._onchain_at = {}, {}, {}, {}, {}
         self.forced = bool(getattr(self.config, "force_onchain", False))
+        self.load_forced()
+
+    # -- the forced path's state, kept across restarts (``<data_dir>/trainer-<task>.forced.json``)
+
+    @property
+    def forced_path(self):
+        return self.data_dir / f"trainer-{self.task_id.hex()}.forced.json"
+
+    def save_forced(self) -> None:
+        """Write `forced` and `_onchain` (round -> the opening's commit phase end, chain s, and
+        fragment -> step) atomically to `forced_path`."""
+        state = {"task": "0x" + self.task_id.hex(), "forced": bool(self.forced),
+                 "onchain": {str(r): {"closes": self._onchain_at.get(r), "steps": {str(f): v for f, v in steps.items()}}
+                             for r, steps in self._onchain.items()}}
+        atomic_write_bytes(self.forced_path, json.dumps(state, sort_keys=True).encode())
+
+    def load_forced(self) -> None:
+        """Restore the forced path from `forced_path` (a previous life of this trainer in this run):
+        a saved ``forced`` switch stays on, the on-chain steps are kept. No file: nothing to restore;
+        an unreadable or foreign one is logged and ignored (the switch comes back after the next
+        omission)."""
+        path = self.forced_path
+        if not path.exists():
+            return
+        try:
+            state = json.loads(path.read_bytes())
+            if state.get("task") != "0x" + self.task_id.hex() or not isinstance(state.get("forced"), bool):
+                raise ValueError("not this run's forced-path state")
+            rounds = {int(r): (v["closes"], {int(f): str(step) for f, step in v["steps"].items()})
+                      for r, v in state.get("onchain", {}).items()}
+        except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            log.warning("the forced-path state %s cannot be read (%s): ignored; it is rebuilt after the next omission",
+                        path, exc)
+            return
+        self.forced = self.forced or state["forced"]
+        self._onchain = {r: steps for r, (_, steps) in rounds.items()}
+        self._onchain_at = {r: closes for r, (closes, _) in rounds.items() if closes is not None}
+        if state["forced"]:
+            log.info("the forced path is on (restored from %s): delivering on-chain too", path)
 
     def wait_root_flow(self, run: RunView) -> None:
         """Before enrolling in a run whose spec asks for the root flow: wait until the sponsor's
@@ -92,17 +149,29 @@ class RootTrainerMixin:
         msg = RevealMessage.of(self.task_id, r, f, self.account.address, self._global_root, signed)
         self._outbox.setdefault(r, []).append((f, msg))
 
+    def _commit_message(self, m: RevealMessage) -> CommitMessage:
+        """The signed commitment to reveal ``m`` (EIP-712 ``SubmissionCommitment``, so that only
+        this trainer fills its slots at the syncer), signed once and reused every poll."""
+        held = self.__dict__.setdefault("_commit_msgs", {})
+        word = "0x" + m.commitment().hex()
+        c = held.get((m.round, m.fragment))
+        if c is None or c.commitment != word:
+            c = CommitMessage.signed(self.account, self.chain.chain_id, self.chain.registry.address, m)
+            for k in [k for k in held if k[0] < m.round]:
+                del held[k]
+            held[(m.round, m.fragment)] = c
+        return c
+
     def publish(self, r: int, opened_at: int) -> None:
         """Publish round r's messages (its opening at ``opened_at``) on the task's submission
-        topic: the commitments until the commit phase closes, the reveals after. Pubsub is best
+        topic: the commitments (signed, `_commit_message`) until the commit phase closes, the
+        reveals after. Pubsub is best
         effort, so this runs every poll until the round is committed. An IPFS error is logged and
         retried on the next poll."""
         closes = self.closes_of(r, opened_at)
         reveal = self.chain_now() > closes
         topic = submission_topic(self.task_id)
-        out = [(m if reveal else CommitMessage(task=m.task, round=r, fragment=f, trainer=m.trainer,
-                                               commitment="0x" + m.commitment().hex())).encode()
-               for f, m in self._outbox.get(r, [])]
+        out = [(m if reveal else self._commit_message(m)).encode() for f, m in self._outbox.get(r, [])]
         if getattr(self.config, "publish_pubsub", True):
             try:
                 for data in out:
@@ -114,26 +183,46 @@ class RootTrainerMixin:
             self.force(r, reveal, closes)
 
     def deliver_rpc(self, r: int, messages: list[bytes]) -> None:
-        """Post round r's messages (encoded) to the syncer's endpoint too: the configured
-        ``syncer_rpc``, else the URL the run's syncer announced (`syncer_rpc_url`). Best effort:
-        a dead endpoint is logged once per round and retried on the next poll; pubsub still
-        carries the messages. A refusal (a round not open yet, a commitment after the phase) is
-        logged at DEBUG."""
+        """Queue round r's messages (encoded) for the syncer's endpoint too: the configured
+        ``syncer_rpc`` (taken as written), else the URL the run's syncer announced
+        (`syncer_rpc_url`), which must pass the URL policy (`endpoint_policy`: public hosts only
+        unless ``syncer_rpc_allow_private``; no query string; never this trainer's own IPFS API or
+        chain node). Never blocks: a `DeliveryWorker` posts the batch with a total deadline
+        (``syncer_rpc_deadline_s``) and a cap on the answer (``syncer_rpc_max_response_bytes``).
+        Best effort: a dead or refused endpoint is logged once per round and retried on the next
+        poll; pubsub still carries the messages. A refusal of a message (a round not open yet, a
+        commitment after the phase) is logged at DEBUG."""
         url = getattr(self.config, "syncer_rpc", None) or self.syncer_rpc_url()
         if url is None:
             if not getattr(self.config, "publish_pubsub", True):
                 self._log_rpc_once(r, "none", "round %d: pubsub publishing is off and no syncer endpoint is known "
                                               "yet (none configured, none announced): nothing delivered yet", r)
             return
-        try:
-            answers = post_messages(url, messages)
-        except DeliveryError as exc:
+        if self._delivery is None:
+            self._delivery = DeliveryWorker(self._post_batch, self._delivered)
+        self._delivery.submit(r, url, messages)
+
+    def _post_batch(self, url: str, messages) -> list:
+        """`post_messages` with this trainer's policy and limits (runs on the delivery worker)."""
+        cfg = self.config
+        return post_messages(url, messages, float(getattr(cfg, "syncer_rpc_deadline_s", 3.0)),
+                             max_response_bytes=int(getattr(cfg, "syncer_rpc_max_response_bytes", 1 << 20)),
+                             allow_private=bool(getattr(cfg, "syncer_rpc_allow_private", False)),
+                             trusted=url == getattr(cfg, "syncer_rpc", None),
+                             own=[u for u in (getattr(cfg, "ipfs_api", None), getattr(cfg, "node_rpc", None)) if u])
+
+    def _delivered(self, r: int, url: str, outcome) -> None:
+        """What the delivery worker got for round r's batch: the answers, or the error that stopped it."""
+        if isinstance(outcome, EndpointRefused):
+            self._log_rpc_once(r, "refused", "round %d: not posting to the announced syncer endpoint (%s); pubsub "
+                                             "still carries the messages", r, outcome)
+        elif isinstance(outcome, TenzroError):
             self._log_rpc_once(r, "dead", "round %d: the syncer endpoint %s does not answer (%s): retrying each "
-                                          "poll; pubsub still carries the messages", r, url, exc)
-            return
-        for a in answers:
-            if a is not None:
-                log.debug("round %d: the syncer endpoint refused a message: %s", r, a.get("message"))
+                                          "poll; pubsub still carries the messages", r, url, outcome)
+        else:
+            for a in outcome:
+                if a is not None:
+                    log.debug("round %d: the syncer endpoint refused a message: %s", r, a.get("message"))
 
     def _log_rpc_once(self, r: int, what: str, fmt: str, *args) -> None:
         if self._rpc_logged != (r, what):
@@ -142,36 +231,70 @@ class RootTrainerMixin:
 
     def syncer_rpc_url(self) -> str | None:
         """The endpoint URL of the latest announcement on the run's syncer topic signed by the
-        run's syncer (the topic is subscribed to at the first call of a run); None until one came."""
+        run's syncer (the topic is subscribed to at the first call of a run); None until one came.
+
+        An outsider may flood the topic, so per poll at most `MAX_ANNOUNCEMENTS_PER_POLL` are read
+        (the subscription holds as many; the node drops the rest), at most `ANNOUNCER_RATE_PER_S`
+        a second from one peer, and cheap fields are checked before any signature: this task, the
+        run's syncer, newer than the one kept, issued at most `ANNOUNCEMENT_FUTURE_S` ahead of the
+        chain. Then at most `ANNOUNCEMENT_CHECKS_PER_POLL` signatures are recovered, one per peer
+        (its newest; the peer of the last good one first, the others in random order, so an
+        outsider's many peers cannot keep the syncer's from being checked), a pair that failed
+        once is remembered (`intake_guard.FailedSignatures`), and the newest that recovers to the
+        syncer wins."""
         topic = syncer_topic(self.task_id)
         try:
             if self._ann_sub is None or self._ann_sub.topic != topic:
                 if self._ann_sub is not None:
                     self._ann_sub.close()
                 self._ann_sub, self._ann = None, None
-                self._ann_sub = self.ipfs.pubsub_subscribe(topic)
+                self._ann_sub = self.ipfs.pubsub_subscribe(topic, max_bytes=MAX_MESSAGE_BYTES,
+                                                           queue_size=MAX_ANNOUNCEMENTS_PER_POLL)
             fresh = []
-            for _ in range(1000):
+            peers = self.__dict__.setdefault("_ann_peers", TokenBuckets(ANNOUNCER_RATE_PER_S, ANNOUNCER_BURST))
+            for _ in range(MAX_ANNOUNCEMENTS_PER_POLL):
                 msg = self._ann_sub.get(timeout_s=0)
                 if msg is None:
                     break
+                if not peers.take(msg.from_peer):
+                    continue
                 try:
                     a = Announcement.parse(msg.data)
                 except RootFlowError:
                     continue
                 if a.task == "0x" + self.task_id.hex() and self._newer(a):
-                    fresh.append(a)
+                    fresh.append((msg.from_peer, a))
         except IpfsError as exc:
             log.debug("reading the syncer's announcements failed (%s): retrying on the next poll", exc)
             self._ann_sub = None
             return self._ann.url if self._ann is not None else None
         if fresh:
             syncer = self.chain.get_run(self.task_id).syncer.lower()
-            for a in sorted(fresh, key=lambda a: a.issued):
-                if a.syncer == syncer and a.signer() == syncer and self._newer(a):
-                    if self._ann is None or self._ann.url != a.url:
-                        log.info("the syncer's submission endpoint: %s (announced)", a.url)
-                    self._ann = a
+            latest = self.chain_now() + ANNOUNCEMENT_FUTURE_S
+            newest: dict[str, Announcement] = {}  # per peer, its newest candidate
+            for peer, a in fresh:
+                if a.syncer == syncer and a.issued <= latest and (peer not in newest or a.issued > newest[peer].issued):
+                    newest[peer] = a
+            # one check per peer: the peer of the last good one first, then peers never caught
+            # forging, in random order, then the others: however many peers an outsider runs,
+            # the syncer's own is checked within a few polls
+            failed = self.__dict__.setdefault("_ann_failed", FailedSignatures(4096))
+            liars = self.__dict__.setdefault("_ann_liars", BoundedSet(4096))  # peers caught forging
+            peers = list(newest)
+            random.shuffle(peers)
+            peers.sort(key=lambda p: (p != self.__dict__.get("_ann_peer"), p in liars))
+            for peer in peers[:ANNOUNCEMENT_CHECKS_PER_POLL]:
+                a = newest[peer]
+                triple = (a.digest(), bytes.fromhex(a.signature[2:]), syncer)
+                if not self._newer(a) or triple in failed:
+                    continue
+                if a.signer() != syncer:
+                    failed.add(*triple)
+                    liars.add(peer)
+                    continue
+                if self._ann is None or self._ann.url != a.url:
+                    log.info("the syncer's submission endpoint: %s (announced)", a.url)
+                self._ann, self._ann_peer = a, peer
         return self._ann.url if self._ann is not None else None
 
     def _newer(self, a: Announcement) -> bool:
@@ -184,28 +307,40 @@ class RootTrainerMixin:
         F = 2) in the commit phase and its reveal (``submitOuterGradient``, 81,047 gas) after it,
         both paid by this trainer. A refusal (the phase ended, the round moved on) is logged and
         that fragment stays off-chain only; a reveal refused as early (the node's head not yet past
-        ``closes``, chain seconds) is retried on the next poll, after a block is mined on a devnet."""
+        ``closes``, chain seconds) is retried on the next poll, after a block is mined on a devnet.
+        Each step is saved (`save_forced`) for a restart; steps of an earlier opening of round r
+        (another ``closes``: a rewind) are void."""
+        fresh = self._onchain_at.get(r) != closes
+        if fresh:  # the first call of this opening of round r: steps of an earlier one (a rewind) are void
+            if r in self._onchain_at:
+                self._onchain.pop(r, None)
+            self._onchain_at[r] = closes
         done = self._onchain.setdefault(r, {})
-        for f, m in self._outbox.get(r, []):
-            step = done.get(f)
-            try:
-                if step is None and not reveal:
-                    self.chain.commit_submission(self.task_id, r, f, m.commitment())
-                    done[f] = "committed"
-                    log.info("round %d: fragment %d committed on-chain (forced path)", r, f)
-                elif step == "committed" and reveal:
-                    self.chain.submit_outer_gradient(self.task_id, r, f, m.signed_payload())
-                    done[f] = "revealed"
-                    self.summary["forced"] = self.summary.get("forced", 0) + 1
-                    log.info("round %d: fragment %d revealed on-chain (forced path)", r, f)
-            except ChainRevert as exc:
-                if exc.error_name == "Registry__CommitPhaseOpen":
-                    self.nudge_devnet(closes)
-                    continue
-                done[f] = "revealed" if exc.error_name == "Registry__DuplicateSubmission" else "refused"
-                if done[f] == "refused":
-                    log.warning("round %d: the forced path of fragment %d was refused (%s): it stays off-chain only",
-                                r, f, exc)
+        before = None if fresh else dict(done)
+        try:
+            for f, m in self._outbox.get(r, []):
+                step = done.get(f)
+                try:
+                    if step is None and not reveal:
+                        self.chain.commit_submission(self.task_id, r, f, m.commitment())
+                        done[f] = "committed"
+                        log.info("round %d: fragment %d committed on-chain (forced path)", r, f)
+                    elif step == "committed" and reveal:
+                        self.chain.submit_outer_gradient(self.task_id, r, f, m.signed_payload())
+                        done[f] = "revealed"
+                        self.summary["forced"] = self.summary.get("forced", 0) + 1
+                        log.info("round %d: fragment %d revealed on-chain (forced path)", r, f)
+                except ChainRevert as exc:
+                    if exc.error_name == "Registry__CommitPhaseOpen":
+                        self.nudge_devnet(closes)
+                        continue
+                    done[f] = "revealed" if exc.error_name == "Registry__DuplicateSubmission" else "refused"
+                    if done[f] == "refused":
+                        log.warning("round %d: the forced path of fragment %d was refused (%s): it stays off-chain "
+                                    "only", r, f, exc)
+        finally:
+            if before is None or done != before:  # kept across a restart (`load_forced`)
+                self.save_forced()
 
     def check_left_out(self, r: int, delivered: dict[int, RevealMessage], bitmap: int) -> None:
         """After round r's commit (``bitmap``: this trainer's accepted fragments): a fragment it
@@ -231,6 +366,7 @@ class RootTrainerMixin:
                   or rejected[f] == "LossIncrease" and self.false_loss_increase(r, f, delivered[f])]
         if silent:
             self.forced = True
+            self.save_forced()
             log.warning("round %d: the syncer left fragment(s) %s of this trainer out without a (true) reason: "
                         "delivering on-chain too (the forced path) from round %d on", r, silent, r + 1)
 
@@ -275,6 +411,7 @@ class RootTrainerMixin:
                 self._outbox.clear()
                 self._closes.clear()
                 self._onchain.clear()  # the reopened rounds start with no on-chain submission
+                self.save_forced()
                 self._skipped = {x for x in self._skipped if x < run.current_round}
                 return True
             if run.status != RunStatus.TRAINING or run.current_round > r:
@@ -283,7 +420,8 @@ class RootTrainerMixin:
                 self.publish(r, run.round_opened_at)
             self.sleep(self.poll_s)
         delivered = dict(self._outbox.pop(r, []))
-        self._onchain.pop(r, None)
+        if self._onchain.pop(r, None) is not None:
+            self.save_forced()
         try:
             self._committed = {r: committed_round(self.chain, self.task_id, self.events.start_block, r)}
         except RootFlowError:  # the run left Training without committing round r
@@ -327,8 +465,8 @@ class RootTrainerMixin:
             signed = self.chain.sign_outer_gradient(self.task_id, m.round, m.fragment, m.signed_payload(),
                                                     base_root=base)
             mine = RevealMessage.of(self.task_id, m.round, m.fragment, me, base, signed)
-            self.ipfs.pubsub_publish(topic, CommitMessage(task=m.task, round=m.round, fragment=m.fragment, trainer=me,
-                                                          commitment="0x" + mine.commitment().hex()).encode())
+            self.ipfs.pubsub_publish(topic, CommitMessage.signed(self.account, self.chain.chain_id,
+                                                                 self.chain.registry.address, mine).encode())
             self.ipfs.pubsub_publish(topic, mine.encode())
             self._copied.add((m.round, m.fragment, m.trainer))
             log.warning("FAULT INJECTION: copied trainer %s's fragment %d of round %d as this trainer's", m.trainer,

@@ -226,7 +226,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
             if time.monotonic() >= deadline:
                 hexlike = name.startswith("0x") and len(name) != 66
                 raise TenzroError(
-                    f"trainer: no run with task_id {name!r} (0x{tid.hex()}) on {self.chain.rpc_url}"
+                    f"trainer: no run with task_id {name!r} (0x{tid.hex()}) on {self.chain.shown_url}"
                     + (" (a hex task id is 0x + 64 hex digits; this one was hashed as a name)" if hexlike else "")
                     + ": check task_id in the config (or --task-id / TENZRO_TASK_ID); `tenzro train list-runs` "
                       "lists the posted runs; set task_wait_s to wait for a run about to be posted")

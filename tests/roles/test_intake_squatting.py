@@ -1,0 +1,92 @@
+"""Commitment squatting (issue #24) on a real devnet and IPFS node: as round 0 opens, a keyless
+outsider sends `MAX_COMMITMENTS` made-up commitments per trainer and fragment, over pubsub and the
+syncer's JSON-RPC endpoint, and as many signed with its own key naming the trainers. Against
+cb6ae44 they filled every slot, the trainers' real commitments were refused
+(``too_many_commitments``) and their reveals opened nothing: the round was lost to them. Now only
+a commitment signed by the trainer it names is kept, and the round's every submission reaches
+the syncer's validation."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from roles_stack import TRAINERS, post_small_task, syncer_daemon
+from stack import TOKEN, wait_until
+from tenzro_operator.chain import RunStatus, SignedPayload
+from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.roles.delivery import post_messages
+from tenzro_operator.root_flow import MAX_COMMITMENTS, CommitMessage, RevealMessage
+
+pytestmark = pytest.mark.timeout(300)
+
+OUTSIDER = 8  # funded, enrolled nowhere
+
+
+def _reveal(client, tid: bytes, f: int, base: bytes, trainer: str | None = None) -> RevealMessage:
+    payload = SignedPayload(bytes([f + 1]) * 32, 0x3F800000, f"bafkreal{f}", bytes([f + 2]) * 32)
+    signed = client.sign_outer_gradient(tid, 0, f, payload, base_root=base)
+    return RevealMessage.of(tid, 0, f, trainer or client.address, base, signed)
+
+
+def _commit(client, m: RevealMessage) -> CommitMessage:
+    return CommitMessage.signed(client.account, client.chain_id, client.registry.address, m)
+
+
+def test_a_squatted_round_is_no_longer_lost(dev, tmp_path):
+    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=60_000,
+                          challenge_window_ms=4_000, flow="root")
+    trainers = [dev.client(TRAINERS[k]) for k in range(2)]
+    for c in trainers:
+        c.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{c.address}")
+    s = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, submission_rpc_port=0)
+    run = s.open_task(tid)
+    assert run.status == RunStatus.TRAINING and s.root_flow
+    s._open_round(run)
+    try:
+        s.root_collect(run, s._round.closes)
+        url, ipfs, topic = s._endpoint.url, dev.ipfs(), submission_topic(tid)
+        outsider = dev.client(OUTSIDER)
+
+        # the squat: made-up words and signatures, and words signed by the outsider, naming each trainer
+        squat = [CommitMessage(task="0x" + tid.hex(), round=0, fragment=f, trainer=t.address.lower(),
+                               commitment="0x" + secrets.token_hex(32), signature="0x" + secrets.token_hex(65))
+                 for t in trainers for f in (0, 1) for _ in range(MAX_COMMITMENTS)]
+        squat += [_commit(outsider, _reveal(outsider, tid, f, run.weights_root, trainer=t.address))
+                  for t in trainers for f in (0, 1)]
+        answers = post_messages(url, [m.encode() for m in squat])
+        assert {a["data"]["reason"] for a in answers} == {"bad_signature"}
+        for m in squat:
+            ipfs.pubsub_publish(topic, m.encode())
+        s.root_collect(run, s._round.closes)
+        assert s._commitments == {}
+
+        # the trainers' own commitments, over pubsub as the daemons publish them: kept
+        real = {(t.address.lower(), f): _reveal(t, tid, f, run.weights_root) for t in trainers for f in (0, 1)}
+        commits = {k: _commit(t, real[(t.address.lower(), f)]) for t in trainers for f in (0, 1)
+                   for k in [(t.address.lower(), f)]}
+
+        def all_kept() -> bool:
+            for m in commits.values():
+                ipfs.pubsub_publish(topic, m.encode())
+            s.root_collect(run, s._round.closes)
+            return all(commits[(a, f)].word() in s._commitments.get((0, f, a), ()) for a, f in commits)
+
+        wait_until(all_kept, 60, "the trainers' signed commitments kept")
+
+        # after the phase, their reveals open them: every submission of the round is validated
+        s.chain.mine(seconds=s._round.closes - s.chain_now() + 1)
+        subs: list = []
+
+        def revealed() -> bool:
+            for m in real.values():
+                ipfs.pubsub_publish(topic, m.encode())
+            subs.extend(s.root_collect(run, s._round.closes))
+            return len({(x.key, x.fragment) for x in subs}) == len(real)
+
+        wait_until(revealed, 60, "every reveal turned into a submission")
+        assert sorted((x.key, x.fragment, x.cid) for x in subs) == sorted(
+            (a, f, m.cid) for (a, f), m in real.items())
+    finally:
+        s.root_close()
