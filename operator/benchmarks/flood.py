@@ -22,7 +22,7 @@ syncer's endpoint in batches of `delivery.MAX_BATCH`.
 
 Needs the devnet up and deployed (`make deploy`); then::
 
-    .venv/bin/python operator/benchmarks/flood.py --rates 1000 2000 4000 8000
+    .venv/bin/python operator/benchmarks/flood.py --rates 1000,2000,4000,8000
 
 Prints a table and writes operator/benchmarks/results/flood.md, which ends with the lines
 ``forged messages per second absorbed with every round on time: <N>`` and
@@ -47,6 +47,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "operator" / "benchmarks" / "results" / "flood.md"
+PUBSUB_THREADS = 8  # concurrent publishes to the outsider's node (one HTTP call each)
 OUTSIDER_ADDRESS = "127.0.0.2"  # the flooder's source address on the loopback interface
 TASK = f"flood-bench-{int(time.time())}"  # one name per invocation: every run of it starts from one snapshot
 
@@ -54,30 +55,31 @@ TASK = f"flood-bench-{int(time.time())}"  # one name per invocation: every run o
 # ----------------------------------------------------------------------------- forged messages
 
 
-def _hex(n: int) -> str:
-    return "0x" + secrets.token_hex(n)
-
-
-def _forge(model, **known) -> bytes:
-    """One message of ``model`` (a root-flow pydantic message class) with the ``known`` fields and
-    every other field random: 32-byte words, a 65-byte signature, a CID-shaped string, numbers."""
-    fields = {}
+def _plan(model) -> list[tuple[str, object]]:
+    """How to fill each field of ``model`` (a root-flow pydantic message class): a constant (its
+    ``type``), or a generator of a random value of the field's shape."""
+    out: list[tuple[str, object]] = []
     for name, info in model.model_fields.items():
-        if name in known:
-            fields[name] = known[name]
-        elif name == "type":
-            fields[name] = info.default
+        if name == "type":
+            out.append((name, info.default))
         elif name == "signature":
-            fields[name] = _hex(65)
+            out.append((name, lambda: "0x" + os.urandom(65).hex()))
         elif name == "cid":
-            fields[name] = "bafkrei" + secrets.token_hex(26)
+            out.append((name, lambda: "bafkrei" + os.urandom(26).hex()))
         elif name == "url":
-            fields[name] = "http://127.0.0.1:9/"
+            out.append((name, "http://127.0.0.1:9/"))
         elif info.annotation is int:
-            fields[name] = secrets.randbelow(2**31)
+            out.append((name, lambda: secrets.randbelow(2**31)))
         else:
-            fields[name] = _hex(32)
-    return model.model_construct(**fields).encode()
+            out.append((name, lambda: "0x" + os.urandom(32).hex()))
+    return out
+
+
+def _forge(plan, **known) -> bytes:
+    """One message of a `_plan` with the ``known`` fields and fresh random values in the others, in
+    the messages' own encoding (canonical JSON: sorted keys, no spaces)."""
+    fields = {n: known[n] if n in known else (g() if callable(g) else g) for n, g in plan}
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
 
 class Forger:
@@ -85,20 +87,20 @@ class Forger:
     open round and a real fragment; announcements naming the run's syncer and a newer time."""
 
     def __init__(self, task_id: bytes, fragments: int) -> None:
-        self.task, self.fragments = "0x" + task_id.hex(), fragments
-        self.round, self.trainers, self.syncer = 0, ["0x" + "11" * 20], "0x" + "22" * 20
-
-    def submission(self) -> bytes:
+        from tenzro_operator.roles.delivery import Announcement
         from tenzro_operator.root_flow import CommitMessage, RevealMessage
 
-        model = CommitMessage if secrets.randbelow(2) else RevealMessage
-        return _forge(model, task=self.task, round=self.round, fragment=secrets.randbelow(self.fragments),
+        self.task, self.fragments = "0x" + task_id.hex(), fragments
+        self.round, self.trainers, self.syncer = 0, ["0x" + "11" * 20], "0x" + "22" * 20
+        self._plans = [_plan(CommitMessage), _plan(RevealMessage)]
+        self._announcement = _plan(Announcement)
+
+    def submission(self) -> bytes:
+        return _forge(self._plans[secrets.randbelow(2)], task=self.task, round=self.round, fragment=secrets.randbelow(self.fragments),
                       trainer=self.trainers[secrets.randbelow(len(self.trainers))])
 
     def announcement(self) -> bytes:
-        from tenzro_operator.roles.delivery import Announcement
-
-        return _forge(Announcement, task=self.task, syncer=self.syncer, issued=int(time.time()) + 1)
+        return _forge(self._announcement, task=self.task, syncer=self.syncer, issued=int(time.time()) + 1)
 
 
 def flood(rpc: str, deployments: str, task_id: bytes, fragments: int, endpoint: str, ipfs_api: str,
@@ -163,7 +165,8 @@ def flood(rpc: str, deployments: str, task_id: bytes, fragments: int, endpoint: 
 
     threads = [threading.Thread(target=watch_chain, daemon=True),
                threading.Thread(target=paced, args=(rate / 2, rpc_batch, MAX_BATCH), daemon=True)]
-    threads += [threading.Thread(target=paced, args=(rate / 2 / 4, pubsub_one, 1), daemon=True) for _ in range(4)]
+    threads += [threading.Thread(target=paced, args=(rate / 2 / PUBSUB_THREADS, pubsub_one, 1), daemon=True)
+                for _ in range(PUBSUB_THREADS)]
     for t in threads:
         t.start()
     for t in threads[1:]:
@@ -268,7 +271,8 @@ def one_run(rate: int, args: dict) -> dict:
     return {"rate": rate, "sent_rpc": counts[0], "sent_pubsub": counts[1], "errors": counts[2], "error": error,
             "achieved": (counts[0] + counts[1]) / elapsed if rate and elapsed > 0 else 0.0,
             "durations": round_durations(p.sponsor, p.task_id, p.posted_block),
-            "trainers": [(t["trainer"], t["accepted"], t["credits"], t["reward_tnzo"]) for t in rows],
+            # by role, not index: the trainers enroll in whatever order they get there
+            "trainers": sorted((t["trainer"], t["accepted"], t["credits"], t["reward_tnzo"]) for t in rows),
             "rss_base_mib": state["base"] / 1024, "rss_peak_mib": state["peak"] / 1024}
 
 
@@ -301,8 +305,8 @@ def render(rows: list[dict], base: dict, slack: int, command: str) -> str:
 
 
 @click.command()
-@click.option("--rates", type=int, multiple=True, default=(1000, 2000, 4000, 8000), show_default=True,
-              help="Forged messages per second, one run each (after a run without a flood).")
+@click.option("--rates", default="1000,2000,4000,8000", show_default=True,
+              help="Forged messages per second, comma-separated: one run each (after a run without a flood).")
 @click.option("--rpc", default="http://127.0.0.1:8545", show_default=True)
 @click.option("--ipfs", default="http://127.0.0.1:5001", show_default=True)
 @click.option("--trainers", default=4, show_default=True)
@@ -327,7 +331,7 @@ def main(rates, rpc, ipfs, trainers, quorum, fragments, rounds, timeout_s, slack
     base["m"] = trainers
     print(f"unflooded: rounds {base['durations']} s, RSS peak {base['rss_peak_mib']:.0f} MiB", flush=True)
     rows = []
-    for rate in rates:
+    for rate in [int(x) for x in rates.split(",") if x.strip()]:
         call("evm_revert", [snapshot])
         snapshot = call("evm_snapshot", [])
         row = one_run(rate, args)
@@ -337,7 +341,8 @@ def main(rates, rpc, ipfs, trainers, quorum, fragments, rounds, timeout_s, slack
         rows.append(row)
         print(f"target {rate}/s achieved {row['achieved']:.0f}/s: rounds {row['durations']} s, on time "
               f"{row['on_time']}, credits same {row['credits_same']}, RSS +"
-              f"{row['rss_peak_mib'] - row['rss_base_mib']:.1f} MiB", flush=True)
+              f"{row['rss_peak_mib'] - row['rss_base_mib']:.1f} MiB; trainers {row['trainers']} (unflooded "
+              f"{base['trainers']}){'; ' + row['error'] if row['error'] else ''}", flush=True)
     text = render(rows, base, slack_s, "python " + " ".join(sys.argv))
     RESULTS.write_text(text)
     print(text)

@@ -183,8 +183,8 @@ class Dispatcher:
             if err is None:
                 log.exception("%s failed", method)
                 err = RpcError(INTERNAL_ERROR, "internal error (logged by the gateway)")
-            else:
-                log.info("%s: %s", method, err.message)
+            else:  # answered to the caller: at INFO a flood of refusals would write the log at its rate
+                log.debug("%s: %s", method, err.message)
             resp = error_response(err, echo)
         else:
             resp = {"jsonrpc": "2.0", "result": result, "id": echo}
