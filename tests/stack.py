@@ -33,7 +33,7 @@ from tenzro_operator.chain import merged_abi
 from tenzro_operator.keys import anvil_account
 
 __all__ = ["ANVIL", "Anvil", "BUILD", "MIN_SYNCER_FEE_PER_ROUND", "MIN_SYNCER_STAKE", "PRECOMPILE", "REPO", "SYNCER_TIMEOUT_S", "TOKEN",
-           "build_artifacts", "deploy_stack", "free_port", "fund", "rpc_answers", "small_dataset"]
+           "build_artifacts", "closed_by_server", "deploy_stack", "free_port", "fund", "rpc_answers", "small_dataset"]
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / ".build/__local__.json"
@@ -261,3 +261,16 @@ def small_dataset(n_series: int = 4):
         ids = sorted(u for u, n in lengths.items() if 200 <= n <= 800)[:n_series]
         _DATASETS[n_series] = df[df["unique_id"].isin(ids)].reset_index(drop=True)
     return _DATASETS[n_series].copy()
+
+
+def closed_by_server(s: socket.socket, within_s: float) -> bool:
+    """True when the server closes ``s`` (an answer then EOF, or a reset) within ``within_s`` seconds."""
+    s.settimeout(within_s)
+    try:
+        while s.recv(4096):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False

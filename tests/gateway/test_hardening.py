@@ -22,6 +22,7 @@ import pytest
 
 from gw_stack import PARSE_ERROR, Rpc
 from keyed_node import KeyedNode, leaks
+from stack import closed_by_server
 from tenzro_operator.keys import anvil_account
 
 NONCE_GAP, BUSY, UNAVAILABLE = -32007, -32008, -32006
@@ -159,19 +160,6 @@ def _half_sent(port: int, n: int, body: bool) -> list[socket.socket]:
     return out
 
 
-def _closed_by_server(s: socket.socket, within_s: float) -> bool:
-    """True when the server closes ``s`` (an answer then EOF, or a reset) within ``within_s``."""
-    s.settimeout(within_s)
-    try:
-        while s.recv(4096):
-            pass
-        return True
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
-
-
 def test_half_sent_requests_are_dropped_and_do_not_lock_out_others():
     from tenzro_operator.gateway.jsonrpc import Dispatcher
     from tenzro_operator.gateway.server import GatewayServer
@@ -185,7 +173,7 @@ def test_half_sent_requests_are_dropped_and_do_not_lock_out_others():
         assert r.json()["result"] == "read" and server.guard.evicted >= 1
         # on cb6ae44 all 24 stayed open as long as their sender liked; now each is answered (503 when
         # evicted, 408 once the read timeout has passed) and closed: 3x the timeout as a margin
-        assert all(_closed_by_server(s, 15.0) for s in socks)
+        assert all(closed_by_server(s, 15.0) for s in socks)
         g = server.guard
         assert g.evicted + g.timed_out + g.refused == 24 and g.refused == 0, (g.evicted, g.timed_out, g.refused)
         assert g.open <= 1

@@ -12,6 +12,7 @@ import threading
 import httpx
 
 from keyed_node import KeyedNode, leaks
+from stack import closed_by_server
 from tenzro_operator.explorer.server import Explorer, ExplorerServer, Response
 from tenzro_operator.explorer.sources import ChainSource, SpecCache, SyncerRecords
 from tenzro_operator.ipfs import IpfsClient
@@ -59,18 +60,6 @@ class _Fixed:
         return Response(200, "ok", "text/plain")
 
 
-def _closed_by_server(s: socket.socket, within_s: float) -> bool:
-    s.settimeout(within_s)
-    try:
-        while s.recv(4096):
-            pass
-        return True
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
-
-
 def test_half_sent_requests_to_the_explorer_are_dropped():
     server = _serve(_Fixed(), max_connections=8, read_timeout_s=5.0)
     host, port = server.server_address[:2]
@@ -85,7 +74,7 @@ def test_half_sent_requests_to_the_explorer_are_dropped():
         assert r.status_code == 200 and r.text == "ok" and server.evicted >= 1
         # on cb6ae44 each held a thread as long as its sender liked; now each is answered (503 when
         # evicted, 408 after the read timeout) and closed: 3x the timeout as a margin
-        assert all(_closed_by_server(s, 15.0) for s in socks)
+        assert all(closed_by_server(s, 15.0) for s in socks)
         assert server.evicted + server.timed_out + server.refused == 12, (server.evicted, server.timed_out)
     finally:
         for s in socks:
