@@ -47,6 +47,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "operator" / "benchmarks" / "results" / "flood.md"
+FLOODER_PROCESSES = 2  # the outsider's processes (one interpreter each), sharing its IPFS node
 PUBSUB_THREADS = 8  # concurrent publishes to the outsider's node (one HTTP call each)
 OUTSIDER_ADDRESS = "127.0.0.2"  # the flooder's source address on the loopback interface
 TASK = f"flood-bench-{int(time.time())}"  # one name per invocation: every run of it starts from one snapshot
@@ -229,10 +230,10 @@ def one_run(rate: int, args: dict) -> dict:
     syncer_pid = procs[0].popen.pid
     counts = mp.Array("q", 3)  # sent over RPC, sent over pubsub, failed sends
     state = {"peak": 0, "base": 0, "stop": False}
-    flooder = node = None
+    flooders, node = [], None
 
     def on_round(r: int, _procs) -> None:
-        nonlocal flooder, node
+        nonlocal node
         if r != 0:
             return
         state["base"] = _rss_kib(syncer_pid)
@@ -240,10 +241,12 @@ def one_run(rate: int, args: dict) -> dict:
         if rate:
             node = start_ipfs_node(work / "outsider-ipfs", _free_port())
             devnet_swarm = IpfsClient(args["ipfs"]).id()["Addresses"][0]
-            flooder = mp.Process(target=flood, daemon=True, args=(
+            flooders.extend(mp.Process(target=flood, daemon=True, args=(
                 args["rpc"], str(s.deployments), p.task_id, s.fragments, f"http://127.0.0.1:{port}/", node.api_url,
-                devnet_swarm, rate, time.time() + s.timeout_s, counts))
-            flooder.start()
+                devnet_swarm, rate / FLOODER_PROCESSES, time.time() + s.timeout_s, counts))
+                for _ in range(FLOODER_PROCESSES))
+            for f in flooders:
+                f.start()
 
     def sample() -> None:
         while not state["stop"]:
@@ -261,9 +264,9 @@ def one_run(rate: int, args: dict) -> dict:
         elapsed = time.monotonic() - state.get("t0", time.monotonic())
         state["stop"] = True
         demo.stop(procs)
-        if flooder is not None:
-            flooder.terminate()
-            flooder.join(10)
+        for f in flooders:
+            f.terminate()
+            f.join(10)
         if node is not None:
             stop_ipfs_node(node)
     role_of = {a.lower(): r for r, a in p.addresses.items()}
@@ -271,8 +274,9 @@ def one_run(rate: int, args: dict) -> dict:
     return {"rate": rate, "sent_rpc": counts[0], "sent_pubsub": counts[1], "errors": counts[2], "error": error,
             "achieved": (counts[0] + counts[1]) / elapsed if rate and elapsed > 0 else 0.0,
             "durations": round_durations(p.sponsor, p.task_id, p.posted_block),
-            # by role, not index: the trainers enroll in whatever order they get there
-            "trainers": sorted((t["trainer"], t["accepted"], t["credits"], t["reward_tnzo"]) for t in rows),
+            # per enrollment index (the index picks the shard and seeds the scoring batches), not per
+            # name: the trainers enroll in whatever order they get there
+            "trainers": [(t["accepted"], t["credits"], t["reward_tnzo"]) for t in rows],
             "rss_base_mib": state["base"] / 1024, "rss_peak_mib": state["peak"] / 1024}
 
 
@@ -283,7 +287,7 @@ def render(rows: list[dict], base: dict, slack: int, command: str) -> str:
     lines = ["# Flood: a keyless outsider against a root-flow syncer while a devnet run trains", "",
              f"Command: `{command}`", "",
              f"Machine: {os.cpu_count()} CPU cores shared by anvil, the IPFS nodes, the syncer, "
-             f"{base['m']} trainers, a watcher and the flooder. Each row is one run from the same chain snapshot and task "
+             f"{base['m']} trainers, and the flooder (no watcher). Each row is one run from the same chain snapshot and task "
              "(same data, seeds and scoring batches). On time: every round's duration (chain seconds between "
              f"commits) at most the unflooded run's + {slack} s; credits: every trainer's accepted count and "
              "reward identical to the unflooded run's. Half the rate goes to the syncer's JSON-RPC endpoint, half on "
