@@ -12,9 +12,8 @@ import secrets
 
 import pytest
 
-from roles_stack import TRAINERS, post_small_task, syncer_daemon
-from stack import TOKEN, wait_until
-from tenzro_operator.chain import RunStatus, SignedPayload
+from stack import wait_until
+from tenzro_operator.chain import SignedPayload
 from tenzro_operator.pubsub import submission_topic
 from tenzro_operator.roles.delivery import post_messages
 from tenzro_operator.root_flow import MAX_COMMITMENTS, CommitMessage, RevealMessage
@@ -34,59 +33,47 @@ def _commit(client, m: RevealMessage) -> CommitMessage:
     return CommitMessage.signed(client.account, client.chain_id, client.registry.address, m)
 
 
-def test_a_squatted_round_is_no_longer_lost(dev, tmp_path):
-    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=60_000,
-                          challenge_window_ms=4_000, flow="root")
-    trainers = [dev.client(TRAINERS[k]) for k in range(2)]
-    for c in trainers:
-        c.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{c.address}")
-    s = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, submission_rpc_port=0)
-    run = s.open_task(tid)
-    assert run.status == RunStatus.TRAINING and s.root_flow
-    s._open_round(run)
-    try:
-        s.root_collect(run, s._round.closes)
-        url, ipfs, topic = s._endpoint.url, dev.ipfs(), submission_topic(tid)
-        outsider = dev.client(OUTSIDER)
+def test_a_squatted_round_is_no_longer_lost(dev, collecting):
+    s, run, tid, trainers = collecting
+    url, ipfs, topic = s._endpoint.url, dev.ipfs(), submission_topic(tid)
+    outsider = dev.client(OUTSIDER)
 
-        # the squat: made-up words and signatures, and words signed by the outsider, naming each trainer
-        squat = [CommitMessage(task="0x" + tid.hex(), round=0, fragment=f, trainer=t.address.lower(),
-                               commitment="0x" + secrets.token_hex(32), signature="0x" + secrets.token_hex(65))
-                 for t in trainers for f in (0, 1) for _ in range(MAX_COMMITMENTS)]
-        squat += [_commit(outsider, _reveal(outsider, tid, f, run.weights_root, trainer=t.address))
-                  for t in trainers for f in (0, 1)]
-        answers = post_messages(url, [m.encode() for m in squat])
-        assert {a["data"]["reason"] for a in answers} == {"bad_signature"}
-        for m in squat:
+    # the squat: made-up words and signatures, and words signed by the outsider, naming each trainer
+    squat = [CommitMessage(task="0x" + tid.hex(), round=0, fragment=f, trainer=t.address.lower(),
+                           commitment="0x" + secrets.token_hex(32), signature="0x" + secrets.token_hex(65))
+             for t in trainers for f in (0, 1) for _ in range(MAX_COMMITMENTS)]
+    squat += [_commit(outsider, _reveal(outsider, tid, f, run.weights_root, trainer=t.address))
+              for t in trainers for f in (0, 1)]
+    answers = post_messages(url, [m.encode() for m in squat])
+    assert {a["data"]["reason"] for a in answers} == {"bad_signature"}
+    for m in squat:
+        ipfs.pubsub_publish(topic, m.encode())
+    s.root_collect(run, s._round.closes)
+    assert s._commitments == {}
+
+    # the trainers' own commitments, over pubsub as the daemons publish them: kept
+    real = {(t.address.lower(), f): _reveal(t, tid, f, run.weights_root) for t in trainers for f in (0, 1)}
+    commits = {k: _commit(t, real[(t.address.lower(), f)]) for t in trainers for f in (0, 1)
+               for k in [(t.address.lower(), f)]}
+
+    def all_kept() -> bool:
+        for m in commits.values():
             ipfs.pubsub_publish(topic, m.encode())
         s.root_collect(run, s._round.closes)
-        assert s._commitments == {}
+        return all(commits[(a, f)].word() in s._commitments.get((0, f, a), ()) for a, f in commits)
 
-        # the trainers' own commitments, over pubsub as the daemons publish them: kept
-        real = {(t.address.lower(), f): _reveal(t, tid, f, run.weights_root) for t in trainers for f in (0, 1)}
-        commits = {k: _commit(t, real[(t.address.lower(), f)]) for t in trainers for f in (0, 1)
-                   for k in [(t.address.lower(), f)]}
+    wait_until(all_kept, 60, "the trainers' signed commitments kept")
 
-        def all_kept() -> bool:
-            for m in commits.values():
-                ipfs.pubsub_publish(topic, m.encode())
-            s.root_collect(run, s._round.closes)
-            return all(commits[(a, f)].word() in s._commitments.get((0, f, a), ()) for a, f in commits)
+    # after the phase, their reveals open them: every submission of the round is validated
+    s.chain.mine(seconds=s._round.closes - s.chain_now() + 1)
+    subs: list = []
 
-        wait_until(all_kept, 60, "the trainers' signed commitments kept")
+    def revealed() -> bool:
+        for m in real.values():
+            ipfs.pubsub_publish(topic, m.encode())
+        subs.extend(s.root_collect(run, s._round.closes))
+        return len({(x.key, x.fragment) for x in subs}) == len(real)
 
-        # after the phase, their reveals open them: every submission of the round is validated
-        s.chain.mine(seconds=s._round.closes - s.chain_now() + 1)
-        subs: list = []
-
-        def revealed() -> bool:
-            for m in real.values():
-                ipfs.pubsub_publish(topic, m.encode())
-            subs.extend(s.root_collect(run, s._round.closes))
-            return len({(x.key, x.fragment) for x in subs}) == len(real)
-
-        wait_until(revealed, 60, "every reveal turned into a submission")
-        assert sorted((x.key, x.fragment, x.cid) for x in subs) == sorted(
-            (a, f, m.cid) for (a, f), m in real.items())
-    finally:
-        s.root_close()
+    wait_until(revealed, 60, "every reveal turned into a submission")
+    assert sorted((x.key, x.fragment, x.cid) for x in subs) == sorted(
+        (a, f, m.cid) for (a, f), m in real.items())

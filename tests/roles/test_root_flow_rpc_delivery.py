@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from roles_stack import SYNCER, TRAINERS, post_small_task, syncer_daemon, trainer_daemon
-from stack import TOKEN, free_port, wait_until
+from stack import free_port, wait_until
 from tenzro_operator.chain import RunStatus, SignedPayload
 from tenzro_operator.pubsub import multibase_encode, syncer_topic
 from tenzro_operator.roles.delivery import DELIVER, MAX_BATCH, Announcement, post_messages
@@ -36,27 +36,6 @@ def _reveal(client, tid: bytes, r: int, f: int, base: bytes, trainer: str | None
 def _commit(m: RevealMessage, client) -> CommitMessage:
     """The commitment to ``m`` signed by ``client`` (the trainer, or a forger)."""
     return CommitMessage.signed(client.account, client.chain_id, client.registry.address, m)
-
-
-@pytest.fixture
-def collecting(dev, tmp_path):
-    """A 2-trainer, 2-fragment root-flow run in round 0's commit phase (60 s grace window), and a
-    syncer that has prepared it and collected once with its endpoint on a free port: (syncer, run,
-    task id, the trainers' clients). The syncer's endpoint is released at the end."""
-    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=60_000,
-                          challenge_window_ms=4_000, flow="root")
-    trainers = [dev.client(TRAINERS[k]) for k in range(2)]
-    for c in trainers:
-        c.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{c.address}")
-    s = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, submission_rpc_port=0)
-    run = s.open_task(tid)
-    assert run.status == RunStatus.TRAINING and s.root_flow
-    s._open_round(run)
-    assert s.root_collect(run, s._round.closes) == []  # in the commit phase: nothing to validate yet
-    try:
-        yield s, run, tid, trainers
-    finally:
-        s.root_close()
 
 
 def test_the_endpoint_keeps_valid_messages_and_refuses_the_rest_with_a_reason(dev, collecting):
