@@ -23,7 +23,7 @@ DEVNET_PORTS = --rpc-port $(RPC_PORT) --ipfs-port $(IPFS_PORT)
 NETWORK := ethereum:local:foundry
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo demo-adversarial test test-fast devnet-up devnet-down devnet-status deploy compile clean-devnet
+.PHONY: bootstrap demo demo-adversarial test test-fast gpu-check devnet-up devnet-down devnet-status deploy compile clean-devnet
 
 bootstrap: $(VENV)/.installed node_modules/.installed .solc/solc
 
@@ -81,3 +81,10 @@ test-fast: bootstrap
 
 clean-devnet: devnet-down
 	rm -rf .devnet deployments/local.json
+
+# The prepared device check (scripts/gpu_check.py): on a lent GPU machine `make gpu-check` (its python3
+# holds PyTorch; carry .gpu-bundle, built here by `.venv/bin/python scripts/gpu_check.py bundle`);
+# `make gpu-check DRY_RUN=1`: the CPU half of every stage (CI runs it through tests/trainer/test_gpu_check.py).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu-check:
+	$(GPU_PYTHON) scripts/gpu_check.py $(if $(DRY_RUN),--dry)

@@ -118,13 +118,15 @@ def window_loss(model: PatchForecaster, windows: Tensor, batch_size: int = 1024)
 class HeldoutEvaluator:
     """``evaluator(state) -> EvalResult`` on the same held-out windows at every call, so metrics
     of successive global weights compare like with like (up to ``windows_per_series`` rolling
-    origins in each series' held-out tail; seasonal periods from the manifest)."""
+    origins in each series' held-out tail; seasonal periods from the manifest). The model lives on
+    ``device`` (fp32); metrics are computed on the CPU."""
 
-    def __init__(self, model_cfg: ModelConfig, split: Split, windows_per_series: int = 12):
+    def __init__(self, model_cfg: ModelConfig, split: Split, windows_per_series: int = 12,
+                 device: str | torch.device = "cpu"):
         self.split = split
         self.windows = heldout_windows(split, windows_per_series)
         self.seasons = seasonality(split.unique_ids)
-        self.model = build_model(model_cfg)
+        self.model = build_model(model_cfg).to(device)
 
     def __call__(self, state: Mapping[str, Tensor]) -> EvalResult:
         self.model.load_state_dict(dict(state))

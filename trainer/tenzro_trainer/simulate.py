@@ -109,7 +109,7 @@ class _Eval:
             verify_dataset_hash(df, cfg.dataset_hash)
         self.split = train_heldout_split(df, cfg.model.context_len, cfg.model.horizon, cfg.heldout_frac,
                                          min_context=cfg.model.effective_min_context)
-        self.heldout = HeldoutEvaluator(cfg.model, self.split, cfg.max_windows_per_series)
+        self.heldout = HeldoutEvaluator(cfg.model, self.split, cfg.max_windows_per_series, device=cfg.inner.device)
         self.train_windows = WindowDataset(self.split).fixed_windows(cfg.train_windows_per_series)
 
     def __call__(self, state: dict[str, Tensor]) -> dict:
