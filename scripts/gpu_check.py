@@ -86,7 +86,8 @@ def missing_modules() -> list[str]:
     return [m for m in NEEDED if importlib.util.find_spec(m) is None]
 
 
-def plan(dry: bool, gpus: int, work: Path, bundle: Path) -> list[tuple[str, list[str], float]]:
+def plan(dry: bool, gpus: int, work: Path, bundle: Path, zero_shot_batch: int = 64,
+         budget_s: float = ZERO_SHOT_BUDGET_S) -> list[tuple[str, list[str], float]]:
     """The stages: (name, command, time limit in s)."""
     py = sys.executable
     pytest = [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-k", "cuda",
@@ -105,7 +106,7 @@ def plan(dry: bool, gpus: int, work: Path, bundle: Path) -> list[tuple[str, list
                         *dry_flag], 120),
         ("torchrun", torchrun, 120),
         ("zero-shot", [*stage, "zero-shot", "--bundle", str(bundle), "--json", str(work / "zero-shot.json"),
-                       "--budget-s", str(ZERO_SHOT_BUDGET_S), *dry_flag], ZERO_SHOT_BUDGET_S + 150),
+                       "--budget-s", str(budget_s), "--batches", str(zero_shot_batch), *dry_flag], budget_s + 150),
     ]
 
 
@@ -145,7 +146,7 @@ def gib(b) -> str:
     return "n/a" if b is None else f"{b / 2**30:.2f} GiB"
 
 
-def report(results: list[dict], figures: dict, device: str, dry: bool, wall_s: float) -> str:
+def report(results: list[dict], figures: dict, device: str, dry: bool, wall_s: float, budget_s: float) -> str:
     """gpu.md: the device, the commands, the figures, what failed."""
     lines = [f"# GPU check ({'dry run on the CPU' if dry else device})", "",
              f"`make gpu-check{' DRY_RUN=1' if dry else ''}` (scripts/gpu_check.py), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
@@ -181,7 +182,7 @@ def report(results: list[dict], figures: dict, device: str, dry: bool, wall_s: f
     if zs:
         lines += ["", f"## Zero-shot (`{zs['preset']}`, {zs['num_params']:,} parameters, {zs['dtype']}, DiLoCo in the "
                   f"simulator: M={zs['workers']}, H={zs['H']}, batch {zs['batch']}, {zs['rounds']} round(s) fitting a "
-                  f"{ZERO_SHOT_BUDGET_S} s budget at {zs['step_s'] * 1e3:.1f} ms a step; trained in {zs['train_s']:.0f} s)", "",
+                  f"{budget_s:.0f} s budget at {zs['step_s'] * 1e3:.1f} ms a step; trained in {zs['train_s']:.0f} s)", "",
                   f"{zs['series']} series, {zs['windows']} windows (the zero-shot set of trainer/benchmarks/zero_shot.py; "
                   "the widened set of issue #28 does not exist yet). Relative to SeasonalNaive on the same windows, "
                   "geometric mean over series:", "",
@@ -195,7 +196,8 @@ def report(results: list[dict], figures: dict, device: str, dry: bool, wall_s: f
         lines += ["", f"- **{r['name']}**: {r['why']}", "", "```", r["tail"][-1500:], "```"]
     lines.append("")
     if zs and not dry:
-        lines.append(f"zero-shot relative MASE (gpu-ref, {zs['rounds']} rounds on one GPU): {zs['relative']['mase']:.3f}")
+        lines.append(f"zero-shot relative MASE (gpu-ref, batch {zs['batch']}, {zs['rounds']} rounds on one GPU): "
+                     f"{zs['relative']['mase']:.3f}")
     lines.append(f"gpu check: {len(results) - len(failed)} of {len(results)} stages passed")
     return "\n".join(lines) + "\n"
 
@@ -208,6 +210,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="where gpu.md / gpu.json go (default: trainer/benchmarks/results; "
                     "a dry run: a temporary folder unless given)")
     ap.add_argument("--only", nargs="+", help="run only these stages")
+    ap.add_argument("--zero-shot-batch", type=int, default=64, help="the gpu-ref recipe's batch per worker")
+    ap.add_argument("--budget-s", type=float, default=ZERO_SHOT_BUDGET_S, help="the zero-shot training budget (s)")
     args = ap.parse_args(argv)
     if args.what == "bundle":
         build_bundle(args.bundle, args.dry)
@@ -240,7 +244,7 @@ def main(argv=None) -> int:
     print(f"gpu check on {device}{' (dry)' if args.dry else ''}; stages limited to {TOTAL_S} s in all", flush=True)
     t0 = time.perf_counter()
     results, figures = [], {"torch": torch.__version__}
-    for name, cmd, limit in plan(args.dry, gpus, work, args.bundle):
+    for name, cmd, limit in plan(args.dry, gpus, work, args.bundle, args.zero_shot_batch, args.budget_s):
         if args.only and name not in args.only:
             continue
         left = TOTAL_S - (time.perf_counter() - t0)
@@ -257,12 +261,12 @@ def main(argv=None) -> int:
             figures[name] = json.loads(src.read_text())
         results.append(r)
     wall = time.perf_counter() - t0
-    md = report(results, figures, device, args.dry, wall)
+    md = report(results, figures, device, args.dry, wall, args.budget_s)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu.md").write_text(md)
     (out / "gpu.json").write_text(json.dumps({"device": device, "dry": args.dry, "wall_s": wall, "figures": figures,
                                               "stages": results}, indent=1, default=str) + "\n")
-    if os.environ.get("OUT"):
+    if os.environ.get("OUT") and Path(os.environ["OUT"]).resolve() != out.resolve():
         for f in ("gpu.md", "gpu.json"):
             shutil.copy(out / f, Path(os.environ["OUT"]) / f)
     shutil.rmtree(work, ignore_errors=True)
