@@ -183,6 +183,11 @@ class TrainerConfig(CommonConfig):
     stake: str | None = Field(default=None, description="stake in tokens or '<n>atto'; None = the run's minimum")
     inner: InnerSettings = Field(default_factory=InnerSettings)
     device: str = "cpu"
+    devices: int | Literal["auto"] = Field(default=1, description="devices the inner loop runs on: 1 = in the "
+                                           "daemon's process; N > 1 = one torchrun job of N ranks kept for the "
+                                           "run (FSDP2: NCCL, one GPU a rank, on CUDA; gloo CPU processes "
+                                           "otherwise, for tests); auto = this host's CUDA devices when device "
+                                           "is cuda, else 1")
     dtype: Literal["fp32", "bf16"] = "fp32"
     gradient_checkpointing: bool = False
     dataset_path: Path | None = Field(default=None, description="local copy of the dataset (else fetched from IPFS)")
@@ -217,6 +222,24 @@ class TrainerConfig(CommonConfig):
         if v is not None:
             parse_tokens(v)
         return v
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, v):
+        if v != "auto" and v < 1:
+            raise ValueError(f"devices must be 'auto' or at least 1, got {v}")
+        return v
+
+    def device_count(self) -> int:
+        """Ranks of the inner loop: ``devices``, with ``auto`` resolved (CUDA devices of this host when
+        ``device`` is cuda, at least 1; else 1)."""
+        if self.devices != "auto":
+            return self.devices
+        if self.device.startswith("cuda"):
+            import torch
+
+            return max(1, torch.cuda.device_count())
+        return 1
 
     @property
     def stake_atto(self) -> int | None:

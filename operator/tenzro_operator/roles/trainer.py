@@ -9,7 +9,8 @@ One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9):
 2. fetch round r's input weights: r == 0 the spec's initial weights (checked against the
    on-chain ``initialWeightsRoot``), r > 0 the CIDs and hashes of the ``RoundFinalized`` event
    of round r-1 (checked against ``getRun.weightsRoot``);
-3. run H AdamW steps (`tenzro_trainer.inner.InnerTrainer`; its AdamW state and sampler are kept
+3. run H AdamW steps (`tenzro_trainer.inner.InnerTrainer`, or with ``devices: N > 1`` one torchrun
+   job of N ranks, `tenzro_trainer.worker_group.TorchrunWorker`; its AdamW state and sampler are kept
    across rounds and saved to ``<data_dir>/trainer-state.pt`` after each round);
 4. per fragment f: ``delta_f = global_f - local_f`` (`pseudo_gradient`), safetensors bytes
    under the spec's codec (`PayloadEncoder`: dense `encode_fragment`, kind ``pseudo_gradient``,
@@ -72,6 +73,7 @@ from tenzro_trainer.data.windows import WindowDataset
 from tenzro_trainer.fragments import fragment_state
 from tenzro_trainer.inner import InnerTrainer
 from tenzro_trainer.outer import pseudo_gradient
+from tenzro_trainer.worker_group import TorchrunWorker
 
 __all__ = ["FaultSettings", "TrainerDaemon", "TrainerDaemonConfig", "apply_fault"]
 
@@ -157,7 +159,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
     # the run being served (reset_run clears them)
     spec: TaskSpec | None
     runtime: TaskRuntime | None
-    worker: InnerTrainer | None
+    worker: InnerTrainer | TorchrunWorker | None  # TorchrunWorker with devices > 1
     index: int | None
     _global: dict[str, torch.Tensor] | None  # the round's input weights, cached by weights root
     _global_root: bytes | None
@@ -195,6 +197,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
             except StopRequested:
                 log.info("stop requested: state saved, exiting")
                 return 0
+            finally:
+                self.close_worker()
         log.info("trainer done: %s", self.summary)
         return 0
 
@@ -234,7 +238,9 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         return tid
 
     def reset_run(self) -> None:
-        """Forget the previous run: spec, model, shard index, weights cache, skipped rounds, log cursor."""
+        """Forget the previous run: spec, model (its torchrun job ended), shard index, weights cache,
+        skipped rounds, log cursor."""
+        self.close_worker()
         self.task_id = self.spec = self.runtime = self.worker = self.index = None
         self.encoder = None
         self._global = self._global_root = None
@@ -339,20 +345,43 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         self.index = stats.index
 
     def build_worker(self) -> None:
-        """The inner trainer on shard ``index`` (restored from ``trainer-state.pt`` when it is this run's)."""
+        """The inner trainer on shard ``index`` (restored from ``trainer-state.pt`` when it is this run's):
+        `InnerTrainer` in this process with ``devices: 1``, else a `TorchrunWorker` (one torchrun job of
+        ``devices`` ranks, kept until the run is over). A saved state of the other kind (``devices``
+        changed across a restart: an ``fsdp2-full`` checkpoint for one, a plain one for the other) is
+        not loaded: a warning, and the inner state (AdamW moments, sampler) starts fresh; the round's
+        weights come from the chain either way."""
+        self.close_worker()
         spec, rt = self.spec, self.runtime
         proto = spec.require_protocol()
         split = rt.split(self.df)
         ids = TaskRuntime.shard_ids(split, proto, self.index)
-        data = WindowDataset(split, ids, seed=proto.seed * 1000 + self.index)
+        seed = proto.seed * 1000 + self.index
         cfg = self.config.inner_config(spec.inner_steps, seed=proto.seed)
-        self.worker = InnerTrainer(rt.model_cfg, cfg, data, init_seed=proto.seed)
+        n = self.config.device_count()
+        if n > 1:
+            self.worker = TorchrunWorker(rt.model_cfg, cfg, split, ids, data_seed=seed, init_seed=proto.seed, nproc=n)
+            log.info("inner loop: a torchrun job of %d ranks on %s", n, self.worker.device)
+        else:
+            self.worker = InnerTrainer(rt.model_cfg, cfg, WindowDataset(split, ids, seed=seed), init_seed=proto.seed)
         if self.state_path.exists():
             saved = load_state_file(self.state_path)
             if saved.get("task") == "0x" + self.task_id.hex() and saved.get("index") == self.index:
-                self.worker.load_state_dict(saved["inner"])
-                log.info("restored inner state after round %d from %s", saved["round"], self.state_path)
+                have, want = saved["inner"].get("format", "in-process"), "fsdp2-full" if n > 1 else "in-process"
+                if have != want:
+                    log.warning("%s holds an inner state of format %s but devices=%d wants %s: the inner state "
+                                "(AdamW moments, sampler) starts fresh; the round's weights come from the chain",
+                                self.state_path, have, n, want)
+                else:
+                    self.worker.load_state_dict(saved["inner"])
+                    log.info("restored inner state after round %d from %s", saved["round"], self.state_path)
         log.info("shard %d: %d series", self.index, len(ids))
+
+    def close_worker(self) -> None:
+        """End the inner trainer's torchrun job, if it has one (`TorchrunWorker.close`)."""
+        close = getattr(getattr(self, "worker", None), "close", None)
+        if close is not None:
+            close()
 
     def save_state(self, round_: int) -> None:
         atomic_torch_save({"task": "0x" + self.task_id.hex(), "index": self.index, "round": round_,
