@@ -60,7 +60,7 @@ devnet-status:
 
 deploy: devnet-up compile
 	$(BIN)/python scripts/devnet.py check $(DEVNET_PORTS)
-	APE_FOUNDRY_HOST=$(DEVNET_RPC) ape run deploy --network $(NETWORK)
+	APE_FOUNDRY_HOST=$(DEVNET_RPC) TENZRO_IPFS_API=$(IPFS_API) ape run deploy --network $(NETWORK)
 
 # `make demo TRAINERS=8 QUORUM=6`: M and K of the demo run (unset: the demo's defaults).
 # `make demo FLOW=v1`: protocol v1 (one transaction per submission) instead of the root flow.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from decimal import Decimal, InvalidOperation
 import json
+import os
 from pathlib import Path
 
 import click
@@ -102,6 +103,8 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
         "network": network.name,
         "chain_id": chain_id,
         "rpc_url": getattr(provider, "uri", None),
+        # the devnet's IPFS node (`make deploy` passes it), so the CLI finds it on other ports too
+        "ipfs_url": os.environ.get("TENZRO_IPFS_API"),
         "deploy_block": deploy_block,
         # block 0 tells this chain from any other with the same chain id and addresses (every
         # fresh anvil): the operator refuses a chain whose block 0 differs (ChainClient.check_deployment)

@@ -487,6 +487,7 @@ class Deployment:
     deployer: str | None = None
     verifier_precompile: str | None = None
     genesis_hash: str | None = None  # 0x-hex of block 0 of the chain deployed on (a fresh anvil's differs)
+    ipfs_url: str | None = None  # Kubo RPC API of the devnet's IPFS node (`make deploy` records it)
 
     def contract(self, name: str) -> ContractRecord:
         try:
@@ -527,7 +528,7 @@ def load_deployment(path: str | Path) -> Deployment:
                           deploy_block=int(doc.get("deploy_block", 0)), contracts=contracts,
                           rpc_url=doc.get("rpc_url"), deployer=doc.get("deployer"),
                           verifier_precompile=doc.get("verifier_precompile"),
-                          genesis_hash=doc.get("genesis_hash"))
+                          genesis_hash=doc.get("genesis_hash"), ipfs_url=doc.get("ipfs_url"))
     except KeyError as exc:
         raise DeploymentError(f"deployment record {p} lacks field {exc.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError) as exc:

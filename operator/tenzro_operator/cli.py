@@ -104,26 +104,32 @@ def keys() -> None:
 class Ctx:
     """What the common options give a verb: lazily built chain and IPFS clients.
 
-    ``rpc`` None means "the ``rpc_url`` the deployment record names" (what ``make deploy`` wrote),
-    else `DEFAULT_RPC`."""
+    ``rpc`` / ``ipfs`` None mean "the ``rpc_url`` / ``ipfs_url`` the deployment record names" (what
+    ``make deploy`` wrote, so a devnet on other ports is found), else `DEFAULT_RPC` / `DEFAULT_IPFS`."""
 
     def __init__(self, rpc: str | None, deployments: Path, keystore: Path | None, password_env: str,
-                 ipfs: str) -> None:
+                 ipfs: str | None) -> None:
         self._rpc, self.deployments, self.keystore = rpc, deployments, keystore
-        self.password_env, self.ipfs_url = password_env, ipfs
+        self.password_env, self._ipfs = password_env, ipfs
         self._chain = None
+
+    def _recorded(self, field: str) -> str | None:
+        from tenzro_operator.chain import load_deployment
+
+        try:
+            return getattr(load_deployment(self.deployments), field)
+        except TenzroError:
+            return None  # ChainClient reports the missing / bad record itself
 
     @property
     def rpc(self) -> str:
         """The JSON-RPC URL: ``--rpc`` / ``TENZRO_NODE_RPC``, else the record's, else `DEFAULT_RPC`."""
-        if self._rpc:
-            return self._rpc
-        from tenzro_operator.chain import load_deployment
+        return self._rpc or self._recorded("rpc_url") or DEFAULT_RPC
 
-        try:
-            return load_deployment(self.deployments).rpc_url or DEFAULT_RPC
-        except TenzroError:
-            return DEFAULT_RPC  # ChainClient reports the missing / bad record itself
+    @property
+    def ipfs_url(self) -> str:
+        """The Kubo RPC URL: ``--ipfs`` / ``TENZRO_IPFS_API``, else the record's, else `DEFAULT_IPFS`."""
+        return self._ipfs or self._recorded("ipfs_url") or DEFAULT_IPFS
 
     def signer(self):
         """The keystore's unlocked account (password from the env var or a prompt)."""
@@ -160,8 +166,9 @@ def common_options(fn: Callable) -> Callable:
     @click.option("--password-env", envvar="TENZRO_PASSWORD_ENV", default="TENZRO_KEYSTORE_PASSWORD",
                   show_default=True, show_envvar=True,
                   help="environment variable holding the keystore password (else a prompt)")
-    @click.option("--ipfs", envvar="TENZRO_IPFS_API", default=DEFAULT_IPFS, show_default=True, show_envvar=True,
-                  help="Kubo RPC API of the IPFS node.")
+    @click.option("--ipfs", envvar="TENZRO_IPFS_API", default=None, show_envvar=True,
+                  help=f"Kubo RPC API of the IPFS node  [default: the ipfs_url recorded in --deployments, "
+                       f"else {DEFAULT_IPFS}]")
     @functools.wraps(fn)
     def wrapper(rpc, deployments, keystore, password_env, ipfs, **kw):
         return fn(Ctx(rpc, deployments, keystore, password_env, ipfs), **kw)

@@ -21,7 +21,7 @@ def test_ape_run_deploy_record_drives_the_client(tmp_path):
     anvil = Anvil(tmp_path).start()
     try:
         out = tmp_path / "deployments.json"
-        env = dict(os.environ, APE_FOUNDRY_HOST=anvil.url,
+        env = dict(os.environ, APE_FOUNDRY_HOST=anvil.url, TENZRO_IPFS_API="http://127.0.0.1:5002",
                    PATH=f"{REPO / 'node_modules/.bin'}:{os.environ.get('PATH', '')}")
         proc = subprocess.run([str(REPO / ".venv/bin/ape"), "run", "deploy", "--network", "ethereum:local:foundry",
                                "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -29,6 +29,7 @@ def test_ape_run_deploy_record_drives_the_client(tmp_path):
         record = json.loads(out.read_text())
         assert set(record["contracts"]) >= {"TenzroToken", "TrainingRegistry", "ReceiptVerifier", "RewardEscrow"}
         assert record["chain_id"] == 31337 and record["verifier_precompile"].endswith("1008")
+        assert record["ipfs_url"] == "http://127.0.0.1:5002"  # the CLI's default IPFS node for this devnet
         # block 0's hash, which tells this anvil from any other (ChainClient refuses a chain whose differs)
         assert record["genesis_hash"].startswith("0x") and len(record["genesis_hash"]) == 66
 

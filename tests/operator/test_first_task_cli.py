@@ -36,6 +36,24 @@ def test_rpc_defaults_to_the_deployment_record(run_cli, stack, tmp_path):
     assert "http://127.0.0.1:9" in line
 
 
+def test_ipfs_defaults_to_the_deployment_record(stack, tmp_path):
+    """A devnet on other ports (`make deploy IPFS_PORT=5002`) records its IPFS node; a verb without
+    --ipfs uses it, not 5001 (where another checkout's node may answer). --ipfs still wins."""
+    from tenzro_operator.cli import DEFAULT_IPFS, Ctx
+
+    rec = json.loads(stack.deployments.read_text())
+    rec["ipfs_url"] = "http://127.0.0.1:5002"
+    other = tmp_path / "other-ports.json"
+    other.write_text(json.dumps(rec))
+    assert Ctx(None, other, None, PW_ENV, None).ipfs_url == "http://127.0.0.1:5002"
+    assert Ctx(None, other, None, PW_ENV, "http://10.0.0.7:5001").ipfs_url == "http://10.0.0.7:5001"
+    rec.pop("ipfs_url")
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(rec))  # a record written before it carried the IPFS URL
+    assert Ctx(None, older, None, PW_ENV, None).ipfs_url == DEFAULT_IPFS
+    assert Ctx(None, tmp_path / "missing.json", None, PW_ENV, None).ipfs_url == DEFAULT_IPFS
+
+
 def test_another_devnet_with_the_same_addresses_is_refused(run_cli, stack, tmp_path):
     """A fresh anvil has the same chain id and would get the same contract addresses; its block 0
     differs from the one the record was written on, and every verb refuses it in one line."""
