@@ -20,6 +20,10 @@ IPFS_PORT ?= 5001
 DEVNET_RPC := http://127.0.0.1:$(RPC_PORT)
 IPFS_API := http://127.0.0.1:$(IPFS_PORT)
 DEVNET_PORTS = --rpc-port $(RPC_PORT) --ipfs-port $(IPFS_PORT)
+# status and down: the ports given (RPC_PORT=... / IPFS_PORT=... / DEVNET_PORT=...), else the ones the
+# devnet recorded in .devnet/pids.json when it started
+GIVEN_PORTS = $(if $(filter-out file undefined,$(origin RPC_PORT) $(origin DEVNET_PORT)),--rpc-port $(RPC_PORT)) \
+	$(if $(filter-out file undefined,$(origin IPFS_PORT)),--ipfs-port $(IPFS_PORT))
 NETWORK := ethereum:local:foundry
 PYTEST_ARGS ?=
 
@@ -53,10 +57,10 @@ devnet-up: bootstrap
 	$(BIN)/python scripts/devnet.py up $(DEVNET_PORTS)
 
 devnet-down:
-	$(BIN)/python scripts/devnet.py down $(DEVNET_PORTS)
+	$(BIN)/python scripts/devnet.py down $(GIVEN_PORTS)
 
 devnet-status:
-	$(BIN)/python scripts/devnet.py status $(DEVNET_PORTS)
+	$(BIN)/python scripts/devnet.py status $(GIVEN_PORTS)
 
 deploy: devnet-up compile
 	$(BIN)/python scripts/devnet.py check $(DEVNET_PORTS)

@@ -22,14 +22,16 @@ from tenzro_operator.errors import TenzroError
 console = Console()
 
 
-def _cfg(data_dir: str, rpc_port: int, ipfs_port: int) -> devnet.DevnetConfig:
-    return devnet.DevnetConfig(data_dir=Path(data_dir).resolve(), rpc_port=rpc_port, ipfs_port=ipfs_port)
+def _cfg(data_dir: str, rpc_port: int | None, ipfs_port: int | None) -> devnet.DevnetConfig:
+    return devnet.recorded_config(Path(data_dir).resolve(), rpc_port, ipfs_port)
 
 
 _options = [
     click.option("--data-dir", default=str(devnet.DEFAULT_DATA_DIR), show_default=True, help="Where chain state, IPFS repo, logs and pids live."),
-    click.option("--rpc-port", default=devnet.DEFAULT_RPC_PORT, show_default=True),
-    click.option("--ipfs-port", default=devnet.DEFAULT_IPFS_PORT, show_default=True),
+    click.option("--rpc-port", type=int, default=None,
+                 help=f"[default: the port recorded in DATA_DIR/pids.json, else {devnet.DEFAULT_RPC_PORT}]"),
+    click.option("--ipfs-port", type=int, default=None,
+                 help=f"[default: the port recorded in DATA_DIR/pids.json, else {devnet.DEFAULT_IPFS_PORT}]"),
 ]
 
 

@@ -193,6 +193,16 @@ def _task_id(value: str) -> bytes:
     return task_id_bytes32(value)
 
 
+def _did(value: str) -> str:
+    """``--did``: W3C DID syntax (`tenzro_operator.did`), refused before any transaction."""
+    from tenzro_operator.did import check_did
+
+    try:
+        return check_did(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--did") from None
+
+
 def _run(chain, value: str):
     """The run ``--task-id`` names, or one line saying there is none on this chain."""
     from tenzro_operator.errors import ChainRevert
@@ -388,7 +398,8 @@ def get_receipt(ctx: Ctx, task_id: str, fmt: str) -> None:
 @train.command("enroll-trainer")
 @click.option("--task-id", required=True)
 @click.option("--stake", required=True, help="tokens ('100', '1.5') or atto-units ('1000atto')")
-@click.option("--did", required=True, help="the trainer's DID, e.g. did:tenzro:machine:…")
+@click.option("--did", required=True, callback=lambda _c, _p, v: _did(v),
+              help="the trainer's DID, e.g. did:tenzro:machine:gpu-host-1 (W3C DID syntax, at most 128 bytes)")
 @format_option
 @common_options
 def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> None:
@@ -399,7 +410,12 @@ def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> No
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--stake") from None
     chain = ctx.chain(signer=True)
-    res = chain.enroll_trainer(_run(chain, task_id).task_id, amount, did)
+    run = _run(chain, task_id)
+    stats = chain.trainer_stats(run.task_id)
+    if stats.enrolled:
+        raise TenzroError(f"{chain.address} is already enrolled in run {task_id} as trainer {stats.index} "
+                          f"(`tenzro train trainer-stats --task-id {task_id}` shows it); nothing was sent")
+    res = chain.enroll_trainer(run.task_id, amount, did)
     ev = res.event("TrainerEnrolled")
     _tx_out(fmt, "enrolled", {"trainer": chain.address, "index": ev["index"], "shard": ev["shard"],
                               "shard_count": ev["shardCount"], "stake": str(ev["stake"]), "tx": res.tx_hash})

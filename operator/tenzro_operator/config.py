@@ -28,6 +28,7 @@ Inner hyperparameters left out keep the defaults of ``tenzro_trainer.config.Inne
 from __future__ import annotations
 
 import contextvars
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -35,6 +36,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from tenzro_operator.did import check_did
 from tenzro_operator.errors import ConfigError
 from tenzro_operator.units import parse_tokens
 
@@ -223,6 +225,18 @@ class TrainerConfig(CommonConfig):
             parse_tokens(v)
         return v
 
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v):
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", v):
+            raise ValueError(f"device must be cpu, cuda or cuda:N, got {v!r}")
+        return v
+
+    @field_validator("did")
+    @classmethod
+    def _did(cls, v):
+        return check_did(v)
+
     @field_validator("devices")
     @classmethod
     def _devices(cls, v):
@@ -373,6 +387,18 @@ def _field_path(loc: tuple) -> str:
     return ".".join(str(p) for p in loc) or "<root>"
 
 
+def _known_fields(cls: type[BaseModel], parents: tuple) -> list[str]:
+    """Field names of the (nested) model a field path's parents lead to: ``inner.lrr`` -> InnerSettings'."""
+    model = cls
+    for name in parents:
+        field = model.model_fields.get(str(name))
+        sub = field.annotation if field is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            break
+        model = sub
+    return sorted(model.model_fields)
+
+
 def load_config(path: str | Path | None, cls: type[C], **overrides: Any) -> C:
     """Load a role config from a YAML file (or only env + defaults when ``path`` is None).
 
@@ -418,7 +444,7 @@ def load_config(path: str | Path | None, cls: type[C], **overrides: Any) -> C:
         e = exc.errors()[0]
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = f"unknown field (known: {', '.join(sorted(cls.model_fields))})"
+            msg = f"unknown field (known: {', '.join(_known_fields(cls, tuple(e['loc'])[:-1]))})"
         more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
         raise ConfigError(source, _field_path(tuple(e["loc"])), msg + more) from None
     finally:

@@ -26,6 +26,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import httpx
 from eth_account.signers.local import LocalAccount
@@ -226,6 +227,24 @@ def _read_pids(cfg: DevnetConfig) -> dict:
         return json.loads(_pids_file(cfg).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
+
+
+def recorded_config(data_dir: Path, rpc_port: int | None = None, ipfs_port: int | None = None) -> DevnetConfig:
+    """The devnet of ``data_dir`` on the ports given, else on the ports its ``pids.json`` records
+    (the ports it was last started on), else the defaults: ``status`` / ``down`` without ports find a
+    devnet started with ``RPC_PORT=8546``."""
+    pids = _read_pids(DevnetConfig(data_dir=data_dir))
+
+    def port(given: int | None, url_key: str, default: int) -> int:
+        if given is not None:
+            return given
+        try:
+            return urlparse(str(pids.get(url_key))).port or default
+        except ValueError:
+            return default
+
+    return DevnetConfig(data_dir=data_dir, rpc_port=port(rpc_port, "rpc_url", DEFAULT_RPC_PORT),
+                        ipfs_port=port(ipfs_port, "ipfs_url", DEFAULT_IPFS_PORT))
 
 
 def _alive(pid: int | None) -> bool:

@@ -244,6 +244,11 @@ def register(cli: click.Group, train: click.Group) -> None:
                     model_dir = Path(tmp) / "model"
                     export_model(ctx.chain(), ctx.ipfs(), _task_id(task_id), model_dir)
                 model, _ = load_model_dir(model_dir)
+            if not model.quantile_levels and qs != (0.5,):
+                # a point head has one forecast: its "quantiles" would all equal it (a band of zero width)
+                click.echo(f"note: this {model.cfg.family} model has a point head (no quantile levels): "
+                           "only yhat is written, no q- columns", err=True)
+                qs = ()
             fc = forecast_frame(model, df, h, qs, freq)
         except TrainerError as exc:  # DataError / ConfigError: bad input file or model directory
             raise ForecastError(str(exc)) from None
@@ -251,8 +256,10 @@ def register(cli: click.Group, train: click.Group) -> None:
             fc.to_csv(sys.stdout, index=False)
         else:
             fc.to_csv(output, index=False)
+            click.echo(f"wrote {len(fc)} rows ({fc['unique_id'].nunique()} series x {h} steps) to {output}", err=True)
         if plot is not None:
             plot_forecast(df, fc, plot)
+            click.echo(f"wrote the plot to {plot}", err=True)
 
 
 __all__ = ["ForecastError", "MIN_POINTS", "export_model", "forecast_frame", "plot_forecast", "register"]

@@ -71,6 +71,7 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tenzro_operator.did import check_did
 from tenzro_operator.errors import SpecError
 
 __all__ = [
@@ -386,9 +387,10 @@ class TaskSpec(_Strict):
     @field_validator("sponsor_did")
     @classmethod
     def _did(cls, v: str) -> str:
-        if not v.startswith("did:") or len(v) < 5:
-            raise ValueError(f"sponsor_did must be a DID ('did:<method>:<id>'), got {v!r}")
-        return v
+        try:
+            return check_did(v)
+        except ValueError as exc:
+            raise ValueError(f"sponsor_did must be a DID: {exc}") from None
 
     @field_validator("sponsor_address")
     @classmethod

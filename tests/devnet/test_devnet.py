@@ -28,6 +28,26 @@ def test_up_is_idempotent_and_status_reports_both(devnet_cfg):
     assert not any(s.up for s in devnet.status(devnet_cfg))
 
 
+def test_status_and_down_without_ports_use_the_recorded_ones(devnet_cfg):
+    """A devnet started on other ports (`make devnet-up RPC_PORT=...`): `status` and `down` without
+    ports read them from its pids.json rather than calling a live devnet down on the defaults."""
+    devnet.up(devnet_cfg)
+    cli = [sys.executable, "scripts/devnet.py"]
+    where = ["--data-dir", str(devnet_cfg.data_dir)]
+    r = subprocess.run([*cli, "status", *where, "--json"], capture_output=True, text=True, cwd=devnet.REPO_ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert devnet_cfg.rpc_url in r.stdout and devnet_cfg.ipfs_url in r.stdout
+    # explicit ports still win
+    assert devnet.recorded_config(devnet_cfg.data_dir, rpc_port=1234).rpc_port == 1234
+    assert devnet.recorded_config(devnet_cfg.data_dir).ipfs_port == devnet_cfg.ipfs_port
+    r = subprocess.run([*cli, "down", *where], capture_output=True, text=True, cwd=devnet.REPO_ROOT)
+    assert r.returncode == 0 and "stopped ipfs, anvil" in r.stdout, r.stdout + r.stderr
+    assert not any(s.up for s in devnet.status(devnet_cfg))
+    # nothing recorded: the defaults
+    empty = devnet.recorded_config(devnet_cfg.data_dir.parent / "never-started")
+    assert (empty.rpc_port, empty.ipfs_port) == (devnet.DEFAULT_RPC_PORT, devnet.DEFAULT_IPFS_PORT)
+
+
 def test_chain_state_survives_restart(devnet_cfg):
     devnet.up(devnet_cfg)
     url = devnet_cfg.rpc_url

@@ -177,8 +177,19 @@ def test_close_enrollment_seal_and_claim_by_hand(run_cli, roles, keystores, tmp_
     roles["sponsor"].post_task(spec, "bafyspec")
     tid, syncer, base = spec.task_id, roles["syncer"], roles["base"]
     ensure_syncer_stake(syncer, spec.syncer_bond_atto, MIN_SYNCER_STAKE)
+    # a DID that is not one is refused before any transaction (it would be stored on-chain as is)
+    res = run_cli("train", "enroll-trainer", "--task-id", tid, "--stake", "100", "--did", "hello",
+                  keystore=keystores["t0"])
+    assert res.exit_code == 2 and "Invalid value for --did: 'hello' is not a DID" in res.output
+    assert not base.trainer_stats(spec.task_id_bytes, roles["trainers"][0].address).enrolled
     assert run_cli("train", "enroll-trainer", "--task-id", tid, "--stake", "100", "--did", "did:tenzro:machine:t0",
                    keystore=keystores["t0"]).exit_code == 0
+    # enrolling twice: one line that says so, not the raw revert, and no transaction
+    nonce = base.w3.eth.get_transaction_count(roles["trainers"][0].address)
+    line = one_line_error(run_cli("train", "enroll-trainer", "--task-id", tid, "--stake", "100", "--did",
+                                  "did:tenzro:machine:t0", keystore=keystores["t0"]))
+    assert "already enrolled" in line and "as trainer 0" in line and "Registry__" not in line
+    assert base.w3.eth.get_transaction_count(roles["trainers"][0].address) == nonce
     line = one_line_error(run_cli("train", "close-enrollment", "--task-id", tid, keystore=keystores["t0"]))
     assert "Registry__EnrollmentStillOpen" in line
     base.mine(seconds=16)

@@ -94,6 +94,12 @@ def test_syncer_outer_config(tmp_path):
     ("inner: {betas: [0.9, 1.5]}\n", "inner.betas", "[0, 1)"),
     ("dtype: fp8\n", "dtype", "fp32"),
     ("stake: lots\n", "stake", "not an amount"),
+    ("device: tpu\n", "device", "cpu, cuda or cuda:N"),
+    ("device: cuda:x\n", "device", "cpu, cuda or cuda:N"),
+    ("did: hello\n", "did", "not a DID"),
+    ("did: \"did:tenzro:machine:\"\n", "did", "not a DID"),
+    # a typo in a nested mapping lists the nested mapping's fields, not the top level's
+    ("inner: {lrr: 0.1}\n", "inner.lrr", "known: batch_size, betas, grad_clip, lr"),
 ])
 def test_bad_fields_name_file_and_field(tmp_path, text, field, fragment):
     p = write(tmp_path, text)
@@ -101,6 +107,11 @@ def test_bad_fields_name_file_and_field(tmp_path, text, field, fragment):
         load_config(p, TrainerConfig)
     assert ei.value.field == field
     assert str(p) in str(ei.value) and fragment in str(ei.value)
+
+
+def test_good_devices_and_dids_load(tmp_path):
+    for text in ("device: cuda:1\ndid: did:tenzro:machine:gpu-host-1\n", "device: cpu\ndid: did:web:example.com%3A8443\n"):
+        load_config(write(tmp_path, text), TrainerConfig)
 
 
 def test_file_errors(tmp_path):

@@ -64,6 +64,21 @@ def test_forecast_with_a_model_dir(model_dir, history, tmp_path):
     np.testing.assert_allclose(hourly[["q-0.1", "q-0.5", "q-0.9"]].to_numpy().T, lib[0], rtol=1e-6)
     assert meta["provenance"]["task_id"] == "0xlocal"
     assert png.stat().st_size > 10_000
+    assert f"wrote 60 rows (2 series x 30 steps) to {out}" in res.output and f"wrote the plot to {png}" in res.output
+
+
+def test_a_point_head_model_writes_no_quantile_columns_and_says_so(history, tmp_path):
+    """A point head has one forecast: q-0.1 / q-0.9 would equal the median (a band of zero width)."""
+    cfg = ModelConfig(family="timesfm", context_len=64, horizon=16, patch_len=16, d_model=32, n_layers=2,
+                      n_heads=4, d_ff=64)
+    torch.manual_seed(0)
+    point = save_model_dir(tmp_path / "point", build_model(cfg).state_dict(), cfg, {"task_id": "0xlocal"})
+    path, _ = history
+    out = tmp_path / "fc.csv"
+    res = run("forecast", "--model", str(point), "--input", str(path), "--h", "8", "--output", str(out))
+    assert res.exit_code == 0, res.output
+    assert "point head" in res.output and "only yhat" in res.output
+    assert list(pd.read_csv(out).columns) == ["unique_id", "ds", "yhat"]
 
 
 def test_forecast_errors_are_one_line(model_dir, history, tmp_path):
