@@ -182,7 +182,10 @@ def test_new_spec_defaults_to_the_benchmarked_defence_on_the_root_flow(real_spec
         ("CoordinateMedian", None, 4.0, 2)
 
 
-def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path):
+def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path, ipfs_url):
+    from tenzro_operator.ipfs import IpfsClient
+
+    pins_before = IpfsClient(ipfs_url).pins()
     out = tmp_path / "s.json"
     line = one_line_error(run_cli("train", "new-spec", "--data", str(tmp_path / "missing.csv"), "--task-id", "x",
                                   "--out", str(out), keystore=keystores["sponsor"]))
@@ -196,6 +199,7 @@ def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path):
                                   "--quorum", "3", "--out", str(out), keystore=keystores["sponsor"]))
     assert "quorum" in line
     assert not out.exists()
+    assert IpfsClient(ipfs_url).pins() == pins_before  # refused before the dataset or weights were pinned
 
     line = one_line_error(run_cli("train", "new-spec", "--data", str(csv), "--task-id", "x", "--inner-steps", "4",
                                   "--overlap-steps", "5", "--out", str(out), keystore=keystores["sponsor"]))

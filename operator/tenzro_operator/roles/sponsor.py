@@ -92,7 +92,8 @@ def default_score_min(flow: str, scoring: bool = ROBUST_DEFAULTS["scoring"]) -> 
 
 
 def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
-    """Pin the dataset and the initial weights, and return the validated spec. A draft's
+    """Check the draft, pin the dataset and the initial weights, and return the validated spec (a
+    draft the spec refuses pins nothing). A draft's
     ``compression`` is written out as the full codec object (every field, `resolve_codec`), so the
     pinned spec does not depend on the short names; a codec of kind ``none`` leaves the key out.
 
@@ -100,46 +101,52 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
         SpecError: an inconsistent draft (K > M, unknown family, ...), with the field named.
         IpfsError: the IPFS node is unavailable.
     """
-    dataset_ref, dhash = pin_dataset(ipfs, df)
     cfg = ModelConfig.from_metadata(d.family, d.model_metadata)
     runtime = TaskRuntime.from_model_config("0x" + task_id_bytes32(d.task_id).hex(), cfg, d.fragment_count)
-    blobs = runtime.encode_weights(runtime.initial_state(d.seed), INITIAL_ROUND)
-    initial = [{"cid": ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()} for b in blobs]
-    params = sum(runtime.sizes)
     try:
         codec = resolve_codec(d.compression)
     except ValueError as exc:
         raise SpecError("metadata.protocol.compression", str(exc), source=f"draft {d.task_id}") from None
     compression = {} if codec.kind == "none" else {"compression": codec.model_dump(mode="json")}
-    return parse_spec({
-        "task_id": d.task_id,
-        "sponsor_did": d.sponsor_did,
-        "sponsor_address": d.sponsor_address,
-        "architecture": {"family": d.family, "param_count": params, "modality": "Timeseries",
-                         "fragment_count": d.fragment_count, "dtype": "fp32", "metadata": dict(d.model_metadata)},
-        "tier": "Open",
-        "aggregation": d.aggregation,
-        "trainer_count": d.trainer_count,
-        "quorum": d.quorum,
-        "inner_steps": d.inner_steps,
-        "max_rounds": d.max_rounds,
-        "grace_window_ms": d.grace_window_ms,
-        "enrollment_window_ms": d.enrollment_window_ms,
-        "reward_pool": str(d.reward_pool),
-        "syncer_fee_bps": d.syncer_fee_bps,
-        "syncer_bond": str(d.syncer_bond),
-        "challenge_window_ms": d.challenge_window_ms,
-        "dataset_ref": dataset_ref,
-        "dataset_hash": dhash,
-        "min_throughput": None,
-        "created_at": int(time.time()),
-        "metadata": {**d.metadata, "protocol": {
-            "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
-            "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
-            "shards": d.shards or d.trainer_count, "seed": d.seed, "flow": d.flow,
-            **({"score_min": d.score_min} if d.score_min is not None else {}),
-            **({"overlap_steps": d.overlap_steps} if d.overlap_steps else {}), **compression}},
-    }, source=f"draft {d.task_id}")
+
+    def spec(dataset_ref: str, dhash: str, initial: list[dict]) -> TaskSpec:
+        return parse_spec({
+            "task_id": d.task_id,
+            "sponsor_did": d.sponsor_did,
+            "sponsor_address": d.sponsor_address,
+            "architecture": {"family": d.family, "param_count": sum(runtime.sizes), "modality": "Timeseries",
+                             "fragment_count": d.fragment_count, "dtype": "fp32", "metadata": dict(d.model_metadata)},
+            "tier": "Open",
+            "aggregation": d.aggregation,
+            "trainer_count": d.trainer_count,
+            "quorum": d.quorum,
+            "inner_steps": d.inner_steps,
+            "max_rounds": d.max_rounds,
+            "grace_window_ms": d.grace_window_ms,
+            "enrollment_window_ms": d.enrollment_window_ms,
+            "reward_pool": str(d.reward_pool),
+            "syncer_fee_bps": d.syncer_fee_bps,
+            "syncer_bond": str(d.syncer_bond),
+            "challenge_window_ms": d.challenge_window_ms,
+            "dataset_ref": dataset_ref,
+            "dataset_hash": dhash,
+            "min_throughput": None,
+            "created_at": int(time.time()),
+            "metadata": {**d.metadata, "protocol": {
+                "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
+                "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
+                "shards": d.shards or d.trainer_count, "seed": d.seed, "flow": d.flow,
+                **({"score_min": d.score_min} if d.score_min is not None else {}),
+                **({"overlap_steps": d.overlap_steps} if d.overlap_steps else {}), **compression}},
+        }, source=f"draft {d.task_id}")
+
+    # the draft's own checks (K > M, windows, fees, ...) before anything is pinned
+    unpinned = "0x" + "00" * 32
+    spec("ipfs://unpinned", unpinned, [{"cid": "unpinned", "sha256": unpinned}] * len(runtime.sizes))
+    dataset_ref, dhash = pin_dataset(ipfs, df)
+    blobs = runtime.encode_weights(runtime.initial_state(d.seed), INITIAL_ROUND)
+    initial = [{"cid": ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()} for b in blobs]
+    return spec(dataset_ref, dhash, initial)
 
 
 def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:
