@@ -663,10 +663,28 @@ class ErrorDecoder:
         return ChainRevert(name, dict(zip(names, values)), function, data)
 
 
+def _os_cause(exc: BaseException) -> OSError | None:
+    """The operating system's error under a client library's wrapping (requests -> urllib3's
+    MaxRetryError -> NewConnectionError -> ConnectionRefusedError), if there is one."""
+    seen, cur = set(), exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.strerror:
+            return cur
+        reason = getattr(cur, "reason", None)
+        cur = reason if isinstance(reason, BaseException) else (cur.__cause__ or cur.__context__)
+    return None
+
+
 def _why(exc: BaseException | None) -> str:
-    """``"TypeName: message"`` (message cut to 200 characters) for logs and error messages."""
+    """``"TypeName: message"`` for logs and error messages: the operating system's error when a
+    library wraps one (``ConnectionRefusedError: Connection refused``, not 400 characters of urllib3),
+    else the message cut to 200 characters."""
     if exc is None:
         return "?"
+    root = _os_cause(exc)
+    if root is not None:
+        return f"{type(root).__name__}: {root.strerror}"
     text = str(exc)
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 

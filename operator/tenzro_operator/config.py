@@ -28,12 +28,13 @@ Inner hyperparameters left out keep the defaults of ``tenzro_trainer.config.Inne
 from __future__ import annotations
 
 import contextvars
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from tenzro_operator.did import check_did
@@ -79,6 +80,7 @@ class CommonConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TENZRO_", env_nested_delimiter="__", extra="forbid",
                                       validate_default=True)
+    _env_overrides: list[tuple[str, str]] = PrivateAttr(default_factory=list)  # (TENZRO_* variable, field)
 
     node_rpc: str = "http://127.0.0.1:8545"
     ipfs_api: str = "http://127.0.0.1:5001"
@@ -399,6 +401,19 @@ def _known_fields(cls: type[BaseModel], parents: tuple) -> list[str]:
     return sorted(model.model_fields)
 
 
+def env_overrides(data: dict, cls: type[BaseModel]) -> list[tuple[str, str]]:
+    """``(variable, field)`` for each top-level field the YAML sets that a ``TENZRO_*`` variable
+    overrides with another value (the variable wins, pydantic-settings' order): what a daemon logs at
+    start-up, so an exported ``TENZRO_NODE_RPC`` left in a shell does not win silently."""
+    out = []
+    for key, value in data.items():
+        var = f"TENZRO_{str(key).upper()}"
+        env = os.environ.get(var)
+        if key in cls.model_fields and env is not None and env != str(value):
+            out.append((var, str(key)))
+    return out
+
+
 def load_config(path: str | Path | None, cls: type[C], **overrides: Any) -> C:
     """Load a role config from a YAML file (or only env + defaults when ``path`` is None).
 
@@ -439,7 +454,9 @@ def load_config(path: str | Path | None, cls: type[C], **overrides: Any) -> C:
         data = loaded
     token = _yaml_data.set(data)
     try:
-        return cls(**overrides)
+        config = cls(**overrides)
+        config._env_overrides = env_overrides(data, cls)
+        return config
     except ValidationError as exc:
         e = exc.errors()[0]
         msg = e["msg"].removeprefix("Value error, ")

@@ -44,6 +44,7 @@ import torch
 
 from tenzro_operator.chain import RunStatus, RunView
 from tenzro_operator.errors import ChainRevert, IpfsError, ServiceUnavailable, TenzroError, TxFailed
+from tenzro_operator.redact import redact_url
 from tenzro_operator.events import atomic_write_bytes  # re-exported: the one durable write
 from tenzro_operator.logs import set_log_context
 from tenzro_operator.spec import task_id_bytes32
@@ -156,6 +157,10 @@ class Daemon:
             raise
         except IpfsError as exc:
             raise TenzroError(f"{self.role}: the IPFS node at {self.ipfs.api_url} does not work: {exc}") from None
+        log.info("%s: chain %s (chain id %d, %s), IPFS node %s", self.role, self.chain.shown_url,
+                 self.chain.chain_id, self.chain.deployment.path, redact_url(self.ipfs.api_url))
+        for var, field in getattr(self.config, "_env_overrides", []):
+            log.warning("%s: %s from the environment overrides the config file's %s", self.role, var, field)
         port = getattr(self.config, "metrics_port", None)
         if port is not None and self.metrics is not None:
             from tenzro_operator.metrics import start_metrics_server

@@ -79,6 +79,25 @@ def test_dead_ipfs_at_startup_is_a_clear_error(dev, tmp_path):
     assert dead in str(ei.value) and "IPFS node" in str(ei.value)
 
 
+def test_startup_logs_its_services_and_an_environment_override(dev, tmp_path, monkeypatch, caplog):
+    """An operator sees which chain and IPFS node a daemon uses, and a TENZRO_* variable left in the
+    shell that overrides the config file is named, not silently applied."""
+    import logging
+
+    path = _yaml(tmp_path, "syncer.yaml", node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
+                 data_dir=tmp_path, metrics_port=None)
+    monkeypatch.setenv("TENZRO_NODE_RPC", "http://127.0.0.1:9")  # a stale export from another devnet
+    monkeypatch.setenv("TENZRO_IPFS_API", dev.ipfs_url)  # the same value: nothing to say
+    cfg = load_config(path, SyncerDaemonConfig)
+    assert cfg.node_rpc == "http://127.0.0.1:9"
+    d = SyncerDaemon(cfg, anvil_account(SYNCER), dev.client(SYNCER), IpfsClient(dev.ipfs_url))
+    with caplog.at_level(logging.INFO, logger="tenzro"):
+        d.startup_checks()
+    assert f"chain {dev.rpc_url} (chain id 31337" in caplog.text and f"IPFS node {dev.ipfs_url}" in caplog.text
+    assert "TENZRO_NODE_RPC from the environment overrides the config file's node_rpc" in caplog.text
+    assert "TENZRO_IPFS_API" not in caplog.text
+
+
 def test_dead_rpc_and_bad_password_through_the_cli(dev, tmp_path):
     key = _keystore(tmp_path, TRAINERS[0])
     dead = f"http://127.0.0.1:{free_port()}"
@@ -90,6 +109,7 @@ def test_dead_rpc_and_bad_password_through_the_cli(dev, tmp_path):
     lines = err.strip().splitlines()
     assert lines[-1].startswith("Error: the JSON-RPC endpoint is not answering at " + dead), err
     assert "gave up after 5 attempt(s)" in lines[-1]
+    assert "(eth_chainId: ConnectionRefusedError: Connection refused)" in lines[-1] and len(lines[-1]) < 250, lines[-1]
     assert sum("retry" in ln for ln in lines[:-1]) == 4  # retries with backoff first, then the error
     assert "Traceback" not in err
     p = _cli("tenzro_operator.syncer_cli", cfg, env_extra={"TENZRO_KEYSTORE_PASSWORD": "wrong"})
