@@ -393,11 +393,18 @@ class RootSyncerMixin:
             self.chain.seal_root_run(self.task_id)
         except ChainRevert as exc:
             if exc.error_name in ("Registry__ChallengeWindowOpen", "Registry__ChallengesPending"):
+                if getattr(self, "_seal_wait_said", None) != self.task_id:  # once per run, not once per poll
+                    self._seal_wait_said = self.task_id
+                    log.info("every round is committed: the run stays COMPLETED until %s, then this syncer seals it",
+                             "the last round's challenge window closes" if exc.error_name.endswith("WindowOpen")
+                             else "its pending challenges are settled")
                 self.nudge_devnet(self.chain_now())
                 return False
             if exc.error_name != "Registry__WrongStatus":
                 raise
-            log.info("already sealed")
+            if self.chain.get_run(self.task_id).status == RunStatus.SEALED:  # not cancelled
+                log.info("already sealed (by another account): the run ended sealed")
+                self._tally("runs_sealed", 1)
             return True
         self._tally("runs_sealed", 1)
         log.info("sealed the root-flow run: claims are open")

@@ -1308,7 +1308,9 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         except ChainRevert as exc:
             if exc.error_name != "Registry__WrongStatus":
                 raise
-            log.info("already sealed")
+            if self.chain.get_run(self.task_id).status == RunStatus.SEALED:  # not cancelled
+                log.info("already sealed (by another account): the run ended sealed")
+                self._tally("runs_sealed", 1)
 
     def claim_fee(self) -> int:
         """After the seal: ``claimSyncerFee`` for the rounds this account finalized (their fees
