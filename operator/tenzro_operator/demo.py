@@ -311,8 +311,11 @@ def wait_sealed(chain: ChainClient, task_id: bytes, procs: list[Proc], s: DemoSe
                 last = shown
                 if on_round is not None and run.status == RunStatus.TRAINING:
                     on_round(run.current_round, procs)
-                status.update(f"run {RunStatus(run.status).name}: round {min(run.current_round + 1, run.max_rounds)}"
-                              f"/{run.max_rounds}, {run.enrolled_count}/{run.trainer_count} trainers enrolled")
+                line = (f"run {RunStatus(run.status).name}: round {min(run.current_round + 1, run.max_rounds)}"
+                        f"/{run.max_rounds}, {run.enrolled_count}/{run.trainer_count} trainers enrolled")
+                status.update(line)
+                # a kept line per change too: the spinner alone shows nothing in a log or a pipe
+                console.print(f"{time.monotonic() - t0:5.0f} s  {line}")
             check_alive(procs)
             if time.monotonic() - t0 > s.timeout_s:
                 raise DemoError(f"the run was not sealed within {s.timeout_s:.0f} s (status "

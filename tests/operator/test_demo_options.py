@@ -57,3 +57,24 @@ def test_the_cli_takes_flow_v1_and_refuses_another():
     assert res.exit_code == 1 and "bad demo options" in res.output
     res = CliRunner().invoke(main, ["--flow", "v2"])
     assert res.exit_code == 2 and "'v2' is not one of 'root', 'v1'" in res.output
+
+
+def test_waiting_for_the_seal_prints_a_line_per_round(capsys, monkeypatch):
+    """Issue #27 item 5: `make demo` printed nothing while it trained (a spinner shows nothing in a
+    log or a pipe). The chain here is a stand-in that walks a run through its states."""
+    from types import SimpleNamespace
+
+    from tenzro_operator import demo
+    from tenzro_operator.chain import RunStatus
+
+    states = [(RunStatus.ENROLLING, 0, 1), (RunStatus.TRAINING, 0, 3), (RunStatus.TRAINING, 0, 3),
+              (RunStatus.TRAINING, 1, 3), (RunStatus.TRAINING, 2, 3), (RunStatus.COMPLETED, 3, 3),
+              (RunStatus.SEALED, 3, 3)]
+    runs = iter(SimpleNamespace(status=st, current_round=r, max_rounds=3, enrolled_count=n, trainer_count=3)
+                for st, r, n in states)
+    monkeypatch.setattr(demo.time, "sleep", lambda s: None)
+    demo.wait_sealed(SimpleNamespace(get_run=lambda tid: next(runs)), b"\0" * 32, [], DemoSettings())
+    lines = [ln.split("s  ", 1)[1] for ln in capsys.readouterr().out.splitlines() if "s  run " in ln]
+    assert lines == ["run ENROLLING: round 1/3, 1/3 trainers enrolled", "run TRAINING: round 1/3, 3/3 trainers enrolled",
+                     "run TRAINING: round 2/3, 3/3 trainers enrolled", "run TRAINING: round 3/3, 3/3 trainers enrolled",
+                     "run COMPLETED: round 3/3, 3/3 trainers enrolled"]
