@@ -55,13 +55,21 @@ class InnerTrainer:
 
     def __init__(self, model_cfg: ModelConfig, cfg: InnerConfig, data: WindowDataset, init_seed: int = 0):
         self.model_cfg, self.cfg, self.data = model_cfg, cfg, data
-        self.device = torch.device(cfg.device)
+        self.device = self._join()
         torch.manual_seed(init_seed)  # initial weights are overwritten by the global ones each round
-        self.model = build_model(model_cfg).to(self.device)
+        self.model = self._place(build_model(model_cfg).to(self.device))
         self.model.gradient_checkpointing = cfg.gradient_checkpointing
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas),
         )
+
+    def _join(self) -> torch.device:
+        """The device the loop runs on (a sharded loop joins its job here)."""
+        return torch.device(self.cfg.device)
+
+    def _place(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model as the optimizer will see it (a sharded loop shards it here)."""
+        return model
 
     def _autocast(self):
         if self.cfg.dtype == "bf16":
@@ -87,21 +95,30 @@ class InnerTrainer:
         times = []
         for i in range(steps):
             t0 = time.perf_counter()
-            batch = self.data.sample(cfg.batch_size).to(self.device, non_blocking=True)
-            with self._autocast():
-                loss = model.loss(batch)
+            loss, recorded = self._batch_loss(self.data.sample(cfg.batch_size))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
-            losses[i] = loss.detach()
+            losses[i] = recorded
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             times.append(time.perf_counter() - t0)
             if on_step is not None:
                 on_step(i + 1, steps)
-        return InnerResult(self.local_state(), float(losses.mean()), times, steps * cfg.batch_size)
+        return InnerResult(self.local_state(), self._mean_loss(losses), times, steps * cfg.batch_size)
+
+    def _batch_loss(self, batch: Tensor) -> tuple[Tensor, Tensor]:
+        """(loss to back-propagate, loss to record) of one sampled batch (B, context_len + horizon) on
+        the CPU: here both the model's loss on the whole batch."""
+        with self._autocast():
+            loss = self.model.loss(batch.to(self.device, non_blocking=True))
+        return loss, loss.detach()
+
+    def _mean_loss(self, losses: Tensor) -> float:
+        """The round's mean loss from the H recorded step losses."""
+        return float(losses.mean())
 
     def local_state(self) -> dict[str, Tensor]:
         """The local weights now, ``{name: fp32 CPU tensor}`` (copies)."""

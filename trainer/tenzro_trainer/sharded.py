@@ -31,10 +31,8 @@ Usage (inside ``torchrun --nproc-per-node N``)::
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
-from typing import Callable, Mapping
+from typing import Mapping
 
 import torch
 import torch.distributed as dist
@@ -49,11 +47,8 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from tenzro_trainer.config import InnerConfig, ModelConfig
-from tenzro_trainer.data.windows import WindowDataset
 from tenzro_trainer.errors import ConfigError
-from tenzro_trainer.inner import InnerResult, InnerTrainer
-from tenzro_trainer.models import build_model
+from tenzro_trainer.inner import InnerTrainer
 
 _FULL = StateDictOptions(full_state_dict=True)
 _FULL_ON_RANK0 = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -106,9 +101,11 @@ def target_count(model: nn.Module, window: Tensor) -> Tensor:
     return torch.tensor(targets.numel())
 
 
-class ShardedInnerTrainer:
+class ShardedInnerTrainer(InnerTrainer):
     """H inner AdamW steps per round on one trainer's data, the model sharded over a torch.distributed
-    job's ranks (FSDP2); AdamW state and sampler kept across rounds, as `InnerTrainer`.
+    job's ranks (FSDP2); AdamW state and sampler kept across rounds, as `InnerTrainer`, whose ``run``
+    (the step loop: on rank 0 the full local weights, the global batch's mean loss, the step times;
+    on other ranks the same with ``state == {}``) and ``finish_round`` it keeps.
 
     Every method is collective: every rank calls it, in the same order, with the same arguments
     (``global_state`` on every rank; a rank other than 0 may pass the same state or ``None`` only where
@@ -118,64 +115,37 @@ class ShardedInnerTrainer:
         ConfigError: ``batch_size`` smaller than the job's world size (a rank would have no windows).
     """
 
-    def __init__(self, model_cfg: ModelConfig, cfg: InnerConfig, data: WindowDataset, init_seed: int = 0):
-        self.model_cfg, self.cfg, self.data = model_cfg, cfg, data
-        self.device = init_distributed(cfg.device)
+    def _join(self) -> torch.device:
+        """Join the job (`init_distributed`); refuse a batch smaller than its world size."""
+        device = init_distributed(self.cfg.device)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        if cfg.batch_size < self.world:
-            raise ConfigError(f"batch_size {cfg.batch_size} is smaller than the {self.world} ranks of the job")
-        torch.manual_seed(init_seed)  # same initial weights on every rank (overwritten by the global ones)
-        model = build_model(model_cfg).to(self.device)
-        model.gradient_checkpointing = cfg.gradient_checkpointing
-        mesh = init_device_mesh(self.device.type, (self.world,))
-        self.model = shard_model(model, mesh)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
-                                           betas=tuple(cfg.betas))
+        if self.cfg.batch_size < self.world:
+            raise ConfigError(f"batch_size {self.cfg.batch_size} is smaller than the {self.world} ranks of the job")
+        return device
 
-    def _autocast(self):
-        if self.cfg.dtype == "bf16":
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+    def _place(self, model: nn.Module) -> nn.Module:
+        """FSDP2 over the job's ranks (`shard_model`); every rank built the same initial weights."""
+        return shard_model(model, init_device_mesh(self.device.type, (self.world,)))
 
     def load_global(self, global_state: Mapping[str, Tensor]) -> None:
         """Global weights into the sharded model ({name: fp32 tensor}, every parameter, on every rank)."""
         set_model_state_dict(self.model, dict(global_state), options=_FULL)
 
-    def run(self, global_state: Mapping[str, Tensor] | None = None, steps: int | None = None,
-            on_step: Callable[[int, int], None] | None = None) -> InnerResult:
-        """Load ``global_state`` (if given), run ``steps`` (default H) AdamW steps on the global batches,
-        return the host's result: on rank 0 the full local weights, the global batch's mean loss, the
-        step times and ``steps * batch_size`` samples; on other ranks the same but ``state == {}``.
-        ``on_step(done, total)`` is called on every rank after every step."""
-        if global_state is not None:
-            self.load_global(global_state)
-        model, opt, cfg = self.model, self.optimizer, self.cfg
-        model.train()
-        steps = cfg.steps if steps is None else steps
-        losses = torch.zeros(steps, device=self.device)
-        times = []
-        for i in range(steps):
-            t0 = time.perf_counter()
-            batch = self.data.sample(cfg.batch_size)  # the same global batch on every rank
-            total = target_count(model, batch).clamp_min(1)
-            part = torch.tensor_split(batch, self.world)[self.rank]
-            share = target_count(model, part).double() / total.double()
-            part = part.to(self.device, non_blocking=True)
-            with self._autocast():
-                loss = model.loss(part)
-            opt.zero_grad(set_to_none=True)
-            (loss * float(share * self.world)).backward()  # the reduce-scatter averages over ranks
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            losses[i] = loss.detach().float() * float(share)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            times.append(time.perf_counter() - t0)
-            if on_step is not None:
-                on_step(i + 1, steps)
-        dist.all_reduce(losses)  # sum over ranks of the share-weighted losses: the global batch's loss
-        return InnerResult(self.local_state(), float(losses.mean()), times, steps * cfg.batch_size)
+    def _batch_loss(self, batch: Tensor) -> tuple[Tensor, Tensor]:
+        """This rank's slice of the global batch (the same on every rank): its loss scaled by
+        ``N * n_r / n`` to back-propagate (the reduce-scatter averages over ranks), and by ``n_r / n``
+        to record (`_mean_loss` sums the ranks'). `InnerTrainer.run` does the rest of the step."""
+        total = target_count(self.model, batch).clamp_min(1)
+        part = torch.tensor_split(batch, self.world)[self.rank]
+        share = float(target_count(self.model, part).double() / total.double())
+        with self._autocast():
+            loss = self.model.loss(part.to(self.device, non_blocking=True))
+        return loss * (share * self.world), loss.detach().float() * share
+
+    def _mean_loss(self, losses: Tensor) -> float:
+        """The global batch's mean loss: the ranks' share-weighted step losses summed, then averaged."""
+        dist.all_reduce(losses)
+        return float(losses.mean())
 
     def local_state(self) -> dict[str, Tensor]:
         """The full local weights, ``{name: fp32 CPU tensor}`` on rank 0, ``{}`` on the others."""
@@ -194,9 +164,6 @@ class ShardedInnerTrainer:
         shifted = {k: v.float() + (new_base[k].to(v.device, torch.float32) - old_base[k].to(v.device, torch.float32))
                    for k, v in full.items()}
         set_model_state_dict(self.model, shifted, options=_FULL)
-
-    #: `InnerTrainer.finish_round` on the sharded model (the same steps: rebase, then the rest of H).
-    finish_round = InnerTrainer.finish_round
 
     def state_dict(self) -> dict:
         """A restart checkpoint on rank 0 (``{}`` elsewhere): the full model, the full AdamW state
