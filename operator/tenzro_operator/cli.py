@@ -340,18 +340,25 @@ def _when(ts: int) -> str:
 @format_option
 @common_options
 def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> None:
-    """One run: status, parameters, round, deadline (ISO-8601 UTC), pool; per-trainer metrics."""
+    """One run: status, parameters, its phase and when that next changes (ISO-8601 UTC), pool;
+    per round: commit time, challenge window, accepted count, weights root, transcript; per
+    trainer: submitted / accepted / scored out / credits / reward / claimed (`tenzro_operator.run_view`,
+    both flows; submitted and scored out come from the transcripts on IPFS)."""
+    from tenzro_operator.run_view import build
+
     chain = ctx.chain()
     run = _run(chain, task_id)
-    tid = run.task_id
-    stats = [chain.trainer_stats(tid, a) for a in chain.trainers_of(tid)] if trainers else []
+    view = build(chain, run.task_id, ipfs=ctx.ipfs() if trainers else None, trainers=trainers)
     if fmt == "json":
-        out = run.to_json()
-        out["trainers"] = [s.to_json() for s in stats]
+        out = view.to_json(trainers=True)
         _echo_json(out)
         return
     amount = (lambda a: f"{a} atto") if atto else format_tokens
-    rows = [("task id", _hex(run.task_id)), ("status", run.status.name), ("sponsor", run.sponsor),
+    run = view.run
+    rows = [("task id", _hex(run.task_id)), ("status", run.status.name), ("flow", view.flow),
+            ("next change", f"{view.next_change} at {_when(view.next_change_at)}" if view.next_change_at
+             else view.next_change),
+            ("sponsor", run.sponsor),
             ("syncer", run.syncer), ("spec cid", run.spec_cid), ("spec hash", _hex(run.spec_hash)),
             ("round", f"{run.current_round} of {run.max_rounds}"), ("deadline", _when(run.round_deadline)),
             ("trainers (enrolled/active/M)", f"{run.enrolled_count}/{run.active_count}/{run.trainer_count}"),
@@ -359,6 +366,7 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
             ("aggregation", run.aggregation_name), ("grace window", f"{run.grace_window_seconds} s"),
             ("min stake", amount(run.min_stake)), ("reward pool", amount(run.reward_pool)),
             ("pool left", amount(run.reward_pool_left)), ("stakes held", amount(run.stake_held)),
+            ("total credits", view.total_credits),
             ("enrollment deadline", _when(run.enrollment_deadline)),
             ("syncer fee", f"{run.syncer_fee_bps} bps of the pool"), ("syncer bond", amount(run.syncer_bond)),
             ("syncer fees accrued", amount(run.syncer_fees_accrued)),
@@ -366,14 +374,35 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
             ("syncer replaceable at", _when(run.syncer_replaceable_at)),
             ("election requested at block", run.election_block or "-"),
             ("weights root", _hex(run.weights_root))]
+    if view.commit_phase_closes_at:
+        rows.append(("commit phase closes", _when(view.commit_phase_closes_at)))
+    if view.claimable_pool is not None:
+        rows += [("claimable pool", amount(view.claimable_pool)), ("claimed", amount(view.claimed_total)),
+                 ("claims close", _when(view.claim_deadline or 0))]
+    if view.swept is not None:
+        rows.append(("swept to the sponsor", amount(view.swept)))
+    rows += [("transcripts", e) for e in view.transcript_errors]
     _kv_table("run", rows)
-    if stats:
+    if view.rounds:
+        t = Table(title="rounds")
+        for col in ("round", "status", "committed", "challenge window ends", "accepted", "weights root",
+                    "transcript"):
+            t.add_column(col, overflow="fold")
+        for r in view.rounds:
+            t.add_row(str(r.round), r.status, _when(r.committed_at or 0), _when(r.challenge_window_ends_at or 0),
+                      "-" if r.accepted_count is None else str(r.accepted_count), r.weights_root or "-",
+                      r.transcript_cid or "-")
+        _console().print(t)
+    if view.trainers:
         t = Table(title="trainers")
-        for col in ("#", "trainer", "submitted", "accepted", "missed", "evicted", "stake", "slashed", "reward"):
+        for col in ("#", "trainer", "submitted", "accepted", "scored out", "missed", "evicted", "credits", "stake",
+                    "slashed", "reward", "claimed"):
             t.add_column(col)
-        for s in stats:
-            t.add_row(str(s.index), s.trainer, str(s.submitted), str(s.accepted), str(s.total_missed),
-                      "yes" if s.evicted else "", amount(s.stake), amount(s.slashed), amount(s.current_reward))
+        for s in view.trainers:
+            t.add_row(str(s.index), s.trainer, "?" if s.submitted is None else str(s.submitted), str(s.accepted),
+                      "?" if s.scored_out is None else str(s.scored_out), str(s.total_missed),
+                      "yes" if s.evicted else "", str(s.credits), amount(s.stake), amount(s.slashed),
+                      amount(s.current_reward), amount(s.claimed_reward) if s.claimed else "")
         _console().print(t)
 
 
@@ -678,12 +707,32 @@ def claim_syncer_fee(ctx: Ctx, task_id: str, fmt: str) -> None:
 @format_option
 @common_options
 def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, atto: bool, fmt: str) -> None:
-    """Submitted / accepted / missed / stake / slashed / reward of one trainer."""
+    """Submitted / accepted / scored out (with reasons) / missed / credits / stake / slashed /
+    reward (claimable and claimed) of one trainer, in either flow (`tenzro_operator.run_view`;
+    submitted and scored out come from the transcripts on IPFS: null when they cannot be read)."""
+    from tenzro_operator.run_view import RunViewError, build
+
     chain = ctx.chain(signer=trainer is None)
-    s = chain.trainer_stats(_task_id(task_id), trainer)
-    out = s.to_json()
-    if fmt != "json" and not atto:
-        out.update({k: format_tokens(int(out[k])) for k in ("stake", "slashed", "current_reward") if k in out})
+    tid = _run(chain, task_id).task_id
+    address = trainer or chain.address
+    view = build(chain, tid, ipfs=ctx.ipfs())
+    try:
+        out = view.trainer(address).to_json()
+    except RunViewError:  # not enrolled: the registry's zeros, as before
+        out = chain.trainer_stats(tid, address).to_json()
+    out.update(flow=view.flow, phase=view.phase)
+    if view.transcript_errors:
+        out["transcript_errors"] = view.transcript_errors
+    if fmt != "json":
+        if not atto:
+            out.update({k: format_tokens(int(out[k])) for k in ("stake", "slashed", "current_reward",
+                                                                 "claimed_reward") if k in out})
+        if "scored_out_reasons" in out:
+            out["scored_out_reasons"] = "; ".join(f"round {x['round']} fragment {x['fragment']}: {x['reason']}"
+                                                  for x in out["scored_out_reasons"]) or "-"
+        for k in ("submitted", "scored_out"):
+            if k in out and out[k] is None:
+                out[k] = "? (transcripts not read)"
     _tx_out(fmt, "trainer", out)
 
 

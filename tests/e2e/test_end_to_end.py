@@ -171,6 +171,20 @@ class _CorruptingIpfs(IpfsClient):
         return bytes(flipped)
 
 
+def test_every_view_shows_the_sealed_root_flow_run_as_the_chain_says(sealed):
+    """Issue #27 item 1: after the demo's sealed root-flow run, get-run, trainer-stats, the
+    explorer's JSON API (run and rounds) and the gateway's getRun show every trainer's credits,
+    accepted fragments and rewards, and every round's bitmaps, weights root and transcript, as the
+    chain's events and claims say (`run_view_checks`)."""
+    from run_view_checks import assert_views_tell_the_truth
+
+    cfg, deployments, summary = sealed
+    chain, ipfs = ChainClient(cfg.rpc_url, deployments), IpfsClient(cfg.ipfs_url)
+    task_id = bytes.fromhex(summary["task_id"][2:])
+    want = assert_views_tell_the_truth(chain, ipfs, cfg.rpc_url, cfg.ipfs_url, deployments, task_id)
+    assert len(want["rounds"]) == 3 and int(want["claimed_total"]) > 0
+
+
 def test_export_model_and_forecast_on_the_sealed_run(sealed, tmp_path):
     """`tenzro train export-model` and `tenzro forecast --task-id` against the sealed devnet run:
     the exported weights are the receipt's, the forecast is long format with the asked quantiles,

@@ -11,8 +11,9 @@ import threading
 import pytest
 
 from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from run_view_checks import assert_views_tell_the_truth
 from stack import TOKEN, wait_until
-from tenzro_operator import replay
+from tenzro_operator import replay, run_view
 from tenzro_operator.chain import RunStatus
 from tenzro_operator.forecast_cli import export_model
 from tenzro_operator.pubsub import submission_topic
@@ -166,6 +167,8 @@ def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(de
     assert report.ok and report.verifier_ok and report.payloads_checked == 12, str(report)
     cfg = export_model(client, ipfs, tid, tmp_path / "model")
     assert (tmp_path / "model" / "model.safetensors").exists() and cfg
+    # get-run, trainer-stats, the explorer and the gateway show what these events say (issue #27)
+    assert_views_tell_the_truth(client, ipfs, dev.rpc_url, dev.ipfs_url, dev.deployments, tid)
 
 
 @pytest.mark.slow
@@ -236,6 +239,11 @@ def test_a_watcher_proves_a_lying_syncer_wrong_and_the_run_seals_under_a_new_one
         # the receipt holds the rounds as committed again, and verifies by replay
         report = replay.verify_receipt(client, net.ipfs(), tid)
         assert report.ok and report.verifier_ok, str(report)
+        # every view shows the rounds as committed again, and round 0 the proof against A's commit
+        assert_views_tell_the_truth(client, net.ipfs(), net.rpc_url, net.ipfs_url, net.deployments, tid)
+        r0 = run_view.build(client, tid, trainers=False).round(0)
+        assert r0.status == "committed" and [w["kind_name"] for w in r0.proven_wrong] == ["aggregate"]
+        assert [c["tx"] for c in r0.discarded_commits] == [commits[0]["tx_hash"]] and r0.tx == commits[1]["tx_hash"]
 
 
 @pytest.mark.slow

@@ -68,6 +68,10 @@ RUN = """{% extends "base.html" %}{% block body %}
 <tr><th>syncer fee</th><td>{{ run.syncer_fee_bps }} bps ({{ run.syncer_fees_accrued | tokens }} accrued)</td>
 <th>syncer bond</th><td>{{ run.syncer_bond | tokens }}</td></tr>
 <tr><th>posted</th><td>{{ run.posted_at_iso | dash }}</td><th>enrollment deadline</th><td>{{ run.enrollment_deadline_iso | dash }}</td></tr>
+<tr><th>phase</th><td colspan="3">{{ p.phase }} ({{ p.flow }} flow){% if p.next_change %}: {{ p.next_change }}{% if
+p.next_change_at_iso %} at {{ p.next_change_at_iso }}{% endif %}{% endif %}</td></tr>
+{% if p.claimable_pool is not none %}<tr><th>claimable pool</th><td>{{ p.claimable_pool | tokens }} ({{ p.claimed_total
+| tokens }} claimed)</td><th>claims close</th><td>{{ p.claim_deadline_iso | dash }}</td></tr>{% endif %}
 <tr><th>weights root</th><td class="mono" colspan="3">{{ run.weights_root }}</td></tr>
 <tr><th>spec</th><td class="mono" colspan="3">ipfs://{{ p.spec_cid }} (sha256 {{ run.spec_hash }})</td></tr>
 </table>
@@ -75,13 +79,15 @@ RUN = """{% extends "base.html" %}{% block body %}
 <h2>Trainers</h2>
 <table><tr><th class="n">#</th><th>trainer</th><th class="n">submitted</th><th class="n">accepted</th>
 <th class="n">missed</th><th class="n">stake</th><th class="n">slashed</th><th class="n">credits</th>
-<th class="n">reward</th><th>state</th></tr>
+<th class="n">reward</th><th>state</th><th class="n">scored out</th><th class="n">claimed</th></tr>
 {% for t in p.trainers %}<tr><td class="n">{{ t.index }}</td><td><span class="mono">{{ t.trainer }}</span>
-<div class="muted mono">{{ t.did }}</div></td><td class="n">{{ t.submitted }}</td><td class="n">{{ t.accepted }}</td>
+<div class="muted mono">{{ t.did }}</div></td><td class="n">{{ t.submitted | dash }}</td><td class="n">{{ t.accepted }}</td>
 <td class="n">{{ t.total_missed }}</td><td class="n">{{ t.stake | tokens }}</td>
 <td class="n{% if t.slashed != '0' %} bad{% endif %}">{{ t.slashed | tokens }}</td><td class="n">{{ t.credits }}</td>
-<td class="n">{{ t.current_reward | tokens }}</td><td>{{ "evicted" if t.evicted else ("enrolled" if t.enrolled else "—") }}</td></tr>
-{% else %}<tr><td colspan="10" class="muted">nobody enrolled yet</td></tr>{% endfor %}
+<td class="n">{{ t.current_reward | tokens }}</td><td>{{ "evicted" if t.evicted else ("enrolled" if t.enrolled else "—") }}</td>
+<td class="n">{{ t.scored_out | dash }}{% for x in t.scored_out_reasons %}<div class="muted">r{{ x.round }} f{{ x.fragment }}:
+{{ x.reason }}</div>{% endfor %}</td><td class="n">{{ t.claimed_reward | tokens if t.claimed else "—" }}</td></tr>
+{% else %}<tr><td colspan="12" class="muted">nobody enrolled yet</td></tr>{% endfor %}
 </table>
 
 <h2>Rounds</h2>
@@ -94,7 +100,9 @@ else "round " ~ d.round }}: {{ "%.5f" | format(d.loss) }}</title></circle>{% end
 <table><tr><th class="n">round</th><th>opened</th><th>finalized</th><th class="n">seconds</th><th class="n">accepted</th>
 <th>quorum</th><th class="n">held-out loss</th><th>weights root</th><th>transcript</th></tr>
 {% for r in p.rounds %}<tr><td class="n">{{ r.round }}</td><td>{{ r.opened_at_iso | dash }}</td>
-<td>{{ r.finalized_at_iso | dash if r.finalized else "open" }}</td><td class="n">{{ r.seconds | dash }}</td>
+<td>{{ r.finalized_at_iso | dash if r.finalized else r.status }}{% if r.challenge_window_ends_at_iso %}<div
+class="muted">challenge window until {{ r.challenge_window_ends_at_iso }}</div>{% endif %}{% for w in r.proven_wrong
+%}<div class="bad">proven wrong ({{ w.kind_name }})</div>{% endfor %}</td><td class="n">{{ r.seconds | dash }}</td>
 <td class="n">{{ r.accepted_count | dash }}</td><td>{{ r.quorum_met | dash }}</td>
 <td class="n">{{ "%.5f" | format(r.heldout_loss) if r.heldout_loss is not none else "—" }}</td>
 <td class="mono">{{ r.weights_root | dash }}</td>
@@ -148,6 +156,12 @@ ROUND = """{% extends "base.html" %}{% block body %}
 <tr><th>weights root</th><td class="mono">{{ p.weights_root }}</td></tr>
 <tr><th>transcript</th><td class="mono">ipfs://{{ p.transcript_cid }} (sha256 {{ p.transcript_hash }})</td></tr>
 <tr><th>transaction</th><td class="mono">{{ p.tx }}</td></tr>
+<tr><th>committed</th><td>{{ p.committed_at_iso | dash }}{% if p.challenge_window_ends_at_iso %}, challenge window
+until {{ p.challenge_window_ends_at_iso }}{% endif %}</td></tr>
+{% for w in p.proven_wrong %}<tr><th class="bad">proven wrong</th><td>{{ w.kind_name }} (fragment {{ w.fragment }},
+position {{ w.position }}) by <span class="mono">{{ w.prover }}</span></td></tr>{% endfor %}
+{% for c in p.challenges %}<tr><th>slot challenge</th><td>fragment {{ c.fragment }}, trainer #{{ c.index }}:
+{{ c.outcome }}</td></tr>{% endfor %}
 </table>
 {% if p.transcript_error %}<div class="note bad">{{ p.transcript_error }}</div>{% endif %}
 {% if p.transcript %}{% set t = p.transcript %}

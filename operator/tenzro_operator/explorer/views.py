@@ -9,8 +9,11 @@ verifier's ``eth_call``, and ``cat`` on the IPFS node.
 - `run_view`: one run: chain parameters, the spec, trainers, rounds (timing, accepted count,
   weights root, transcript CID, held-out loss when the syncer's records are given), slashes and
   challenge evidence events, every event of the run, and the receipt with the verifier's answer.
-- `round_view`: one finalized round with its transcript from IPFS, checked against the committed
-  ``transcriptHash`` (accepted and rejected submissions per fragment, reasons included).
+- `round_view`: one finalized (v1) or committed (root flow) round with its transcript from IPFS,
+  checked against the committed ``transcriptHash`` (accepted and rejected submissions per
+  fragment, reasons included).
+
+Runs, trainers and rounds are read through `tenzro_operator.run_view` (both flows, one shape).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from tenzro_operator.errors import ChainError, ChainRevert, IpfsUnavailable, Ten
 MAX_EVENTS = 1000  # events of a run returned (the newest); `events_total` says how many there are
 # Events that record a penalty or a challenge. Names from later protocol versions (InvalidProven,
 # AvailabilityChallenged, ...) match too, whenever the deployed ABI has them.
-EVIDENCE_EVENT = re.compile(r"Slash|Evict|Burn|Challeng|Proven|Dispute|Evidence|Fraud|Invalid")
+EVIDENCE_EVENT = re.compile(r"Slash|Evict|Burn|Challeng|Proven|Dispute|Evidence|Fraud|Invalid|Discard|Answered")
 LIVE = ("ENROLLING", "TRAINING", "COMPLETED")  # statuses whose figures still change
 _HEX_ID = re.compile(r"0x[0-9a-fA-F]*")
 
@@ -148,18 +151,22 @@ def run_view(chain, specs, records, task_id: bytes) -> dict[str, Any]:
     Raises:
         PageNotFound: no run with this id. RpcUnavailable: the chain does not answer.
     """
+    from tenzro_operator.run_view import build
+
     run = _get_run(chain, task_id)
     spec, spec_error, _ = _spec(specs, run)
     head = chain.block_number()
     events = chain.get_logs(chain.run_start_block(run), head, task_id=task_id)
+    view = build(chain, task_id, ipfs=getattr(specs, "ipfs", None), events=events)
     out: dict[str, Any] = {"task_id": "0x" + task_id.hex(), "name": spec.task_id if spec else None,
                            "live": run.status.name in LIVE, "head_block": head,
-                           "run": _with_iso(run.to_json()), "spec_cid": run.spec_cid,
+                           "run": _with_iso(view.run.to_json()), "spec_cid": run.spec_cid,
                            "spec": spec.model_dump(mode="json") if spec else None,
                            "spec_fields": _flatten(spec.model_dump(mode="json")) if spec else [],
                            "spec_error": spec_error}
-    out["trainers"] = [s.to_json() for s in (chain.trainer_stats(task_id, a) for a in chain.trainers_of(task_id))]
-    out["rounds"] = _rounds(chain, task_id, events, records.losses(out["task_id"]))
+    out.update(_with_iso(view.summary_json()))
+    out["trainers"] = [t.to_json() for t in view.trainers]
+    out["rounds"] = _rounds(view, records.losses(out["task_id"]))
     out["evidence"] = [e for e in (_event_json(e) for e in events) if _is_evidence(e)]
     out["events_total"] = len(events)
     out["events"] = [_event_json(e) for e in events[-MAX_EVENTS:]]
@@ -184,33 +191,15 @@ def _is_evidence(e: dict[str, Any]) -> bool:
     return bool(EVIDENCE_EVENT.search(e["event"]))
 
 
-def _rounds(chain, task_id: bytes, events: list[dict], losses: dict[int, dict]) -> list[dict[str, Any]]:
-    """Per round, opened or finalized: timing (unix seconds), accepted count, weights root,
-    transcript CID and hash, held-out loss (None unless the syncer's records carry it)."""
-    rounds: dict[int, dict[str, Any]] = {}
-    for e in events:
-        a = e["args"]
-        if e["event"] == "RoundOpened":
-            rounds.setdefault(int(a["round"]), {})["opened_at"] = int(a["openedAt"])
-            rounds[int(a["round"])]["deadline"] = int(a["deadline"])
-        elif e["event"] == "RoundFinalized":
-            c = a.get("commit") or {}
-            rounds.setdefault(int(a["round"]), {}).update(
-                weights_root="0x" + bytes(a["weightsRoot"]).hex(), accepted_count=int(a["acceptedCount"]),
-                quorum_met=bool(a["quorumMet"]), transcript_cid=c.get("transcriptCid"),
-                transcript_hash=jsonable(c.get("transcriptHash")), tx=e["tx_hash"])
+def _rounds(view, losses: dict[int, dict]) -> list[dict[str, Any]]:
+    """Per round, opened or committed, in either flow (`tenzro_operator.run_view.RoundRow`):
+    timing (unix seconds, with ``*_iso``), accepted count, weights root, transcript CID and hash,
+    challenge window, proofs and challenges, held-out loss (None unless the syncer's records carry it)."""
     out = []
-    for r in sorted(rounds):
-        row = {"round": r, "opened_at": None, "deadline": None, "finalized_at": None, "seconds": None,
-               "weights_root": None, "accepted_count": None, "quorum_met": None, "transcript_cid": None,
-               "transcript_hash": None, "tx": None, "finalized": "weights_root" in rounds[r],
-               "heldout_loss": None, "heldout_loss_before": None}
-        row.update(rounds[r])
-        if row["finalized"]:
-            row["finalized_at"] = chain.get_round(task_id, r).finalized_at
-            if row["opened_at"]:
-                row["seconds"] = row["finalized_at"] - row["opened_at"]
-        row.update(losses.get(r, {}))
+    for x in view.rounds:
+        row = x.to_json()
+        row.update(heldout_loss=None, heldout_loss_before=None)
+        row.update(losses.get(x.round, {}))
         out.append(_with_iso(row))
     return out
 
@@ -231,31 +220,38 @@ def _receipt(chain, task_id: bytes) -> dict[str, Any]:
 
 
 def round_view(chain, ipfs, task_id: bytes, round_: int) -> dict[str, Any]:
-    """A finalized round and its transcript (``transcript`` None and ``transcript_error`` set
-    when it cannot be fetched or does not match the committed hash).
+    """A finalized (v1) or committed (root flow) round and its transcript (``transcript`` None and
+    ``transcript_error`` set when it cannot be fetched or does not match the committed hash).
 
     Raises:
-        PageNotFound: no such run or no finalized round ``round_``. IpfsUnavailable: the node is down.
+        PageNotFound: no such run, or no finalized / committed round ``round_`` (or it was
+            discarded by a fraud proof). IpfsUnavailable: the node is down.
     """
     from tenzro_operator.errors import IpfsContentError, IpfsNotFound
+    from tenzro_operator.run_view import ROOT, build
     from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript, TranscriptError
 
     run = _get_run(chain, task_id)
-    found = [e for e in chain.get_logs(chain.run_start_block(run), chain.block_number(), ["RoundFinalized"],
-                                       task_id=task_id) if int(e["args"]["round"]) == round_]
-    if not found:
-        raise PageNotFound(f"run 0x{task_id.hex()} has no finalized round {round_} (current round "
-                           f"{run.current_round}, status {run.status.name})")
-    a = found[-1]["args"]
-    commit = a.get("commit") or {}
-    cid, thash = str(commit.get("transcriptCid", "")), bytes(commit.get("transcriptHash", b""))
-    out = {"task_id": "0x" + task_id.hex(), "round": round_, "weights_root": jsonable(a["weightsRoot"]),
-           "accepted_count": int(a["acceptedCount"]), "quorum_met": bool(a["quorumMet"]),
-           "transcript_cid": cid, "transcript_hash": "0x" + thash.hex(), "tx": found[-1]["tx_hash"],
-           "fragment_cids": list(commit.get("fragmentCids", [])), "transcript": None, "transcript_error": None}
+    view = build(chain, task_id, trainers=False)
+    row = view.round(round_)
+    if row is None or not row.live:
+        what = "committed" if view.flow == ROOT else "finalized"
+        state = f"; round {round_} was discarded by a fraud proof" if row is not None and row.status == "discarded" \
+            else ""
+        raise PageNotFound(f"run 0x{task_id.hex()} has no {what} round {round_} (current round "
+                           f"{run.current_round}, status {run.status.name}{state})")
+    cid, thash = row.transcript_cid or "", bytes.fromhex((row.transcript_hash or "0x")[2:])
+    out = _with_iso({**row.to_json(), "task_id": "0x" + task_id.hex(), "flow": view.flow,
+                     "fragment_cids": [], "transcript": None, "transcript_error": None})
+    if view.flow != ROOT:
+        found = [e for e in chain.get_logs(chain.run_start_block(run), chain.block_number(), ["RoundFinalized"],
+                                           task_id=task_id) if int(e["args"]["round"]) == round_]
+        out["fragment_cids"] = list((found[-1]["args"].get("commit") or {}).get("fragmentCids", []))
     try:
         t = RoundTranscript.parse(ipfs.cat(cid, max_bytes=MAX_TRANSCRIPT_BYTES), expected_hash=thash)
         out["transcript"] = t.model_dump(mode="json")
+        if view.flow == ROOT:  # the root flow's commit names no CIDs: its transcript lists them
+            out["fragment_cids"] = [f.weights.cid for f in t.fragments]
     except (IpfsNotFound, IpfsContentError, TranscriptError) as exc:
         out["transcript_error"] = f"transcript ipfs://{cid}: {exc}"
     return out

@@ -1,7 +1,8 @@
 """The seven ``tenzro_training_*`` methods (params, results and errors: ``operator/RPC.md``).
 
 Reads answer what ``tenzro train list-runs / get-run / get-receipt --format json`` print: the
-registry's views through `ChainClient` and the views' own ``to_json``. Writes never use a user's
+registry's views through `ChainClient` and the views' own ``to_json``; ``getRun`` through the run
+read model (`tenzro_operator.run_view`, both flows). Writes never use a user's
 key: ``postTask``, ``enrollTrainer`` and ``finalizeRound`` relay a transaction the user signed
 (`rawtx` checks it, `relay` sends it); ``submitGradient`` takes a trainer's EIP-712 signed
 submission, checks that it recovers to an enrolled trainer of the run and sends it from the
@@ -121,16 +122,15 @@ class TrainingMethods:
         return {"total": total, "offset": off, "runs": [self.chain.get_run(i).to_json() for i in ids]}
 
     def getRun(self, task_id: Any, trainers: Any = True) -> dict[str, Any]:  # noqa: N802
-        """One run (`RunView.to_json`) and, with ``trainers``, ``"trainers"``: each enrolled
-        trainer's metrics (`TrainerStats.to_json`), as ``tenzro train get-run --format json``.
-        Reverts ``Registry__UnknownTask`` for a task id never posted."""
+        """One run as ``tenzro train get-run --format json`` prints it (`run_view.RunReadModel.to_json`,
+        either flow): the run's fields, its phase and next change, ``rounds`` and, with
+        ``trainers``, ``"trainers"`` (submitted / scored out are null in the root flow: the
+        gateway reads no transcripts). Reverts ``Registry__UnknownTask`` for a task id never posted."""
+        from tenzro_operator.run_view import build
+
         tid = P.task_id(task_id)
         with_trainers = P.flag(trainers, "trainers")
-        run = self.chain.get_run(tid)
-        out = run.to_json()
-        if with_trainers:
-            out["trainers"] = [self.chain.trainer_stats(tid, a).to_json() for a in self.chain.trainers_of(tid)]
-        return out
+        return build(self.chain, tid, trainers=with_trainers).to_json(trainers=with_trainers)
 
     def getReceipt(self, task_id: Any) -> dict[str, Any]:  # noqa: N802
         """The sealed receipt (`TrainingReceipt.to_json`) and ``verifier_accepts`` (the receipt
