@@ -95,12 +95,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         _rootCommitments[c.taskId][c.round] = commitment;
         if (run.epoch != 0) _roundEpochs[c.taskId][c.round] = run.epoch; // proveOmission reads that opening
         rr.creditsRoot = creditsRoot;
-        if (rr.committer != msg.sender) {
-            // a new committer (the first, a replacement, or after a rewind, which sets
-            // committerFrom itself): its rounds start here (round 0's default needs no write)
-            rr.committer = msg.sender;
-            if (c.round != 0) rr.committerFrom = c.round;
-        }
+        if (rr.committer != msg.sender) _newCommitter(rr, c.taskId, c.round);
         run.totalCredits = total;
         run.weightsRoot = weightsRoot;
         _accrueSyncerFee(run, c.taskId);
@@ -584,10 +579,26 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         }
     }
 
-    /// @dev The committer of the proven round: its fees for its discarded rounds (from round r,
-    /// or its first round if later, to `committed`) go back to the pool; if it is still the run's
-    /// syncer its bond is slashed (BOUNTY_BPS to the caller, the rest burned) and the run has no
-    /// syncer until an election. A committer already replaced lost its bond then.
+    /// @dev A new committer (the first, a replacement, or the first after a rewind, which sets
+    /// committerFrom itself): the previous one's span goes to _committerSpans and the new one's
+    /// rounds start at `round` (round 0's default needs no write).
+    function _newCommitter(RootRun storage rr, bytes32 taskId, uint32 round) private {
+        address before = rr.committer;
+        if (before != address(0)) {
+            uint32 k = rr.pastCommitters;
+            _committerSpans[taskId][k] = (uint256(rr.committerFrom) << 160) | uint160(before);
+            rr.pastCommitters = k + 1;
+        }
+        rr.committer = msg.sender;
+        if (round != 0) rr.committerFrom = round;
+    }
+
+    /// @dev The committer of the proven round r (PROTOCOL.md §5 "Rewind"): every discarded round's
+    /// fee (rounds r .. committed - 1) comes back to the pool from the committer it was paid to;
+    /// if round r's committer is still the run's syncer its bond is slashed (BOUNTY_BPS to the
+    /// caller, the rest burned) and the run has no syncer until an election. A committer already
+    /// replaced lost its bond then; a later committer of the discarded rounds keeps its bond and
+    /// its place. Returns round r's committer, the bond slashed and the bounty, atto-units.
     function _slashCommitter(
         Run storage run,
         RootRun storage rr,
@@ -596,13 +607,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         uint32 committed,
         address prover
     ) private returns (address syncer, uint256 slashed, uint256 bounty) {
-        syncer = rr.committer;
-        uint32 from = r > rr.committerFrom ? r : rr.committerFrom;
-        if (syncer != address(0) && committed > from) {
-            uint256 back = _syncerFeePerRound(run) * (committed - from);
-            _syncerFees[taskId][syncer] -= back;
-            run.poolLeft += back;
-        }
+        syncer = _refundDiscarded(run, rr, taskId, r, committed);
         if (syncer == address(0) || syncer != run.syncer) return (syncer, 0, 0);
         slashed = _forfeitBond(run, syncer);
         bounty = (slashed * BOUNTY_BPS) / BPS;
@@ -610,6 +615,54 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         _burn(taskId, syncer, slashed - bounty);
         run.syncer = address(0);
         run.electionBlock = 0;
+    }
+
+    /// @dev Takes back the fee of each round r .. committed - 1 from the committer it was paid to
+    /// (walking the committers' spans from the last one back) and drops the spans that start at
+    /// or after r; the current committer's span, if it started before r, joins the past ones (the
+    /// rewind clears `committer`). Returns round r's committer (address(0) if none is recorded).
+    function _refundDiscarded(Run storage run, RootRun storage rr, bytes32 taskId, uint32 r, uint32 committed)
+        private
+        returns (address guilty)
+    {
+        uint256 fee = _syncerFeePerRound(run);
+        mapping(uint256 => uint256) storage spans = _committerSpans[taskId];
+        mapping(address => uint256) storage fees = _syncerFees[taskId];
+        uint256 end = committed;
+        uint256 back = 0;
+        address who = rr.committer;
+        uint256 from = rr.committerFrom;
+        uint32 k = rr.pastCommitters;
+        if (who != address(0)) {
+            // the current span, rounds committerFrom .. committed - 1 (committed > r: _checkWindow)
+            uint256 start = from > r ? from : r;
+            fees[who] -= fee * (end - start);
+            back += fee * (end - start);
+            if (from <= r) {
+                guilty = who;
+                // it keeps rounds from .. r - 1: that span joins the past ones
+                if (from < r) {
+                    spans[k] = (from << 160) | uint160(who);
+                    k += 1;
+                }
+            }
+            end = start;
+        }
+        // the past spans, last first, while they hold discarded rounds (each wholly or in part)
+        while (end > r && k != 0) {
+            uint256 span = spans[k - 1];
+            who = address(uint160(span));
+            from = span >> 160;
+            uint256 start = from > r ? from : r;
+            // the span's discarded rounds are start .. end - 1, each paid `fee` to `who`
+            fees[who] -= fee * (end - start);
+            back += fee * (end - start);
+            if (from <= r) guilty = who;
+            if (from >= r) k -= 1; // wholly discarded
+            end = start;
+        }
+        rr.pastCommitters = k;
+        run.poolLeft += back;
     }
 
     /// @dev Discards rounds a.round .. committed - 1: the run's fragments and credits roots, total

@@ -142,6 +142,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         bool nesterov;
         uint32 committerFrom; // first round committed by `committer`
         uint16 openSlotChallenges; // slot-preimage challenges pending (the seal waits for none)
+        uint32 pastCommitters; // spans in _committerSpans (the committers before `committer`)
         bytes32 initialFragmentsRoot;
         bytes32 creditsRoot; // cumulative credits after the last committed round
     }
@@ -210,6 +211,12 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     mapping(
         bytes32 taskId => mapping(uint32 round => mapping(uint64 openedAt => mapping(uint256 slot => bytes32)))
     ) internal _forcedCommitments;
+    /// @dev Root flow: the committers before RootRun.committer, oldest first (RootRun.pastCommitters
+    /// of them), so that a proof of round r convicts round r's own committer and takes each
+    /// discarded round's fee back from whoever was paid it (PROTOCOL.md §5 "Rewind"). Span k is
+    /// uint256(from) << 160 | uint160(committer): it committed rounds from `from` up to span k + 1's
+    /// `from` (RootRun.committerFrom after the last). Written only when the committer changes.
+    mapping(bytes32 taskId => mapping(uint256 k => uint256 span)) internal _committerSpans;
 
     // ------------------------------------------------------------ constructor
 

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
+import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
+import {RegistryBase} from "./RegistryBase.sol";
+import {CreditsTree} from "./lib/CreditsTree.sol";
+
+/// @notice The attacks of issue #23 (protocol v3) against the root flow, each named after the
+/// attack: the attack is run as an attacker would and the test asserts that it fails.
+contract ProtocolV3AttacksTest is RegistryBase {
+    ITrainingRegistryFull internal rf;
+    bytes32 internal constant ID = keccak256("protocol-v3");
+    bytes32 internal constant F0 = keccak256("initial fragments root");
+    uint256 internal constant POOL = 1_000e18;
+    address internal constant SECOND = address(0x5c2);
+    address internal constant WATCHER = address(0x3a7c);
+
+    function setUp() public {
+        _deploy();
+        rf = ITrainingRegistryFull(address(reg));
+        _registerSyncer(syncer, MIN_SYNCER_STAKE);
+        _registerSyncer(SECOND, MIN_SYNCER_STAKE);
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    /// @dev Posts an M-trainer, F-fragment, R-round root-flow task with a syncer fee of `feeBps`,
+    /// enrolls M trainers and elects a syncer; returns it.
+    function _openRoot(uint16 m, uint16 f, uint32 rounds, uint16 feeBps) internal returns (address elected) {
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, m, m - 1, f, rounds, POOL);
+        p.syncerFeeBps = feeBps;
+        _post(p);
+        vm.prank(sponsor);
+        rf.useRootFlow(ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0}));
+        for (uint256 i = 0; i < m; ++i) {
+            _enroll(ID, i, MIN_STAKE);
+        }
+        elected = _elect(ID);
+    }
+
+    /// @dev n copies of v.
+    function _fill(uint256 n, uint256 v) internal pure returns (uint256[] memory a) {
+        a = new uint256[](n);
+        for (uint256 i = 0; i < n; ++i) {
+            a[i] = v;
+        }
+    }
+
+    /// @dev The commit of `round` with every trainer accepted on every fragment (m trainers, f
+    /// fragments of sizes 1000, 2000, ...), each having `prior` credits before it.
+    function _fullCommit(uint32 round, uint16 m, uint16 f, uint256 prior)
+        internal
+        pure
+        returns (ITrainingRegistryRounds.RootCommit memory c)
+    {
+        c.taskId = ID;
+        c.round = round;
+        c.fragmentsRoot = keccak256(abi.encode("fragments", ID, round));
+        c.acceptedBitmaps = _fill(m, (uint256(1) << f) - 1);
+        c.previousCredits = _fill(m, prior);
+        c.fragmentHashes = new bytes32[](f);
+        for (uint256 j = 0; j < f; ++j) {
+            c.fragmentHashes[j] = keccak256(abi.encode(ID, round, j));
+        }
+        c.transcriptHash = keccak256(abi.encode("transcript", ID, round));
+        c.transcriptCid = "bafkreitranscript";
+    }
+
+    /// @dev The roots commitRound stored for `c` (m trainers, each gaining `gain` credits).
+    function _roots(ITrainingRegistryRounds.RootCommit memory c, uint256 gain)
+        internal
+        pure
+        returns (ITrainingRegistryRounds.RoundRoots memory r)
+    {
+        uint256 m = c.acceptedBitmaps.length;
+        uint256[] memory after_ = new uint256[](m);
+        for (uint256 i = 0; i < m; ++i) {
+            after_[i] = c.previousCredits[i] + gain;
+        }
+        (r.creditsRoot,) = CreditsTree.rootAndPath(CreditsTree.leaves(after_), 0);
+        r.fragmentsRoot = c.fragmentsRoot;
+        r.totalCredits = (c.previousCredits[0] + gain) * m;
+        r.bitmapsHash = keccak256(abi.encodePacked(c.acceptedBitmaps));
+    }
+
+    /// @dev Commits `c` as `who` once the round's commit phase is over.
+    function _commitBy(address who, ITrainingRegistryRounds.RootCommit memory c) internal {
+        (uint64 closes,) = rf.commitPhase(ID);
+        if (block.timestamp <= closes) vm.warp(closes + 1);
+        vm.prank(who);
+        rf.commitRound(c);
+    }
+
+    // ------------------------------------------------------------ attack 4: successor convicted
+
+    /// Before: a syncer committed a round only it (or its sybil) could convict, went silent and
+    /// was replaced; the honest successor committed the next round; the sybil's proof of the
+    /// liar's round then slashed the successor (`_slashCommitter` took the latest committer) and
+    /// the liar kept its fees, so that fees paid again for the rewound rounds exceeded the budget.
+    /// Now: the proof convicts the round's own committer, every discarded round's fee comes back
+    /// from whoever was paid it, the successor keeps its bond and its place, and the fees paid
+    /// over the whole run are at most the run's budget.
+    function test_successorConvicted_fails() public {
+        uint16 m = 4;
+        uint16 f = 2;
+        address liar = _openRoot(m, f, 4, 2000); // fee 1000 * 20 % / 4 = 50 per round
+        address successor = liar == syncer ? SECOND : syncer;
+        uint256 fee = 50e18;
+
+        // round 0: the liar commits a slot nobody can open (its fragments root is no tree)
+        ITrainingRegistryRounds.RootCommit memory c0 = _fullCommit(0, m, f, 0);
+        _commitBy(liar, c0);
+        ITrainingRegistryRounds.RoundClaim memory a;
+        a.taskId = ID;
+        a.round = 0;
+        a.current = _roots(c0, 3000);
+        _fund(WATCHER, SYNCER_BOND);
+        vm.prank(WATCHER);
+        rf.challengeSlot(a, c0.acceptedBitmaps, 0, 0);
+
+        // the liar goes silent in round 1 and is replaced
+        vm.warp(reg.getRun(ID).syncerReplaceableAt + 1);
+        assertEq(_elect(ID), successor, "the other candidate");
+        _commitBy(successor, _fullCommit(1, m, f, 3000));
+        assertEq(rf.syncerFeeOf(ID, successor), fee, "round 1 fee");
+
+        // nobody answers the slot challenge: round 0 is proven wrong
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        vm.prank(WATCHER);
+        rf.expireSlot(a, 0, 0);
+
+        (uint256 stake,,, uint256 locked) = reg.syncerInfo(successor);
+        assertEq(stake, MIN_SYNCER_STAKE, "the successor lost stake for a round it did not commit");
+        assertEq(locked, SYNCER_BOND, "the successor lost its bond");
+        assertEq(reg.getRun(ID).syncer, successor, "the successor lost its place");
+        assertEq(rf.syncerFeeOf(ID, liar), 0, "the liar kept the fee of its proven round");
+        assertEq(rf.syncerFeeOf(ID, successor), 0, "a discarded round's fee was kept");
+        assertEq(reg.getRun(ID).rewardPoolLeft, POOL, "fees of discarded rounds did not come back");
+
+        // the successor commits the run again from round 0: the fees paid are the budget's at most
+        for (uint32 r = 0; r < 4; ++r) {
+            _commitBy(successor, _fullCommit(r, m, f, 3000 * uint256(r)));
+        }
+        assertEq(rf.syncerFeeOf(ID, successor), 4 * fee, "four rounds paid");
+        assertEq(rf.syncerFeeOf(ID, liar), 0, "the liar is paid nothing");
+        assertEq(reg.getRun(ID).rewardPoolLeft, POOL - 4 * fee, "fees exceed the run's budget");
+    }
+}
