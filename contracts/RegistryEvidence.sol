@@ -158,6 +158,11 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         uint32 chunkIndex
     ) external nonReentrant {
         Run storage run = _openRunRound(taskId, round, fragment);
+        // none opens later than one window after the round's deadline: the last is settled by
+        // roundDeadline + 2 * challengeSeconds, so a chain of challenges cannot hold the commit
+        // back longer (PROTOCOL.md §4 "Bound of time")
+        uint64 lastOpen = run.roundDeadline + run.challengeSeconds;
+        if (block.timestamp > lastOpen) revert Registry__DeadlinePassed(taskId, round, lastOpen);
         Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
         _requireSigned(taskId, round, fragment, trainer, s);
         uint256 m = (uint256(run.fragmentSizes[fragment]) + 15) / 16;
@@ -172,6 +177,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         c.payloadSumsq = s.payloadSumsq;
         c.payloadRoot = s.payloadRoot;
         c.bond = bond;
+        run.challengesUntil = deadline; // deadlines only grow: now + a constant
         run.openChallenges += 1;
         _bondsHeld += bond;
         emit AvailabilityChallenged(taskId, trainer, round, fragment, msg.sender, chunkIndex, deadline, bond);

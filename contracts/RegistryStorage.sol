@@ -98,6 +98,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         // slot 4
         uint32 normScreenSq; // binary32 bits; 0 = no norm screen
         uint32 challengeSeconds;
+        // seconds: the latest answer deadline of an availability challenge opened in this run (a
+        // syncer is not replaceable before it plus the timeout: it cannot commit while one is open)
+        uint64 challengesUntil;
         bytes32 specHash;
         bytes32 initialWeightsRoot;
         bytes32 weightsRoot;

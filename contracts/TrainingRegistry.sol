@@ -501,12 +501,16 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @dev When a silent syncer of a Training run becomes replaceable (seconds): its clock
-    /// starts at the later of the round deadline and its own election, so a syncer elected
-    /// late is never replaceable at once.
+    /// starts at the latest of the round deadline, its own election and the answer deadline of
+    /// the last availability challenge (it cannot commit while one is open), so a syncer elected
+    /// late or blocked by a challenge is never replaceable at once.
     function _replaceableAt(Run storage run) private view returns (uint64) {
         uint64 deadline = run.roundDeadline;
         uint64 elected = run.syncerElectedAt;
-        return (elected > deadline ? elected : deadline) + _syncerTimeout;
+        uint64 challenged = run.challengesUntil;
+        uint64 from = elected > deadline ? elected : deadline;
+        // the clock does not run while an availability challenge blocks the commit
+        return (challenged > from ? challenged : from) + _syncerTimeout;
     }
 
     /// @dev Reverts Registry__SyncerStillActive unless the run has no syncer or its syncer is

@@ -64,6 +64,9 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// challenges a live submission of the open round to open chunk `chunkIndex` of its signed
     /// commitment within the task's challengeSeconds. Pulls challengeBond(taskId) atto-units from
     /// the caller (approve first). While it is pending the syncer may leave the submission out.
+    /// Only until roundDeadline + challengeSeconds (Registry__DeadlinePassed): the last one is
+    /// settled by roundDeadline + 2 * challengeSeconds, and the syncer's replacement clock waits
+    /// for it.
     function challengeAvailability(
         bytes32 taskId,
         uint32 round,

@@ -124,7 +124,7 @@ interface ITrainingRegistryTypes {
         uint32 currentRound; // open round (Training), maxRounds after the last finalize
         uint64 roundOpenedAt; // seconds
         uint64 roundDeadline; // seconds: roundOpenedAt + graceWindowSeconds
-        uint64 syncerReplaceableAt; // seconds: max(roundDeadline, syncerElectedAt) + syncerTimeout (0 if not Training)
+        uint64 syncerReplaceableAt; // seconds: max(roundDeadline, syncerElectedAt, last availability answer deadline) + syncerTimeout (0 if not Training)
         uint64 postedAt; // seconds
         uint256 minStake;
         uint256 rewardPool; // as escrowed at postTask

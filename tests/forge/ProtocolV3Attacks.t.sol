@@ -6,6 +6,7 @@ import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegis
 import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 import {CreditsTree} from "./lib/CreditsTree.sol";
+import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
 
 /// @notice The attacks of issue #23 (protocol v3) against the root flow, each named after the
 /// attack: the attack is run as an attacker would and the test asserts that it fails.
@@ -146,5 +147,68 @@ contract ProtocolV3AttacksTest is RegistryBase {
         assertEq(rf.syncerFeeOf(ID, successor), 4 * fee, "four rounds paid");
         assertEq(rf.syncerFeeOf(ID, liar), 0, "the liar is paid nothing");
         assertEq(reg.getRun(ID).rewardPoolLeft, POOL - 4 * fee, "fees exceed the run's budget");
+    }
+
+    // ------------------------------------------------------------ attack 1: availability loop
+
+    /// @dev Trainer i forces (commits, then reveals) a submission of fragment 0 in the open round.
+    function _force(uint256 i, bytes32 work) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(ID);
+        sp = _signed(i, ID, v.currentRound, 0, work, 0x3F800000);
+        bytes32 sh = RoundProofs.structHash(
+            ID, v.currentRound, 0, v.weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
+        );
+        vm.prank(trainers[i]);
+        rf.commitSubmission(ID, v.currentRound, 0, keccak256(abi.encode(sh, trainers[i])));
+    }
+
+    /// Before: a trainer forced a submission and its sybil challenged a chunk of it; at each
+    /// answer deadline one transaction answered and challenged the next chunk, so openChallenges
+    /// was never 0, commitRound never went, and each elected syncer was replaced (its bond burned)
+    /// for a commit it could not make. Now: no availability challenge opens later than one window
+    /// after the round's deadline, so the last one is settled by roundDeadline + 2 *
+    /// challengeSeconds, and the syncer's replacement clock starts only after the last answer
+    /// deadline of the round's challenges.
+    function test_availabilityLoop_fails() public {
+        address elected = _openRoot(3, 1, 2, 0);
+        ITrainingRegistryTypes.SignedPayload memory sp0 = _force(0, keccak256("work 0"));
+        ITrainingRegistryTypes.SignedPayload memory sp1 = _force(1, keccak256("work 1"));
+        (uint64 closes,) = rf.commitPhase(ID);
+        vm.warp(closes + 1);
+        _submitSigned(ID, 0, 0, sp0);
+        _submitSigned(ID, 0, 0, sp1);
+
+        // the sybil challenges at the last second it may: the syncer cannot commit until it is settled
+        uint64 deadline = reg.getRun(ID).roundDeadline;
+        uint64 lastOpen = deadline + CHALLENGE_SECONDS;
+        vm.warp(lastOpen);
+        _fund(WATCHER, SYNCER_BOND);
+        vm.prank(WATCHER);
+        ev.challengeAvailability(ID, 0, 0, trainers[0], sp0, 0);
+        assertEq(
+            reg.getRun(ID).syncerReplaceableAt,
+            lastOpen + CHALLENGE_SECONDS + SYNCER_TIMEOUT,
+            "the replacement clock ran while a challenge blocked the commit"
+        );
+
+        // the loop's next step, a window after the round's deadline, is refused
+        vm.warp(lastOpen + 1);
+        vm.prank(WATCHER);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__DeadlinePassed.selector, ID, 0, lastOpen)
+        );
+        ev.challengeAvailability(ID, 0, 0, trainers[1], sp1, 0);
+
+        // the challenge lapses; the syncer commits, still in time, and keeps its bond
+        vm.warp(lastOpen + CHALLENGE_SECONDS + 1);
+        ev.expireAvailability(ID, 0, 0, trainers[0]);
+        ITrainingRegistryRounds.RootCommit memory c = _fullCommit(0, 3, 1, 0);
+        c.acceptedBitmaps[0] = 0; // rejected by the expiry
+        vm.prank(elected);
+        rf.commitRound(c);
+        assertEq(reg.getRun(ID).currentRound, 1, "the round committed");
+        (uint256 stake,,, uint256 locked) = reg.syncerInfo(elected);
+        assertEq(stake, MIN_SYNCER_STAKE, "the blocked syncer lost its stake");
+        assertEq(locked, SYNCER_BOND, "the blocked syncer lost its bond");
     }
 }
