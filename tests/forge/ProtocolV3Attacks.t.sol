@@ -7,6 +7,7 @@ import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistr
 import {RegistryBase} from "./RegistryBase.sol";
 import {CreditsTree} from "./lib/CreditsTree.sol";
 import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
+import {RunRoot} from "../../contracts/lib/RunRoot.sol";
 
 /// @notice The attacks of issue #23 (protocol v3) against the root flow, each named after the
 /// attack: the attack is run as an attacker would and the test asserts that it fails.
@@ -147,6 +148,63 @@ contract ProtocolV3AttacksTest is RegistryBase {
         assertEq(rf.syncerFeeOf(ID, successor), 4 * fee, "four rounds paid");
         assertEq(rf.syncerFeeOf(ID, liar), 0, "the liar is paid nothing");
         assertEq(reg.getRun(ID).rewardPoolLeft, POOL - 4 * fee, "fees exceed the run's budget");
+    }
+
+    /// @dev A slot challenge of trainer 0, fragment 0 in committed round `round` (commit `c`,
+    /// previous commit `p` when round > 0), by WATCHER; returns the claim it names.
+    function _challengeSlot(
+        uint32 round,
+        ITrainingRegistryRounds.RootCommit memory c,
+        ITrainingRegistryRounds.RootCommit memory p
+    ) internal returns (ITrainingRegistryRounds.RoundClaim memory a) {
+        a.taskId = ID;
+        a.round = round;
+        a.current = _roots(c, 3000);
+        if (round != 0) {
+            a.previous = _roots(p, 3000);
+            a.previousWeightsRoot = RunRoot.weightsRoot(p.fragmentHashes);
+        }
+        _fund(WATCHER, SYNCER_BOND);
+        vm.prank(WATCHER);
+        rf.challengeSlot(a, c.acceptedBitmaps, 0, 0);
+    }
+
+    /// The liar commits rounds 0 and 1 (both unopenable) and is replaced; the successor commits
+    /// round 2. The proof of round 1 takes back the liar's round-1 fee and the successor's
+    /// round-2 fee, and leaves the liar round 0's; the successor commits round 1 again; the proof
+    /// of round 0 then convicts the liar (a past committer), never the successor.
+    function test_successorConvicted_pastCommitterOfAnEarlierRound() public {
+        uint16 m = 4;
+        uint16 f = 2;
+        address liar = _openRoot(m, f, 4, 2000);
+        address successor = liar == syncer ? SECOND : syncer;
+        uint256 fee = 50e18;
+        ITrainingRegistryRounds.RootCommit memory c0 = _fullCommit(0, m, f, 0);
+        ITrainingRegistryRounds.RootCommit memory c1 = _fullCommit(1, m, f, 3000);
+        _commitBy(liar, c0);
+        ITrainingRegistryRounds.RoundClaim memory a0 = _challengeSlot(0, c0, c0);
+        _commitBy(liar, c1);
+        ITrainingRegistryRounds.RoundClaim memory a1 = _challengeSlot(1, c1, c0);
+
+        vm.warp(reg.getRun(ID).syncerReplaceableAt + 1);
+        assertEq(_elect(ID), successor, "the other candidate");
+        _commitBy(successor, _fullCommit(2, m, f, 6000));
+
+        rf.expireSlot(a1, 0, 0);
+        assertEq(rf.syncerFeeOf(ID, liar), fee, "the liar keeps round 0's fee only");
+        assertEq(rf.syncerFeeOf(ID, successor), 0, "round 2's fee came back");
+        assertEq(reg.getRun(ID).rewardPoolLeft, POOL - fee, "one round paid");
+        assertEq(reg.getRun(ID).syncer, successor, "the successor goes on");
+
+        _commitBy(successor, c1);
+        rf.expireSlot(a0, 0, 0);
+        (uint256 stake,,, uint256 locked) = reg.syncerInfo(successor);
+        assertEq(stake, MIN_SYNCER_STAKE, "the successor lost stake for a round it did not commit");
+        assertEq(locked, SYNCER_BOND, "the successor lost its bond");
+        assertEq(rf.syncerFeeOf(ID, liar), 0, "the liar kept the fee of its proven round");
+        assertEq(rf.syncerFeeOf(ID, successor), 0, "a discarded round's fee was kept");
+        assertEq(reg.getRun(ID).rewardPoolLeft, POOL, "every discarded round's fee came back");
+        assertEq(reg.getRun(ID).currentRound, 0, "round 0 open again");
     }
 
     // ------------------------------------------------------------ attack 1: availability loop
