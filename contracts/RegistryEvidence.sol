@@ -169,6 +169,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         if (chunkIndex >= m) revert Registry__BadOpening(chunkIndex);
         AvailabilityChallenge storage c = _avail[taskId][round][_slotKey(t.index, fragment)];
         if (c.challenger != address(0)) revert Registry__ChallengePending(taskId, round, fragment, trainer);
+        _countChallenge(taskId, (uint64(run.epoch) << 32) | round, fragment, trainer, t.index);
         uint256 bond = _challengeBond(run);
         uint64 deadline = uint64(block.timestamp) + run.challengeSeconds;
         c.challenger = msg.sender;
@@ -370,6 +371,22 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         _burn(taskId, trainer, amount - bounty);
         emit TrainerSlashed(taskId, trainer, reason, round, fragment, amount, remaining - amount);
         emit InvalidProven(taskId, trainer, round, fragment, reason, prover, amount, bounty);
+    }
+
+    /// @dev Counts one more availability challenge against the submission of trainer `index` on
+    /// `fragment` in the round opening `opening` (epoch << 32 | round); reverts
+    /// Registry__ChallengeLimit once MAX_AVAILABILITY_CHALLENGES were opened against it.
+    function _countChallenge(bytes32 taskId, uint64 opening, uint16 fragment, address trainer, uint256 index)
+        internal
+    {
+        uint256 slot = _slotKey(index, fragment);
+        uint8 count = _availCounts[taskId][opening][slot];
+        if (count >= MAX_AVAILABILITY_CHALLENGES) {
+            revert Registry__ChallengeLimit(
+                taskId, uint32(opening), fragment, trainer, MAX_AVAILABILITY_CHALLENGES
+            );
+        }
+        _availCounts[taskId][opening][slot] = count + 1; // < MAX_AVAILABILITY_CHALLENGES: no overflow
     }
 
     /// @dev The pending challenge on (round, fragment, trainer) and the trainer; reverts Registry__NoChallenge.

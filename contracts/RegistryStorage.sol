@@ -43,6 +43,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     uint256 public constant CHALLENGE_BOND_BPS = 1_000;
     /// @notice Longest answer window of an availability challenge, seconds (7 days).
     uint32 public constant MAX_CHALLENGE_SECONDS = 7 days;
+    /// @notice Most availability challenges one submission (task, round, fragment, trainer) answers
+    /// over its life, answered or pending (3): a sybil cannot load an honest trainer without end.
+    uint8 public constant MAX_AVAILABILITY_CHALLENGES = 3;
     /// @notice Largest M * F: bounds the gas of finalizeRound (and of a round) at every shape.
     uint256 public constant MAX_SUBMISSION_SLOTS = 2048;
     /// @notice Largest syncer fee, basis points of the reward pool (20 %).
@@ -220,6 +223,12 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// uint256(from) << 160 | uint160(committer): it committed rounds from `from` up to span k + 1's
     /// `from` (RootRun.committerFrom after the last). Written only when the committer changes.
     mapping(bytes32 taskId => mapping(uint256 k => uint256 span)) internal _committerSpans;
+    /// @dev Availability challenges opened against each submission so far, by (task, the round's
+    /// opening as in _subs: epoch << 32 | round, trainerIndex * 256 + fragment); kept after a
+    /// challenge closes, bounded by MAX_AVAILABILITY_CHALLENGES. Keyed by the epoch so that a
+    /// rewound round's new submission starts at 0.
+    mapping(bytes32 taskId => mapping(uint64 opening => mapping(uint256 slot => uint8 count))) internal
+        _availCounts;
 
     // ------------------------------------------------------------ constructor
 

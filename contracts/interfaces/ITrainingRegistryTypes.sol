@@ -394,6 +394,9 @@ interface ITrainingRegistryTypes {
     error Registry__BadChallengeWindow(uint32 seconds_, uint32 max);
     /// @notice An availability challenge is already pending for this submission.
     error Registry__ChallengePending(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
+    /// @notice The submission (round, fragment, trainer) has already been challenged for
+    /// availability `limit` times (MAX_AVAILABILITY_CHALLENGES), answered or not: no more.
+    error Registry__ChallengeLimit(bytes32 taskId, uint32 round, uint16 fragment, address trainer, uint8 limit);
     /// @notice No availability challenge is pending for this submission.
     error Registry__NoChallenge(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
     /// @notice The challenge's answer window has passed (answer) or not yet passed (expire); seconds.

@@ -8,6 +8,7 @@ import {RegistryBase} from "./RegistryBase.sol";
 import {CreditsTree} from "./lib/CreditsTree.sol";
 import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
 import {RunRoot} from "../../contracts/lib/RunRoot.sol";
+import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
 
 /// @notice The attacks of issue #23 (protocol v3) against the root flow, each named after the
 /// attack: the attack is run as an attacker would and the test asserts that it fails.
@@ -268,5 +269,47 @@ contract ProtocolV3AttacksTest is RegistryBase {
         (uint256 stake,,, uint256 locked) = reg.syncerInfo(elected);
         assertEq(stake, MIN_SYNCER_STAKE, "the blocked syncer lost its stake");
         assertEq(locked, SYNCER_BOND, "the blocked syncer lost its bond");
+    }
+
+    /// Before: a sybil challenged a submission, the trainer answered, and the sybil challenged it
+    /// again, as often as it liked until one window after the round's deadline: each answer costs
+    /// the trainer a transaction (and the run a window of delay), so the honest trainer was
+    /// loaded without end. Now: a submission answers at most MAX_AVAILABILITY_CHALLENGES
+    /// challenges over its life; one more reverts Registry__ChallengeLimit.
+    function test_availabilityLoop_challengesBoundedPerSubmission() public {
+        bytes32 id = keccak256("availability-bound");
+        ITrainingRegistryTypes.TaskParams memory p = _params(id, 2, 1, 1, 1, 100e18);
+        p.fragmentSizes[0] = 16; // one chunk: the payload root is its leaf
+        _post(p);
+        _enroll(id, 0, MIN_STAKE);
+        _enroll(id, 1, MIN_STAKE);
+        _elect(id);
+        bytes memory chunk = new bytes(64);
+        chunk[0] = 0x3F;
+        chunk[1] = 0x80; // value 0 = 1.0, the rest +0
+        (bytes32 root, uint32 sumsq) = ChunkMerkle.leaf(chunk);
+        ITrainingRegistryTypes.SignedPayload memory sp = _signed(0, id, 0, 0, root, sumsq);
+        _submitSigned(id, 0, 0, sp);
+        ITrainingRegistryTypes.ChunkOpening memory o;
+        o.chunk = chunk;
+        o.siblingH = new bytes32[](0);
+        o.siblingS = new uint32[](0);
+
+        uint256 limit = 3; // RegistryStorage.MAX_AVAILABILITY_CHALLENGES
+        _fund(WATCHER, SYNCER_BOND * 4);
+        for (uint256 k = 0; k < limit; ++k) {
+            vm.prank(WATCHER);
+            ev.challengeAvailability(id, 0, 0, trainers[0], sp, 0);
+            vm.prank(trainers[0]);
+            ev.answerAvailability(id, 0, 0, trainers[0], o);
+        }
+        vm.prank(WATCHER);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__ChallengeLimit.selector, id, uint32(0), uint16(0), trainers[0], uint8(limit)
+            )
+        );
+        ev.challengeAvailability(id, 0, 0, trainers[0], sp, 0);
+        assertEq(ev.challengeBondsHeld(), 0, "no bond held");
     }
 }
