@@ -25,11 +25,6 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// (`proveOmission`), a credited slot whose signed preimage nobody shows after a bonded
 /// `challengeSlot` (`expireSlot`).
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
-    /// @notice How long trainers can claim after the seal before the sweep, seconds (90 days).
-    uint64 public constant CLAIM_SECONDS = 90 days;
-    /// @dev Claimed bits per bitmap word; bit 255 is the sentinel the seal sets.
-    uint256 private constant CLAIM_BITS = 255;
-    uint256 private constant SENTINEL = uint256(1) << 255;
 
     /// @dev Stateless receipt encoder (the same code as the registry's own).
     ReceiptBuilder private immutable _builder;
@@ -134,21 +129,14 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
             emit PayoutCredited(taskId, run.sponsor, dust, 0);
         }
         run.distributedPool = pool;
-        // a set sentinel bit in each claimed-bitmap word: every claim then changes a non-zero word
-        // (5k gas instead of 22k for the first claim of a word)
-        mapping(uint256 => uint256) storage bits = _claimedBits[taskId];
-        for (uint256 w = 0; w <= n / CLAIM_BITS; ++w) {
-            bits[w] = SENTINEL;
-        }
-        uint64 deadline = uint64(block.timestamp) + CLAIM_SECONDS;
-        rr.claimDeadline = deadline;
+        uint64 deadline = _openClaims(rr, taskId, n);
         emit RunSealed(taskId, rc.runRoot, rc.finalModelHash, rc.transcriptRoot, rc.rounds, rc.trainerCount, pool, dust);
         emit RootRunSealed(taskId, pool, deadline);
     }
 
     /// @inheritdoc ITrainingRegistryRounds
     function claim(bytes32 taskId, uint16 index, uint256 credits, bytes32[] calldata proof) external {
-        Run storage run = _runIn(taskId, RunStatus.Sealed);
+        Run storage run = _runEnded(taskId);
         address trainer = _checkCredits(taskId, run.enrolledCount, index, credits, proof);
         _markClaimed(taskId, index);
         uint256 reward = (run.distributedPool * credits) / run.totalCredits;
@@ -161,7 +149,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
 
     /// @inheritdoc ITrainingRegistryRounds
     function sweep(bytes32 taskId) external {
-        Run storage run = _runIn(taskId, RunStatus.Sealed);
+        Run storage run = _runEnded(taskId);
         RootRun storage rr = _rootOf(taskId);
         if (block.timestamp <= rr.claimDeadline) revert Registry__ClaimPeriodOpen(taskId, rr.claimDeadline);
         uint256 left = run.poolLeft;

@@ -9,6 +9,7 @@ import {ITrainingRegistry} from "./interfaces/ITrainingRegistry.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 import {RegistryEvidence} from "./RegistryEvidence.sol";
+import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 
 /// @title TrainingRegistry
 /// @notice The trust anchor of tenzro-train: a sponsor escrows a reward pool, trainers
@@ -214,6 +215,72 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
+    function cancelStalledRun(bytes32 taskId) external {
+        Run storage run = _runIn(taskId, RunStatus.Training);
+        address silent = run.syncer;
+        uint64 replaceableAt = _replaceableAt(run);
+        if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, silent, replaceableAt);
+        address able = _ableCandidate(silent, run.syncerBond);
+        if (able != address(0)) revert Registry__RunCanGoOn(taskId, able);
+        RootRun storage rr = _rootRuns[taskId];
+        uint16 pending = run.openChallenges + rr.openSlotChallenges;
+        if (pending != 0) revert Registry__ChallengesPending(taskId, pending);
+        uint32 c = run.currentRound; // rounds committed (and not rewound) so far
+        if (rr.enabled && c != 0) {
+            uint64 until = _rounds[taskId][c - 1].finalizedAt + run.challengeSeconds;
+            if (block.timestamp <= until) revert ITrainingRegistryRounds.Registry__ChallengeWindowOpen(taskId, until);
+        }
+
+        run.status = RunStatus.Cancelled;
+        uint256 burnt = 0;
+        if (silent != address(0)) {
+            // the failure a replacement would punish: the bond is burned, not returned
+            burnt = _forfeitBond(run, silent);
+            _burn(taskId, silent, burnt);
+            run.syncer = address(0);
+        }
+        run.electionBlock = 0;
+        uint256 pot = _trainersPot(run, c);
+        uint256 back = run.poolLeft - pot;
+        _withdrawable[run.sponsor] += back;
+        run.poolLeft = pot;
+        emit StalledRunCancelled(taskId, c, pot, back, burnt);
+        if (!rr.enabled) {
+            // v1: the pot by on-chain credits, stakes refunded, dust to the sponsor
+            _creditPayouts(run, taskId);
+            return;
+        }
+        uint256 m = _refundStakes(run, taskId);
+        run.distributedPool = pot;
+        // root flow: claims against the last committed credits root, as after sealRootRun
+        if (pot != 0) _openClaims(rr, taskId, m);
+    }
+
+    /// @dev The trainers' part of a stalled run's pool after `c` committed rounds of N, atto-units:
+    /// their rate for c rounds, floor((rewardPool - N * feePerRound) * c / N). poolLeft =
+    /// rewardPool - c * feePerRound >= it, so the sponsor's rest (>= rewardPool * (N - c) / N)
+    /// cannot underflow.
+    function _trainersPot(Run storage run, uint32 c) private view returns (uint256) {
+        uint256 n = run.maxRounds;
+        return ((run.rewardPool - n * _syncerFeePerRound(run)) * c) / n;
+    }
+
+    /// @dev Credits every trainer of the run its stake minus its slashes (withdrawable) and
+    /// empties run.stakeHeld; returns the number of trainers.
+    function _refundStakes(Run storage run, bytes32 taskId) private returns (uint256 m) {
+        address[] storage list = _trainerList[taskId];
+        m = list.length;
+        for (uint256 i = 0; i < m; ++i) {
+            address trainer = list[i];
+            Trainer storage t = _trainers[taskId][trainer];
+            uint256 refund = uint256(t.stake) - t.slashed;
+            _withdrawable[trainer] += refund;
+            emit PayoutCredited(taskId, trainer, 0, refund);
+        }
+        run.stakeHeld = 0;
+    }
+
+    /// @inheritdoc ITrainingRegistry
     function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external {
         // a root-flow run's on-chain submission is the reveal of a commitment (RegistryEvidence)
         if (_rootRuns[taskId].enabled) _delegate(_extension);
@@ -267,7 +334,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     /// @inheritdoc ITrainingRegistry
     function claimSyncerFee(bytes32 taskId) external returns (uint256 amount) {
-        _runIn(taskId, RunStatus.Sealed);
+        _runEnded(taskId);
         amount = _syncerFees[taskId][msg.sender];
         if (amount == 0) revert Registry__NoSyncerFee(taskId, msg.sender);
         _syncerFees[taskId][msg.sender] = 0;
@@ -520,6 +587,21 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         if (current == address(0)) return;
         uint64 replaceableAt = _replaceableAt(run);
         if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, current, replaceableAt);
+    }
+
+    /// @dev A candidate other than `exclude` that an election could draw for a run with `bond`
+    /// (stake >= minSyncerStake, unlocked stake >= bond; anyone staked by now counts), or
+    /// address(0) when none. At most MAX_SYNCER_CANDIDATES reads.
+    function _ableCandidate(address exclude, uint256 bond) private view returns (address) {
+        address[] storage list = _syncerList;
+        uint256 n = list.length;
+        for (uint256 i = 0; i < n; ++i) {
+            address a = list[i];
+            SyncerEntry storage e = _syncers[a];
+            uint256 stake = e.stake;
+            if (a != exclude && stake >= _minSyncerStake && stake - e.locked >= bond) return a;
+        }
+        return address(0);
     }
 
     /// @dev Removes `account` from the candidate pool; its whole stake becomes withdrawable.

@@ -287,6 +287,17 @@ interface ITrainingRegistryTypes {
     event PayoutCredited(bytes32 indexed taskId, address indexed account, uint256 reward, uint256 stakeRefund);
     /// @notice The sponsor cancelled a task during enrollment; pool and stakes were credited back.
     event TaskCancelled(bytes32 indexed taskId, uint256 poolRefunded, uint16 trainersRefunded);
+    /// @notice A Training run that no syncer candidate could take was cancelled after
+    /// `committedRounds` committed rounds: `trainersPot` atto-units are the trainers' (by the
+    /// credits of those rounds), `sponsorRefund` went back to the sponsor, `syncerBondBurned` was
+    /// the silent syncer's bond.
+    event StalledRunCancelled(
+        bytes32 indexed taskId,
+        uint32 committedRounds,
+        uint256 trainersPot,
+        uint256 sponsorRefund,
+        uint256 syncerBondBurned
+    );
     /// @notice `account` withdrew `amount` atto-units.
     event Withdrawn(address indexed account, uint256 amount);
     /// @notice `syncer` claimed its fees of a sealed run, `amount` atto-units (now withdrawable).
@@ -397,6 +408,9 @@ interface ITrainingRegistryTypes {
     /// @notice The submission (round, fragment, trainer) has already been challenged for
     /// availability `limit` times (MAX_AVAILABILITY_CHALLENGES), answered or not: no more.
     error Registry__ChallengeLimit(bytes32 taskId, uint32 round, uint16 fragment, address trainer, uint8 limit);
+    /// @notice cancelStalledRun: `candidate` (not the run's syncer) has the stake to be elected,
+    /// so the run can go on (request an election instead).
+    error Registry__RunCanGoOn(bytes32 taskId, address candidate);
     /// @notice No availability challenge is pending for this submission.
     error Registry__NoChallenge(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
     /// @notice The challenge's answer window has passed (answer) or not yet passed (expire); seconds.

@@ -312,4 +312,75 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ev.challengeAvailability(id, 0, 0, trainers[0], sp, 0);
         assertEq(ev.challengeBondsHeld(), 0, "no bond held");
     }
+
+    // ------------------------------------------------------------ a run that cannot go on
+
+    /// Before: a syncer committed round 0 and went silent with no other candidate able to take
+    /// the run (electSyncer reverts Registry__NoSyncerCandidates): the run stayed Training for
+    /// ever, the pool, every stake and the syncer's fee held. Now: once the syncer is replaceable
+    /// and no candidate can be elected, anyone cancels it: trainers get their stakes back and
+    /// their pot for the committed round (claims), the silent syncer loses its bond but keeps
+    /// the fee of the round it committed, the sponsor gets the rest of the pool; every token of
+    /// the pool is accounted for.
+    function test_runEnds_cancelWhenNoSyncerCanBeElected() public {
+        uint16 m = 4;
+        uint16 f = 2;
+        address silent = _openRoot(m, f, 4, 2000); // N = 4, fee 50 per round
+        address other = silent == syncer ? SECOND : syncer;
+        ITrainingRegistryRounds.RootCommit memory c0 = _fullCommit(0, m, f, 0);
+        _commitBy(silent, c0);
+
+        // too early: the syncer is not replaceable yet
+        uint64 replaceableAt = reg.getRun(ID).syncerReplaceableAt;
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__SyncerStillActive.selector, ID, silent, replaceableAt
+            )
+        );
+        reg.cancelStalledRun(ID);
+        uint64 window = reg.getRound(ID, 0).finalizedAt + CHALLENGE_SECONDS;
+        vm.warp((replaceableAt > window ? replaceableAt : window) + 1);
+        // a candidate could take the run: elect it instead
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RunCanGoOn.selector, ID, other));
+        reg.cancelStalledRun(ID);
+
+        // the last other candidate leaves: nobody can be elected
+        vm.prank(other);
+        reg.unregisterSyncer();
+        reg.requestSyncerElection(ID);
+        vm.roll(block.number + 1);
+        vm.expectRevert(ITrainingRegistryTypes.Registry__NoSyncerCandidates.selector);
+        reg.electSyncer(ID);
+
+        uint256 sponsorBefore = reg.withdrawable(sponsor);
+        reg.cancelStalledRun(ID);
+        assertEq(uint8(reg.getRun(ID).status), uint8(ITrainingRegistryTypes.RunStatus.Cancelled), "cancelled");
+        uint256 back = reg.withdrawable(sponsor) - sponsorBefore;
+        assertEq(back, 750e18, "the sponsor gets the pool of the 3 rounds never run");
+        for (uint256 i = 0; i < m; ++i) {
+            assertEq(reg.withdrawable(trainers[i]), MIN_STAKE, "stake refunded");
+        }
+        (uint256 stake,,, uint256 locked) = reg.syncerInfo(silent);
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the silent syncer's bond is burned");
+        assertEq(locked, 0, "no bond left locked");
+        vm.prank(silent);
+        assertEq(reg.claimSyncerFee(ID), 50e18, "the fee of the committed round");
+
+        // each trainer claims its share of the committed round's pot
+        uint256 paid = 0;
+        bytes32[] memory l = CreditsTree.leaves(_fill(m, 3000));
+        for (uint256 i = 0; i < m; ++i) {
+            (, bytes32[] memory path) = CreditsTree.rootAndPath(l, i);
+            rf.claim(ID, uint16(i), 3000, path);
+            paid += reg.withdrawable(trainers[i]) - MIN_STAKE;
+        }
+        assertEq(paid, 200e18, "the trainers' pot: (1000 - 4 * 50) * 1 / 4");
+        assertEq(back + paid + 50e18, POOL, "every token of the pool accounted for");
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__WrongStatus.selector, ID, ITrainingRegistryTypes.RunStatus.Cancelled
+            )
+        );
+        reg.cancelStalledRun(ID);
+    }
 }
