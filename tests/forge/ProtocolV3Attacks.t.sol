@@ -383,4 +383,40 @@ contract ProtocolV3AttacksTest is RegistryBase {
         );
         reg.cancelStalledRun(ID);
     }
+
+    /// The same stall in the v1 flow (finalizeRound, credits on-chain): the cancel credits the
+    /// trainers' pot for the committed round by credits at once, the stakes back, the rest of the
+    /// pool to the sponsor; with the silent syncer's fee, every token of the pool is accounted for.
+    function test_runEnds_cancelStalledV1Run_conservesThePool() public {
+        bytes32 id = keccak256("stalled-v1");
+        ITrainingRegistryTypes.TaskParams memory p = _params(id, 2, 1, 1, 4, POOL);
+        p.syncerFeeBps = 2000; // 50 per round
+        _post(p);
+        _enroll(id, 0, MIN_STAKE);
+        _enroll(id, 1, MIN_STAKE);
+        address silent = _elect(id);
+        address other = silent == syncer ? SECOND : syncer;
+        _submit(id, 0, 0, 0);
+        _submit(id, 1, 0, 0);
+        vm.prank(silent);
+        reg.finalizeRound(_commit(id, 0, 1, _fill(2, 1)));
+        vm.prank(other);
+        reg.unregisterSyncer();
+        vm.warp(reg.getRun(id).syncerReplaceableAt + 1);
+
+        uint256 sponsorBefore = reg.withdrawable(sponsor);
+        reg.cancelStalledRun(id);
+        uint256 back = reg.withdrawable(sponsor) - sponsorBefore;
+        assertEq(back, 750e18, "the sponsor gets the pool of the 3 rounds never run");
+        uint256 rewards = 0;
+        for (uint256 i = 0; i < 2; ++i) {
+            uint256 reward = reg.withdrawable(trainers[i]) - MIN_STAKE;
+            assertEq(reward, 100e18, "half the pot: (1000 - 4 * 50) * 1 / 4 / 2");
+            rewards += reward;
+        }
+        vm.prank(silent);
+        uint256 fee = reg.claimSyncerFee(id);
+        assertEq(back + rewards + fee, POOL, "every token of the pool accounted for");
+        assertEq(reg.getRun(id).stakeHeld, 0, "no stake held");
+    }
 }
