@@ -376,15 +376,13 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// @dev Counts one more availability challenge against the submission of trainer `index` on
     /// `fragment` in the round opening `opening` (epoch << 32 | round); reverts
     /// Registry__ChallengeLimit once MAX_AVAILABILITY_CHALLENGES were opened against it.
-    function _countChallenge(bytes32 taskId, uint64 opening, uint16 fragment, address trainer, uint256 index)
-        internal
-    {
+    function _countChallenge(bytes32 taskId, uint64 opening, uint16 fragment, address trainer, uint256 index) internal {
         uint256 slot = _slotKey(index, fragment);
         uint8 count = _availCounts[taskId][opening][slot];
         if (count >= MAX_AVAILABILITY_CHALLENGES) {
-            revert Registry__ChallengeLimit(
-                taskId, uint32(opening), fragment, trainer, MAX_AVAILABILITY_CHALLENGES
-            );
+            // forge-lint: disable-next-line(unsafe-typecast) -- the low 32 bits of the opening are the round
+            uint32 round = uint32(opening);
+            revert Registry__ChallengeLimit(taskId, round, fragment, trainer, MAX_AVAILABILITY_CHALLENGES);
         }
         _availCounts[taskId][opening][slot] = count + 1; // < MAX_AVAILABILITY_CHALLENGES: no overflow
     }

@@ -25,7 +25,6 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// (`proveOmission`), a credited slot whose signed preimage nobody shows after a bonded
 /// `challengeSlot` (`expireSlot`).
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
-
     /// @dev Stateless receipt encoder (the same code as the registry's own).
     ReceiptBuilder private immutable _builder;
 

@@ -233,8 +233,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// opening as in _subs: epoch << 32 | round, trainerIndex * 256 + fragment); kept after a
     /// challenge closes, bounded by MAX_AVAILABILITY_CHALLENGES. Keyed by the epoch so that a
     /// rewound round's new submission starts at 0.
-    mapping(bytes32 taskId => mapping(uint64 opening => mapping(uint256 slot => uint8 count))) internal
-        _availCounts;
+    mapping(bytes32 taskId => mapping(uint64 opening => mapping(uint256 slot => uint8 count))) internal _availCounts;
 
     // ------------------------------------------------------------ constructor
 

@@ -306,7 +306,12 @@ contract ProtocolV3AttacksTest is RegistryBase {
         vm.prank(WATCHER);
         vm.expectRevert(
             abi.encodeWithSelector(
-                ITrainingRegistryTypes.Registry__ChallengeLimit.selector, id, uint32(0), uint16(0), trainers[0], uint8(limit)
+                ITrainingRegistryTypes.Registry__ChallengeLimit.selector,
+                id,
+                uint32(0),
+                uint16(0),
+                trainers[0],
+                uint8(limit)
             )
         );
         ev.challengeAvailability(id, 0, 0, trainers[0], sp, 0);
