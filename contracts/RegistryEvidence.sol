@@ -5,6 +5,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.sol";
 import {ITrainingRegistryPermit} from "./interfaces/ITrainingRegistryPermit.sol";
+import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 import {EvidenceVerifier} from "./EvidenceVerifier.sol";
 
@@ -12,7 +13,8 @@ import {EvidenceVerifier} from "./EvidenceVerifier.sol";
 /// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4): proven
 /// invalid payloads and availability challenges; the root flow's forced submissions, committed
 /// and then revealed (§5, commit–reveal; the registry's submitOuterGradient delegates a
-/// root-flow run's reveal here); and postTask / enrollTrainer with an ERC-2612
+/// root-flow run's reveal here); cancelTask and cancelStalledRun (moved here to keep the registry
+/// under EIP-170); and postTask / enrollTrainer with an ERC-2612
 /// permit (ITrainingRegistryPermit), which share their logic with the registry's own through
 /// RegistryStorage._postTask / _enrollTrainer. TrainingRegistry deploys one in its
 /// constructor and delegatecalls every selector it does not know to it, so these functions run
@@ -26,14 +28,26 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// @dev The root-flow functions' code (RegistryRounds), delegatecalled by the fallback.
     address private immutable _roundsModule;
 
+    /// @dev The registry's minSyncerStake and syncerTimeout (cancelStalledRun), copied from it.
+    uint256 private immutable _minSyncerStake;
+    uint32 private immutable _syncerTimeout;
+
     /// @param token_ the registry's ERC-20 (bonds are pulled in it)
     /// @param minSyncerFeePerRound_ the registry's minimum syncer pay per round, atto-units
     /// @param rounds_ the registry's RegistryRounds module
-    constructor(IERC20 token_, uint256 minSyncerFeePerRound_, address rounds_)
-        RegistryStorage(token_, minSyncerFeePerRound_)
-    {
+    /// @param minSyncerStake_ the registry's minimum syncer pool stake for election, atto-units
+    /// @param syncerTimeout_ the registry's syncer timeout, seconds
+    constructor(
+        IERC20 token_,
+        uint256 minSyncerFeePerRound_,
+        address rounds_,
+        uint256 minSyncerStake_,
+        uint32 syncerTimeout_
+    ) RegistryStorage(token_, minSyncerFeePerRound_) {
         _evidence = new EvidenceVerifier();
         _roundsModule = rounds_;
+        _minSyncerStake = minSyncerStake_;
+        _syncerTimeout = syncerTimeout_;
     }
 
     /// @notice Every selector not defined here or in TrainingRegistry (ITrainingRegistryRounds)
@@ -98,6 +112,91 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed) {
         Run storage run = _runIn(taskId, RunStatus.Training);
         return (_commitDeadline(run), _rootOf(taskId).unrevealed);
+    }
+
+    // ------------------------------------------------------------ cancelled runs
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function cancelTask(bytes32 taskId) external {
+        Run storage run = _existing(taskId);
+        _requireStatus(run, taskId, RunStatus.Enrolling);
+        if (msg.sender != run.sponsor) {
+            // anyone may end a run that missed its enrollment deadline short of quorum
+            if (block.timestamp <= run.enrollmentDeadline) revert Registry__NotSponsor(taskId, msg.sender);
+            if (run.enrolledCount >= run.quorum) revert Registry__RunCanTrain(taskId, run.enrolledCount, run.quorum);
+        }
+        run.status = RunStatus.Cancelled;
+        // no syncer exists while Enrolling: elections need a Training run
+        // nobody has credits before round 0: every stake is refunded whole and the
+        // whole pool goes back to the sponsor as "dust"
+        (, uint256 pool) = _creditPayouts(run, taskId);
+        emit TaskCancelled(taskId, pool, run.enrolledCount);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function cancelStalledRun(bytes32 taskId) external {
+        Run storage run = _runIn(taskId, RunStatus.Training);
+        address silent = run.syncer;
+        uint64 replaceableAt = _replaceableAt(run, _syncerTimeout);
+        if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, silent, replaceableAt);
+        address able = _ableCandidate(silent, run.syncerBond);
+        if (able != address(0)) revert Registry__RunCanGoOn(taskId, able);
+        RootRun storage rr = _rootRuns[taskId];
+        uint16 pending = run.openChallenges + rr.openSlotChallenges;
+        if (pending != 0) revert Registry__ChallengesPending(taskId, pending);
+        uint32 c = run.currentRound; // rounds committed (and not rewound) so far
+        if (rr.enabled && c != 0) {
+            uint64 until = _rounds[taskId][c - 1].finalizedAt + run.challengeSeconds;
+            if (block.timestamp <= until) revert ITrainingRegistryRounds.Registry__ChallengeWindowOpen(taskId, until);
+        }
+
+        run.status = RunStatus.Cancelled;
+        uint256 burnt = 0;
+        if (silent != address(0)) {
+            // the failure a replacement would punish: the bond is burned, not returned
+            burnt = _forfeitBond(run, silent);
+            _burn(taskId, silent, burnt);
+            run.syncer = address(0);
+        }
+        run.electionBlock = 0;
+        uint256 pot = _trainersPot(run, c);
+        uint256 back = run.poolLeft - pot;
+        _withdrawable[run.sponsor] += back;
+        run.poolLeft = pot;
+        emit StalledRunCancelled(taskId, c, pot, back, burnt);
+        if (!rr.enabled) {
+            // v1: the pot by on-chain credits, stakes refunded, dust to the sponsor
+            _creditPayouts(run, taskId);
+            return;
+        }
+        uint256 m = _refundStakes(run, taskId);
+        run.distributedPool = pot;
+        // root flow: claims against the last committed credits root, as after sealRootRun
+        if (pot != 0) _openClaims(rr, taskId, m);
+    }
+
+    /// @dev The trainers' part of a stalled run's pool after `c` committed rounds of N, atto-units:
+    /// their rate for c rounds, floor((rewardPool - N * feePerRound) * c / N). poolLeft =
+    /// rewardPool - c * feePerRound >= it, so the sponsor's rest (>= rewardPool * (N - c) / N)
+    /// cannot underflow.
+    function _trainersPot(Run storage run, uint32 c) private view returns (uint256) {
+        uint256 n = run.maxRounds;
+        return ((run.rewardPool - n * _syncerFeePerRound(run)) * c) / n;
+    }
+
+    /// @dev Credits every trainer of the run its stake minus its slashes (withdrawable) and
+    /// empties run.stakeHeld; returns the number of trainers.
+    function _refundStakes(Run storage run, bytes32 taskId) private returns (uint256 m) {
+        address[] storage list = _trainerList[taskId];
+        m = list.length;
+        for (uint256 i = 0; i < m; ++i) {
+            address trainer = list[i];
+            Trainer storage t = _trainers[taskId][trainer];
+            uint256 refund = uint256(t.stake) - t.slashed;
+            _withdrawable[trainer] += refund;
+            emit PayoutCredited(taskId, trainer, 0, refund);
+        }
+        run.stakeHeld = 0;
     }
 
     // ------------------------------------------------------------ permits
@@ -235,6 +334,21 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         Trainer storage t = _trainers[taskId][trainer];
         if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
         return _avail[taskId][round][_slotKey(t.index, fragment)];
+    }
+
+    /// @dev A candidate other than `exclude` that an election could draw for a run with `bond`
+    /// (stake >= minSyncerStake, unlocked stake >= bond; anyone staked by now counts), or
+    /// address(0) when none. At most MAX_SYNCER_CANDIDATES reads.
+    function _ableCandidate(address exclude, uint256 bond) private view returns (address) {
+        address[] storage list = _syncerList;
+        uint256 n = list.length;
+        for (uint256 i = 0; i < n; ++i) {
+            address a = list[i];
+            SyncerEntry storage e = _syncers[a];
+            uint256 stake = e.stake;
+            if (a != exclude && stake >= _minSyncerStake && stake - e.locked >= bond) return a;
+        }
+        return address(0);
     }
 
     /// @dev Applies the caller's permit for `amount` atto-units to this registry, if it still

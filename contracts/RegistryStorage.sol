@@ -494,6 +494,45 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         s.activeTasks -= 1;
     }
 
+    /// @dev When a silent syncer of a Training run becomes replaceable (seconds): its clock
+    /// starts at the latest of the round deadline, its own election and the answer deadline of
+    /// the last availability challenge (it cannot commit while one is open), so a syncer elected
+    /// late or blocked by a challenge is never replaceable at once. `timeout` is the registry's
+    /// syncerTimeout (an immutable of the registry and of RegistryEvidence).
+    function _replaceableAt(Run storage run, uint32 timeout) internal view returns (uint64) {
+        uint64 deadline = run.roundDeadline;
+        uint64 elected = run.syncerElectedAt;
+        uint64 challenged = run.challengesUntil;
+        uint64 from = elected > deadline ? elected : deadline;
+        // the clock does not run while an availability challenge blocks the commit
+        return (challenged > from ? challenged : from) + timeout;
+    }
+
+    /// @dev Credits rewards, stake refunds and dust at the seal (and at a cancel: cancelTask,
+    /// cancelStalledRun of a v1 run); empties the run's pool and stakes.
+    function _creditPayouts(Run storage run, bytes32 taskId) internal returns (uint256 rewards, uint256 dust) {
+        uint256 pool = run.poolLeft;
+        uint256 totalCredits = run.totalCredits;
+        run.distributedPool = pool;
+        run.poolLeft = 0;
+        run.stakeHeld = 0;
+        address[] storage list = _trainerList[taskId];
+        uint256 n = list.length;
+        for (uint256 i = 0; i < n; ++i) {
+            address trainer = list[i];
+            Trainer storage t = _trainers[taskId][trainer];
+            uint256 reward = totalCredits == 0 ? 0 : (pool * t.credits) / totalCredits;
+            uint256 refund = uint256(t.stake) - t.slashed;
+            rewards += reward;
+            _withdrawable[trainer] += reward + refund;
+            emit PayoutCredited(taskId, trainer, reward, refund);
+        }
+        // sum of floor(pool * c_i / C) <= pool, so this cannot underflow
+        dust = pool - rewards;
+        _withdrawable[run.sponsor] += dust;
+        emit PayoutCredited(taskId, run.sponsor, dust, 0);
+    }
+
     /// @dev Reverts Registry__NotSignedBy unless `signature` is `trainer`'s EIP-712 signature of
     /// the OuterGradient struct hash `structHash` (this registry's domain); a malformed signature
     /// never passes, not even for `trainer` = address(0).

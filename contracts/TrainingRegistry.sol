@@ -9,7 +9,6 @@ import {ITrainingRegistry} from "./interfaces/ITrainingRegistry.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 import {RegistryEvidence} from "./RegistryEvidence.sol";
-import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 
 /// @title TrainingRegistry
 /// @notice The trust anchor of tenzro-train: a sponsor escrows a reward pool, trainers
@@ -59,7 +58,8 @@ import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol"
 ///   are credited to withdrawable balances and pulled with withdraw(). Conservation:
 ///   token balance = sum over live runs (poolLeft + stakeHeld) + sum of unclaimed syncer
 ///   fees + syncer stakes + withdrawable + burned.
-/// - Evidence functions (ITrainingRegistryEvidence: proveInvalid, availability challenges) and the
+/// - Evidence functions (ITrainingRegistryEvidence: proveInvalid, availability challenges,
+///   cancelTask, cancelStalledRun) and the
 ///   permit variants of postTask / enrollTrainer (ITrainingRegistryPermit: an ERC-2612 permit of
 ///   the token instead of a prior approve, one transaction, no allowance left) run in
 ///   RegistryEvidence's code on this contract's storage: the fallback delegatecalls every
@@ -97,7 +97,8 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         _minSyncerStake = minSyncerStake_;
         _syncerTimeout = syncerTimeout_;
         _builder = new ReceiptBuilder();
-        _extension = address(new RegistryEvidence(token_, minSyncerFeePerRound_, rounds_));
+        _extension =
+            address(new RegistryEvidence(token_, minSyncerFeePerRound_, rounds_, minSyncerStake_, syncerTimeout_));
     }
 
     /// @notice Every selector not defined here (ITrainingRegistryEvidence, ITrainingRegistryPermit,
@@ -195,89 +196,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         }
         if (run.enrolledCount < run.quorum) revert Registry__NotEnoughEnrolled(run.enrolledCount, run.quorum);
         _openRound(run, taskId, 0);
-    }
-
-    /// @inheritdoc ITrainingRegistry
-    function cancelTask(bytes32 taskId) external {
-        Run storage run = _existing(taskId);
-        _requireStatus(run, taskId, RunStatus.Enrolling);
-        if (msg.sender != run.sponsor) {
-            // anyone may end a run that missed its enrollment deadline short of quorum
-            if (block.timestamp <= run.enrollmentDeadline) revert Registry__NotSponsor(taskId, msg.sender);
-            if (run.enrolledCount >= run.quorum) revert Registry__RunCanTrain(taskId, run.enrolledCount, run.quorum);
-        }
-        run.status = RunStatus.Cancelled;
-        // no syncer exists while Enrolling: elections need a Training run
-        // nobody has credits before round 0: every stake is refunded whole and the
-        // whole pool goes back to the sponsor as "dust"
-        (, uint256 pool) = _creditPayouts(run, taskId);
-        emit TaskCancelled(taskId, pool, run.enrolledCount);
-    }
-
-    /// @inheritdoc ITrainingRegistry
-    function cancelStalledRun(bytes32 taskId) external {
-        Run storage run = _runIn(taskId, RunStatus.Training);
-        address silent = run.syncer;
-        uint64 replaceableAt = _replaceableAt(run);
-        if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, silent, replaceableAt);
-        address able = _ableCandidate(silent, run.syncerBond);
-        if (able != address(0)) revert Registry__RunCanGoOn(taskId, able);
-        RootRun storage rr = _rootRuns[taskId];
-        uint16 pending = run.openChallenges + rr.openSlotChallenges;
-        if (pending != 0) revert Registry__ChallengesPending(taskId, pending);
-        uint32 c = run.currentRound; // rounds committed (and not rewound) so far
-        if (rr.enabled && c != 0) {
-            uint64 until = _rounds[taskId][c - 1].finalizedAt + run.challengeSeconds;
-            if (block.timestamp <= until) revert ITrainingRegistryRounds.Registry__ChallengeWindowOpen(taskId, until);
-        }
-
-        run.status = RunStatus.Cancelled;
-        uint256 burnt = 0;
-        if (silent != address(0)) {
-            // the failure a replacement would punish: the bond is burned, not returned
-            burnt = _forfeitBond(run, silent);
-            _burn(taskId, silent, burnt);
-            run.syncer = address(0);
-        }
-        run.electionBlock = 0;
-        uint256 pot = _trainersPot(run, c);
-        uint256 back = run.poolLeft - pot;
-        _withdrawable[run.sponsor] += back;
-        run.poolLeft = pot;
-        emit StalledRunCancelled(taskId, c, pot, back, burnt);
-        if (!rr.enabled) {
-            // v1: the pot by on-chain credits, stakes refunded, dust to the sponsor
-            _creditPayouts(run, taskId);
-            return;
-        }
-        uint256 m = _refundStakes(run, taskId);
-        run.distributedPool = pot;
-        // root flow: claims against the last committed credits root, as after sealRootRun
-        if (pot != 0) _openClaims(rr, taskId, m);
-    }
-
-    /// @dev The trainers' part of a stalled run's pool after `c` committed rounds of N, atto-units:
-    /// their rate for c rounds, floor((rewardPool - N * feePerRound) * c / N). poolLeft =
-    /// rewardPool - c * feePerRound >= it, so the sponsor's rest (>= rewardPool * (N - c) / N)
-    /// cannot underflow.
-    function _trainersPot(Run storage run, uint32 c) private view returns (uint256) {
-        uint256 n = run.maxRounds;
-        return ((run.rewardPool - n * _syncerFeePerRound(run)) * c) / n;
-    }
-
-    /// @dev Credits every trainer of the run its stake minus its slashes (withdrawable) and
-    /// empties run.stakeHeld; returns the number of trainers.
-    function _refundStakes(Run storage run, bytes32 taskId) private returns (uint256 m) {
-        address[] storage list = _trainerList[taskId];
-        m = list.length;
-        for (uint256 i = 0; i < m; ++i) {
-            address trainer = list[i];
-            Trainer storage t = _trainers[taskId][trainer];
-            uint256 refund = uint256(t.stake) - t.slashed;
-            _withdrawable[trainer] += refund;
-            emit PayoutCredited(taskId, trainer, 0, refund);
-        }
-        run.stakeHeld = 0;
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -430,7 +348,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         v.currentRound = run.currentRound;
         v.roundOpenedAt = run.roundOpenedAt;
         v.roundDeadline = run.roundDeadline;
-        v.syncerReplaceableAt = run.status == RunStatus.Training ? _replaceableAt(run) : 0;
+        v.syncerReplaceableAt = run.status == RunStatus.Training ? _replaceableAt(run, _syncerTimeout) : 0;
         v.enrollmentDeadline = run.enrollmentDeadline;
         v.syncerElectedAt = run.syncerElectedAt;
         v.electionBlock = run.electionBlock;
@@ -567,41 +485,13 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
     }
 
-    /// @dev When a silent syncer of a Training run becomes replaceable (seconds): its clock
-    /// starts at the latest of the round deadline, its own election and the answer deadline of
-    /// the last availability challenge (it cannot commit while one is open), so a syncer elected
-    /// late or blocked by a challenge is never replaceable at once.
-    function _replaceableAt(Run storage run) private view returns (uint64) {
-        uint64 deadline = run.roundDeadline;
-        uint64 elected = run.syncerElectedAt;
-        uint64 challenged = run.challengesUntil;
-        uint64 from = elected > deadline ? elected : deadline;
-        // the clock does not run while an availability challenge blocks the commit
-        return (challenged > from ? challenged : from) + _syncerTimeout;
-    }
-
     /// @dev Reverts Registry__SyncerStillActive unless the run has no syncer or its syncer is
     /// replaceable now.
     function _requireReplaceable(Run storage run, bytes32 taskId) private view {
         address current = run.syncer;
         if (current == address(0)) return;
-        uint64 replaceableAt = _replaceableAt(run);
+        uint64 replaceableAt = _replaceableAt(run, _syncerTimeout);
         if (block.timestamp <= replaceableAt) revert Registry__SyncerStillActive(taskId, current, replaceableAt);
-    }
-
-    /// @dev A candidate other than `exclude` that an election could draw for a run with `bond`
-    /// (stake >= minSyncerStake, unlocked stake >= bond; anyone staked by now counts), or
-    /// address(0) when none. At most MAX_SYNCER_CANDIDATES reads.
-    function _ableCandidate(address exclude, uint256 bond) private view returns (address) {
-        address[] storage list = _syncerList;
-        uint256 n = list.length;
-        for (uint256 i = 0; i < n; ++i) {
-            address a = list[i];
-            SyncerEntry storage e = _syncers[a];
-            uint256 stake = e.stake;
-            if (a != exclude && stake >= _minSyncerStake && stake - e.locked >= bond) return a;
-        }
-        return address(0);
     }
 
     /// @dev Removes `account` from the candidate pool; its whole stake becomes withdrawable.
@@ -786,30 +676,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         run.stakeHeld -= amount;
         left = remaining - amount;
         _burn(taskId, trainer, amount);
-    }
-
-    /// @dev Credits rewards, stake refunds and dust at the seal; empties the run's pool and stakes.
-    function _creditPayouts(Run storage run, bytes32 taskId) private returns (uint256 rewards, uint256 dust) {
-        uint256 pool = run.poolLeft;
-        uint256 totalCredits = run.totalCredits;
-        run.distributedPool = pool;
-        run.poolLeft = 0;
-        run.stakeHeld = 0;
-        address[] storage list = _trainerList[taskId];
-        uint256 n = list.length;
-        for (uint256 i = 0; i < n; ++i) {
-            address trainer = list[i];
-            Trainer storage t = _trainers[taskId][trainer];
-            uint256 reward = totalCredits == 0 ? 0 : (pool * t.credits) / totalCredits;
-            uint256 refund = uint256(t.stake) - t.slashed;
-            rewards += reward;
-            _withdrawable[trainer] += reward + refund;
-            emit PayoutCredited(taskId, trainer, reward, refund);
-        }
-        // sum of floor(pool * c_i / C) <= pool, so this cannot underflow
-        dust = pool - rewards;
-        _withdrawable[run.sponsor] += dust;
-        emit PayoutCredited(taskId, run.sponsor, dust, 0);
     }
 
     /// @dev Stake-weighted pick among candidates with stake >= minSyncerStake whose unlocked

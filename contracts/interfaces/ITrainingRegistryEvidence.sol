@@ -32,6 +32,23 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// Registry__TrainerIsEvicted.
     function commitSubmission(bytes32 taskId, uint32 round, uint16 fragment, bytes32 commitment) external;
 
+    /// @notice Cancel a task still Enrolling: the sponsor at any time, anyone once the
+    /// enrollment deadline has passed with fewer than K enrolled. The reward pool and all
+    /// stakes are credited back (withdraw to collect).
+    function cancelTask(bytes32 taskId) external;
+
+    /// @notice Anyone cancels a Training run that cannot go on (PROTOCOL.md §4 "A run that cannot
+    /// go on"): its syncer (if any) is replaceable now, no other candidate has stake >=
+    /// minSyncerStake with unlocked stake >= the run's bond, no challenge is pending and (root
+    /// flow) the last committed round's challenge window is over. The silent syncer's bond is
+    /// burned; every trainer gets stake - slashed; of the pool left after c committed rounds of
+    /// N, the trainers' pot is floor((rewardPool - N * feePerRound) * c / N) (v1: credited by
+    /// credits; root flow: claimable until now + CLAIM_SECONDS) and the rest goes back to the
+    /// sponsor; syncer fees of committed rounds stay claimable. Reverts Registry__WrongStatus,
+    /// Registry__SyncerStillActive, Registry__RunCanGoOn, Registry__ChallengesPending,
+    /// Registry__ChallengeWindowOpen.
+    function cancelStalledRun(bytes32 taskId) external;
+
     /// @notice The open round's commit phase: forced commitments until `closes` (seconds,
     /// inclusive), reveals and an early commitRound after it; `unrevealed` commitments of the
     /// round are not revealed yet. Reverts Registry__WrongStatus (not Training),

@@ -113,10 +113,10 @@ def test_claim_for_unknown_task(registry, roles, state):
     assert state() == before
 
 
-def test_cancelled_run_pays_no_fee(registry, post_task, enroll, roles, state):
+def test_cancelled_run_pays_no_fee(registry, full_registry, post_task, enroll, roles, state):
     task = post_task("fee-cancel")
     enroll(task, roles.trainers[0])
-    registry.cancelTask(task, sender=roles.sponsor)
+    full_registry.cancelTask(task, sender=roles.sponsor)
     assert registry.withdrawable(roles.sponsor) == POOL  # no round, no fee: the pool goes back whole
     before = state(task)
     with ape.reverts(registry.Registry__WrongStatus, taskId=task, have=5):

@@ -446,27 +446,27 @@ def test_close_enrollment_below_quorum(registry, enrolling, enroll, roles, uncha
               lambda: registry.closeEnrollment(enrolling, sender=roles.stranger), enrolled=1, quorum=2)
 
 
-def test_cancel_not_sponsor(registry, enrolling, roles, unchanged):
+def test_cancel_not_sponsor(registry, full_registry, enrolling, roles, unchanged):
     unchanged([enrolling], registry.Registry__NotSponsor,
-              lambda: registry.cancelTask(enrolling, sender=roles.stranger), taskId=enrolling,
+              lambda: full_registry.cancelTask(enrolling, sender=roles.stranger), taskId=enrolling,
               caller=roles.stranger.address)
 
 
-def test_cancel_by_anyone_when_the_run_can_train(registry, enrolling, enroll, roles, unchanged, chain):
+def test_cancel_by_anyone_when_the_run_can_train(registry, full_registry, enrolling, enroll, roles, unchanged, chain):
     """After the deadline with >= K enrolled the run can start (closeEnrollment): a stranger
     may not cancel it; the sponsor still may while it is Enrolling."""
     enroll(enrolling, roles.trainers[0])
     enroll(enrolling, roles.trainers[1])
     chain.mine(deltatime=ENROLL_S + 1)
     unchanged([enrolling], registry.Registry__RunCanTrain,
-              lambda: registry.cancelTask(enrolling, sender=roles.stranger), taskId=enrolling, enrolled=2, quorum=2)
-    registry.cancelTask(enrolling, sender=roles.sponsor)
+              lambda: full_registry.cancelTask(enrolling, sender=roles.stranger), taskId=enrolling, enrolled=2, quorum=2)
+    full_registry.cancelTask(enrolling, sender=roles.sponsor)
     assert registry.getRun(enrolling).status == 5
 
 
-def test_cancel_after_start(registry, start_run, roles, unchanged):
+def test_cancel_after_start(registry, full_registry, start_run, roles, unchanged):
     task = start_run("nocancel")
-    unchanged([task], registry.Registry__WrongStatus, lambda: registry.cancelTask(task, sender=roles.sponsor),
+    unchanged([task], registry.Registry__WrongStatus, lambda: full_registry.cancelTask(task, sender=roles.sponsor),
               taskId=task, have=2)
 
 
@@ -699,9 +699,9 @@ def test_withdraw_nothing(registry, roles, unchanged):
               account=roles.stranger.address)
 
 
-def test_withdraw_twice(registry, enrolling, enroll, roles, unchanged):
+def test_withdraw_twice(registry, full_registry, enrolling, enroll, roles, unchanged):
     enroll(enrolling, roles.trainers[0])
-    registry.cancelTask(enrolling, sender=roles.sponsor)
+    full_registry.cancelTask(enrolling, sender=roles.sponsor)
     registry.withdraw(sender=roles.trainers[0])
     unchanged([enrolling], registry.Registry__NothingToWithdraw, lambda: registry.withdraw(sender=roles.trainers[0]))
 
@@ -715,7 +715,7 @@ def test_withdraw_blocked_token_blocks_only_that_call(mocks, roles, chain):
     tok.approve(reg, POOL, sender=roles.sponsor)
     p = params("blocked")
     reg.postTask(as_tuple(p), sender=roles.sponsor)
-    reg.cancelTask(p["taskId"], sender=roles.sponsor)
+    ape.project.ITrainingRegistryFull.at(reg.address).cancelTask(p["taskId"], sender=roles.sponsor)
     tok.setRefuseAll(True, sender=roles.owner)
     with ape.reverts():
         reg.withdraw(sender=roles.sponsor)

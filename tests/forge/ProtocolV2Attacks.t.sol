@@ -6,6 +6,7 @@ import {RegistryBase} from "./RegistryBase.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {RegistryRounds} from "../../contracts/RegistryRounds.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
+import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {ReceiptVerifier} from "../../contracts/ReceiptVerifier.sol";
 import {RewardEscrow} from "../../contracts/RewardEscrow.sol";
@@ -146,6 +147,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
             token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 1e15, address(new RegistryRounds(token, 1e15))
         );
         reg = strict;
+        ev = ITrainingRegistryEvidence(address(strict));
         _registerSyncer(syncer, MIN_SYNCER_STAKE);
         // a run that pays its syncer nothing cannot be posted
         ITrainingRegistryTypes.TaskParams memory p = _params(ID, 256, 256, 1, 1, 0);
@@ -168,7 +170,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         reg.requestSyncerElection(ID);
         // after the enrollment deadline anyone ends it, and the syncer leaves freely
         vm.warp(block.timestamp + ENROLL_SECONDS + 1);
-        reg.cancelTask(ID);
+        ev.cancelTask(ID);
         vm.prank(syncer);
         reg.unregisterSyncer();
         assertEq(reg.withdrawable(syncer), MIN_SYNCER_STAKE, "stake never locked");

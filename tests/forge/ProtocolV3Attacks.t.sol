@@ -342,12 +342,12 @@ contract ProtocolV3AttacksTest is RegistryBase {
                 ITrainingRegistryTypes.Registry__SyncerStillActive.selector, ID, silent, replaceableAt
             )
         );
-        reg.cancelStalledRun(ID);
+        ev.cancelStalledRun(ID);
         uint64 window = reg.getRound(ID, 0).finalizedAt + CHALLENGE_SECONDS;
         vm.warp((replaceableAt > window ? replaceableAt : window) + 1);
         // a candidate could take the run: elect it instead
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RunCanGoOn.selector, ID, other));
-        reg.cancelStalledRun(ID);
+        ev.cancelStalledRun(ID);
 
         // the last other candidate leaves: nobody can be elected
         vm.prank(other);
@@ -358,7 +358,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         reg.electSyncer(ID);
 
         uint256 sponsorBefore = reg.withdrawable(sponsor);
-        reg.cancelStalledRun(ID);
+        ev.cancelStalledRun(ID);
         assertEq(uint8(reg.getRun(ID).status), uint8(ITrainingRegistryTypes.RunStatus.Cancelled), "cancelled");
         uint256 back = reg.withdrawable(sponsor) - sponsorBefore;
         assertEq(back, 750e18, "the sponsor gets the pool of the 3 rounds never run");
@@ -386,7 +386,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
                 ITrainingRegistryTypes.Registry__WrongStatus.selector, ID, ITrainingRegistryTypes.RunStatus.Cancelled
             )
         );
-        reg.cancelStalledRun(ID);
+        ev.cancelStalledRun(ID);
     }
 
     /// The same stall in the v1 flow (finalizeRound, credits on-chain): the cancel credits the
@@ -410,7 +410,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         vm.warp(reg.getRun(id).syncerReplaceableAt + 1);
 
         uint256 sponsorBefore = reg.withdrawable(sponsor);
-        reg.cancelStalledRun(id);
+        ev.cancelStalledRun(id);
         uint256 back = reg.withdrawable(sponsor) - sponsorBefore;
         assertEq(back, 750e18, "the sponsor gets the pool of the 3 rounds never run");
         uint256 rewards = 0;

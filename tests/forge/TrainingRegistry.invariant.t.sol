@@ -454,7 +454,7 @@ contract RegistryHandler is TestBase {
     function cancel(uint256 seed, bool asStranger) external {
         if (tasks.length == 0) return;
         vm.prank(asStranger ? address(0xBAD) : sponsor);
-        try reg.cancelTask(_task(seed)) {} catch {}
+        try ev.cancelTask(_task(seed)) {} catch {}
     }
 
     function withdraw(uint256 who) external {

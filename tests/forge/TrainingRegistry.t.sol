@@ -187,7 +187,7 @@ contract TrainingRegistryTest is RegistryBase {
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__EnrollmentStillOpen.selector, ID, deadline));
         reg.closeEnrollment(ID);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSponsor.selector, other, address(this)));
-        reg.cancelTask(other);
+        ev.cancelTask(other);
         vm.warp(uint256(deadline) + 1);
         _fund(trainers[2], MIN_STAKE);
         vm.prank(trainers[2]);
@@ -195,11 +195,11 @@ contract TrainingRegistryTest is RegistryBase {
         reg.enrollTrainer(ID, MIN_STAKE, "did:tenzro:late");
         // K = 2 enrolled: the run can train, nobody but the sponsor cancels it; anyone opens round 0
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RunCanTrain.selector, ID, uint16(2), uint16(2)));
-        reg.cancelTask(ID);
+        ev.cancelTask(ID);
         reg.closeEnrollment(ID);
         assertTrue(reg.getRun(ID).status == ITrainingRegistryTypes.RunStatus.Training, "round 0 open");
         // 1 of K = 2 enrolled: anyone cancels, everything is refunded
-        reg.cancelTask(other);
+        ev.cancelTask(other);
         assertEq(reg.withdrawable(trainers[0]), MIN_STAKE, "stake back");
         assertEq(reg.withdrawable(sponsor), 5e18, "pool back");
     }
@@ -208,7 +208,7 @@ contract TrainingRegistryTest is RegistryBase {
         _post(_params(ID, 3, 2, 1, 1, 5e18));
         _enroll(ID, 0, MIN_STAKE);
         vm.prank(sponsor);
-        reg.cancelTask(ID);
+        ev.cancelTask(ID);
         assertEq(reg.withdrawable(sponsor), 5e18, "pool back");
         assertEq(reg.withdrawable(trainers[0]), MIN_STAKE, "stake back");
     }
