@@ -16,8 +16,10 @@ import {EvidenceVerifier} from "./EvidenceVerifier.sol";
 /// root-flow run's reveal here); cancelTask and cancelStalledRun (moved here to keep the registry
 /// under EIP-170); and postTask / enrollTrainer with an ERC-2612
 /// permit (ITrainingRegistryPermit), which share their logic with the registry's own through
-/// RegistryStorage._postTask / _enrollTrainer. TrainingRegistry deploys one in its
-/// constructor and delegatecalls every selector it does not know to it, so these functions run
+/// RegistryStorage._postTask / _enrollTrainer. Deployed before the registry (its code in the
+/// registry's init code would put that over EIP-3860's 49,152 bytes) and passed to the registry's
+/// constructor, which checks its parameters and delegatecalls every selector it does not know to
+/// it, so these functions run
 /// on the registry's storage, at the registry's address (events come from the registry; the
 /// EIP-712 domain is the registry's). Called directly, it has no runs and every call reverts.
 /// Split off to keep the registry under the 24,576-byte EIP-170 limit.
@@ -34,7 +36,9 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
 
     /// @param token_ the registry's ERC-20 (bonds are pulled in it)
     /// @param minSyncerFeePerRound_ the registry's minimum syncer pay per round, atto-units
-    /// @param rounds_ the registry's RegistryRounds module
+    /// @param rounds_ the registry's RegistryRounds module, deployed beforehand with the same token
+    /// and minimum fee; reverts Registry__ZeroAddress when it has no code, Registry__ModuleMismatch
+    /// when its roundsModuleConfig() differs
     /// @param minSyncerStake_ the registry's minimum syncer pool stake for election, atto-units
     /// @param syncerTimeout_ the registry's syncer timeout, seconds
     constructor(
@@ -44,6 +48,11 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         uint256 minSyncerStake_,
         uint32 syncerTimeout_
     ) RegistryStorage(token_, minSyncerFeePerRound_) {
+        _requireModule(
+            rounds_,
+            abi.encodeCall(ITrainingRegistryRounds.roundsModuleConfig, ()),
+            abi.encode(token_, minSyncerFeePerRound_)
+        );
         _evidence = new EvidenceVerifier();
         _roundsModule = rounds_;
         _minSyncerStake = minSyncerStake_;
@@ -55,6 +64,15 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     /// the registry's delegatecall); an unknown selector reverts there.
     fallback() external {
         _delegate(_roundsModule);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function evidenceModuleConfig()
+        external
+        view
+        returns (address token, uint256 minSyncerFeePerRound, uint256 minSyncerStake, uint32 syncerTimeout)
+    {
+        return (address(_token), _minSyncerFeePerRound, _minSyncerStake, _syncerTimeout);
     }
 
     // ------------------------------------------------------------ forced submissions (root flow)

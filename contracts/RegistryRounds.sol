@@ -11,7 +11,7 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// @title RegistryRounds
 /// @notice Rounds committed by root, the fraud proofs (aggregate, bitmap, omission, slot preimage) with the
 /// syncer's slash and the rewind, the root-flow seal, Merkle claims and the sweep
-/// (contracts/PROTOCOL.md §5). Deployed once beside the registry and passed to its constructor;
+/// (contracts/PROTOCOL.md §5). Deployed first and passed to RegistryEvidence's constructor;
 /// its functions run only by delegatecall from the registry (through RegistryEvidence's
 /// fallback), on the registry's storage (RegistryStorage's layout).
 /// @dev A round costs a constant number of storage writes whatever M and F: the RoundRecord the
@@ -32,6 +32,11 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @param minSyncerFeePerRound_ the registry's minimum syncer pay per round, atto-units
     constructor(IERC20 token_, uint256 minSyncerFeePerRound_) RegistryStorage(token_, minSyncerFeePerRound_) {
         _builder = new ReceiptBuilder();
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function roundsModuleConfig() external view returns (address token, uint256 minSyncerFeePerRound) {
+        return (address(_token), _minSyncerFeePerRound);
     }
 
     /// @inheritdoc ITrainingRegistryRounds

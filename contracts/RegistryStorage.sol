@@ -181,7 +181,8 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @dev The ERC-20 of stakes, rewards and bonds.
     IERC20 internal immutable _token;
     /// @dev Smallest syncer pay per round a task may offer, atto-units (postTask's check). An
-    /// immutable, so each contract holds its own copy: the registry passes it to RegistryEvidence.
+    /// immutable, so each contract holds its own copy: the deployer passes the same value to the
+    /// registry and its modules, and each constructor checks its module's (_requireModule).
     uint256 internal immutable _minSyncerFeePerRound;
 
     mapping(bytes32 taskId => Run) internal _runs;
@@ -452,6 +453,16 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
             if iszero(ok) { revert(ptr, returndatasize()) }
             return(ptr, returndatasize())
         }
+    }
+
+    /// @dev Constructors only: reverts Registry__ZeroAddress when `module` has no code and
+    /// Registry__ModuleMismatch unless its answer to `configCall` is exactly `expected` (the
+    /// ABI-encoded parameters of the contract taking it), so a module deployed with another token,
+    /// fee, stake or timeout cannot be wired in.
+    function _requireModule(address module, bytes memory configCall, bytes memory expected) internal view {
+        if (module.code.length == 0) revert Registry__ZeroAddress();
+        (bool ok, bytes memory got) = module.staticcall(configCall);
+        if (!ok || keccak256(got) != keccak256(expected)) revert Registry__ModuleMismatch(module);
     }
 
     /// @dev Opens `round`: status Training, deadline = now + grace window.

@@ -8,7 +8,7 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ITrainingRegistry} from "./interfaces/ITrainingRegistry.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
-import {RegistryEvidence} from "./RegistryEvidence.sol";
+import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.sol";
 
 /// @title TrainingRegistry
 /// @notice The trust anchor of tenzro-train: a sponsor escrows a reward pool, trainers
@@ -63,7 +63,7 @@ import {RegistryEvidence} from "./RegistryEvidence.sol";
 ///   permit variants of postTask / enrollTrainer (ITrainingRegistryPermit: an ERC-2612 permit of
 ///   the token instead of a prior approve, one transaction, no allowance left) run in
 ///   RegistryEvidence's code on this contract's storage: the fallback delegatecalls every
-///   selector this contract does not define to the RegistryEvidence its constructor deployed.
+///   selector this contract does not define to the RegistryEvidence passed to its constructor.
 ///   postTask / enrollTrainer and their permit variants share RegistryStorage._postTask /
 ///   _enrollTrainer, so both paths apply the same rules.
 contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
@@ -73,7 +73,7 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     uint32 private immutable _syncerTimeout;
     /// @dev Stateless receipt encoder deployed by the constructor (keeps this contract < 24 KiB).
     ReceiptBuilder private immutable _builder;
-    /// @dev The evidence functions' code (delegatecalled by the fallback).
+    /// @dev The evidence functions' code, RegistryEvidence (delegatecalled by the fallback).
     address private immutable _extension;
 
     // ------------------------------------------------------------ constructor
@@ -83,22 +83,27 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     /// @param syncerTimeout_ seconds after the later of a round deadline and the syncer's
     /// election before a silent syncer can be replaced
     /// @param minSyncerFeePerRound_ smallest syncer pay per round a task may offer, atto-units
-    /// @param rounds_ the RegistryRounds module (root-flow rounds, PROTOCOL.md §5), deployed
-    /// beforehand with the same token and minimum fee (the registry's init code cannot hold it
-    /// under EIP-3860's 49,152 bytes); reverts Registry__ZeroAddress when it has no code
+    /// @param evidence_ the RegistryEvidence module (evidence, permit and, through its own
+    /// fallback, RegistryRounds' root-flow functions), deployed beforehand with this token, fee,
+    /// stake and timeout and a RegistryRounds of the same token and fee (the registry's init code
+    /// cannot hold their code under EIP-3860's 49,152 bytes); reverts Registry__ZeroAddress when it
+    /// has no code, Registry__ModuleMismatch when its evidenceModuleConfig() differs
     constructor(
         IERC20 token_,
         uint256 minSyncerStake_,
         uint32 syncerTimeout_,
         uint256 minSyncerFeePerRound_,
-        address rounds_
+        address evidence_
     ) RegistryStorage(token_, minSyncerFeePerRound_) {
-        if (rounds_.code.length == 0) revert Registry__ZeroAddress();
+        _requireModule(
+            evidence_,
+            abi.encodeCall(ITrainingRegistryEvidence.evidenceModuleConfig, ()),
+            abi.encode(token_, minSyncerFeePerRound_, minSyncerStake_, syncerTimeout_)
+        );
         _minSyncerStake = minSyncerStake_;
         _syncerTimeout = syncerTimeout_;
         _builder = new ReceiptBuilder();
-        _extension =
-            address(new RegistryEvidence(token_, minSyncerFeePerRound_, rounds_, minSyncerStake_, syncerTimeout_));
+        _extension = evidence_;
     }
 
     /// @notice Every selector not defined here (ITrainingRegistryEvidence, ITrainingRegistryPermit,

@@ -70,7 +70,8 @@ def _write_atomically(path: Path, payload: dict) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask before broadcasting on a non-devnet network.")
 def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syncer_timeout: int,
         min_syncer_fee_per_round: str, yes: bool):
-    """Deploy TenzroToken, TrainingRegistry, ReceiptVerifier and RewardEscrow."""
+    """Deploy TenzroToken, TrainingRegistry (RegistryRounds and RegistryEvidence before it), ReceiptVerifier
+    and RewardEscrow."""
     chain_id = provider.chain_id
     devnet = chain_id in DEVNET_CHAIN_IDS
     if account is None:
@@ -79,7 +80,7 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
         account = accounts.test_accounts[0]
     out = out or REPO_ROOT / "deployments" / f"{network.name}.json"
     if not devnet and not yes:
-        click.confirm(f"Deploy 5 contracts to {network.name} (chain id {chain_id}) from {account.address}?", abort=True)
+        click.confirm(f"Deploy 6 contracts to {network.name} (chain id {chain_id}) from {account.address}?", abort=True)
 
     deploy_block = chain.blocks.head.number + 1
     token = account.deploy(project.TenzroToken, DEVNET_MINT if devnet else 0)
@@ -88,9 +89,14 @@ def cli(network, provider, account, out: Path | None, min_syncer_stake: int, syn
     except InvalidOperation:
         raise click.BadParameter(f"not a decimal TNZO amount: {min_syncer_fee_per_round!r}",
                                  param_hint="--min-syncer-fee-per-round") from None
-    rounds = account.deploy(project.RegistryRounds, token.address, min_fee_atto)  # the registry's root-flow code
-    registry = account.deploy(project.TrainingRegistry, token.address, min_syncer_stake * 10**18, syncer_timeout,
-                              min_fee_atto, rounds.address)
+    # The registry's modules first, with its parameters (EIP-3860: the registry's init code cannot
+    # hold their code); each constructor checks its module's parameters (Registry__ModuleMismatch).
+    min_stake_atto = min_syncer_stake * 10**18
+    rounds = account.deploy(project.RegistryRounds, token.address, min_fee_atto)  # root-flow code
+    evidence = account.deploy(project.RegistryEvidence, token.address, min_fee_atto, rounds.address,
+                              min_stake_atto, syncer_timeout)  # evidence and permit code
+    registry = account.deploy(project.TrainingRegistry, token.address, min_stake_atto, syncer_timeout,
+                              min_fee_atto, evidence.address)
     verifier = account.deploy(project.ReceiptVerifier)
     verifier_at = verifier.address
     if devnet:

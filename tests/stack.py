@@ -196,9 +196,11 @@ def deploy_stack(rpc_url: str, out: Path, *, min_syncer_stake: int = MIN_SYNCER_
 
     block = w3.eth.block_number + 1
     token = deploy("TenzroToken", INITIAL_SUPPLY)
+    # the registry's modules first (EIP-3860: its init code cannot hold their code), same parameters
     rounds = deploy("RegistryRounds", token, min_syncer_fee_per_round)
-    registry = deploy("TrainingRegistry", token, min_syncer_stake, syncer_timeout_s, min_syncer_fee_per_round, rounds)
-    del contracts["RegistryRounds"]  # its code runs only through the registry
+    evidence = deploy("RegistryEvidence", token, min_syncer_fee_per_round, rounds, min_syncer_stake, syncer_timeout_s)
+    registry = deploy("TrainingRegistry", token, min_syncer_stake, syncer_timeout_s, min_syncer_fee_per_round, evidence)
+    del contracts["RegistryRounds"], contracts["RegistryEvidence"]  # their code runs only through the registry
     contracts["TrainingRegistry"] = _contract_record(registry, merged_abi(
         types["TrainingRegistry"]["abi"], types["RegistryEvidence"]["abi"], types["RegistryRounds"]["abi"]))
     verifier = deploy("ReceiptVerifier")

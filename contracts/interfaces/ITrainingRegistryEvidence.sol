@@ -49,6 +49,14 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// Registry__ChallengeWindowOpen.
     function cancelStalledRun(bytes32 taskId) external;
 
+    /// @notice The parameters this RegistryEvidence was deployed with, which must be the registry's
+    /// (TrainingRegistry's constructor checks them): the ERC-20, the minimum syncer pay per round
+    /// (atto-units), the minimum syncer pool stake (atto-units) and the syncer timeout (seconds).
+    function evidenceModuleConfig()
+        external
+        view
+        returns (address token, uint256 minSyncerFeePerRound, uint256 minSyncerStake, uint32 syncerTimeout);
+
     /// @notice The open round's commit phase: forced commitments until `closes` (seconds,
     /// inclusive), reveals and an early commitRound after it; `unrevealed` commitments of the
     /// round are not revealed yet. Reverts Registry__WrongStatus (not Training),

@@ -268,6 +268,11 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots.
     function expireSlot(RoundClaim calldata a, uint16 fragment, uint16 index) external;
 
+    /// @notice The parameters this RegistryRounds was deployed with, which must be the registry's
+    /// (RegistryEvidence's constructor checks them): the ERC-20 and the minimum syncer pay per
+    /// round, atto-units.
+    function roundsModuleConfig() external view returns (address token, uint256 minSyncerFeePerRound);
+
     /// @notice The run's outer rule (useRootFlow) and the current committer with the first round
     /// it committed.
     function outerRule(bytes32 taskId)

@@ -309,6 +309,11 @@ interface ITrainingRegistryTypes {
     // ---------------------------------------------------------------- errors
 
     error Registry__ZeroAddress();
+    /// @dev A module passed to a constructor (RegistryEvidence to TrainingRegistry, RegistryRounds
+    /// to RegistryEvidence) was deployed with other parameters than the contract taking it, or is
+    /// not such a module: its code would run on the registry's storage with another token, fee,
+    /// stake or timeout.
+    error Registry__ModuleMismatch(address module);
     error Registry__ZeroAmount();
     error Registry__TransferShortfall(uint256 expected, uint256 received);
     /// @dev A *WithPermit call whose permit did not apply and whose allowance is short (atto-units).

@@ -32,11 +32,13 @@ ZERO_ADDRESS = "0x" + "00" * 20
 
 def deploy_registry(project, owner, token, min_syncer_stake=MIN_SYNCER_STAKE, syncer_timeout=SYNCER_TIMEOUT,
                     min_syncer_fee_per_round=MIN_SYNCER_FEE_PER_ROUND):
-    """A TrainingRegistry with its RegistryRounds module (deployed first, same token and fee), as
-    scripts/deploy.py deploys them."""
+    """A TrainingRegistry with its modules (RegistryRounds, then RegistryEvidence with it, deployed first
+    with the same parameters), as scripts/deploy.py deploys them."""
     rounds = owner.deploy(project.RegistryRounds, token, min_syncer_fee_per_round)
+    evidence = owner.deploy(project.RegistryEvidence, token, min_syncer_fee_per_round, rounds, min_syncer_stake,
+                            syncer_timeout)
     return owner.deploy(project.TrainingRegistry, token, min_syncer_stake, syncer_timeout, min_syncer_fee_per_round,
-                        rounds)
+                        evidence)
 
 
 def sha(label: str) -> bytes:

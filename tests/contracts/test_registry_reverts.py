@@ -55,10 +55,34 @@ def test_constructor_zero_token(project, roles):
                            MIN_SYNCER_FEE_PER_ROUND, roles.owner.deploy(project.RegistryRounds, roles.owner, 0))
 
 
-def test_constructor_rounds_module_without_code(project, roles, token):
+def test_constructor_evidence_module_without_code(project, roles, token):
     with ape.reverts(project.TrainingRegistry.Registry__ZeroAddress):
         roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
                            MIN_SYNCER_FEE_PER_ROUND, roles.sponsor)
+
+
+def test_constructor_rounds_module_without_code(project, roles, token):
+    with ape.reverts(project.RegistryEvidence.Registry__ZeroAddress):
+        roles.owner.deploy(project.RegistryEvidence, token, MIN_SYNCER_FEE_PER_ROUND, roles.sponsor,
+                           MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+
+
+def test_constructor_modules_of_other_parameters(project, roles, token):
+    """A module deployed with other parameters than the contract it is passed to is refused by name
+    (its code would run on the registry's storage with its own token, fee, stake or timeout)."""
+    rounds = roles.owner.deploy(project.RegistryRounds, token, MIN_SYNCER_FEE_PER_ROUND)
+    other_fee = roles.owner.deploy(project.RegistryRounds, token, MIN_SYNCER_FEE_PER_ROUND + 1)
+    with ape.reverts(project.RegistryEvidence.Registry__ModuleMismatch, module=other_fee.address):
+        roles.owner.deploy(project.RegistryEvidence, token, MIN_SYNCER_FEE_PER_ROUND, other_fee,
+                           MIN_SYNCER_STAKE, SYNCER_TIMEOUT)
+    lax = roles.owner.deploy(project.RegistryEvidence, token, MIN_SYNCER_FEE_PER_ROUND, rounds,
+                             MIN_SYNCER_STAKE - 1, SYNCER_TIMEOUT)
+    with ape.reverts(project.TrainingRegistry.Registry__ModuleMismatch, module=lax.address):
+        roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
+                           MIN_SYNCER_FEE_PER_ROUND, lax)
+    with ape.reverts(project.TrainingRegistry.Registry__ModuleMismatch, module=rounds.address):
+        roles.owner.deploy(project.TrainingRegistry, token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT,
+                           MIN_SYNCER_FEE_PER_ROUND, rounds)  # not an evidence module
 
 
 def test_register_zero_amount(registry, roles, unchanged):

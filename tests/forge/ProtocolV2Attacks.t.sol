@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
-import {RegistryRounds} from "../../contracts/RegistryRounds.sol";
+import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -143,9 +143,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
     /// Before: tasks that could never fill (pool 0, huge minimum stake, M = K = 256) plus
     /// electSyncer locked any syncer's stake for ever.
     function test_attack3_freeStakeLock_fails() public {
-        TrainingRegistry strict = new TrainingRegistry(
-            token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 1e15, address(new RegistryRounds(token, 1e15))
-        );
+        TrainingRegistry strict = deployRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 1e15);
         reg = strict;
         ev = ITrainingRegistryEvidence(address(strict));
         _registerSyncer(syncer, MIN_SYNCER_STAKE);

@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {TestBase} from "./lib/Cheats.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
-import {RegistryRounds} from "../../contracts/RegistryRounds.sol";
+import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
 import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
@@ -35,7 +35,7 @@ abstract contract RegistryBase is TestBase {
         token = new MockERC20();
         // no minimum syncer fee here, so fixtures may post pools of 0; the attack tests
         // deploy registries with one (ProtocolV2Attacks.t.sol)
-        reg = new TrainingRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0, address(new RegistryRounds(token, 0)));
+        reg = deployRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0);
         ev = ITrainingRegistryEvidence(address(reg));
         for (uint256 i = 0; i < 16; ++i) {
             uint256 key = 0xA11CE + i;

@@ -5,7 +5,7 @@ import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegist
 import {ITrainingRegistryPermit} from "../../contracts/interfaces/ITrainingRegistryPermit.sol";
 import {TenzroToken} from "../../contracts/TenzroToken.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
-import {RegistryRounds} from "../../contracts/RegistryRounds.sol";
+import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 
 /// @notice postTaskWithPermit / enrollTrainerWithPermit (ITrainingRegistryPermit) on a registry
@@ -28,7 +28,7 @@ contract RegistryPermitTest is RegistryBase {
     function setUp() public {
         _deploy(); // the MockERC20 registry `reg` (no permit) and the trainer keys
         tnzo = new TenzroToken(0);
-        preg = new TrainingRegistry(tnzo, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0, address(new RegistryRounds(tnzo, 0)));
+        preg = deployRegistry(tnzo, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 0);
         pp = ITrainingRegistryPermit(address(preg));
         payer = vm.addr(SPONSOR_KEY);
         tnzo.mint(payer, POOL);

@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {TestBase, Vm} from "./lib/Cheats.sol";
 import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
-import {RegistryRounds} from "../../contracts/RegistryRounds.sol";
+import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
 import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
@@ -65,7 +65,7 @@ contract RegistryHandler is TestBase {
 
     constructor() {
         token = new MockERC20();
-        reg = new TrainingRegistry(token, 100e18, 60, 0, address(new RegistryRounds(token, 0)));
+        reg = deployRegistry(token, 100e18, 60, 0);
         ev = ITrainingRegistryEvidence(address(reg));
         for (uint256 i = 0; i < N_TRAINERS; ++i) {
             keys.push(0xB0B + i);
