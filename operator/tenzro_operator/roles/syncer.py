@@ -123,6 +123,12 @@ _REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malfo
 # checks), or challenge its availability (anything it cannot fetch, decode or match)
 _PROVE = {"NonFinite": SlashReason.NON_FINITE, "NormOutlier": SlashReason.NORM_OUTLIER}
 _CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
+# Reverts of a report or a new availability challenge that mean there is nothing (more) to do for
+# the submission: another report or challenge came first (a stale read), or protocol v3's bounds
+# closed it (PROTOCOL.md §4: challenges open until roundDeadline + challengeSeconds, at most
+# MAX_AVAILABILITY_CHALLENGES per submission).
+_STALE = ("Registry__NoSuchSubmission", "Registry__ChallengePending")
+_CLOSED = ("Registry__DeadlinePassed", "Registry__ChallengeLimit")
 
 
 class SyncerFaultSettings(BaseModel):
@@ -226,6 +232,7 @@ class _Sub:
     reported: bool = False  # proven invalid or challenged on-chain (or found so already)
     offchain: bool = False  # root flow: delivered over pubsub, not on-chain (nothing to report)
     challenges: int = 0  # availability challenges after the first (one more per answered one)
+    closed: str = ""  # the revert that ended its challenges (_CLOSED): not challenged again
 
     @property
     def cid(self) -> str:
@@ -504,8 +511,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             run = self.chain.get_run(task_id)
             if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
                 log.info("run is %s: nothing to do", run.status.name)
-                if run.status == RunStatus.SEALED:
-                    self.claim_fee()  # fees of rounds finalized before a restart
+                self.claim_fee()  # fees of rounds finalized before a restart (also of a cancelled run)
                 return True
             if run.status == RunStatus.ENROLLING:
                 if self.guarded("close enrollment", lambda: self.maybe_close_enrollment(run)) is None:
@@ -678,8 +684,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             self.root_close()
             return "done"
         if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
-            if run.status == RunStatus.SEALED:
-                self.claim_fee()
+            self.claim_fee()  # cancelStalledRun leaves the fees of committed rounds claimable
             self.root_close()
             return "done"
         if run.syncer != self.account.address:
@@ -924,7 +929,13 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         """Act on-chain on an invalid submission, with evidence (PROTOCOL.md §4): ``proveInvalid``
         for a non-finite value (the opened chunk) or a norm outlier (every signed sum of the
         fragment), else ``challengeAvailability`` of its first chunk. A submission the chain
-        already shows rejected, or already challenged, counts as done."""
+        already shows rejected, or already challenged, counts as done; so does one the registry no
+        longer lets anyone act on (`Registry__DeadlinePassed`: past roundDeadline + challengeSeconds;
+        `Registry__ChallengeLimit`: its challenges are used up), logged.
+
+        Raises:
+            ChainRevert: any other refusal of the registry (reported again on the next poll).
+        """
         if sub.reported or sub.offchain:  # nothing on-chain to act on: the submission is simply not accepted
             sub.reported = True
             return
@@ -948,7 +959,11 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 log.warning("challenged availability trainer=%s fragment=%d (%s) until %d", sub.trainer,
                             sub.fragment, sub.reason, ev["deadline"])
         except ChainRevert as exc:
-            if exc.error_name not in ("Registry__NoSuchSubmission", "Registry__ChallengePending"):
+            if exc.error_name in _CLOSED:
+                sub.closed = exc.error_name
+                log.warning("trainer=%s fragment=%d (%s): not reported, the registry refuses (%s)", sub.trainer,
+                            sub.fragment, sub.reason, exc.error_name)
+            elif exc.error_name not in _STALE:
                 raise
         sub.tree = sub.flat = None
         sub.reported = True
@@ -959,10 +974,15 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         would refuse a finalize that leaves it out: fetch and check it again (`_revalidate`), and if
         it is still unusable challenge its next chunk (another bond, paid to the trainer if it
         answers again). Sampling more chunks is the syncer's only remedy for a payload it still
-        cannot use (PROTOCOL.md §4, residual)."""
+        cannot use (PROTOCOL.md §4, residual), until the registry's bounds refuse one more
+        (`Registry__DeadlinePassed`, `Registry__ChallengeLimit`): logged once, then left as it is.
+
+        Raises:
+            ChainRevert: any other refusal of the registry.
+        """
         rs = self._round
         for sub in rs.subs.values():
-            if sub.offchain or not (sub.reported and sub.reason in _CHALLENGE):
+            if sub.offchain or sub.closed or not (sub.reported and sub.reason in _CHALLENGE):
                 continue
             pending = self.chain.availability_challenge(self.task_id, rs.round, sub.fragment, sub.trainer)
             if str(pending["challenger"]).lower() != ZERO_ADDRESS:
@@ -978,10 +998,14 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                         sub.trainer, sub.fragment, chunk)
             try:
                 self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed, chunk)
-            except ChainRevert as exc:  # a stale read: the challenge is still pending, or the slot is settled
-                if exc.error_name not in ("Registry__ChallengePending", "Registry__NoSuchSubmission"):
+            except ChainRevert as exc:  # a stale read (_STALE), or v3's bounds closed its challenges (_CLOSED)
+                if exc.error_name not in _STALE + _CLOSED:
                     raise
                 sub.challenges -= 1
+                if exc.error_name in _CLOSED:
+                    sub.closed = exc.error_name
+                    log.warning("trainer=%s fragment=%d: no further availability challenge, the registry refuses "
+                                "(%s); the answered submission stays live", sub.trainer, sub.fragment, exc.error_name)
 
     def _revalidate(self, sub: _Sub) -> bool:
         """A challenged submission was answered, so its bytes exist: fetch and check it again (the
@@ -1313,9 +1337,13 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 self._tally("runs_sealed", 1)
 
     def claim_fee(self) -> int:
-        """After the seal: ``claimSyncerFee`` for the rounds this account finalized (their fees
-        become withdrawable). Returns the atto-units claimed; 0 when nothing is owed (never
-        elected, or claimed already, e.g. before a restart)."""
+        """After the seal, or a cancel (`cancelStalledRun` keeps committed rounds' fees): ``claimSyncerFee``
+        for the rounds this account finalized (their fees become withdrawable). Returns the atto-units
+        claimed; 0 when nothing is owed (never elected, or claimed already, e.g. before a restart).
+
+        Raises:
+            ChainRevert: any refusal but ``Registry__NoSyncerFee``.
+        """
         if self.chain.syncer_fee_of(self.task_id) == 0:
             return 0
         try:

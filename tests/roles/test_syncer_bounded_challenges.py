@@ -1,0 +1,102 @@
+"""The syncer against protocol v3's bounds (issue #23), with a scripted chain, no devnet: a report or
+a new availability challenge the registry refuses because the challenge window is over
+(`Registry__DeadlinePassed`) or the submission's challenges are used up (`Registry__ChallengeLimit`)
+is settled, logged once, and not retried every poll; any other refusal still raises. The fees of a
+Cancelled run (`cancelStalledRun` keeps committed rounds' fees) are claimed as after a seal."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from tenzro_operator.chain import ZERO_ADDRESS, RunStatus, SignedPayload
+from tenzro_operator.errors import ChainRevert
+from tenzro_operator.roles.syncer import SyncerDaemon, _Sub
+
+TRAINER = "0x" + "ab" * 20
+CLOSED = ["Registry__DeadlinePassed", "Registry__ChallengeLimit"]
+
+
+class ScriptedChain:
+    """Answers the syncer's reads as an answered, unchallenged submission; every
+    ``challenge_availability`` raises ``refusal`` and is counted."""
+
+    def __init__(self, refusal: str) -> None:
+        self.refusal, self.challenges = refusal, 0
+
+    def challenge_availability(self, *args):
+        self.challenges += 1
+        raise ChainRevert(self.refusal, function="challengeAvailability")
+
+    def availability_challenge(self, task_id, round, fragment, trainer):
+        return {"challenger": ZERO_ADDRESS}  # the last challenge was answered
+
+    def submissions_of(self, task_id, round, trainer):
+        return (1, 0)  # submitted, not rejected
+
+
+def _syncer(chain) -> SimpleNamespace:
+    """The attributes `SyncerDaemon.report` and `_rechallenge_answered` read, one open round."""
+    sub = _Sub(0, TRAINER, SignedPayload(b"\x01" * 32, 0, "bafyx", b"\x02" * 32), reason="Unavailable")
+    return SimpleNamespace(chain=chain, task_id=b"\x07" * 32, _round=SimpleNamespace(round=3, subs={(0, sub.key): sub},
+                                                                                  split={}),
+                           runtime=SimpleNamespace(sizes=[64]), _revalidate=lambda s: False, sub=sub)
+
+
+@pytest.mark.parametrize("refusal", CLOSED)
+def test_a_report_the_registry_no_longer_takes_is_settled(refusal, caplog):
+    """Before: `report` re-raised both reverts, so the syncer's collect failed on every poll until
+    the run's end."""
+    chain = ScriptedChain(refusal)
+    s = _syncer(chain)
+    with caplog.at_level(logging.WARNING):
+        SyncerDaemon.report(s, s.sub)
+    assert (s.sub.reported, s.sub.closed, chain.challenges) == (True, refusal, 1)
+    assert refusal in caplog.text
+    SyncerDaemon.report(s, s.sub)  # done: nothing sent again
+    assert chain.challenges == 1
+
+
+def test_a_report_refused_for_another_reason_still_raises():
+    s = _syncer(ScriptedChain("Registry__WrongRound"))
+    with pytest.raises(ChainRevert, match="Registry__WrongRound"):
+        SyncerDaemon.report(s, s.sub)
+    assert not s.sub.reported  # reported again on the next poll
+
+
+@pytest.mark.parametrize("refusal", CLOSED)
+def test_no_rechallenge_past_the_registry_bounds(refusal, caplog):
+    """An answered submission the syncer still cannot use: one more challenge is refused by the
+    registry's bounds; the syncer logs it once and stops asking (before: it re-raised every poll)."""
+    chain = ScriptedChain(refusal)
+    s = _syncer(chain)
+    s.sub.reported = True
+    with caplog.at_level(logging.WARNING):
+        SyncerDaemon._rechallenge_answered(s)
+        SyncerDaemon._rechallenge_answered(s)
+    assert (chain.challenges, s.sub.challenges, s.sub.closed) == (1, 0, refusal)
+    assert caplog.text.count("no further availability challenge") == 1
+
+
+def test_a_stale_rechallenge_is_tried_again():
+    """`Registry__ChallengePending` is a stale read, not a bound: the next poll tries again."""
+    chain = ScriptedChain("Registry__ChallengePending")
+    s = _syncer(chain)
+    s.sub.reported = True
+    SyncerDaemon._rechallenge_answered(s)
+    SyncerDaemon._rechallenge_answered(s)
+    assert (chain.challenges, s.sub.challenges, s.sub.closed) == (2, 0, "")
+
+
+@pytest.mark.parametrize("status", [RunStatus.SEALED, RunStatus.CANCELLED])
+def test_fees_are_claimed_once_the_run_ended(status):
+    """Before: only a Sealed run's fees were claimed; a run ended by cancelStalledRun left the
+    fees of its committed rounds unclaimed by the daemon."""
+    claimed = []
+    s = SimpleNamespace(check_stop=lambda: None, task_id=b"\x07" * 32, root_flow=False,
+                        chain=SimpleNamespace(get_run=lambda tid: SimpleNamespace(status=status)),
+                        claim_fee=lambda: claimed.append(1) or 5, root_close=lambda: None)
+    assert SyncerDaemon.step(s) == "done"
+    assert claimed == [1]
