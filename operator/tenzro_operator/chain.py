@@ -1532,12 +1532,12 @@ class ChainClient:
             time.sleep(self.poll_s * 10)
 
     def claim_syncer_fee(self, task_id: bytes) -> int:
-        """After the seal, move this account's accrued syncer fees of ``task_id`` to its
-        withdrawable balance; returns the amount (atto-units).
+        """Once the run is Sealed or Cancelled, move this account's accrued syncer fees of ``task_id``
+        to its withdrawable balance; returns the amount (atto-units).
 
         Raises:
             ChainRevert: ``Registry__NoSyncerFee`` (nothing accrued or already claimed),
-                ``Registry__WrongStatus`` (not Sealed yet).
+                ``Registry__WrongStatus`` (neither Sealed nor Cancelled).
         """
         res = self.transact("claimSyncerFee", _b32(task_id))
         return int(res.event("SyncerFeeClaimed")["amount"])
@@ -1625,6 +1625,20 @@ class ChainClient:
                 ``Registry__RunCanTrain`` (someone else, >= K enrolled), ``Registry__WrongStatus``.
         """
         return self.transact("cancelTask", _b32(task_id))
+
+    def cancel_stalled_run(self, task_id: bytes) -> TxResult:
+        """Anyone ends a Training run that cannot go on (PROTOCOL.md §4, "A run that cannot go on"):
+        its syncer is replaceable and no other candidate could be elected. The silent syncer's bond
+        is burned, stakes are refunded, the trainers' pot for the committed rounds is paid (v1) or
+        claimable (root flow), the rest of the pool goes to the sponsor (``StalledRunCancelled``).
+
+        Raises:
+            ChainRevert: ``Registry__WrongStatus`` (not Training), ``Registry__SyncerStillActive``,
+                ``Registry__RunCanGoOn`` (a candidate could be elected: elect it instead),
+                ``Registry__ChallengesPending``, ``Registry__ChallengeWindowOpen`` (root flow: the
+                last committed round can still be proven wrong).
+        """
+        return self.transact("cancelStalledRun", _b32(task_id))
 
     def sign_outer_gradient(self, task_id: bytes, round: int, fragment: int, payload: SignedPayload,
                             base_root: bytes | None = None) -> SignedPayload:

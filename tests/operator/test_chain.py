@@ -474,3 +474,33 @@ def test_silent_syncer_is_replaced_and_its_bond_burned(fresh_stack):
     assert a.syncer_info() == (stake_a - spec.syncer_bond_atto, 0, True, 0)
     assert b.syncer_info().locked == spec.syncer_bond_atto
     assert base.get_run(tid).syncer == b.address
+
+
+def test_stalled_run_is_cancelled_by_anyone_when_no_syncer_can_take_it(fresh_stack):
+    """Own chain, one candidate: syncer A is elected and stays silent; nobody else can be elected,
+    so once A is replaceable anyone's ``cancel_stalled_run`` ends the run (protocol v3): A's bond
+    burned, the trainer's stake and (no round committed) the whole pool credited back."""
+    base = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments)
+    sponsor, a, trainer, outsider = (base.with_account(anvil_account(i)) for i in (1, 2, 3, 4))
+    spec = make_spec(trainer_count=1, quorum=1)
+    sponsor.post_task(spec, "bafyspec")
+    tid = spec.task_id_bytes
+    trainer.enroll_trainer(tid, 100 * TOKEN, "did:tenzro:machine:t")
+    a.register_syncer(base.min_syncer_stake())
+    assert a.run_syncer_election(tid) == a.address
+    with pytest.raises(ChainRevert) as ei:
+        outsider.cancel_stalled_run(tid)
+    assert ei.value.error_name == "Registry__SyncerStillActive"
+    run = base.get_run(tid)
+    base.mine(seconds=run.syncer_replaceable_at - base.block_timestamp() + 1)
+    pool = run.reward_pool_left
+    ev = outsider.cancel_stalled_run(tid).event("StalledRunCancelled")
+    assert (ev["committedRounds"], ev["trainersPot"], ev["sponsorRefund"], ev["syncerBondBurned"]) == (
+        0, 0, pool, spec.syncer_bond_atto)
+    assert base.get_run(tid).status == RunStatus.CANCELLED
+    assert base.burned() == spec.syncer_bond_atto
+    assert base.withdrawable(trainer.address) == 100 * TOKEN
+    assert base.withdrawable(sponsor.address) == pool
+    with pytest.raises(ChainRevert) as ei:
+        a.claim_syncer_fee(tid)  # a Cancelled run's fees are claimable; A committed no round
+    assert ei.value.error_name == "Registry__NoSyncerFee"
