@@ -28,6 +28,7 @@ from tenzro_operator import devnet
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account
+from tenzro_operator.logs import log_context
 
 SPONSOR, SYNCER = 1, 2
 TRAINERS = (3, 4, 5, 6, 7)
@@ -192,18 +193,20 @@ def read_jsonl(path: Path) -> list[dict]:
 def collecting(dev, tmp_path):
     """A 2-trainer, 2-fragment root-flow run in round 0's commit phase (60 s grace window), and a
     syncer that has prepared it and collected once with its endpoint on a free port: (syncer, run,
-    task id, the trainers' clients). The syncer's endpoint is released at the end."""
-    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=60_000,
-                          challenge_window_ms=4_000, flow="root")
-    trainers = [dev.client(TRAINERS[k]) for k in range(2)]
-    for c in trainers:
-        c.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{c.address}")
-    s = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, submission_rpc_port=0)
-    run = s.open_task(tid)
-    assert run.status == RunStatus.TRAINING and s.root_flow
-    s._open_round(run)
-    assert s.root_collect(run, s._round.closes) == []  # in the commit phase: nothing to validate yet
-    try:
-        yield s, run, tid, trainers
-    finally:
-        s.root_close()
+    task id, the trainers' clients). The syncer's endpoint is released and the log context restored
+    at the end."""
+    with log_context():  # the syncer sets its task and round in the log context: restored after the test
+        tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=60_000,
+                              challenge_window_ms=4_000, flow="root")
+        trainers = [dev.client(TRAINERS[k]) for k in range(2)]
+        for c in trainers:
+            c.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{c.address}")
+        s = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, submission_rpc_port=0)
+        run = s.open_task(tid)
+        assert run.status == RunStatus.TRAINING and s.root_flow
+        s._open_round(run)
+        assert s.root_collect(run, s._round.closes) == []  # in the commit phase: nothing to validate yet
+        try:
+            yield s, run, tid, trainers
+        finally:
+            s.root_close()
