@@ -138,6 +138,20 @@ def assert_views_tell_the_truth(chain, ipfs, rpc_url: str, ipfs_url: str, deploy
         st = cli_json("trainer-stats", "--task-id", hexid, "--trainer", w["trainer"])
         assert _trainer_fields(st, keys) == _trainer_fields(w, keys), a
 
+    # reward: each trainer's reward recomputed from the chain alone is what its claim paid
+    for w in want["trainers"].values():
+        rw = cli_json("reward", "--task-id", hexid, "--trainer", w["trainer"])
+        assert (rw["credits"], rw["reward"], rw["pool"], rw["sealed"]) == \
+            (w["credits"], w["current_reward"], want["claimable"], True)
+        assert sum(int(x["credits"]) for x in rw["rounds"]) == int(w["credits"])
+        if w["claimed"]:
+            assert rw["reward"] == w["claimed_reward"]
+    # a second claim, or a second seal, is one line and sends nothing (the daemons did both)
+    claimed = next(w for w in want["trainers"].values() if w["claimed"])
+    res = CliRunner().invoke(cli, ["train", "claim", "--task-id", hexid, "--trainer", claimed["trainer"],
+                                   "--keystore", "/nonexistent.json", *conn])
+    assert res.exit_code == 1 and "has claimed already" in res.output, res.output
+
     # the gateway's getRun: the same document, less what only the transcripts know
     gw = TrainingMethods(chain, Relay(chain)).getRun(hexid)
     for t in gw["trainers"]:

@@ -3,7 +3,8 @@
 ``tenzro train`` carries the verbs of the Tenzro Train docs: ``post-task``, ``list-runs``,
 ``get-run``, ``get-receipt``, ``enroll-trainer``, ``submit-gradient``, ``finalize-round``,
 ``withdraw``, ``verify-receipt`` (replay: ``tenzro_operator.replay``), plus ``register-syncer``,
-``elect-syncer``, ``close-enrollment``, ``cancel-task``, ``seal``, ``claim-syncer-fee`` and
+``elect-syncer``, ``close-enrollment``, ``cancel-task``, ``seal`` (either flow), ``claim`` and
+``reward`` (a root-flow trainer's reward, `tenzro_operator.reward`), ``claim-syncer-fee`` and
 ``trainer-stats``, ``unregister-syncer``, ``new-spec`` (`tenzro_operator.spec_cli`) and
 ``export-model`` (`tenzro_operator.forecast_cli`). ``tenzro keys`` makes keystores; ``tenzro
 balance`` / ``transfer`` / ``faucet`` (`tenzro_operator.wallet_cli`) fund accounts; ``tenzro
@@ -610,12 +611,98 @@ def close_enrollment(ctx: Ctx, task_id: str, fmt: str) -> None:
 @format_option
 @common_options
 def seal(ctx: Ctx, task_id: str, fmt: str) -> None:
-    """Anyone, once the last round is finalized (Completed): seal the run, store its receipt and
-    credit rewards and refunds. The syncer daemon does this itself; this is for when it cannot."""
-    res = ctx.chain(signer=True).seal(_task_id(task_id))
+    """Anyone, once the last round is done (Completed): seal the run. Root flow: ``sealRootRun``
+    after the last round's challenge window (claims open: `tenzro train claim`); v1: ``seal``
+    (receipt stored, rewards and refunds credited). The daemons do this themselves; this is for
+    when they cannot."""
+    chain = ctx.chain(signer=True)
+    tid = _run(chain, task_id).task_id
+    if chain.is_root_flow(tid):
+        res = chain.seal_root_run(tid)
+        ev = res.event("RootRunSealed")
+        _tx_out(fmt, "run sealed", {"task_id": _hex(ev["taskId"]), "claimable": str(ev["claimable"]),
+                                    "claimable_tokens": format_tokens(ev["claimable"]),
+                                    "claim_deadline": _when(int(ev["claimDeadline"])), "tx": res.tx_hash})
+        return
+    res = chain.seal(tid)
     ev = res.event("RunSealed")
     _tx_out(fmt, "run sealed", {"task_id": _hex(ev["taskId"]), "run_root": _hex(ev["runRoot"]),
                                 "final_model_hash": _hex(ev["finalModelHash"]), "tx": res.tx_hash})
+
+
+@train.command("reward")
+@click.option("--task-id", required=True)
+@click.option("--trainer", required=True, help="the trainer's address")
+@click.option("--atto", is_flag=True, help="amounts in exact atto-units instead of TNZO (JSON is always atto)")
+@format_option
+@common_options
+def reward(ctx: Ctx, task_id: str, trainer: str, atto: bool, fmt: str) -> None:
+    """A trainer's reward in a root-flow run, recomputed from the chain alone and shown with its
+    working: credits per committed round (fragment sizes of its accepted bitmap), the total, the
+    pool they share, ``pool * credits // total``, and whether the credits give the registry's
+    credits root (`tenzro_operator.reward`). No key needed."""
+    from tenzro_operator.reward import reward_report
+    from tenzro_operator.run_view import RunViewError
+
+    chain = ctx.chain()
+    tid = _run(chain, task_id).task_id
+    try:
+        rep = reward_report(chain, tid, trainer)
+    except RunViewError as exc:
+        raise TenzroError(str(exc)) from None
+    amount = (lambda a: f"{a} atto") if atto else format_tokens
+    if fmt == "json":
+        _echo_json({"trainer": rep.trainer, "index": rep.index, "credits": str(rep.credits),
+                    "total_credits": str(rep.total_credits), "pool": str(rep.pool), "sealed": rep.sealed,
+                    "reward": str(rep.reward), "claimed": rep.claimed, "claimed_amount": str(rep.claimed_amount),
+                    "credits_root": _hex(rep.credits_root),
+                    "rounds": [{"round": r, "accepted_bitmap": b, "credits": str(c)} for r, b, c in rep.per_round]})
+        return
+    rows = [(f"round {r}", f"bitmap {b:#b}: {c:,} credits") for r, b, c in rep.per_round]
+    pool_is = "claimable after the seal" if rep.sealed else "pool left now (not sealed: fees and later rounds change it)"
+    rows += [("credits", f"{rep.credits:,} of {rep.total_credits:,} (the registry's credits root "
+                         f"{_hex(rep.credits_root)[:18]}… checks out)"),
+             ("pool", f"{amount(rep.pool)} ({pool_is})"),
+             ("reward", f"{amount(rep.reward)} = pool x {rep.credits:,} / {rep.total_credits:,}"),
+             ("claimed", f"yes: {amount(rep.claimed_amount)}" if rep.claimed else
+              ("no: `tenzro train claim` (anyone may)" if rep.sealed else "no: claims open at the seal"))]
+    _kv_table(f"reward of trainer {rep.index} ({rep.trainer})", rows)
+
+
+@train.command("claim")
+@click.option("--task-id", required=True)
+@click.option("--trainer", default=None, help="the trainer to claim for (anyone may; the reward goes to the "
+                                               "trainer) [default: the keystore's account]")
+@format_option
+@common_options
+def claim(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
+    """Root flow, after the seal: ``claim`` a trainer's reward with the Merkle proof of its credits
+    (recomputed from the chain, `tenzro train reward` shows how); the reward becomes withdrawable
+    by the trainer (`tenzro train withdraw`)."""
+    from tenzro_operator.reward import reward_report
+    from tenzro_operator.run_view import RunViewError
+
+    chain = ctx.chain(signer=trainer is None)  # with --trainer the key is unlocked only to send
+    tid = _run(chain, task_id).task_id
+    try:
+        rep = reward_report(chain, tid, trainer or chain.address)
+    except RunViewError as exc:
+        raise TenzroError(str(exc)) from None
+    if not rep.sealed:
+        raise TenzroError(f"run {task_id} is not sealed yet: claims open at the seal (`tenzro train get-run` "
+                          "says when); nothing was sent")
+    if rep.claimed:
+        raise TenzroError(f"trainer {rep.index} ({rep.trainer}) has claimed already: "
+                          f"{format_tokens(rep.claimed_amount)}; nothing was sent")
+    if rep.credits == 0:
+        raise TenzroError(f"trainer {rep.index} ({rep.trainer}) has no credits in this run: nothing to claim")
+    if trainer is not None:
+        chain = ctx.chain(signer=True)
+    res = chain.claim_reward(tid, rep.index, rep.credits, rep.proof)
+    ev = res.event("RewardClaimed")
+    _tx_out(fmt, "reward claimed", {"trainer": ev["trainer"], "index": ev["index"], "credits": str(ev["credits"]),
+                                    "reward": str(ev["reward"]), "reward_tokens": format_tokens(ev["reward"]),
+                                    "tx": res.tx_hash})
 
 
 @train.command("withdraw")
