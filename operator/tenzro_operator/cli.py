@@ -226,8 +226,18 @@ def _echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=True))
 
 
+#: columns of a table written to a pipe or a file: wide enough that a 66-character id or hash stays
+#: on one line (grep, copy-paste), as the natural width of the table, never padded to it
+PIPE_WIDTH = 1000
+
+
 def _console() -> Console:
-    return Console(file=sys.stdout, soft_wrap=True)
+    """stdout; on a terminal its width, elsewhere (a pipe, a file, a test) `PIPE_WIDTH` unless
+    ``COLUMNS`` says otherwise, so ids are not folded at 80 columns."""
+    import os
+
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(file=sys.stdout, soft_wrap=True, width=PIPE_WIDTH if wide else None)
 
 
 def _kv_table(title: str, rows: list[tuple[str, Any]]) -> None:

@@ -58,7 +58,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from tenzro_operator import devnet, escrow, replay
+from tenzro_operator import devnet, escrow, replay, run_view
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.demo_results import accounting, round_weights, trainer_rows, unclaimed_credits
 from tenzro_operator.errors import TenzroError
@@ -510,6 +510,10 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
 
     run = chain.get_run(task_id)
     trainers = trainer_rows(chain, task_id, from_block, {a.lower(): r for r, a in addresses.items()})
+    # payloads that scoring (or a check) left out, from the committed transcripts (root flow; v1: None)
+    view = run_view.build(chain, task_id, ipfs=ipfs)
+    for row in trainers:
+        row["scored_out"] = view.trainer(row["address"]).scored_out
     unclaimed = unclaimed_credits(chain, task_id, from_block)
     acct = accounting(chain, task_id, from_block, addresses["sponsor"], [addresses["syncer"]], syncer_stake_in)
     summary = {"task": task, "task_id": "0x" + task_id.hex(), "flow": s.flow, "aggregation": spec.aggregation_name,
@@ -545,12 +549,14 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
 def _print_summary(summary: dict) -> None:
     t = Table(title=f"trainers ({summary['flow']} flow" + (": rewards claimed with credit proofs)"
                                                           if summary["flow"] == "root" else ")"))
-    for col in ("trainer", "accepted", "missed", "reward (TNZO)", "slashed (TNZO)", "withdrawable (TNZO)"):
+    for col in ("trainer", "accepted", "scored out", "missed", "reward (TNZO)", "slashed (TNZO)",
+                "withdrawable (TNZO)"):
         t.add_column(col, justify="right" if col != "trainer" else "left")
     for row in sorted(summary["trainers"], key=lambda r: r["trainer"]):
+        out = row.get("scored_out")
         t.add_row(row["trainer"] + (" (evicted)" if row["evicted"] else ""), str(row["accepted"]),
-                  str(row["missed_rounds"]), f"{row['reward_tnzo']:.4f}", f"{row['slashed_tnzo']:.4f}",
-                  f"{row['withdrawable_tnzo']:.4f}")
+                  "-" if out is None else str(out), str(row["missed_rounds"]), f"{row['reward_tnzo']:.4f}",
+                  f"{row['slashed_tnzo']:.4f}", f"{row['withdrawable_tnzo']:.4f}")
     console.print(t)
     h = Table(title="held-out metrics of the global weights")
     for col in ("round", "loss", "MASE", "sMAPE"):

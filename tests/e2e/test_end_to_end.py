@@ -74,7 +74,7 @@ def test_full_run_seals_verifies_and_conserves_tokens(sealed):
     trainers = [a.lower() for a in chain.trainers_of(task_id)]
     rounds = committed_rounds(chain, task_id, summary["posted_block"], run.max_rounds)
     assert sorted(rounds) == [0, 1, 2]
-    checked = 0
+    checked, rejected = 0, {t: 0 for t in trainers}
     for r, ev in rounds.items():
         tr = RoundTranscript.parse(ipfs.cat(ev["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                    bytes(ev["transcriptHash"]))
@@ -91,9 +91,14 @@ def test_full_run_seals_verifies_and_conserves_tokens(sealed):
                 assert "0x" + hashlib.sha256(ipfs.cat(sub.cid)).hexdigest() == sub.sha256
                 checked += 1
         assert bits == {(i, f) for i, b in enumerate(ev["acceptedBitmaps"]) for f in range(4) if int(b) >> f & 1}
+        for rec in tr.fragments:
+            for sub in rec.rejected:
+                rejected[sub.trainer.lower()] += 1
     assert checked >= 3 * 2 * 4  # 3 rounds x K=2 x 4 fragments at least
     rows = {r["trainer"]: r for r in summary["trainers"]}
     assert sum(r["accepted"] for r in rows.values()) == checked
+    # the summary's "scored out" column: each trainer's submissions the transcripts left out
+    assert {r["address"].lower(): r["scored_out"] for r in rows.values()} == rejected
 
     # Rewards (claimed with credit proofs) + the floor dust left to the sponsor + refunds + the
     # syncer's fees + what slashes burned add up exactly to the pool and the stakes escrowed;
