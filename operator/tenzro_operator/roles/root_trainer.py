@@ -476,7 +476,8 @@ class RootTrainerMixin:
 
     def root_finish(self, run: RunView) -> str:
         """After the last round: seal once the last challenge window has passed (anyone may), then
-        claim this trainer's reward. Returns ``"done"`` once claimed (or nothing is owed)."""
+        claim this trainer's reward; after a stalled run's cancel (`end_stalled_run`), claim its share
+        of the committed rounds' pot. Returns ``"done"`` once claimed (or nothing is owed)."""
         if run.status == RunStatus.COMPLETED:
             try:
                 self.chain.seal_root_run(self.task_id)
@@ -488,7 +489,7 @@ class RootTrainerMixin:
                 self.nudge_devnet(self.chain_now())
                 self.sleep(self.poll_s)
                 return "next"
-        if run.status not in (RunStatus.COMPLETED, RunStatus.SEALED):
+        if run.status not in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
             return "done"
         if self.chain.claimed(self.task_id, self.index):
             log.info("reward already claimed")

@@ -438,8 +438,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         finalized. Returns ``"done"`` when the run is over for this trainer, else ``"next"``."""
         self.check_stop()
         run = self.chain.get_run(self.task_id)
-        if self.root_flow and run.status in (RunStatus.COMPLETED, RunStatus.SEALED):
-            return self.root_finish(run)
+        if self.root_flow and run.status in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
+            return self.root_finish(run)  # a cancelled stalled run pays its committed rounds by claims too
         if self.root_flow and run.status == RunStatus.TRAINING and self.fault is not None \
                 and self.fault.kind == "copycat":
             return self.copy_round(run)
@@ -455,6 +455,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         if run.status != RunStatus.TRAINING:
             self.sleep(self.poll_s)
             return "next"
+        if self.end_stalled_run(run):
+            return "done"
         stats = self.chain.trainer_stats(self.task_id)
         if stats.evicted:
             log.warning("this trainer was evicted (%d missed rounds): leaving the run", stats.total_missed)
@@ -480,6 +482,51 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         else:
             self.wait_finalized(r)  # False: submit again on the next step
         return "next"
+
+    #: seconds between two attempts at moving a run whose syncer went silent (each is a call and
+    #: maybe a transaction; a replacement or a cancel needs only one to land)
+    STALL_RETRY_S = 30.0
+    #: seconds a trainer waits past ``syncerReplaceableAt`` before it moves the run on itself: a
+    #: stand-in syncer replaces a silent one at once; a trainer gives a slow honest syncer (a loaded
+    #: host) this long before a cancel could end a run that would still have finished
+    STALL_GRACE_S = 300
+
+    def end_stalled_run(self, run: RunView) -> bool:
+        """Protocol v3, "every run ends": once the run's syncer is replaceable (``syncerReplaceableAt``
+        passed, chain time, plus `STALL_GRACE_S`), anyone moves the run on. First ``cancelStalledRun`` (it succeeds only
+        when no candidate could be elected: the silent syncer's bond burned, stakes back, the committed
+        rounds' pot to their trainers); when the registry answers ``Registry__RunCanGoOn``, the
+        two-step election instead, so a run without a stand-in syncer daemon still gets its next
+        syncer. At most one attempt every `STALL_RETRY_S` seconds. True once the run is Cancelled.
+
+        Raises:
+            ChainRevert: a refusal other than the ones a live run gives (still active, can go on,
+                challenges pending, challenge window open, not Training any more).
+        """
+        if not run.syncer_replaceable_at or self.chain_now() <= run.syncer_replaceable_at + self.STALL_GRACE_S:
+            return False
+        now = time.monotonic()
+        if now - getattr(self, "_stall_tried_at", -self.STALL_RETRY_S) < self.STALL_RETRY_S:
+            return False
+        self._stall_tried_at = now
+        try:
+            ev = self.chain.cancel_stalled_run(self.task_id).event("StalledRunCancelled")
+        except ChainRevert as exc:
+            if exc.error_name == "Registry__RunCanGoOn":
+                log.warning("the run's syncer %s is silent past its deadline: running the syncer election", run.syncer)
+                try:
+                    log.info("syncer election chose %s", self.chain.run_syncer_election(self.task_id))
+                except ChainError as again:  # another party's election landed first, or no block came
+                    log.info("syncer election did not happen: %s", again)
+                return False
+            if exc.error_name in ("Registry__SyncerStillActive", "Registry__ChallengesPending",
+                                  "Registry__ChallengeWindowOpen", "Registry__WrongStatus"):
+                return False
+            raise
+        log.warning("the run's syncer went silent and no candidate can take it: cancelled the stalled run after %d "
+                    "committed round(s); stake refunded, %d atto pot for the committed rounds", ev["committedRounds"],
+                    ev["trainersPot"])
+        return True
 
     def round_weights(self, run: RunView, r: int) -> tuple[dict[str, torch.Tensor], float]:
         """Round r's input weights, hash-checked; returns (state, seconds spent fetching)."""
