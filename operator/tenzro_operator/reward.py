@@ -8,7 +8,8 @@ sum). The sum over the run's live rounds (a round discarded by a fraud proof and
 counts once, as committed again) must give the registry's credits root: that is what makes the
 recomputation the chain's own figure, and the Merkle path of the trainer's leaf is ``claim``'s
 proof. After ``sealRootRun`` the reward is ``claimable * credits // totalCredits``
-(``RootRunSealed.claimable``: the pool after the syncer's fees and the slashed bonds' shares).
+(``RootRunSealed.claimable``: the pool after the syncer's fees and the slashed bonds' shares);
+after ``cancelStalledRun``, ``trainersPot`` (the committed rounds' share) takes the claimable's place.
 
 Units: atto-units (1 TNZO = 10**18); credits in coordinates.
 """
@@ -28,8 +29,9 @@ class RewardReport:
 
     Attributes:
         per_round: ``(round, accepted bitmap, credits earned)`` for each live committed round.
-        pool: the amount shared by credits: ``RootRunSealed.claimable`` once sealed, else the pool
-            left now (later rounds and fees still change it: ``sealed`` says which).
+        pool: the amount shared by credits: ``RootRunSealed.claimable`` once sealed (a stalled run's
+            ``StalledRunCancelled.trainersPot`` once cancelled), else the pool left now (later rounds
+            and fees still change it: ``sealed``, "claims are open", says which).
         reward: ``pool * credits // total_credits`` (0 without credits).
         proof: the Merkle path of the trainer's credits leaf (``claim``'s proof).
     """
@@ -75,6 +77,11 @@ def reward_report(chain, task_id: bytes, trainer: str) -> RewardReport:
         raise TenzroError(f"cannot recompute run 0x{task_id.hex()}'s credits: {exc}") from None
     sealed = view.claimable_pool is not None
     pool = view.claimable_pool if sealed else view.run.reward_pool_left
+    if not sealed and view.run.status.name == "CANCELLED":  # a stalled run's cancel opens claims on its pot
+        ev = chain.get_logs(chain.run_start_block(view.run), view.head_block, ["StalledRunCancelled"],
+                            task_id=task_id)
+        if ev:
+            sealed, pool = True, int(ev[-1]["args"]["trainersPot"])
     total = view.total_credits
     return RewardReport(trainer=row.trainer, index=row.index, per_round=per_round, credits=row.credits,
                         total_credits=total, pool=pool, sealed=sealed,
