@@ -113,16 +113,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         if (pending != 0) revert Registry__ChallengesPending(taskId, pending);
         TrainingReceipt storage rc = _sealReceipt(run, taskId, _builder);
 
-        address[] storage list = _trainerList[taskId];
-        uint256 n = list.length;
-        for (uint256 i = 0; i < n; ++i) {
-            address trainer = list[i];
-            Trainer storage t = _trainers[taskId][trainer];
-            uint256 refund = uint256(t.stake) - t.slashed;
-            _withdrawable[trainer] += refund;
-            emit PayoutCredited(taskId, trainer, 0, refund);
-        }
-        run.stakeHeld = 0;
+        uint256 n = _refundStakes(run, taskId);
         uint256 pool = run.poolLeft;
         uint256 dust = 0;
         if (run.totalCredits == 0) {

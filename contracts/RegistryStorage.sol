@@ -641,6 +641,21 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         return 0;
     }
 
+    /// @dev Credits every trainer of the run its stake minus its slashes (withdrawable) and
+    /// empties run.stakeHeld; returns the number of trainers.
+    function _refundStakes(Run storage run, bytes32 taskId) internal returns (uint256 m) {
+        address[] storage list = _trainerList[taskId];
+        m = list.length;
+        for (uint256 i = 0; i < m; ++i) {
+            address trainer = list[i];
+            Trainer storage t = _trainers[taskId][trainer];
+            uint256 refund = uint256(t.stake) - t.slashed;
+            _withdrawable[trainer] += refund;
+            emit PayoutCredited(taskId, trainer, 0, refund);
+        }
+        run.stakeHeld = 0;
+    }
+
     /// @dev Unlocks the run's bond from its syncer (seal).
     function _releaseSyncer(Run storage run) internal {
         address syncer = run.syncer;
