@@ -652,14 +652,10 @@ def reward(ctx: Ctx, task_id: str, trainer: str, atto: bool, fmt: str) -> None:
     pool they share, ``pool * credits // total``, and whether the credits give the registry's
     credits root (`tenzro_operator.reward`). No key needed."""
     from tenzro_operator.reward import reward_report
-    from tenzro_operator.run_view import RunViewError
 
     chain = ctx.chain()
     tid = _run(chain, task_id).task_id
-    try:
-        rep = reward_report(chain, tid, trainer)
-    except RunViewError as exc:
-        raise TenzroError(str(exc)) from None
+    rep = reward_report(chain, tid, trainer)  # RunViewError (a TenzroError): one line
     amount = (lambda a: f"{a} atto") if atto else format_tokens
     if fmt == "json":
         _echo_json({"trainer": rep.trainer, "index": rep.index, "credits": str(rep.credits),
@@ -690,14 +686,10 @@ def claim(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
     (recomputed from the chain, `tenzro train reward` shows how); the reward becomes withdrawable
     by the trainer (`tenzro train withdraw`)."""
     from tenzro_operator.reward import reward_report
-    from tenzro_operator.run_view import RunViewError
 
     chain = ctx.chain(signer=trainer is None)  # with --trainer the key is unlocked only to send
     tid = _run(chain, task_id).task_id
-    try:
-        rep = reward_report(chain, tid, trainer or chain.address)
-    except RunViewError as exc:
-        raise TenzroError(str(exc)) from None
+    rep = reward_report(chain, tid, trainer or chain.address)  # RunViewError (a TenzroError): one line
     if not rep.sealed:
         raise TenzroError(f"run {task_id} is not sealed yet: claims open at the seal (`tenzro train get-run` "
                           "says when); nothing was sent")
