@@ -90,7 +90,7 @@ def plan(dry: bool, gpus: int, work: Path, bundle: Path, zero_shot_batch: int = 
          budget_s: float = ZERO_SHOT_BUDGET_S) -> list[tuple[str, list[str], float]]:
     """The stages: (name, command, time limit in s)."""
     py = sys.executable
-    pytest = [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-k", "cuda",
+    pytest = [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:ape_test", "-k", "cuda",  # no chain needed
               "tests/trainer/test_canonical.py", "tests/trainer/test_outer.py"]
     stage = [py, str(STAGES)]
     dry_flag = ["--dry"] if dry else []
@@ -152,9 +152,12 @@ def report(results: list[dict], figures: dict, device: str, dry: bool, wall_s: f
              f"`make gpu-check{' DRY_RUN=1' if dry else ''}` (scripts/gpu_check.py), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
              f"Python {platform.python_version()}, torch {figures.get('torch', '?')}; whole check {wall_s:.0f} s.", "",
              "| stage | result | seconds | command |", "| --- | --- | --- | --- |"]
+    def shown(arg: str) -> str:  # the interpreter by name, paths in the checkout relative to it
+        return Path(arg).name if arg == sys.executable else arg.removeprefix(str(ROOT) + os.sep)
+
     for r in results:
         lines.append(f"| {r['name']} | {'passed' if r['ok'] else 'FAILED: ' + str(r['why'])} | {r['seconds']} | "
-                     f"`{' '.join(Path(c).name if c == sys.executable else c for c in r['cmd'])}` |")
+                     f"`{' '.join(map(shown, r['cmd']))}` |")
     ct = next((r for r in results if r["name"] == "cuda-tests"), None)
     if ct:
         lines += ["", f"CUDA bit-identity tests: {ct.get('passed', 0)} passed, {ct.get('skipped', 0)} skipped."]
