@@ -58,6 +58,7 @@ __all__ = [
 
 DEFAULT_API_URL = "http://127.0.0.1:5001"
 DEFAULT_MAX_BYTES = 1 << 30  # bytes: `cat` never holds more than this unless the caller asks for more
+NODE_DEADLINE_SHARE = 0.9  # share of a cat's / pin's remaining deadline the node is given (Kubo's `timeout` option)
 CHUNK_SIZE = 262144  # bytes; Kubo's default chunker size-262144
 MAX_LINKS = 174  # Kubo's balanced DAG: links per dag-pb node
 RAW = 0x55
@@ -321,7 +322,7 @@ def verify_content(cid: str, data: bytes) -> None:
 # ---------------------------------------------------------------------------
 
 _RETRY_STATUS = {502, 503, 504}
-_NOT_FOUND_MARKERS = ("not found", "could not find", "no link named", "not exist")
+_NOT_FOUND_MARKERS = ("not found", "could not find", "no link named", "not exist", "context deadline exceeded")
 _NOT_A_FILE_MARKERS = ("is a directory", "not a file", "notafileerror")
 _CONNECTION_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
                       httpx.ReadError, httpx.WriteError, httpx.WriteTimeout, httpx.PoolTimeout)
@@ -340,8 +341,9 @@ class IpfsClient:
         retries: extra attempts after a connection error or a 502/503/504,
             with exponential backoff (backoff_s, 2*backoff_s, ... capped at 2 s).
         backoff_s: first backoff in seconds.
-        offline: ask a Kubo daemon not to search the network (`offline=true`);
-            the local Helia node is always offline.
+        offline: ask the node to read its own blocks only (`offline=true`): a Kubo daemon does
+            not search the network, the local Helia node asks none of its swarm-connected peers
+            (over bitswap) for a block it lacks.
 
     Errors: IpfsUnavailable (no node answers), IpfsNotFound (unknown CID, or not in time),
     IpfsContentError (the CID or its content is at fault: IpfsBadCid, IpfsUnsupported,
@@ -459,6 +461,9 @@ class IpfsClient:
             max_bytes: most bytes accepted (default `DEFAULT_MAX_BYTES`); at most ``max_bytes + 1``
                 bytes are ever held, whatever the node sends or announces.
 
+        The node is told both limits (Kubo's ``length`` = max_bytes + 1 and ``timeout``), so a node
+        that fetches the blocks from its peers (bitswap) fetches no more than that, no longer.
+
         Raises:
             IpfsBadCid / IpfsUnsupported: not a CID, or one that can not be verified (nothing fetched).
             IpfsTooLarge: more than ``max_bytes`` bytes. IpfsNotFound: unknown CID, or not
@@ -480,9 +485,12 @@ class IpfsClient:
     def _stream_cat(self, cid: str, limit: int, budget: float) -> bytes:
         """POST cat, read the body in chunks under ``limit`` bytes and ``budget`` seconds; the same
         retries as `_post` (connection errors, 502/503/504) while the deadline allows."""
-        params = {"arg": cid, "offline": "true"} if self.offline else {"arg": cid}
+        params = {"arg": cid, "length": str(limit + 1)}
+        if self.offline:
+            params["offline"] = "true"
         deadline = time.monotonic() + budget
         reason = ""
+        answered = False  # the last attempt's node began to send the content: a cut after that is no outage
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 2.0, max(0.0, deadline - time.monotonic())))
@@ -490,7 +498,11 @@ class IpfsClient:
             if remaining <= 0:
                 break
             timeout = httpx.Timeout(remaining, connect=min(remaining, 5.0))
+            # Kubo's option (a Go duration): the node gives up a little before this client does,
+            # so that its own answer (which peers it asked) arrives rather than a read timeout
+            params["timeout"] = f"{max(remaining * NODE_DEADLINE_SHARE, 0.001):.3f}s"
             received = 0
+            answered = False
             try:
                 with self._http.stream("POST", "cat", params=params, timeout=timeout) as resp:
                     if resp.status_code in _RETRY_STATUS:
@@ -506,6 +518,7 @@ class IpfsClient:
                     announced = resp.headers.get("x-content-length") or resp.headers.get("content-length")
                     if announced and announced.isdigit() and int(announced) > limit:
                         raise IpfsTooLarge(cid, limit, 0)
+                    answered = True
                     buf = bytearray()
                     for chunk in resp.iter_bytes():
                         buf += chunk
@@ -524,15 +537,20 @@ class IpfsClient:
                 continue
             except httpx.HTTPError as exc:  # e.g. a malformed API URL: retrying will not help
                 raise IpfsError(f"cannot call IPFS cat at {self.api_url}: {type(exc).__name__}: {exc}") from exc
-        if time.monotonic() >= deadline and reason == "":
-            raise IpfsNotFound(cid, f"the node at {self.api_url} did not return it within {budget:g} s")
+        if answered or (time.monotonic() >= deadline and reason == ""):
+            raise IpfsNotFound(cid, f"the node at {self.api_url} did not return it within {budget:g} s"
+                                    + (f" (last: {reason})" if reason else ""))
         raise IpfsUnavailable(self.api_url, f"cat {cid}: {attempt + 1} attempt(s) within {budget:g} s, last: "
                                             f"{reason or 'deadline passed'}")
 
     def pin(self, cid: str, *, timeout_s: float | None = None) -> None:
-        """Pin `cid` recursively (idempotent). Raises IpfsNotFound when the node lacks a block of the DAG."""
+        """Pin `cid` recursively (idempotent); a node fetches the blocks it lacks from its peers
+        within ``timeout_s`` (default the client's; sent as Kubo's ``timeout``). Raises IpfsNotFound
+        when a block of the DAG is not on the node nor found in time."""
         parse_cid(cid)
-        self._post("pin/add", {"arg": cid, "recursive": "true"}, cid=cid, timeout_s=timeout_s)
+        waited = self.timeout_s if timeout_s is None else float(timeout_s)
+        self._post("pin/add", {"arg": cid, "recursive": "true", "timeout": f"{waited * NODE_DEADLINE_SHARE:.3f}s"},
+                   cid=cid, timeout_s=timeout_s)
 
     def unpin(self, cid: str) -> bool:
         """Remove the recursive pin of `cid`; True if one was removed, False if it was not pinned (idempotent)."""

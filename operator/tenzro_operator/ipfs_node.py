@@ -3,9 +3,10 @@
 The devnet launcher and the tests use these; the node itself is documented in
 scripts/ipfs/node.mjs.
 
-Besides the RPC API the node listens for libp2p (TCP, noise, yamux, gossipsub) on
+Besides the RPC API the node listens for libp2p (TCP, noise, yamux, bitswap, gossipsub) on
 127.0.0.1 and a free port unless ``swarm_port`` says otherwise; it dials nobody by
-itself. Two nodes exchange pubsub messages once one is told of the other::
+itself. Two nodes exchange blocks (bitswap: a `cat` or `pin` on one fetches what the
+other holds) and pubsub messages once one is told of the other::
 
     a, b = start_ipfs_node(dir_a, port_a), start_ipfs_node(dir_b, port_b)
     IpfsClient(b.api_url).swarm_connect(a.swarm_addr)   # '/ip4/127.0.0.1/tcp/<port>/p2p/<id>'
@@ -32,17 +33,20 @@ NODE_SCRIPT = REPO_ROOT / "scripts" / "ipfs" / "node.mjs"
 READY_PREFIX = "ipfs node ready "
 
 
-def node_command(repo: Path, port: int, host: str = "127.0.0.1", swarm_port: int = 0) -> list[str]:
+def node_command(repo: Path, port: int, host: str = "127.0.0.1", swarm_port: int = 0,
+                 max_fetch_bytes: int | None = None) -> list[str]:
     """The node's command line (Node 22 + scripts/ipfs/node.mjs); raises IpfsNodeError when Node 22
     is not installed."""
     if not NODE_BINARY.exists():
         raise IpfsNodeError(f"Node 22 is not installed at {NODE_BINARY}; run `make bootstrap` first")
-    return [str(NODE_BINARY), str(NODE_SCRIPT), "--repo", str(repo), "--api", f"{host}:{port}",
+    argv = [str(NODE_BINARY), str(NODE_SCRIPT), "--repo", str(repo), "--api", f"{host}:{port}",
             "--swarm", f"{host}:{int(swarm_port)}"]
+    return argv + (["--max-fetch-bytes", str(int(max_fetch_bytes))] if max_fetch_bytes is not None else [])
 
 
 def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path: Path | None = None,
-                    host: str = "127.0.0.1", swarm_port: int = 0) -> subprocess.Popen:
+                    host: str = "127.0.0.1", swarm_port: int = 0,
+                    max_fetch_bytes: int | None = None) -> subprocess.Popen:
     """Start the node on `host:port` with its data in `repo`; return once it answers.
 
     Args:
@@ -52,6 +56,8 @@ def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path:
         log_path: file for the node's stderr (default `<repo>.log` beside the repo dir).
         host: address of the RPC API and of the libp2p swarm.
         swarm_port: TCP port of the libp2p swarm (0: a free port picked by the node).
+        max_fetch_bytes: most bytes one API request may fetch from peers (bitswap); None: the
+            node's default, 1 GiB + 16 MiB.
 
     Returns the running process; its `api_url`, `peer_id` and `swarm_addr` (the multiaddr
     another node's `swarm_connect` takes, `/ip4/<host>/tcp/<port>/p2p/<peer id>`)
@@ -59,7 +65,7 @@ def start_ipfs_node(repo: Path, port: int, *, timeout_s: float = 30.0, log_path:
     Raises IpfsNodeError (with the node's own message) if the binary is
     missing, the node exits (port taken, repo unusable) or is not ready in time.
     """
-    argv = node_command(Path(repo), port, host, swarm_port)
+    argv = node_command(Path(repo), port, host, swarm_port, max_fetch_bytes)
     repo = Path(repo)
     repo.parent.mkdir(parents=True, exist_ok=True)
     log_path = Path(log_path) if log_path else repo.with_name(repo.name + ".log")

@@ -4,6 +4,12 @@
  * with Kubo's JSON shapes and its error body {"Message","Code","Type":"error"};
  * pubsub/{pub,sub,ls,peers} and swarm/{connect,peers} come from pubsub.mjs.
  *
+ * cat, pin/add and block/stat fetch a block the node lacks from connected
+ * peers (bitswap; fetch.mjs: one deadline and one byte cap per request) and
+ * take Kubo's options `timeout` (Go duration, whole request) and `offline`
+ * (no peer asked); `cat` also `offset` and `length` (bytes). A block on disk
+ * is read as it always was.
+ *
  * CIDs match `ipfs add` of Kubo for the same options: fixed-size chunks of
  * 262144 bytes, balanced DAG of at most 174 links per node, raw leaves by
  * default with cid-version=1 (dag-pb leaves with cid-version=0).
@@ -16,11 +22,13 @@ import * as dagPb from '@ipld/dag-pb'
 import { CID } from 'multiformats/cid'
 import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import { boundaryOf, parseMultipart, MultipartError } from './multipart.mjs'
+import { FetchError, FetchScope, MAX_FETCH_BYTES, parseGoDuration } from './fetch.mjs'
 
 export const KUBO_CHUNK_SIZE = 262144
 export const KUBO_MAX_LINKS = 174
 const RAW = 0x55
 const DAG_PB = 0x70
+const WALK_CONCURRENCY = 16 // blocks of one DAG level read (or fetched) at once
 
 /** An error answered as Kubo does: HTTP status + {"Message","Code","Type"}. */
 export class ApiError extends Error {
@@ -88,10 +96,11 @@ export class KuboApi {
    * @param {{agentVersion: string, version: string}} info
    * @param {object|null} libp2p - the swarm from startSwarm(), serving /id's addresses
    * @param {Record<string, Function>} extraRoutes - e.g. PubsubApi.routes()
+   * @param {{maxFetchBytes?: number}} limits - bytes one request may take from peers (fetch.mjs)
    */
-  constructor (node, info, libp2p = null, extraRoutes = {}) {
+  constructor (node, info, libp2p = null, extraRoutes = {}, { maxFetchBytes = MAX_FETCH_BYTES } = {}) {
     this.helia = node.helia
-    this.fs = unixfs(node.helia)
+    this.maxFetchBytes = maxFetchBytes
     this.privateKey = node.privateKey
     this.peerId = node.peerId
     this.info = info
@@ -120,7 +129,9 @@ export class KuboApi {
       const origin = req.headers.origin
       if (origin != null && origin !== `http://${req.headers.host}`) throw new ApiError(403, `origin ${origin} is not allowed`)
       await route(req, res, url.searchParams)
-    } catch (err) {
+    } catch (caught) {
+      // the fetch's own message is Kubo's shape already ("... could not find <cid>", "context deadline exceeded")
+      const err = caught instanceof FetchError ? new ApiError(500, caught.message) : caught
       if (err?.code === 'ECONNRESET' || err?.message === 'aborted') {
         console.error(`ipfs node: ${req.method} ${req.url}: the client went away mid-request`)
       } else if (!(err instanceof ApiError)) {
@@ -141,19 +152,65 @@ export class KuboApi {
     return Buffer.concat(chunks)
   }
 
-  /** Every CID of the DAG under `cid` (raw and dag-pb only), root first; throws notFound if a block is missing. */
-  async dagCids (cid) {
+  /**
+   * Every CID of the DAG under `cid` (raw and dag-pb only), root first, level by level.
+   * Without `scope` local blocks only (throws notFound if one is missing); with a
+   * FetchScope every missing block is fetched from peers (and stored) under its limits.
+   */
+  async dagCids (cid, scope = null) {
     const out = []
-    const stack = [cid]
-    while (stack.length > 0) {
-      const c = stack.pop()
-      out.push(c)
-      if (c.code === RAW) { if (!(await this.helia.blockstore.has(c))) throw notFound(c); continue }
-      if (c.code !== DAG_PB) throw new ApiError(500, `cannot walk ${c}: codec 0x${c.code.toString(16)} is not supported by this node (raw and dag-pb only)`)
-      const node = dagPb.decode(await this.readBlock(c))
-      for (let i = node.Links.length - 1; i >= 0; i--) stack.push(node.Links[i].Hash)
+    let level = [cid]
+    while (level.length > 0) {
+      out.push(...level)
+      const next = []
+      for (let i = 0; i < level.length; i += WALK_CONCURRENCY) {
+        const links = await Promise.all(level.slice(i, i + WALK_CONCURRENCY).map(c => this.linksOf(c, scope)))
+        for (const l of links) next.push(...l)
+      }
+      level = next
     }
     return out
+  }
+
+  /** The CIDs `cid` links to ([] for a raw leaf), checking that its block is here (or fetching it with `scope`). */
+  async linksOf (cid, scope) {
+    if (cid.code !== RAW && cid.code !== DAG_PB) throw new ApiError(500, `cannot walk ${cid}: codec 0x${cid.code.toString(16)} is not supported by this node (raw and dag-pb only)`)
+    if (cid.code === RAW) {
+      if (scope != null) await scope.block(cid)
+      else if (!(await this.helia.blockstore.has(cid))) throw notFound(cid)
+      return []
+    }
+    const bytes = scope != null ? await scope.block(cid) : await this.readBlock(cid)
+    return dagPb.decode(bytes).Links.map(l => l.Hash)
+  }
+
+  /**
+   * The FetchScope of one request: Kubo's `timeout` (whole request) and `offline`
+   * options; what it fetches stops when the client goes away.
+   */
+  fetchScope (res, params) {
+    let timeoutMs = null
+    if (params.get('timeout') != null) {
+      try {
+        timeoutMs = parseGoDuration(params.get('timeout'))
+      } catch (err) {
+        throw new ApiError(400, `invalid value for option "timeout": ${err.message}`, 1)
+      }
+    }
+    const gone = new AbortController()
+    const scope = new FetchScope({
+      helia: this.helia,
+      libp2p: this.libp2p,
+      offline: boolParam(params, 'offline', false),
+      timeoutMs,
+      maxBytes: this.maxFetchBytes,
+      signal: gone.signal
+    })
+    res.once('close', () => {
+      scope.dispose()
+      gone.abort(new ApiError(500, 'the client went away'))
+    })
+    return scope
   }
 
   importOptions (params) {
@@ -215,12 +272,17 @@ export class KuboApi {
     const cid = parseCidArg(arg)
     const offset = params.get('offset') != null ? parseInt(params.get('offset'), 10) : undefined
     const length = params.get('length') != null ? parseInt(params.get('length'), 10) : undefined
+    const scope = this.fetchScope(res, params)
     let iterator
     let first
     try {
-      iterator = this.fs.cat(cid, { offline: true, offset, length })[Symbol.asyncIterator]()
+      // the scope reads local blocks and fetches the others: only the blocks
+      // of [offset, offset + length) are read
+      iterator = unixfs({ blockstore: scope }).cat(cid, { offset, length, signal: scope.signal })[Symbol.asyncIterator]()
       first = await iterator.next() // resolve the root before the status line goes out
     } catch (err) {
+      if (err instanceof FetchError || err instanceof ApiError) throw err
+      if (scope.signal.aborted) throw new ApiError(500, `cannot read ${cid}: ${scope.signal.reason?.message ?? 'context deadline exceeded'}`)
       if (isMissingBlock(err)) throw notFound(cid)
       if (err?.name === 'NotAFileError') throw new ApiError(500, 'this dag node is a directory')
       throw new ApiError(500, `cannot read ${cid}: ${err.message}`)
@@ -232,6 +294,7 @@ export class KuboApi {
         while (true) {
           const { value, done } = await iterator.next()
           if (done) break
+          if (scope.signal.aborted) throw new Error(`cannot read ${cid}: context deadline exceeded`)
           if (!res.write(value)) await new Promise(resolve => res.once('drain', resolve))
         }
       }
@@ -244,8 +307,15 @@ export class KuboApi {
     }
   }
 
-  /** Pin `cid` recursively (idempotent); upgrades a direct pin. */
-  async pinRecursive (cid, depth = Infinity) {
+  /**
+   * Pin `cid` recursively (idempotent); upgrades a direct pin. With a FetchScope
+   * the blocks missing here are first fetched from peers (outside the pin queue).
+   */
+  async pinRecursive (cid, depth = Infinity, scope = null) {
+    if (scope != null) {
+      if (depth === 0) await scope.block(cid)
+      else await this.dagCids(cid, scope)
+    }
     const run = async () => {
       // all blocks must be here before any pin record changes
       if (depth === 0) await this.readBlock(cid)
@@ -268,7 +338,8 @@ export class KuboApi {
   async pinAdd (req, res, params) {
     const cids = requiredArgs(params, 'ipfs-path').map(parseCidArg)
     const depth = boolParam(params, 'recursive', true) ? Infinity : 0
-    for (const cid of cids) await this.pinRecursive(cid, depth)
+    const scope = this.fetchScope(res, params)
+    for (const cid of cids) await this.pinRecursive(cid, depth, scope)
     sendJson(res, 200, { Pins: cids.map(c => c.toString()) })
   }
 
@@ -336,7 +407,7 @@ export class KuboApi {
   async blockStat (req, res, params) {
     const [arg] = requiredArgs(params, 'cid')
     const cid = parseCidArg(arg)
-    const block = await this.readBlock(cid)
+    const block = await this.fetchScope(res, params).block(cid)
     sendJson(res, 200, { Key: cid.toString(), Size: block.length })
   }
 

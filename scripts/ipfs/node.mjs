@@ -1,16 +1,23 @@
 #!/usr/bin/env node
 /**
  * The local IPFS node of tenzro-train: Helia on a filesystem blockstore and a
- * libp2p swarm for pubsub only, serving the Kubo RPC subset the project uses.
+ * libp2p swarm (bitswap and gossipsub), serving the Kubo RPC subset the
+ * project uses.
  *
  *   node_modules/node/bin/node scripts/ipfs/node.mjs --repo <data dir> --api 127.0.0.1:<port>
- *       [--swarm 127.0.0.1:<port>]
+ *       [--swarm 127.0.0.1:<port>] [--max-fetch-bytes <bytes>]
  *
  * --swarm is the libp2p TCP listen address (default 127.0.0.1:0, a free port
  * chosen at start; `/api/v0/id` and the ready line give the address to dial).
  * Nothing is dialled on its own: no bootstrap peers, no mDNS, no DHT; two
- * nodes meet through `/api/v0/swarm/connect <multiaddr>`. Blocks stay local
- * (no bitswap); only pubsub messages cross the swarm.
+ * nodes meet through `/api/v0/swarm/connect <multiaddr>`. Blocks move between
+ * connected nodes over bitswap: a `cat`, `pin/add` or `block/stat` of a block
+ * this node lacks asks its connected peers for it (no peer connected, or
+ * `offline=true`: fails at once), under the request's Kubo `timeout` option or
+ * a 60 s default, and at most --max-fetch-bytes (default 1 GiB + 16 MiB) from
+ * peers per request (a `cat`'s `length` bounds it further); fetched blocks are stored, verified against
+ * their CID, and pinned only when pinned explicitly (fetch.mjs). Any
+ * connected peer may fetch any block this node holds.
  *
  * Prints `ipfs node ready api=http://<host>:<port> peer=<id> swarm=<multiaddr>`
  * on stdout once it answers; serves until SIGTERM/SIGINT, then closes the
@@ -36,6 +43,7 @@ import { openRepo, RepoError } from './repo.mjs'
 import { KuboApi } from './api.mjs'
 import { PubsubApi } from './pubsub.mjs'
 import { startSwarm, SwarmError } from './swarm.mjs'
+import { MAX_FETCH_BYTES } from './fetch.mjs'
 
 const NODE_VERSION = '0.1.0'
 
@@ -45,8 +53,8 @@ function fail (message) {
 }
 
 function parseArgs (argv) {
-  const out = { repo: null, api: '127.0.0.1:5001', swarm: '127.0.0.1:0' }
-  const usage = 'usage: node scripts/ipfs/node.mjs --repo <data dir> --api 127.0.0.1:<port> [--swarm 127.0.0.1:<port>]'
+  const out = { repo: null, api: '127.0.0.1:5001', swarm: '127.0.0.1:0', 'max-fetch-bytes': String(MAX_FETCH_BYTES) }
+  const usage = 'usage: node scripts/ipfs/node.mjs --repo <data dir> --api 127.0.0.1:<port> [--swarm 127.0.0.1:<port>] [--max-fetch-bytes <bytes>]'
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, null]
@@ -54,7 +62,7 @@ function parseArgs (argv) {
       process.stdout.write(usage + '\n')
       process.exit(0)
     }
-    if (!['--repo', '--api', '--swarm'].includes(flag)) fail(`unknown argument ${a} (${usage})`)
+    if (!['--repo', '--api', '--swarm', '--max-fetch-bytes'].includes(flag)) fail(`unknown argument ${a} (${usage})`)
     const value = inline ?? argv[++i]
     if (value == null || value === '') fail(`${flag} needs a value`)
     out[flag.slice(2)] = value
@@ -67,6 +75,10 @@ function parseArgs (argv) {
   }
   ;[out.host, out.port] = hostPort('--api', out.api)
   ;[out.swarmHost, out.swarmPort] = hostPort('--swarm', out.swarm)
+  if (!/^\d+$/.test(out['max-fetch-bytes']) || !Number.isSafeInteger(Number(out['max-fetch-bytes'])) || Number(out['max-fetch-bytes']) === 0) {
+    fail(`--max-fetch-bytes must be a positive whole number of bytes, got ${out['max-fetch-bytes']}`)
+  }
+  out.maxFetchBytes = Number(out['max-fetch-bytes'])
   return out
 }
 
@@ -81,23 +93,21 @@ function packageVersion (name) {
 
 async function main () {
   const args = parseArgs(process.argv.slice(2))
+  const heliaVersion = packageVersion('helia')
+  const agentVersion = `tenzro-ipfs/${NODE_VERSION} helia/${heliaVersion}`
   let node
   try {
-    node = await openRepo(args.repo)
+    node = await openRepo(args.repo, {
+      swarm: (privateKey) => startSwarm({ privateKey, host: args.swarmHost, port: args.swarmPort, agentVersion })
+    })
   } catch (err) {
-    fail(err instanceof RepoError ? err.message : `cannot open repo ${args.repo}: ${err.message}`)
+    if (err instanceof RepoError || err instanceof SwarmError) fail(err.message)
+    fail(`cannot open repo ${args.repo}: ${err.message}`)
   }
-  const heliaVersion = packageVersion('helia')
-  const agentVersion = `tenzro-ipfs/${NODE_VERSION} helia/${heliaVersion} (local, offline)`
-  let swarm
-  try {
-    swarm = await startSwarm({ privateKey: node.privateKey, host: args.swarmHost, port: args.swarmPort, agentVersion })
-  } catch (err) {
-    try { await node.close() } catch { /* exiting anyway */ }
-    fail(err instanceof SwarmError ? err.message : `cannot start the swarm: ${err.message}`)
-  }
+  const swarm = node.libp2p
   const pubsub = new PubsubApi(swarm)
-  const api = new KuboApi(node, { version: `${NODE_VERSION}-helia`, heliaVersion, agentVersion }, swarm, pubsub.routes())
+  const api = new KuboApi(node, { version: `${NODE_VERSION}-helia`, heliaVersion, agentVersion }, swarm, pubsub.routes(),
+    { maxFetchBytes: args.maxFetchBytes })
   const server = http.createServer((req, res) => { api.handle(req, res) })
   server.requestTimeout = 0 // large uploads
   server.keepAliveTimeout = 5000
@@ -110,12 +120,7 @@ async function main () {
     server.close()
     server.closeAllConnections()
     try {
-      await swarm.stop()
-    } catch (err) {
-      process.stderr.write(`ipfs node: error while stopping the swarm: ${err.message}\n`)
-    }
-    try {
-      await node.close()
+      await node.close() // bitswap, then the swarm, then the stores
     } catch (err) {
       process.stderr.write(`ipfs node: error while closing the repo: ${err.message}\n`)
       process.exit(1)
@@ -129,7 +134,6 @@ async function main () {
     const why = err.code === 'EADDRINUSE'
       ? `port ${args.port} on ${args.host} is already in use (another IPFS node or Kubo daemon?)`
       : `cannot listen on ${args.host}:${args.port}: ${err.message}`
-    try { await swarm.stop() } catch { /* exiting anyway */ }
     try { await node.close() } catch { /* exiting anyway */ }
     fail(why)
   })

@@ -7,13 +7,16 @@
  *   identity.key   the node's Ed25519 private key (libp2p protobuf), mode 0600
  *   repo.lock      pid of the node that holds the repo
  *
- * Helia is built with createHeliaLight: no libp2p, no routers, no block
- * brokers, so nothing ever goes to the network and a block that is not on
- * disk fails at once.
+ * Helia is built with createHeliaLight (no routers, no DHT, no HTTP
+ * gateways) on the node's own libp2p swarm (swarm.mjs) with one block broker,
+ * bitswap (@helia/bitswap): a block that is not on disk is asked of the peers
+ * the swarm is connected to, and this node serves its blocks to them. The
+ * limits of one fetch (deadline, bytes) are fetch.mjs's.
  */
 import fs from 'node:fs'
 import path from 'node:path'
 import { createHeliaLight } from 'helia'
+import { withBitswap } from '@helia/bitswap'
 import { FsBlockstore } from 'blockstore-fs'
 import { FsDatastore } from 'datastore-fs'
 import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
@@ -78,12 +81,25 @@ async function loadIdentity (repoDir) {
 }
 
 /**
- * Open (creating if needed) the repo at `repoDir` and start Helia on it.
- * @returns {Promise<{helia, privateKey, peerId, close: () => Promise<void>}>}
- * @throws RepoError when the dir cannot be created/written, is locked by a
- *   live node, or holds an unreadable key or datastore.
+ * bytes: largest bitswap message taken from a peer (@helia/bitswap's default,
+ * 4 MiB, as boxo's); a block larger than this cannot be fetched.
  */
-export async function openRepo (repoDir) {
+export const BITSWAP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+/**
+ * Open (creating if needed) the repo at `repoDir` and start Helia on it.
+ * @param {string} repoDir
+ * @param {{swarm?: (privateKey: object) => Promise<object>}} [opts] - `swarm`
+ *   starts the libp2p node with the repo's identity key; with it Helia fetches
+ *   missing blocks from connected peers over bitswap, without it Helia has no
+ *   network at all (a missing block fails at once)
+ * @returns {Promise<{helia, libp2p, privateKey, peerId, close: () => Promise<void>}>}
+ *   `close` stops Helia (bitswap), then the swarm, then the stores
+ * @throws RepoError when the dir cannot be created/written, is locked by a
+ *   live node, or holds an unreadable key or datastore; whatever `swarm`
+ *   throws (e.g. SwarmError) as it is
+ */
+export async function openRepo (repoDir, { swarm = null } = {}) {
   repoDir = path.resolve(repoDir)
   try {
     ensureDir(repoDir)
@@ -103,26 +119,42 @@ export async function openRepo (repoDir) {
       if (parseInt(fs.readFileSync(lockPath, 'utf8'), 10) === process.pid) fs.rmSync(lockPath, { force: true })
     } catch { /* already gone */ }
   }
+  let blockstore = null
+  let datastore = null
+  let libp2p = null
+  let swarmError = null
   try {
     const privateKey = await loadIdentity(repoDir)
-    const blockstore = new FsBlockstore(path.join(repoDir, 'blocks'))
-    const datastore = new FsDatastore(path.join(repoDir, 'datastore'))
+    blockstore = new FsBlockstore(path.join(repoDir, 'blocks'))
+    datastore = new FsDatastore(path.join(repoDir, 'datastore'))
     await blockstore.open()
     await datastore.open()
     const helia = createHeliaLight({ blockstore, datastore })
+    if (swarm != null) {
+      libp2p = await swarm(privateKey).catch((err) => { swarmError = err; throw err })
+      // @helia/bitswap reads the swarm as `helia.libp2p` (what withLibp2p sets);
+      // its broker is created when Helia starts.
+      Object.defineProperty(helia, 'libp2p', { value: libp2p, enumerable: true })
+      withBitswap(helia, { maxIncomingMessageSize: BITSWAP_MAX_MESSAGE_BYTES })
+    }
     await helia.start()
     const close = async () => {
       try {
         await helia.stop()
+        if (libp2p != null) await libp2p.stop()
         await blockstore.close()
         await datastore.close()
       } finally {
         releaseLock()
       }
     }
-    return { helia, privateKey, peerId: peerIdFromPrivateKey(privateKey), close }
+    return { helia, libp2p, privateKey, peerId: peerIdFromPrivateKey(privateKey), close }
   } catch (err) {
+    try { await libp2p?.stop() } catch { /* failing anyway */ }
+    try { await blockstore?.close() } catch { /* failing anyway */ }
+    try { await datastore?.close() } catch { /* failing anyway */ }
     releaseLock()
-    throw err instanceof RepoError ? err : new RepoError(`repo ${repoDir} is not usable: ${err.message}`)
+    if (err instanceof RepoError || err === swarmError) throw err
+    throw new RepoError(`repo ${repoDir} is not usable: ${err.message}`)
   }
 }

@@ -1,11 +1,10 @@
 /**
  * The node's libp2p swarm: TCP, noise, yamux, identify and gossipsub, with
- * the node's own identity key (so `/api/v0/id` names one peer).
+ * the node's own identity key (so `/api/v0/id` names one peer). Helia's
+ * bitswap (repo.mjs) runs on it too: blocks travel between connected nodes.
  *
- * Offline by design: no bootstrap list, no mDNS, no DHT, no relay, no
+ * No discovery by design: no bootstrap list, no mDNS, no DHT, no relay, no
  * autodial. A peer is reached only by `/api/v0/swarm/connect <multiaddr>`.
- * Helia's blockstore is NOT wired to this swarm (no bitswap): blocks never
- * travel between nodes, only pubsub messages do.
  *
  * Gossipsub settings, as Kubo's go-libp2p-pubsub where it matters:
  *   - StrictSign: every message carries from, seqno, signature and key.

@@ -147,7 +147,7 @@ def test_kubo_error_shapes(node: NodeHandle):
     ident = httpx.post(f"{node.url}/api/v0/id").json()
     assert ident["ID"].startswith("12D3KooW")
     assert node.proc.peer_id == ident["ID"]
-    # the libp2p swarm (pubsub only) listens on loopback; its address names this peer
+    # the libp2p swarm (bitswap, pubsub) listens on loopback; its address names this peer
     assert ident["Addresses"] == [node.proc.swarm_addr]
     assert node.proc.swarm_addr.startswith("/ip4/127.0.0.1/tcp/") and node.proc.swarm_addr.endswith(f"/p2p/{ident['ID']}")
 
