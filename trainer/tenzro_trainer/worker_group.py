@@ -92,6 +92,7 @@ POLL_S = 0.2  # how often the daemon looks at the job while it waits for rank 0,
 PING_S = 30.0  # rank 0's keep-alive broadcast to the other ranks while the daemon sends nothing, seconds
 HANDSHAKE_S = 10  # a connection must pass the authkey challenge within this, seconds
 EXIT_GRACE_S = 10.0  # close(): time the ranks get to exit on "exit" before torchrun is signalled, seconds
+RANK_EXIT_S = 10.0  # close(): time a SIGKILLed rank gets to disappear before close returns, seconds
 
 _live: "weakref.WeakSet[TorchrunWorker]" = weakref.WeakSet()
 
@@ -377,7 +378,8 @@ class TorchrunWorker:
             return ""
 
     def _kill(self) -> None:
-        """SIGTERM, then SIGKILL, torchrun's process group; SIGKILL any rank still alive; reap torchrun."""
+        """SIGTERM, then SIGKILL, torchrun's process group; SIGKILL any rank still alive and wait until
+        it is gone (at most `RANK_EXIT_S`); reap torchrun."""
         for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
             if self._proc.poll() is not None:
                 break
@@ -395,6 +397,11 @@ class TorchrunWorker:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        # a killed rank takes a moment to go (its address space is torn down; longer on a loaded
+        # host): return once every rank is gone, or after RANK_EXIT_S
+        deadline = time.monotonic() + RANK_EXIT_S
+        while any(_pid_alive(p) for p in self.pids[1:]) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if self._conn is not None:
             self._conn.close()
             self._conn = None
