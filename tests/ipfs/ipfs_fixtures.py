@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stack import free_port
+from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
 
 
@@ -22,3 +24,14 @@ class NodeHandle:
         code = stop_ipfs_node(self.proc) if self.proc is not None else 0
         self.proc = None
         return code
+
+
+def start_pair(root) -> tuple[NodeHandle, NodeHandle, IpfsClient, IpfsClient]:
+    """Nodes A and B, B connected to A through A's advertised swarm address."""
+    a, b = NodeHandle(root / "a", free_port()), NodeHandle(root / "b", free_port())
+    a.start()
+    b.start()
+    ca = IpfsClient(a.url, timeout_s=30, retries=1, backoff_s=0.1)
+    cb = IpfsClient(b.url, timeout_s=30, retries=1, backoff_s=0.1)
+    assert cb.swarm_connect(a.proc.swarm_addr) == a.proc.peer_id
+    return a, b, ca, cb

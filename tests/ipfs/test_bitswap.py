@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from ipfs_fixtures import NodeHandle
+from ipfs_fixtures import start_pair
 from kubo_oracle import cid_v1, to_text
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient, IpfsError, IpfsNotFound, IpfsTooLarge
@@ -19,17 +19,6 @@ from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
 
 UNKNOWN = "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  # valid CID, nobody has it
 CHUNK = 262144  # bytes: Kubo's leaf size
-
-
-def start_pair(root) -> tuple[NodeHandle, NodeHandle, IpfsClient, IpfsClient]:
-    """Nodes A and B, B connected to A through A's advertised swarm address."""
-    a, b = NodeHandle(root / "a", free_port()), NodeHandle(root / "b", free_port())
-    a.start()
-    b.start()
-    ca = IpfsClient(a.url, timeout_s=30, retries=1, backoff_s=0.1)
-    cb = IpfsClient(b.url, timeout_s=30, retries=1, backoff_s=0.1)
-    assert cb.swarm_connect(a.proc.swarm_addr) == a.proc.peer_id
-    return a, b, ca, cb
 
 
 @pytest.fixture(scope="module")

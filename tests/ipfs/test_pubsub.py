@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from ipfs_fixtures import NodeHandle
+from ipfs_fixtures import NodeHandle, start_pair
 from stack import free_port, wait_until
 from tenzro_operator.errors import IpfsNodeError
 from tenzro_operator.errors import IpfsBadTopic, IpfsError, IpfsMessageTooLarge, IpfsPubsubError, IpfsUnavailable
@@ -43,13 +43,7 @@ def u(text: str | bytes) -> str:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory):
     """Two nodes, B connected to A through A's advertised swarm address."""
-    root = tmp_path_factory.mktemp("pubsub")
-    a, b = NodeHandle(root / "a", free_port()), NodeHandle(root / "b", free_port())
-    a.start()
-    b.start()
-    ca = IpfsClient(a.url, timeout_s=30, retries=1, backoff_s=0.1)
-    cb = IpfsClient(b.url, timeout_s=30, retries=1, backoff_s=0.1)
-    assert cb.swarm_connect(a.proc.swarm_addr) == a.proc.peer_id
+    a, b, ca, cb = start_pair(tmp_path_factory.mktemp("pubsub"))
     yield a, b, ca, cb
     ca.close()
     cb.close()
