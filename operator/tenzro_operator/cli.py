@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -234,8 +235,6 @@ PIPE_WIDTH = 1000
 def _console() -> Console:
     """stdout; on a terminal its width, elsewhere (a pipe, a file, a test) `PIPE_WIDTH` unless
     ``COLUMNS`` says otherwise, so ids are not folded at 80 columns."""
-    import os
-
     wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
     return Console(file=sys.stdout, soft_wrap=True, width=PIPE_WIDTH if wide else None)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Iterator
 
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient
@@ -26,12 +28,20 @@ class NodeHandle:
         return code
 
 
-def start_pair(root) -> tuple[NodeHandle, NodeHandle, IpfsClient, IpfsClient]:
-    """Nodes A and B, B connected to A through A's advertised swarm address."""
+@contextlib.contextmanager
+def node_pair(root) -> Iterator[tuple[NodeHandle, NodeHandle, IpfsClient, IpfsClient]]:
+    """Nodes A and B under ``root``, B connected to A through A's advertised swarm address, with a
+    client of each; both stopped and closed on exit."""
     a, b = NodeHandle(root / "a", free_port()), NodeHandle(root / "b", free_port())
     a.start()
     b.start()
     ca = IpfsClient(a.url, timeout_s=30, retries=1, backoff_s=0.1)
     cb = IpfsClient(b.url, timeout_s=30, retries=1, backoff_s=0.1)
-    assert cb.swarm_connect(a.proc.swarm_addr) == a.proc.peer_id
-    return a, b, ca, cb
+    try:
+        assert cb.swarm_connect(a.proc.swarm_addr) == a.proc.peer_id
+        yield a, b, ca, cb
+    finally:
+        ca.close()
+        cb.close()
+        a.stop()
+        b.stop()

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from ipfs_fixtures import start_pair
+from ipfs_fixtures import node_pair
 from kubo_oracle import cid_v1, to_text
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient, IpfsError, IpfsNotFound, IpfsTooLarge
@@ -23,12 +23,8 @@ CHUNK = 262144  # bytes: Kubo's leaf size
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory):
-    a, b, ca, cb = start_pair(tmp_path_factory.mktemp("bitswap"))
-    yield a, b, ca, cb
-    ca.close()
-    cb.close()
-    a.stop()
-    b.stop()
+    with node_pair(tmp_path_factory.mktemp("bitswap")) as nodes:
+        yield nodes
 
 
 def local_only(url: str) -> IpfsClient:
@@ -158,8 +154,7 @@ def test_peer_serving_wrong_bytes_is_refused(pair):
 
 
 def test_b_keeps_serving_what_it_fetched_after_a_stops(tmp_path):
-    a, b, ca, cb = start_pair(tmp_path)
-    try:
+    with node_pair(tmp_path) as (a, b, ca, cb):
         read = os.urandom(600_000)
         pinned = os.urandom(300_000)
         read_cid, pinned_cid = ca.add(read), ca.add(pinned)
@@ -171,8 +166,3 @@ def test_b_keeps_serving_what_it_fetched_after_a_stops(tmp_path):
         assert cb.cat(read_cid) == read and cb.cat(pinned_cid) == pinned
         assert time.monotonic() - t0 < 2.0  # local reads: no peer asked
         assert cb.block_size(leaf_cid(pinned, 1)) == 300_000 - CHUNK
-    finally:
-        ca.close()
-        cb.close()
-        a.stop()
-        b.stop()

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from ipfs_fixtures import NodeHandle, start_pair
+from ipfs_fixtures import NodeHandle, node_pair
 from stack import free_port, wait_until
 from tenzro_operator.errors import IpfsNodeError
 from tenzro_operator.errors import IpfsBadTopic, IpfsError, IpfsMessageTooLarge, IpfsPubsubError, IpfsUnavailable
@@ -43,12 +43,8 @@ def u(text: str | bytes) -> str:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory):
     """Two nodes, B connected to A through A's advertised swarm address."""
-    a, b, ca, cb = start_pair(tmp_path_factory.mktemp("pubsub"))
-    yield a, b, ca, cb
-    ca.close()
-    cb.close()
-    a.stop()
-    b.stop()
+    with node_pair(tmp_path_factory.mktemp("pubsub")) as nodes:
+        yield nodes
 
 
 def subscribed_across(publisher: IpfsClient, topic: str, subscriber_id: str) -> None:

@@ -451,17 +451,24 @@ def test_election_is_two_steps_and_pending_requests_are_shared(roles):
         outsider.request_syncer_election(tid)
 
 
-def test_silent_syncer_is_replaced_and_its_bond_burned(fresh_stack):
-    """Own chain: two candidates. Syncer A is elected, stays silent past syncerReplaceableAt;
-    anyone's two-step election replaces it by B (A excluded) and burns A's bond for the run."""
+def _run_with_one_elected_syncer(fresh_stack):
+    """Own chain: a 1-trainer run (sponsor anvil 1, trainer 3 enrolled) whose only syncer candidate A
+    (anvil 2) is elected. Returns (base client, sponsor, A, trainer, anvil 4's client, spec, task id)."""
     base = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments)
-    sponsor, a, b, trainer = (base.with_account(anvil_account(i)) for i in (1, 2, 4, 3))
+    sponsor, a, trainer, other = (base.with_account(anvil_account(i)) for i in (1, 2, 3, 4))
     spec = make_spec(trainer_count=1, quorum=1)
     sponsor.post_task(spec, "bafyspec")
     tid = spec.task_id_bytes
     trainer.enroll_trainer(tid, 100 * TOKEN, "did:tenzro:machine:t")
     a.register_syncer(base.min_syncer_stake())
     assert a.run_syncer_election(tid) == a.address  # the only candidate
+    return base, sponsor, a, trainer, other, spec, tid
+
+
+def test_silent_syncer_is_replaced_and_its_bond_burned(fresh_stack):
+    """Own chain: two candidates. Syncer A is elected, stays silent past syncerReplaceableAt;
+    anyone's two-step election replaces it by B (A excluded) and burns A's bond for the run."""
+    base, sponsor, a, trainer, b, spec, tid = _run_with_one_elected_syncer(fresh_stack)
     b.register_syncer(base.min_syncer_stake())
     stake_a = a.syncer_info().stake
     run = base.get_run(tid)
@@ -480,14 +487,7 @@ def test_stalled_run_is_cancelled_by_anyone_when_no_syncer_can_take_it(fresh_sta
     """Own chain, one candidate: syncer A is elected and stays silent; nobody else can be elected,
     so once A is replaceable anyone's ``cancel_stalled_run`` ends the run (protocol v3): A's bond
     burned, the trainer's stake and (no round committed) the whole pool credited back."""
-    base = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments)
-    sponsor, a, trainer, outsider = (base.with_account(anvil_account(i)) for i in (1, 2, 3, 4))
-    spec = make_spec(trainer_count=1, quorum=1)
-    sponsor.post_task(spec, "bafyspec")
-    tid = spec.task_id_bytes
-    trainer.enroll_trainer(tid, 100 * TOKEN, "did:tenzro:machine:t")
-    a.register_syncer(base.min_syncer_stake())
-    assert a.run_syncer_election(tid) == a.address
+    base, sponsor, a, trainer, outsider, spec, tid = _run_with_one_elected_syncer(fresh_stack)
     with pytest.raises(ChainRevert) as ei:
         outsider.cancel_stalled_run(tid)
     assert ei.value.error_name == "Registry__SyncerStillActive"
