@@ -132,18 +132,6 @@ def _strip(obj: Any, out: list[Tensor]) -> Any:
     return obj
 
 
-def _slots(obj: Any, out: list) -> list:
-    if isinstance(obj, tuple) and len(obj) == 4 and obj[0] == "__tensor__":
-        out.append(obj)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            _slots(v, out)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _slots(v, out)
-    return out
-
-
 def _fill(obj: Any, tensors: list[Tensor]) -> Any:
     if isinstance(obj, tuple) and len(obj) == 4 and obj[0] == "__tensor__":
         return tensors[obj[1]]
@@ -159,10 +147,11 @@ def _nbytes(shape, dtype) -> int:
 
 
 def _broadcast_tensors(tensors: list[Tensor] | None, slots: list, device: torch.device) -> list[Tensor]:
-    """Rank 0's ``tensors`` on every rank (CPU tensors), in one ``dist.broadcast`` of their bytes."""
+    """Rank 0's ``tensors`` on every rank (CPU tensors), in one ``dist.broadcast`` of their bytes;
+    ``slots``: their ``(shape, dtype)``, in order, as rank 0 sent them."""
     import torch.distributed as dist
 
-    sizes = [_nbytes(s[2], s[3]) for s in slots]
+    sizes = [_nbytes(shape, dtype) for shape, dtype in slots]
     if not sizes:
         return []
     if tensors is not None:  # rank 0
@@ -173,7 +162,7 @@ def _broadcast_tensors(tensors: list[Tensor] | None, slots: list, device: torch.
     if tensors is not None:
         return tensors
     buf, out, pos = buf.cpu(), [], 0
-    for (_, _, shape, dtype), n in zip(slots, sizes):
+    for (shape, dtype), n in zip(slots, sizes):
         out.append(buf[pos:pos + n].clone().view(dtype).reshape(shape))
         pos += n
     return out
@@ -527,17 +516,18 @@ def _serve(trainer, conn: Connection | None, comm: torch.device, where: dict) ->
         if rank == 0:
             msg = _next_command(conn)
             tensors: list[Tensor] | None = []
-            box = [{"op": msg["op"], "args": _strip(msg["args"], tensors)}]
+            args = _strip(msg["args"], tensors)
+            box = [{"op": msg["op"], "args": args, "slots": [(tuple(t.shape), t.dtype) for t in tensors]}]
         else:
             tensors, box = None, [None]
         dist.broadcast_object_list(box, src=0)
-        op, skeleton = box[0]["op"], box[0]["args"]
+        op, skeleton, slots = box[0]["op"], box[0]["args"], box[0]["slots"]
         where["op"] = op
         if op == "ping":
             continue
         if op == "exit":
             return
-        args = _fill(skeleton, _broadcast_tensors(tensors, _slots(skeleton, []), comm))
+        args = _fill(skeleton, _broadcast_tensors(tensors, slots, comm))
         value: Any = None
         if op == "run":
             on_step = (lambda i, n: _send(conn, {"kind": "step", "done": i, "total": n})) if rank == 0 else None
