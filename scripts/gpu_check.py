@@ -86,7 +86,7 @@ def missing_modules() -> list[str]:
     return [m for m in NEEDED if importlib.util.find_spec(m) is None]
 
 
-def plan(dry: bool, gpus: int, work: Path, bundle: Path, zero_shot_batch: int = 64,
+def plan(dry: bool, gpus: int, work: Path, bundle: Path, zero_shot_batch: int = 512,
          budget_s: float = ZERO_SHOT_BUDGET_S) -> list[tuple[str, list[str], float]]:
     """The stages: (name, command, time limit in s)."""
     py = sys.executable
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="where gpu.md / gpu.json go (default: trainer/benchmarks/results; "
                     "a dry run: a temporary folder unless given)")
     ap.add_argument("--only", nargs="+", help="run only these stages")
-    ap.add_argument("--zero-shot-batch", type=int, default=64, help="the gpu-ref recipe's batch per worker")
+    ap.add_argument("--zero-shot-batch", type=int, default=512, help="the gpu-ref recipe's batch per worker (at 64 a 29M model leaves an H100 launch-bound: results/gpu.md)")
     ap.add_argument("--budget-s", type=float, default=ZERO_SHOT_BUDGET_S, help="the zero-shot training budget (s)")
     args = ap.parse_args(argv)
     if args.what == "bundle":
