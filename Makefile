@@ -26,6 +26,9 @@ GIVEN_PORTS = $(if $(filter-out file undefined,$(origin RPC_PORT) $(origin DEVNE
 	$(if $(filter-out file undefined,$(origin IPFS_PORT)),--ipfs-port $(IPFS_PORT))
 NETWORK := ethereum:local:foundry
 PYTEST_ARGS ?=
+# pytest's worker processes (pytest-xdist; 0 runs in one process). The devnet suites mostly wait on
+# chain and IPFS round trips, so three workers keep two cores busy; each test file stays on one worker.
+PYTEST_WORKERS ?= 3
 
 .PHONY: bootstrap demo demo-adversarial test test-fast gpu-check devnet-up devnet-down devnet-status deploy compile clean-devnet
 
@@ -78,10 +81,11 @@ demo-adversarial: deploy
 
 test: bootstrap
 	forge test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	ape compile  # the workers then read one set of artifacts instead of racing to write them
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 test-fast: bootstrap
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 clean-devnet: devnet-down
 	rm -rf .devnet deployments/local.json
