@@ -1,7 +1,8 @@
 """Checks that every read-only view of a sealed root-flow run tells what the chain's own events and
 claims say (issue #27 item 1): ``tenzro train get-run --format json``, ``trainer-stats --format
-json``, the explorer's JSON API for the run and for each round (a real `ExplorerServer` on a free
-port, over HTTP) and the gateway's ``tenzro_training_getRun``.
+json``, ``reward``, the explorer's JSON API for the run and for each round (a real `ExplorerServer` on
+a free port, over HTTP), its run page as a real headless Chromium shows it (tests/browser_page.py)
+and the gateway's ``tenzro_training_getRun``.
 
 The expected figures are computed here from the raw events (``RoundCommitted``, ``RootRunSealed``,
 ``RewardClaimed``), the registry's getters (``getRound``, ``rootState``, ``trainerMetrics``) and the
@@ -83,6 +84,25 @@ def _expected(chain, ipfs, tid: bytes) -> dict:
 
 def _trainer_fields(row: dict, keys) -> dict:
     return {k: row[k] for k in keys}
+
+
+def _assert_page_in_chromium(url: str, want: dict) -> None:
+    """The run page as a person sees it in a real headless Chromium: the rounds' accepted counts and
+    weights roots, each trainer's submissions, acceptances, credits, reward and slashing."""
+    from browser_page import read_sealed_page
+    from tenzro_operator.units import format_tokens
+
+    snap = read_sealed_page(url)
+    assert snap["status"] == "SEALED", snap
+    assert [(r["round"], r["accepted"], r["weights_root"], r["finalized"]) for r in snap["rounds"]] == \
+        [(w["round"], w["accepted_count"], w["weights_root"], True) for _, w in sorted(want["rounds"].items())]
+    shown = {t["trainer"].lower(): t for t in snap["trainers"]}
+    assert set(shown) == set(want["trainers"])
+    for a, w in want["trainers"].items():
+        t = shown[a]
+        assert (t["index"], t["submitted"], t["accepted"], t["credits"], t["reward"], t["slashed"]) == \
+            (w["index"], w["submitted"], w["accepted"], w["credits"], format_tokens(int(w["current_reward"])),
+             format_tokens(int(w["slashed"]))), (a, t)
 
 
 def assert_views_tell_the_truth(chain, ipfs, rpc_url: str, ipfs_url: str, deployments: Path, tid: bytes) -> dict:
@@ -186,6 +206,7 @@ def assert_views_tell_the_truth(chain, ipfs, rpc_url: str, ipfs_url: str, deploy
             assert html.status_code == 200 and w["transcript_cid"] in html.text
         html = httpx.get(f"{base}/runs/{hexid}", timeout=60)
         assert html.status_code == 200 and "Traceback" not in html.text and "root flow" in html.text
+        _assert_page_in_chromium(f"{base}/runs/{hexid}", want)
     finally:
         server.shutdown()
         server.server_close()

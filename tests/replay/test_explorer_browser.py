@@ -13,43 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 import run_driver as drv
+from browser_page import node, node_env, watch_command
 from explorer_proc import explorer_process
 from stack import REPO
 from tenzro_operator.units import format_tokens
 
 ROUNDS = 3
-SCRIPT = REPO / "tests" / "browser" / "watch_run.mjs"
-BROWSER_PACKAGES = ("@sparticuz/chromium", "playwright-core")
-
-
-def _node() -> str:
-    """Node 22 from node_modules (the bootstrap installs it), else the machine's node."""
-    local = REPO / "node_modules" / "node" / "bin" / "node"
-    found = str(local) if local.exists() else shutil.which("node")
-    if not found:
-        pytest.fail("no node executable: run `make bootstrap` (it installs Node 22 into node_modules)")
-    return found
-
-
-def _node_env() -> dict[str, str]:
-    """The environment of the browser script: NODE_PATH adds the checkout's node_modules, where
-    `make bootstrap` installs the two browser packages (package.json devDependencies)."""
-    env = dict(os.environ)
-    paths = [str(REPO / "node_modules"), *filter(None, env.get("NODE_PATH", "").split(os.pathsep))]
-    env["NODE_PATH"] = os.pathsep.join(paths)
-    missing = [p for p in BROWSER_PACKAGES if not any((Path(d) / p / "package.json").exists() for d in paths)]
-    if missing:
-        pytest.fail(f"npm packages {', '.join(missing)} are not installed: run `make bootstrap` (npm install)")
-    return env
 
 
 class Watcher:
@@ -59,9 +35,8 @@ class Watcher:
         self.snaps: list[dict] = []
         self.done: dict | None = None
         self._cv = threading.Condition()
-        self.proc = subprocess.Popen([_node(), str(SCRIPT), "--url", url, "--timeout-s", str(int(timeout_s))],
-                                     cwd=REPO, env=_node_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(watch_command(url, timeout_s), cwd=REPO, env=node_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -120,7 +95,7 @@ def _finalized(snap: dict) -> int:
 
 @pytest.mark.slow
 def test_live_run_page_in_chromium_shows_rounds_as_they_finalize(stack, dataset, live_explorer):
-    _node(), _node_env()  # fail at once, with what to run, when Node or the browser packages are missing
+    node(), node_env()  # fail at once, with what to run, when Node or the browser packages are missing
     name = f"browser-live-{os.getpid()}-{time.time_ns()}"
     watcher: dict[str, Watcher] = {}
     failure: list[BaseException] = []
