@@ -28,7 +28,11 @@ def zs():
 
 def test_zero_shot_collection_is_large_diverse_and_disjoint(zs):
     df, infos = zs
-    assert len(infos) >= 30 and len({i.domain for i in infos}) >= 4
+    # issue #28: every frequency users forecast, yearly to hourly (weekly: no offline source), at least 30
+    # short series and 80 in all
+    assert len(infos) >= 80 and len({i.domain for i in infos}) >= 4
+    assert sum(i.length < 150 for i in infos) >= 30
+    assert {"Y", "Q", "M", "D", "H"} <= {i.frequency for i in infos}
     assert all(i.licence and i.source for i in infos)
     assert sorted(df["unique_id"].unique()) == [i.unique_id for i in infos]
     # no source file is shared with a training collection, and no series name either

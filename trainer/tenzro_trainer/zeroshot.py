@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from tenzro_trainer.data.heldout import ZeroShotSeries, zero_shot_collection
+from tenzro_trainer.data.heldout import ZeroShotSeries, window_origins, zero_shot_collection
 from tenzro_trainer.errors import DataError
 from tenzro_trainer.evaluate import mase_scale
 
@@ -72,22 +72,6 @@ class ZeroShotTask:
     def targets(self) -> np.ndarray:
         """(n_windows, horizon) float64."""
         return np.stack([self.y[o : o + self.horizon] for o in self.origins])
-
-
-def window_origins(n: int, horizon: int, max_windows: int = 10, test_frac: float = 0.4,
-                   min_history: int = 16) -> list[int]:
-    """Rolling origins over the last ``test_frac`` of a series of length ``n`` (see the module docstring).
-
-    Raises:
-        DataError: the series cannot hold one window after ``min_history`` points.
-    """
-    if n - horizon < min_history:
-        raise DataError(f"series of {n} points cannot hold a {horizon}-step window after {min_history} points")
-    span = max(horizon, int(test_frac * n))
-    step = max(horizon, span // max_windows)
-    origins = [n - horizon - k * step for k in range(max_windows)]
-    origins = [o for o in origins if o >= max(min_history, n - horizon - span + 1) or o == n - horizon]
-    return sorted(set(origins))
 
 
 def zero_shot_tasks(df: pd.DataFrame | None = None, infos: Sequence[ZeroShotSeries] | None = None,

