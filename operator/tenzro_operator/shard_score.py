@@ -7,13 +7,22 @@ trainer it rejected scores its own payload the same way (same model, batch and a
 censorship and delivers on-chain from the next round on, where no score can leave it out
 (`RootTrainerMixin.check_left_out`). Scores are not provable on-chain; this makes a false
 ``LossIncrease`` cost the lying syncer the trainer's off-chain path, not the trainer its credit.
+
+Credit for work only (issue #26, `tenzro_trainer.credit`): `credit_gate` builds the run's gate over
+the same scorer, and `round_reveal` the seed of its contribution batches, which no trainer knows
+before the commit phase closes. Not wired into the root flow yet (the syncer's ``root_score`` still
+applies ``score_min`` alone).
 """
 
 from __future__ import annotations
 
+import hashlib
+from typing import Iterable
+
 import pandas as pd
 
 from tenzro_operator.task_runtime import TaskRuntime
+from tenzro_trainer.credit import CreditConfig, CreditGate
 from tenzro_trainer.scoring import ShardScorer
 
 SCORING_WINDOWS = 64  # windows of a trainer's shard in a round's scoring batch
@@ -30,4 +39,24 @@ def shard_scorer(runtime: TaskRuntime, spec, df: pd.DataFrame) -> ShardScorer:
                        salt=spec.task_id_bytes.hex(), size=SCORING_WINDOWS)
 
 
-__all__ = ["SCORING_WINDOWS", "shard_scorer"]
+def credit_gate(runtime: TaskRuntime, spec, df: pd.DataFrame, cfg: CreditConfig | None = None) -> CreditGate:
+    """The run's `CreditGate` (`tenzro_trainer.credit`) over `shard_scorer`: keep one per run, it
+    holds every trainer's moving average; ``gate(r, f, state, runtime.fragments[f], {index: tensors},
+    previous_aggregate, round_reveal(...))``."""
+    return CreditGate(shard_scorer(runtime, spec, df), cfg)
+
+
+def round_reveal(task_id: bytes, round_index: int, commitments: Iterable[bytes]) -> str:
+    """The seed of round r's contribution batches: sha256 over the task id, the round (8 bytes, big
+    endian) and the round's signed commitments in ascending byte order (hex string). No trainer
+    knows it before the commit phase closes (it holds every other trainer's commitment) and a
+    watcher recomputes it from the transcript's commitments. Caveat: the last trainer to commit
+    can grind its own commitment against it; a value the syncer commits to before the round and
+    reveals after the commit phase (or a later block hash) closes that."""
+    h = hashlib.sha256(b"tenzro/train/credit-reveal/v1" + bytes(task_id) + int(round_index).to_bytes(8, "big"))
+    for c in sorted(bytes(c) for c in commitments):
+        h.update(c)
+    return h.hexdigest()
+
+
+__all__ = ["SCORING_WINDOWS", "credit_gate", "round_reveal", "shard_scorer"]

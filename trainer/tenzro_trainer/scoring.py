@@ -95,7 +95,7 @@ class ShardScorer:
     def __init__(self, model: PatchForecaster, split: Split, shard_of: Callable[[int], list[str]], salt: str,
                  size: int = 64):
         self.model, self.split, self.shard_of, self.salt, self.size = model, split, shard_of, salt, size
-        self._batches: dict[tuple[int, int], Tensor] = {}
+        self._batches: dict[tuple, Tensor] = {}
 
     def score(self, r: int, index: int, state: Mapping[str, Tensor], names: list[str],
               tensors: Mapping[str, Tensor]) -> float:
@@ -109,6 +109,35 @@ class ShardScorer:
             self._batches[key] = scoring_batch(self.split, r, self.size, salt=f"{self.salt}/{index}",
                                                unique_ids=self.shard_of(index))
         return loss_improvement(self.model, state, list(names), {"p": tensors}, self._batches[key])["p"]
+
+    def _batch(self, key: tuple, make: Callable[[], Tensor]) -> Tensor:
+        if key not in self._batches:
+            if len(self._batches) > 256:  # rounds go by: keep the cache small
+                self._batches.clear()
+            self._batches[key] = make()
+        return self._batches[key]
+
+    def contribution(self, r: int, index: int, state: Mapping[str, Tensor], names: list[str],
+                     tensors: Mapping[str, Tensor], reveal: str) -> tuple[float, float, float]:
+        """The contribution test's scores of trainer ``index``'s pseudo-gradient (Templar's check):
+        ``(own, other, half)``, the loss improvement (`loss_improvement`, loss units) on a batch of its
+        own shard, on a batch of the series it was *not* assigned, and on the own batch with half the
+        pseudo-gradient applied (where an update that did not end its own training overshoots), drawn with a seed from
+        sha256(salt, index, r, ``reveal``): ``reveal`` is a value the trainer cannot know before it
+        submits (the round's reveal, recorded in the transcript), so it cannot tune its payload to
+        the batch; a watcher with the transcript draws the same. Raises DataError when every series
+        is the trainer's (no data it was not assigned)."""
+        mine = self.shard_of(index)
+        own = self._batch(("own", r, index, reveal), lambda: scoring_batch(
+            self.split, r, self.size, salt=f"{self.salt}/{index}/own/{reveal}", unique_ids=mine))
+        rest = set(mine)
+        others = [u for u in self.split.unique_ids if u not in rest]
+        other = self._batch(("other", r, index, reveal), lambda: scoring_batch(
+            self.split, r, self.size, salt=f"{self.salt}/{index}/other/{reveal}", unique_ids=others))
+        half = {n: t * 0.5 for n, t in tensors.items()}
+        s_own = loss_improvement(self.model, state, list(names), {"p": tensors, "q": half}, own)
+        s_other = loss_improvement(self.model, state, list(names), {"p": tensors}, other)["p"]
+        return s_own["p"], s_other, s_own["q"]
 
 
 __all__ = ["ShardScorer", "loss_improvement", "scoring_batch"]

@@ -25,11 +25,23 @@ codec above) makes every worker encode its pseudo-gradients with that codec thro
 and the syncer decode them exactly; ``upload_bytes`` is then what one worker uploads that round.
 An attacked pseudo-gradient that the codec cannot encode (NaN) counts as rejected.
 ``byzantine_accepted`` counts the attackers' payloads that passed the screen and scoring in a round
-(the ones the protocol would credit; the rule still weighs them).
+(the ones the protocol would credit; the rule still weighs them); ``honest_sent`` and
+``honest_credited`` the same for the honest trainers. With ``credit`` the credited ones are the
+gate's (`tenzro_trainer.credit`: credit by a trainer's history; the rule gets those that also passed
+the round's contribution test, clipped to their median norm).
+
+``SimConfig.credit`` (a `tenzro_trainer.credit.CreditConfig` or its dict; needs ``scoring``) replaces
+the plain ``score > 0`` by the credit checks of issue #26 (near-copy, norm outlier, contribution
+test on batches drawn with the round's reveal, a moving average of passes, clipping to the median
+norm); the reveal of round r
+is sha256(task, seed, r), which the simulated attackers do not use: their probe (`AttackView.probes`)
+is the score on the public batch of their own shard (`ShardScorer.score`), which is the syncer's
+score exactly when ``credit`` is None.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -51,6 +63,7 @@ from tenzro_trainer.fragments import fragment_state, partition
 from tenzro_trainer.inner import InnerResult, InnerTrainer
 from tenzro_trainer.models import build_model
 from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
+from tenzro_trainer.credit import CreditConfig, CreditGate
 from tenzro_trainer.scoring import ShardScorer
 
 @dataclass
@@ -88,6 +101,8 @@ class SimConfig:
     # new global weights (`InnerTrainer.rebase`) and runs the rest; 0: wait for the weights (DiLoCo),
     # H: the whole round one outer step behind
     overlap_steps: int = 0
+    # the credit checks of issue #26 (tenzro_trainer.credit) instead of score > 0; needs scoring
+    credit: CreditConfig | dict | None = None
 
 
 @dataclass
@@ -156,20 +171,29 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     shapes = [{n: tuple(state[n].shape) for n in names} for names in frags]
     scorer = ShardScorer(build_model(cfg.model), ev.split, lambda i: samplers[i].unique_ids, salt=cfg.task,
                          size=cfg.scoring) if cfg.scoring else None  # each trainer's own shard, as the syncer
+    credit = None
+    if cfg.credit is not None:
+        if scorer is None:
+            raise ValueError("SimConfig.credit needs scoring > 0 (the contribution test's batch size)")
+        credit = CreditGate(scorer, cfg.credit if isinstance(cfg.credit, CreditConfig) else CreditConfig(**cfg.credit))
+    with torch.random.fork_rng():  # the probe's model draws its (unused) weights off the run's RNG stream
+        self_probe = ShardScorer(build_model(cfg.model), ev.split, lambda i: samplers[i].unique_ids, salt=cfg.task,
+                                 size=cfg.scoring or 64)  # what an attacker computes on its own shard (public seed)
     previous: list[dict[str, Tensor] | None] = [None] * len(frags)  # each fragment's last applied aggregate
     ends: dict[int, dict[str, Tensor]] = {}  # each worker's local weights at the end of its last round
     if not 0 <= cfg.overlap_steps <= cfg.inner.steps:
         raise ValueError(f"overlap_steps must be in [0, H={cfg.inner.steps}], got {cfg.overlap_steps}")
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
                "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "byzantine_accepted": 0,
-               "seconds": 0.0}]
+               "honest_sent": 0, "honest_credited": 0, "seconds": 0.0}]
     if log:
         log(rounds[-1])
     total_encoded = total_tensor = 0
     for r in range(1, cfg.rounds + 1):
         t0 = time.perf_counter()
-        results = {i: _inner_round(w, state, ends.get(i), cfg.overlap_steps) for i, w in enumerate(workers)
-                   if i not in attackers or attackers[i].needs_training(r)}
+        results = {i: _inner_round(w, state, ends.get(i), cfg.overlap_steps) if i not in attackers or
+                   attackers[i].steps is None else w.run(state, steps=attackers[i].steps)
+                   for i, w in enumerate(workers) if i not in attackers or attackers[i].needs_training(r)}
         ends = {i: res.state for i, res in results.items()}
         payloads: list[dict[str, bytes]] = [dict() for _ in frags]
         sent = [0] * len(frags)
@@ -177,11 +201,13 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
             own = {i: pseudo_gradient(fragment_state(state, names), fragment_state(res.state, names))
                    for i, res in results.items()}
             honest = [own[i] for i in honest_idx]
+            probes = {i: _probe(self_probe, r, i, state, names) for i in attackers}
             for i in range(cfg.workers):
                 delta = own.get(i)
                 if i in attackers:
                     delta = attackers[i].forge(AttackView(r, f, cfg.workers, len(attackers), honest, delta,
-                                                          previous[f], attack_rng))
+                                                          previous[f], attack_rng, probes=probes, index=i,
+                                                          inner_steps=cfg.inner.steps, screen=cfg.norm_multiple))
                     if delta is None:
                         continue
                 sent[f] += 1
@@ -197,7 +223,8 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                         raise  # an honest pseudo-gradient the codec cannot encode is a bug, not an attack
         # one worker's upload
         up = max(sum(len(p.get(f"worker{i:03d}", b"")) for p in payloads) for i in range(cfg.workers))
-        rejected = forged_in = 0
+        rejected = forged_in = honest_in = honest_sent = 0
+        reveal = hashlib.sha256(f"{cfg.task}/{cfg.seed}/reveal/{r}".encode()).hexdigest()
         new_state = dict(state)
         down = 0
         for f, names in enumerate(frags):
@@ -208,12 +235,24 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                 decoded = {k: decode_payload(b, shapes[f], codec)[0] for k, b in payloads[f].items()}
             accepted, rej = screen_payloads(decoded, layouts[f], cfg.norm_multiple)
             rejected += len(rej)
-            if scorer is not None and accepted:
+            credited = None
+            if credit is not None and accepted:
+                verdicts = credit(r, f, state, names, {int(k.removeprefix("worker")): d for k, d in accepted.items()},
+                                  previous[f], reveal)
+                credited = {f"worker{i:03d}" for i, v in verdicts.items() if v.credited}
+                kept = credit.clipped({f"worker{i:03d}": accepted[f"worker{i:03d}"] for i, v in verdicts.items()
+                                       if v.aggregated})
+                rejected += len(accepted) - len(kept)
+                accepted = kept
+            elif scorer is not None and accepted:
                 kept = {k: d for k, d in accepted.items()
                         if scorer.score(r, int(k.removeprefix("worker")), state, names, d) > 0.0}
                 rejected += len(accepted) - len(kept)
                 accepted = kept
-            forged_in += len(forged & accepted.keys())
+            credited = accepted.keys() if credited is None else credited
+            forged_in += len(forged & credited)
+            honest_in += len(credited - forged)
+            honest_sent += sum(1 for i in honest_idx)
             aggregate = rules[f](accepted) if accepted else outers[f].zero_aggregate()
             previous[f] = aggregate
             new_frag = outers[f].step(aggregate)
@@ -228,10 +267,17 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                        "train_loss": sum(train_losses) / len(train_losses) if train_losses else float("nan"),
                        "tensor_bytes_per_worker": total_tensor, "encoded_bytes_per_worker": total_encoded,
                        "upload_bytes": up, "rejected": rejected, "byzantine_accepted": forged_in,
+                       "honest_sent": honest_sent, "honest_credited": honest_in,
                        "seconds": time.perf_counter() - t0})
         if log:
             log(rounds[-1])
     return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
+
+
+def _probe(scorer: ShardScorer, r: int, i: int, state: dict[str, Tensor], names: list[str]):
+    """Attacker i's probe of a payload of the fragment ``names`` in round r: its score on the public
+    batch of its own shard (what it can compute itself before it submits)."""
+    return lambda payload: scorer.score(r, i, state, names, payload)
 
 
 def _inner_round(worker: InnerTrainer, state: dict[str, Tensor], previous_end: dict[str, Tensor] | None,

@@ -1,0 +1,168 @@
+"""Credit for work only (issue #26): the attackers that the plain loss-improvement scoring pays
+(free riders that read their public score, copies, boosted or lazy updates) and the credit gate
+(`tenzro_trainer.credit`) that pays them nothing while it pays the honest trainers."""
+
+import math
+
+import pytest
+import torch
+
+from tenzro_trainer.attacks import AttackView, build_attack
+from tenzro_trainer.config import InnerConfig, ModelConfig
+from tenzro_trainer.credit import CreditConfig, CreditGate
+from tenzro_trainer.data.windows import train_heldout_split
+from tenzro_trainer.scoring import ShardScorer
+from tenzro_trainer.simulate import SimConfig, simulate
+
+
+def _honest(k=5, p=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [{"w": torch.randn(p, generator=g) * 0.01 + 0.02, "b": torch.randn(3, generator=g) * 0.01} for _ in range(k)]
+
+
+def _view(r=2, own=None, previous=None, honest=None, probes=None, index=7):
+    return AttackView(round=r, fragment=0, n=8, f=2, honest=honest or _honest(), own=own, previous=previous,
+                      generator=torch.Generator().manual_seed(1), probes=probes or {}, index=index)
+
+
+# ---------------------------------------------------------------- the attackers
+
+
+def test_free_rider_variants_and_the_lazy_trainer_forge_what_the_issue_says():
+    prev = {"w": torch.linspace(-1, 1, 64), "b": torch.ones(3)}
+    assert torch.equal(build_attack("free_rider_x2").forge(_view(previous=prev))["w"], 2 * prev["w"])
+    noisy = build_attack("free_rider_noise").forge(_view(previous=prev))
+    rms = math.sqrt(sum(float((t ** 2).sum()) for t in prev.values()) / 67)
+    got = math.sqrt(sum(float(((noisy[n] - prev[n]) ** 2).sum()) for n in prev) / 67)
+    assert got == pytest.approx(0.5 * rms, rel=0.3)
+    # the signed rider sends whichever sign its own probe scores higher
+    likes_minus = {7: lambda p: -float(p["b"].sum())}
+    assert torch.equal(build_attack("free_rider_signed").forge(_view(previous=prev, probes=likes_minus))["b"],
+                       -prev["b"])
+    lazy = build_attack("lazy")
+    own = {"w": torch.ones(64), "b": torch.ones(3)}
+    assert lazy.needs_training(3) and lazy.steps == 2
+    assert torch.equal(lazy.forge(_view(own=own))["w"], torch.full((64,), 12.0))  # H / 2 = 12
+
+
+def test_min_max_and_min_sum_stay_within_the_honest_spread_the_paper_allows():
+    honest = _honest(k=6)
+    x = torch.stack([torch.cat([h["b"], h["w"]]) for h in honest]).double()
+    pair = torch.cdist(x, x)
+    for kind in ("minmax", "minsum"):
+        m = build_attack(kind).forge(_view(honest=honest))
+        mv = torch.cat([m["b"], m["w"]]).double()
+        d = torch.linalg.vector_norm(x - mv, dim=1)
+        if kind == "minmax":
+            assert float(d.max()) <= float(pair.max()) * (1 + 1e-6)
+        else:
+            assert float((d ** 2).sum()) <= float((pair ** 2).sum(dim=1).max()) * (1 + 1e-6)
+        assert float(torch.linalg.vector_norm(mv - x.mean(0))) > 0  # it moved off the mean (gamma > 0)
+    # tuned to pass scoring: a probe that refuses everything leaves the honest mean (gamma = 0)
+    m = build_attack("minmax").forge(_view(honest=honest, probes={7: lambda p: -1.0}))
+    assert torch.allclose(m["w"], torch.stack([h["w"] for h in honest]).mean(0))
+
+
+def test_boosters_scale_as_far_as_their_probes_and_the_screen_allow():
+    own = {"w": torch.ones(64) * 0.01, "b": torch.zeros(3)}
+    assert torch.allclose(build_attack("boost_own").forge(_view(own=own))["w"], 8 * own["w"])
+    capped = {7: lambda p: 1.0 if float(p["w"].abs().max()) < 0.03 else -1.0}
+    assert torch.allclose(build_attack("boost_own").forge(_view(own=own, probes=capped))["w"], 2 * own["w"])
+    honest = _honest()
+    out = build_attack("boost_collude").forge(_view(honest=honest))
+    norms = sorted(math.sqrt(sum(float((t ** 2).sum()) for t in h.values())) for h in honest)
+    got = math.sqrt(sum(float((t ** 2).sum()) for t in out.values()))
+    assert 5 * norms[0] < got <= 10 * norms[-1]  # boosted, yet under the x10 screen
+
+
+# ---------------------------------------------------------------- the gate
+
+
+class _FakeScorer:
+    """Scores from a table: (own, other, half) per trainer index."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def contribution(self, r, index, state, names, tensors, reveal):
+        return self.table[index]
+
+
+def _p(*v):
+    return {"w": torch.tensor(v, dtype=torch.float32)}
+
+
+def test_the_gate_names_copies_outliers_and_updates_that_did_not_train_on_their_shard():
+    scorer = _FakeScorer({0: (0.3, 0.1, 0.2), 1: (0.3, 0.1, 0.2), 2: (0.3, 0.1, 0.2), 3: (0.3, 0.1, 0.2),
+                          4: (0.1, 0.2, 0.05), 5: (0.3, 0.1, 0.4), 6: (0.1, -0.5, 0.05)})
+    gate = CreditGate(scorer, CreditConfig())
+    payloads = {0: _p(1, 0, 0, 0), 1: _p(0, 1, 0, 0), 2: _p(0, 0, 1, 0), 3: _p(1.9, 1.9, 2, 2.1), 4: _p(0, 0, 0, 1),
+                5: _p(-1, 0, 1, 0), 6: _p(0, -1, 0, 1)}
+    previous = _p(1.0, 1.0, 1.0, 1.0)
+    v = gate(2, 0, {}, ["w"], payloads, previous, reveal="r")
+    assert v[3].reason == "NearCopy"  # |cos| to the last aggregate ~ 1
+    assert v[4].reason == "NoContribution" and "data not assigned" in v[4].detail
+    assert v[5].reason == "NoContribution" and "half" in v[5].detail  # overshoots
+    assert v[6].reason == "NoContribution" and "raises the loss" in v[6].detail
+    assert all(v[i].reason is None and v[i].credited and v[i].aggregated for i in (0, 1, 2))
+    twins = gate(3, 0, {}, ["w"], {0: _p(1, 0, 0, 0), 1: _p(2, 0, 0, 0), 2: _p(0, 1, 0, 0)}, None, reveal="r")
+    assert twins[0].reason == twins[1].reason == "NearCopy" and twins[2].reason is None
+    big = gate(4, 0, {}, ["w"], {0: _p(1, 0, 0, 0), 1: _p(0, 1, 0, 0), 2: _p(0, 0, 5, 0)}, None, reveal="r")
+    assert big[2].reason == "NormOutlier"
+
+
+def test_credit_follows_a_trainers_history_so_one_lucky_round_pays_nothing():
+    table = {0: (0.3, 0.1, 0.2), 1: (0.1, 0.2, 0.05)}
+    gate = CreditGate(_FakeScorer(table), CreditConfig())
+    pays = {0: _p(1, 0, 0), 1: _p(0, 1, 0)}
+    for r in range(1, 6):  # trainer 1 fails five rounds running
+        v = gate(r, 0, {}, ["w"], pays, None, reveal=str(r))
+        assert v[0].credited and not v[1].credited
+    table[1] = (0.3, 0.1, 0.2)  # one lucky round
+    v = gate(6, 0, {}, ["w"], pays, None, reveal="6")
+    assert v[1].reason is None and not v[1].credited and not v[1].aggregated
+    table[0] = (0.1, 0.2, 0.05)  # an honest trainer's one unlucky round costs it nothing
+    v = gate(7, 0, {}, ["w"], pays, None, reveal="7")
+    assert v[0].reason == "NoContribution" and v[0].credited and not v[0].aggregated
+
+
+def test_the_contribution_batches_follow_the_reveal_and_are_reproducible(collection):
+    cfg = ModelConfig.preset("demo")
+    split = train_heldout_split(collection, cfg.context_len, cfg.horizon)
+    from tenzro_trainer.models import build_model
+    from tenzro_trainer.data.windows import shard_series
+
+    shards = shard_series(split.unique_ids, 4)
+    torch.manual_seed(0)
+    state = {k: v.detach().clone() for k, v in build_model(cfg).state_dict().items()}
+    names = sorted(state)[:2]
+    delta = {n: 0.01 * torch.randn_like(state[n]) for n in names}
+    a = ShardScorer(build_model(cfg), split, lambda i: shards[i], salt="t").contribution(1, 0, state, names, delta, "x")
+    b = ShardScorer(build_model(cfg), split, lambda i: shards[i], salt="t").contribution(1, 0, state, names, delta, "x")
+    c = ShardScorer(build_model(cfg), split, lambda i: shards[i], salt="t").contribution(1, 0, state, names, delta, "y")
+    assert a == b and a != c
+
+
+# ---------------------------------------------------------------- in the simulator
+
+
+def _sim(attack, credit, rounds=4):
+    return simulate(SimConfig(model=ModelConfig.preset("demo"), inner=InnerConfig(steps=12, batch_size=16),
+                              workers=6, rounds=rounds, fragments=2, norm_multiple=10.0, rule="TrimmedMean",
+                              rule_params={"alpha_bps": 2500}, scoring=64, attackers={4: attack, 5: attack},
+                              credit=credit))
+
+
+def test_plain_scoring_pays_a_free_rider_that_reads_its_public_score_and_the_gate_does_not(collection):
+    paid = _sim("free_rider_signed", None)
+    gated = _sim("free_rider_signed", {})
+    assert sum(r["byzantine_accepted"] for r in paid.rounds[2:]) > 0  # the attack: credited by score > 0
+    assert sum(r["byzantine_accepted"] for r in gated.rounds) == 0
+    assert sum(r["honest_credited"] for r in gated.rounds) >= 0.75 * sum(r["honest_sent"] for r in gated.rounds)
+
+
+def test_colluding_boosters_are_paid_by_plain_scoring_and_not_by_the_gate(collection):
+    paid = _sim("boost_collude", None, rounds=2)
+    gated = _sim("boost_collude", {}, rounds=2)
+    assert sum(r["byzantine_accepted"] for r in paid.rounds) > 0
+    assert sum(r["byzantine_accepted"] for r in gated.rounds) == 0  # one shared payload: near-copies

@@ -1,0 +1,196 @@
+"""Credit for work only (issue #26): which of a round's screened payloads the syncer credits and
+which it aggregates.
+
+Checks, per payload of one fragment, in this order; the first that fails names the reason (the
+transcript's rejection reason):
+
+``NearCopy``       its |cosine| to another payload of the same round and fragment, or to the
+                   fragment's last public aggregate, is above ``copy_cosine``: a copy, a replayed or
+                   rescaled aggregate, the colluders' shared payload. Every party to a near-copy pair
+                   loses the round (the commit phase closes before any reveal, so an honest payload
+                   is copied only through the public forced path).
+``NormOutlier``    its L2 norm is above ``norm_multiple`` x the round's median (tighter than the
+                   validation screen's x10: what a boosted update needs to weigh).
+``NoContribution`` the contribution test (Templar's check, `ShardScorer.contribution`), on batches
+                   drawn with the round's *reveal*, which no trainer knows before it commits: with
+                   ``own`` / ``other`` the loss improvement (loss units) on the trainer's own shard /
+                   on the data it was not assigned, and ``half`` the own-shard improvement at half
+                   the pseudo-gradient, the payload passes when
+
+                   - ``own > other``: it helps the data it trained on more than the rest (a replayed
+                     or rescaled aggregate, noise and harm help both alike or the rest more);
+                   - ``own > half``: the own-shard loss is lower at its end than half-way (an honest
+                     update is where its training ended; a scaled, extrapolated or boosted one
+                     overshoots);
+                   - ``other >= -harm x own``: it raises the loss on the others' data by at most
+                     ``harm`` times what it gains on its own (score-aware poisoning does not).
+
+Credit (the round's reward share) is by history, so one lucky round pays nothing and one unlucky
+one costs an honest trainer nothing: per trainer and fragment a moving average of the passes
+(1 when the round's payload passed every check, 0 otherwise; weight ``ema`` on the new round,
+starting at ``start``); the payload is *credited* when it passed ``NearCopy`` and ``NormOutlier``
+and the average is above ``credit_above``. It is *aggregated* when it is credited and passed the
+round's contribution test too; the aggregated ones are clipped to their median L2 norm (``clip``)
+before the robust rule, so a boosted update that got through weighs no more than a typical one.
+
+Everything is a function of the transcript (the payloads, the input weights, the last aggregate,
+the reveal, the data, the earlier verdicts), so a watcher recomputes every verdict. Scores are not
+provable on-chain: a trainer that disputes a verdict forces its submission on-chain (`scoring`).
+
+Usage::
+
+    gate = CreditGate(scorer, CreditConfig())
+    verdicts = gate(r, f, state, names, {index: tensors}, previous_aggregate, reveal)
+    credited = [i for i, v in verdicts.items() if v.credited]
+    aggregate = rule(gate.clipped({i: payloads[i] for i, v in verdicts.items() if v.aggregated}))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import torch
+from torch import Tensor
+
+from tenzro_trainer.aggregation import payload_norm
+from tenzro_trainer.scoring import ShardScorer
+
+Payload = Mapping[str, Tensor]
+
+
+@dataclass(frozen=True)
+class CreditConfig:
+    """The credit checks' thresholds (see the module docstring).
+
+    Attributes:
+        copy_cosine: |cosine| above which two payloads (or one and the last aggregate) are copies.
+        norm_multiple: a payload's L2 norm at most this multiple of the round's median.
+        harm: ``other >= -harm x own`` (loss improvements) for the contribution test.
+        ema: weight of the new round in the moving average of passes.
+        start: the moving average before a trainer's first payload.
+        credit_above: credited while the moving average is above this.
+        clip: clip aggregated payloads to their median L2 norm before the rule.
+    """
+
+    copy_cosine: float = 0.95
+    norm_multiple: float = 3.0
+    harm: float = 2.0
+    ema: float = 0.1
+    start: float = 0.6
+    credit_above: float = 0.6
+    clip: bool = True
+
+
+@dataclass
+class Verdict:
+    """One payload's verdict: ``reason`` the first check it failed (None: passed all), whether it
+    is credited and aggregated, and the figures (loss improvements, the moving average)."""
+
+    reason: str | None
+    detail: str = ""
+    credited: bool = False
+    aggregated: bool = False
+    own: float = math.nan
+    other: float = math.nan
+    half: float = math.nan
+    average: float = math.nan
+    figures: dict = field(default_factory=dict)
+
+
+def _flat(p: Payload) -> Tensor:
+    return torch.cat([p[n].reshape(-1).to(torch.float64) for n in sorted(p)])
+
+
+def _cos(a: Tensor, b: Tensor) -> float:
+    na, nb = float(torch.linalg.vector_norm(a)), float(torch.linalg.vector_norm(b))
+    if na == 0.0 or nb == 0.0:
+        return 1.0 if na == nb else 0.0  # two zero payloads copy each other; zero vs non-zero do not
+    return float(torch.dot(a, b)) / (na * nb)
+
+
+def _median(xs: list[float]) -> float:
+    return float(torch.tensor(sorted(xs), dtype=torch.float64).median())  # the lower middle value
+
+
+class CreditGate:
+    """The syncer's credit decision for a run (keeps each trainer's moving average across rounds).
+
+    Args:
+        scorer: the run's `ShardScorer` (own shard and the data not assigned, per trainer).
+        cfg: thresholds.
+    """
+
+    def __init__(self, scorer: ShardScorer, cfg: CreditConfig | None = None):
+        self.scorer, self.cfg = scorer, cfg or CreditConfig()
+        self.average: dict[tuple[int, int], float] = {}  # (trainer, fragment) -> moving average of passes
+        self.log: list[dict] = []  # every verdict's figures, for the benchmark and the transcript
+
+    def near_copy(self, i: int, flats: Mapping[int, Tensor], previous: Tensor | None) -> str:
+        """Why payload i is a near-copy ("" when it is not)."""
+        others = [(f"trainer {j}", flats[j]) for j in sorted(flats) if j != i]
+        if previous is not None:
+            others.append(("the last aggregate", previous))
+        for who, x in others:
+            c = abs(_cos(flats[i], x))
+            if c > self.cfg.copy_cosine:
+                return f"|cosine| {c:.4f} to {who} > {self.cfg.copy_cosine:g}"
+        return ""
+
+    def contribution(self, own: float, other: float, half: float) -> str:
+        """Why the contribution test fails ("" when it passes); loss improvements as in the docstring."""
+        if not own > other:
+            return f"own-shard improvement {own:.6g} <= {other:.6g} on data not assigned"
+        if not own > half:
+            return f"own-shard improvement {own:.6g} <= {half:.6g} at half the update (overshoots)"
+        if not other >= -self.cfg.harm * own:
+            return f"raises the loss on data not assigned by {-other:.6g} > {self.cfg.harm:g} x {own:.6g}"
+        return ""
+
+    def __call__(self, r: int, fragment: int, state: Mapping[str, Tensor], names: list[str],
+                 payloads: Mapping[int, Payload], previous: Payload | None, reveal: str) -> dict[int, Verdict]:
+        """Verdicts on round r's screened payloads of one fragment, ``{trainer index: tensors}``,
+        against the round's input weights ``state``, the fragment's last public aggregate
+        ``previous`` (None in round 1) and the round's ``reveal``. Updates the moving averages of
+        the trainers that submitted."""
+        cfg, verdicts = self.cfg, {}
+        flats = {i: _flat(p) for i, p in payloads.items()}
+        prev = _flat(previous) if previous is not None else None
+        if prev is not None and float(torch.linalg.vector_norm(prev)) == 0.0:
+            prev = None  # an empty round's zero aggregate is nobody's to copy
+        norms = {i: float(torch.linalg.vector_norm(x)) for i, x in flats.items()}
+        med = _median(list(norms.values())) if norms else 0.0
+        for i in sorted(payloads):
+            v = Verdict(None)
+            why = self.near_copy(i, flats, prev)
+            if why:
+                v.reason, v.detail = "NearCopy", why
+            elif norms[i] > cfg.norm_multiple * med:
+                v.reason, v.detail = "NormOutlier", f"L2 norm {norms[i]:.6g} > {cfg.norm_multiple:g} x median {med:.6g}"
+            else:
+                v.own, v.other, v.half = self.scorer.contribution(r, i, state, names, payloads[i], reveal)
+                why = self.contribution(v.own, v.other, v.half)
+                if why:
+                    v.reason, v.detail = "NoContribution", why
+            avg = (1.0 - cfg.ema) * self.average.get((i, fragment), cfg.start) + cfg.ema * (v.reason is None)
+            self.average[(i, fragment)] = v.average = avg
+            v.credited = v.reason in (None, "NoContribution") and avg > cfg.credit_above
+            v.aggregated = v.credited and v.reason is None
+            verdicts[i] = v
+            self.log.append({"round": r, "fragment": fragment, "trainer": i, "reason": v.reason,
+                             "credited": v.credited, "own": v.own, "other": v.other, "half": v.half,
+                             "average": avg, "norm": norms[i] / med if med else math.nan})
+        return verdicts
+
+    def clipped(self, payloads: Mapping) -> dict:
+        """``payloads`` with each scaled down to the median L2 norm of them all (``clip``)."""
+        if not self.cfg.clip or not payloads:
+            return dict(payloads)
+        norms = {k: payload_norm(p) for k, p in payloads.items()}
+        med = _median(list(norms.values()))
+        return {k: p if norms[k] <= med else {n: t * (med / norms[k]) for n, t in p.items()}
+                for k, p in payloads.items()}
+
+
+__all__ = ["CreditConfig", "CreditGate", "Verdict"]
