@@ -56,6 +56,9 @@ def multibase_encode(data: bytes) -> str:
     return "u" + base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
 
 
+_ALNUM = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
 def multibase_decode(text: str) -> bytes:
     """Bytes of a multibase string in base64url (``u``) or base64 (``m``), padded or not.
 
@@ -67,7 +70,9 @@ def multibase_decode(text: str) -> bytes:
     alphabet = {"u": "-_", "m": "+/"}.get(prefix)
     if alphabet is None:
         raise IpfsPubsubError(f"multibase prefix {prefix!r} is not supported (base64url 'u' or base64 'm')")
-    if len(body) % 4 == 1 or not all(c.isascii() and (c.isalnum() or c in alphabet) for c in body):
+    # the alphabet check in C (str.isascii, bytes.translate): a character loop in Python cost ~80 ns
+    # a character, 0.34 ms for a 4 KiB message, on every message an outsider floods in (issue #24)
+    if len(body) % 4 == 1 or not body.isascii() or body.encode("ascii").translate(None, _ALNUM + alphabet.encode()):
         raise IpfsPubsubError(f"invalid multibase {'base64url' if prefix == 'u' else 'base64'} string {text[:80]!r}")
     return base64.b64decode(body + "=" * (-len(body) % 4), altchars=alphabet.encode())
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -32,9 +31,8 @@ log = logging.getLogger("tenzro.gateway")
 __all__ = ["MAX_DEPTH", "Dispatcher", "RpcError", "error_response", "json_depth"]
 
 MAX_DEPTH = 64  # most nested arrays / objects in a body (a batch of calls needs 4 or 5)
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
 _BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 opens, -1 closes (as int8)
-_OTHER = bytes(b for b in range(256) if b not in b"[{]}")
+_NOT_MARK = bytes(b for b in range(256) if b not in b'"[{]}')  # what the depth scan drops
 
 # -- standard codes
 PARSE_ERROR = -32700
@@ -59,9 +57,17 @@ def json_depth(body: bytes) -> int:
     without recursion: 0 for a scalar; when ``body`` holds at most `MAX_DEPTH` brackets in all,
     their number (a bound that already proves it shallow). Malformed text gets a number too; the
     parser judges it."""
-    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:  # the common case: no scan needed
-        return body.count(b"[") + body.count(b"{")
-    marks = _STRING.sub(b"", body).translate(_BRACKETS, _OTHER)
+    # Bytes methods only (C loops; a regular expression over the strings took about twice the
+    # parse of a 100-call batch). Drop the escape pairs that can hide a quote (an escaped
+    # backslash first, paired left to right as the parser does), keep only quotes and brackets:
+    # then quotes alternate, and the even pieces between them are outside strings.
+    if b"\\" in body:
+        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = body.translate(None, _NOT_MARK)
+    brackets = marks.count(b"[") + marks.count(b"{")
+    if brackets <= MAX_DEPTH:  # the common case: no scan needed
+        return brackets
+    marks = b"".join(marks.split(b'"')[::2]).translate(_BRACKETS)
     if not marks:
         return 0
     return int(np.cumsum(np.frombuffer(marks, dtype=np.int8), dtype=np.int64).max())
