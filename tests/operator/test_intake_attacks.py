@@ -282,9 +282,33 @@ def test_one_client_over_its_rate_is_refused_and_another_is_not(syncer, endpoint
     refused = 0
     with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.1")) as http:
         for _ in range(int(CLIENT_BURST) // 100 + 3):
-            out = http.post(endpoint.url, json=_calls(flood)).json()
-            refused += sum(1 for a in out if a.get("error", {}).get("code") == RATE_LIMITED)
+            res = http.post(endpoint.url, json=_calls(flood))
+            if res.status_code == 429:  # refused unread, whole (the next test)
+                refused += len(flood) * (res.json()["error"]["code"] == RATE_LIMITED)
+                continue
+            refused += sum(1 for a in res.json() if a.get("error", {}).get("code") == RATE_LIMITED)
     assert refused >= 100 and endpoint.clients.refused >= 1
+    t1 = trainers[1]
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as http:
+        out = http.post(endpoint.url, json=_calls([commit_of(t1, reveal_of(t1))])).json()
+    assert out[0]["result"] == {"accepted": True}
+
+
+def test_a_client_over_its_rate_is_refused_before_its_body_is_read(syncer, endpoint, trainers, monkeypatch):
+    """A client whose bucket is empty is answered 429 ``rate_limited`` and its connection closed
+    before its body is read or parsed (a refused flood was parsed on the loop the trainers' posts
+    share, and made them time out); a client at another address is still served."""
+    endpoint.clients = TokenBuckets(CLIENT_RATE_PER_S, CLIENT_BURST)
+    parsed = []
+    parse = endpoint.server.dispatcher.parse
+    monkeypatch.setattr(endpoint.server.dispatcher, "parse", lambda body: parsed.append(len(body)) or parse(body))
+    flood = _calls([forged_commit(trainers[0].address) for _ in range(100)])
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.1")) as http:
+        answers = [http.post(endpoint.url, json=flood) for _ in range(int(CLIENT_BURST) // 100 + 3)]
+    unread = [a for a in answers if a.status_code == 429]
+    assert unread and all(a.json()["error"]["code"] == RATE_LIMITED and a.json()["id"] is None for a in unread)
+    assert all(a.headers.get("connection", "").lower() == "close" for a in unread)
+    assert len(parsed) == len(answers) - len(unread)  # the refused-unread bodies were never parsed
     t1 = trainers[1]
     with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as http:
         out = http.post(endpoint.url, json=_calls([commit_of(t1, reveal_of(t1))])).json()

@@ -198,14 +198,20 @@ class GatewayServer:
         admit: optional ``admit(client IP, parsed document) -> RpcError | None``, called on the
             event loop before any call of a request runs (a per-client rate limit); an error
             answers every call of the request with it.
+        admit_unread: optional ``admit_unread(client IP) -> RpcError | None``, called before the
+            body is read: an error is answered at once (HTTP 429, id null) and the connection
+            closed, so a client already over its limit costs no read, scan or parse on the loop
+            that other clients share.
     """
 
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, max_request_bytes: int = 1 << 20,
                  health: dict[str, Any] | None = None, *, max_connections: int = MAX_CONNECTIONS,
                  read_timeout_s: float = READ_TIMEOUT_S, read_workers: int = READ_WORKERS,
                  write_workers: int = WRITE_WORKERS,
-                 admit: Callable[[str, Any], RpcError | None] | None = None) -> None:
+                 admit: Callable[[str, Any], RpcError | None] | None = None,
+                 admit_unread: Callable[[str], RpcError | None] | None = None) -> None:
         self.dispatcher, self.host, self.port, self.admit = dispatcher, host, port, admit
+        self.admit_unread = admit_unread
         self.max_request_bytes = max_request_bytes
         self.health = dict(health or {})
         self.max_connections, self.read_timeout_s = max_connections, read_timeout_s
@@ -247,6 +253,10 @@ class GatewayServer:
                 guard.arm(transport)
 
     async def _post(self, request: web.Request) -> web.StreamResponse:
+        if self.admit_unread is not None and (err := self.admit_unread(request.remote or "")) is not None:
+            resp = web.json_response(error_response(err), status=429)
+            resp.force_close()
+            return resp
         if request.content_length is not None and request.content_length > self.max_request_bytes:
             return self._too_large(request.content_length)
         try:

@@ -239,14 +239,21 @@ class SubmissionEndpoint:
         self.dispatcher = Dispatcher({DELIVER: self.deliver}, MAX_BATCH, _map_error)
         self.clients = TokenBuckets(CLIENT_RATE_PER_S, CLIENT_BURST)
         self.server = GatewayServer(self.dispatcher, host, port, max_request_bytes, {"methods": [DELIVER]},
-                                    admit=self.admit)
+                                    admit=self.admit, admit_unread=self.admit_unread)
 
     def admit(self, client: str, doc: Any) -> RpcError | None:
         """The per-client limit, before any call of a request runs: each call takes a token of
         ``client``'s bucket (its IP); a request that finds too few is refused whole."""
         calls = len(doc) if isinstance(doc, list) else 1
-        if self.clients.take(client, calls):
-            return None
+        return None if self.clients.take(client, calls) else self._rate_limited(client)
+
+    def admit_unread(self, client: str) -> RpcError | None:
+        """Before a request is read: a client whose bucket is empty is refused unread (issue #24's
+        flood: refused batches were still read and parsed on the loop the trainers' posts share)."""
+        return self._rate_limited(client) if self.clients.exhausted(client) else None
+
+    @staticmethod
+    def _rate_limited(client: str) -> RpcError:
         return RpcError(RATE_LIMITED, f"rate limited: more than {CLIENT_RATE_PER_S:g} calls a second from {client}; "
                                       "retry later", {"reason": "rate_limited", "rate_per_s": CLIENT_RATE_PER_S})
 

@@ -48,7 +48,7 @@ class TokenBuckets:
         with self._lock:
             b = self._buckets.pop(key, None)
             if b is None:
-                b = [self.burst, now]
+                b = [self.burst, now, 0.0]  # tokens, last refill, tokens its last refused take asked for
                 while len(self._buckets) >= self.max_keys:
                     self._buckets.popitem(last=False)
             b[0] = min(self.burst, b[0] + (now - b[1]) * self.rate)
@@ -56,8 +56,22 @@ class TokenBuckets:
             self._buckets[key] = b
             if b[0] < n:
                 self.refused += 1
+                b[2] = n
                 return False
             b[0] -= n
+            b[2] = 0.0
+            return True
+
+    def exhausted(self, key: Hashable) -> bool:
+        """True when ``key``'s bucket holds less than one token now, or less than its last refused
+        take asked for (nothing taken; counted in ``refused``): the check a server can make before
+        it reads a request, so a source refused once stays refused unread until it could pay again."""
+        now = time.monotonic()
+        with self._lock:
+            b = self._buckets.get(key)
+            if b is None or min(self.burst, b[0] + (now - b[1]) * self.rate) >= max(1.0, b[2]):
+                return False
+            self.refused += 1
             return True
 
     def __len__(self) -> int:
