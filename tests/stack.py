@@ -13,6 +13,7 @@ has the shape ``scripts/deploy.py`` writes (``deployments/<network>.json``).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -129,11 +130,26 @@ def wait_until(predicate, timeout_s: float = 10.0, what: str = "condition", poll
         time.sleep(poll_s)
 
 
+_PORTS_PER_WORKER = 1_500  # below the kernel's ephemeral range (32768-60999), which bind(0) draws from
+_port_cursor = itertools.count()
+
+
 def free_port() -> int:
-    """A loopback TCP port nobody listens on now (bind port 0 and let the kernel choose)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port nobody listens on now, from a range of this pytest-xdist worker's own
+    (20000 + 1,500 x its number), so two workers never pick the same one: with the kernel's port 0 they
+    sometimes did, and the devnet launcher, which reuses a node already answering on its port, then
+    ran two workers' tests on one chain (permit nonces taken by the other worker: reverted posts)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    base = 20_000 + (worker % 8) * _PORTS_PER_WORKER
+    for _ in range(_PORTS_PER_WORKER):
+        port = base + next(_port_cursor) % _PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {base}-{base + _PORTS_PER_WORKER - 1}")
 
 
 def build_artifacts() -> dict[str, Any]:

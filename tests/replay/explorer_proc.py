@@ -35,4 +35,8 @@ def explorer_process(stack, *extra: str) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(30)  # a loaded machine can take more than 10 s to unwind the server's threads
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
