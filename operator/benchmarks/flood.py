@@ -248,7 +248,8 @@ def flood_rpc(rpc: str, deployments: str, task_id: bytes, fragments: int, endpoi
     """The outsider's JSON-RPC process: ``rate`` forged messages a second to the syncer's endpoint
     in batches of `MAX_BATCH` calls (each call one message), over ``connections`` keep-alive
     connections from `OUTSIDER_ADDRESS`, until ``stop_at``. Counts the messages sent (SENT_RPC) and
-    those of batches refused whole by the per-client limit (RATE_LIMITED)."""
+    those of batches refused whole by the per-client limit (RATE_LIMITED), read (``rate_limited``
+    answers) or unread (HTTP 429, after which the endpoint closes the connection)."""
     from tenzro_operator.roles.delivery import MAX_BATCH
 
     forger, done = Forger(task_id, fragments), threading.Event()
@@ -263,6 +264,12 @@ def flood_rpc(rpc: str, deployments: str, task_id: bytes, fragments: int, endpoi
         def send() -> None:
             [(status, answer)] = conn.exchange([conn.request("/", rpc_body(forger.submissions(MAX_BATCH)),
                                                              "application/json")])
+            if status == 429:  # refused unread, whole, and the connection closed: the next send reconnects
+                conn.close()
+                with counts.get_lock():
+                    counts[SENT_RPC] += MAX_BATCH
+                    counts[RATE_LIMITED] += MAX_BATCH
+                return
             if status != 200:
                 raise RuntimeError(f"the endpoint answered HTTP {status}")
             limited = answer.count(b'"reason":"rate_limited"')
@@ -508,7 +515,7 @@ def main(rates, rpc, ipfs, deployments, pubsub_rate, trainers, quorum, fragments
             raise click.ClickException(f"{method}: {r['error']}")
         return r["result"]
 
-    args = {"rpc": rpc, "ipfs": ipfs, "deployments": deployments, "pubsub_rate": pubsub_rate, "trainers": trainers,
+    args = {"rpc": rpc, "ipfs": ipfs, "deployments": deployments.resolve(), "pubsub_rate": pubsub_rate, "trainers": trainers,
             "quorum": quorum, "fragments": fragments, "rounds": rounds, "timeout_s": timeout_s}
     def clock_to_now() -> None:
         # evm_revert takes the chain's clock back to the snapshot's block: a run after it would
@@ -524,6 +531,8 @@ def main(rates, rpc, ipfs, deployments, pubsub_rate, trainers, quorum, fragments
     snapshot = call("evm_snapshot", [])  # the state every run starts from (anvil drops it on revert)
     base = one_run(0, args)
     base["m"] = trainers
+    if base["error"] or not base["durations"]:
+        raise SystemExit(f"the run without a flood did not seal, so no rate can be judged against it: {base['error']}")
     print(f"unflooded: rounds {base['durations']} s, RSS peak {base['rss_peak_mib']:.0f} MiB", flush=True)
     rows = []
     for rate in [int(x) for x in rates.split(",") if x.strip()]:
@@ -531,7 +540,7 @@ def main(rates, rpc, ipfs, deployments, pubsub_rate, trainers, quorum, fragments
         clock_to_now()
         snapshot = call("evm_snapshot", [])
         row = one_run(rate, args)
-        row["on_time"] = len(row["durations"]) == len(base["durations"]) and all(
+        row["on_time"] = not row["error"] and len(row["durations"]) == len(base["durations"]) and all(
             d <= b + slack_s for d, b in zip(row["durations"], base["durations"]))
         row["credits_same"] = row["trainers"] == base["trainers"]
         rows.append(row)
