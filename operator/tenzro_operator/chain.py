@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple, Sequence
 
 import requests
 from eth_abi import decode as abi_decode
@@ -165,20 +165,38 @@ class SignedPayload:
 @dataclass(frozen=True)
 class ChunkOpening:
     """``ITrainingRegistry.ChunkOpening``: chunk ``chunk_index`` (64 bytes) of a committed vector and
-    its sibling ``(h, s)`` pairs from the leaf level up (`tenzro_trainer.commitment.ChunkTree.proof`)."""
+    its sibling ``(h, s)`` pairs from the leaf level up (`tenzro_trainer.commitment.ChunkTree.proof`);
+    or, with ``chunk_index`` = `WHOLE_PAYLOAD`, the answer to a whole-payload challenge
+    (PROTOCOL.md §4 "Whole payload"): every chunk in ``chunk`` and each leaf's sum in
+    ``leaf_sums`` (sent as siblingS, with no sibling hashes)."""
+
+    WHOLE_PAYLOAD: ClassVar[int] = 2**32 - 1  # EvidenceVerifier.WHOLE_PAYLOAD
 
     chunk_index: int
     chunk: bytes
     proof: tuple[tuple[bytes, int], ...] = ()
+    leaf_sums: tuple[int, ...] = ()
 
     def to_abi(self) -> tuple:
+        if self.chunk_index == self.WHOLE_PAYLOAD:
+            return (int(self.chunk_index), bytes(self.chunk), [], [int(s) for s in self.leaf_sums])
         return (int(self.chunk_index), bytes(self.chunk), [_b32(h) for h, _ in self.proof],
                 [int(s) for _, s in self.proof])
 
     @classmethod
     def of(cls, tree, chunk_index: int) -> "ChunkOpening":
-        """The opening of chunk ``chunk_index`` of a `ChunkTree`."""
+        """The opening of chunk ``chunk_index`` of a `ChunkTree` (`WHOLE_PAYLOAD`: `whole`)."""
+        if chunk_index == cls.WHOLE_PAYLOAD:
+            return cls.whole(tree)
         return cls(chunk_index, tree.chunk(chunk_index), tuple(tree.proof(chunk_index)))
+
+    @classmethod
+    def whole(cls, tree) -> "ChunkOpening":
+        """The whole-payload answer of a `ChunkTree`: its ``num_chunks`` chunks (64 bytes each)
+        and leaf sums."""
+        m = tree.num_chunks
+        return cls(cls.WHOLE_PAYLOAD, b"".join(tree.chunk(i) for i in range(m)), (),
+                   tuple(tree.leaf(i)[1] for i in range(m)))
 
 
 def _snake(name: str) -> str:

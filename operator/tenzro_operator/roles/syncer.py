@@ -1050,11 +1050,18 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
 
     def _norm_screen(self) -> dict[int, list[_Sub]]:
         """Accepted submissions per fragment: the structurally valid ones that are not norm
-        outliers under the registry's rule over every submission of the fragment (`norm_outliers`)."""
+        outliers under the registry's rule over every submission of the fragment (`norm_outliers`).
+
+        Root flow: only the off-chain submissions are screened, against their own median. The
+        registry refuses v1's NormOutlier proof there (its median over the round's forced
+        submissions is the forcing sybils' to set, issue #23 attack 6); its reference is the
+        previous round's accepted set (``proveNormOutlier``), which this syncer does not send yet,
+        so a forced submission is accepted (left out, it would be proven omitted)."""
         out: dict[int, list[_Sub]] = {f: [] for f in range(len(self.runtime.fragments))}
         for f in out:
             subs = self._fragment_subs(f)
-            outliers = norm_outliers({self._index(s): s.signed.payload_sumsq for s in subs}, self.norm_screen_sq)
+            screened = [s for s in subs if s.offchain] if self.root_flow else subs
+            outliers = norm_outliers({self._index(s): s.signed.payload_sumsq for s in screened}, self.norm_screen_sq)
             out[f] = sorted((s for s in subs if s.reason is None and self._index(s) not in outliers),
                             key=lambda s: s.key)
         return out
