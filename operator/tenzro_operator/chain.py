@@ -1813,6 +1813,45 @@ class ChainClient:
         """
         return self.transact("proveOmission", claim, [int(b) for b in bitmaps], int(fragment), int(index))
 
+    def challenge_weights(self, task_id: bytes, round: int, fragment: int, momentum: bool, chunk_index: int) -> TxResult:
+        """``challengeWeights`` (anyone, within committed round ``round``'s challenge window; approves
+        exactly ``challengeBond`` first): chunk ``chunk_index`` of fragment ``fragment``'s new weights
+        (``momentum`` False) or momentum as the round's fragment leaf commits them (PROTOCOL.md §5
+        "Weights availability").
+
+        Raises:
+            ChainRevert: ``Registry__RoundNotCommitted``, ``Registry__ChallengeWindowClosed``,
+                ``Registry__BadFragment``, ``Registry__BadOpening``, ``Registry__ChallengePending``.
+        """
+        bond = int(self.call("challengeBond", _b32(task_id)))
+        self.ensure_allowance(bond)
+        return self.transact("challengeWeights", _b32(task_id), int(round), int(fragment), bool(momentum),
+                             int(chunk_index))
+
+    def answer_weights(self, task_id: bytes, round: int, fragment: int, momentum: bool, roots: tuple,
+                       opening: tuple) -> TxResult:
+        """``answerWeights`` (anyone, by the challenge's deadline): ``roots`` the round's ``RoundRoots``,
+        ``opening`` the ``WeightsOpening`` (leaf tuple, leaf path, the round's F fragment hashes, the
+        chunk's `ChunkOpening` ABI tuple); the challenger's bond goes to the sender.
+
+        Raises:
+            ChainRevert: ``Registry__NoChallenge``, ``Registry__ChallengeDeadline``, ``Registry__WrongRoots``,
+                ``Registry__BadLeaf``, ``Registry__WrongModelHash``, ``Registry__BadOpening``.
+        """
+        leaf, path, hashes, chunk = opening
+        return self.transact("answerWeights", _b32(task_id), int(round), int(fragment), bool(momentum),
+                             (_b32(roots[0]), _b32(roots[1]), int(roots[2]), _b32(roots[3])),
+                             (leaf, [_b32(h) for h in path], [_b32(h) for h in hashes], chunk))
+
+    def expire_weights(self, claim: tuple, fragment: int, momentum: bool, chunk_index: int) -> TxResult:
+        """``expireWeights`` (anyone) after an unanswered weights challenge's deadline: convicts the
+        round's committer (kind 5). ``claim``: the ``RoundClaim`` of the round.
+
+        Raises:
+            ChainRevert: ``Registry__NoChallenge``, ``Registry__ChallengeDeadline``, ``Registry__WrongRoots``.
+        """
+        return self.transact("expireWeights", claim, int(fragment), bool(momentum), int(chunk_index))
+
     def commit_submission(self, task_id: bytes, round: int, fragment: int, commitment: bytes) -> TxResult:
         """``commitSubmission`` (the trainer itself, in the commit phase): the first half of a
         forced submission in the root flow; ``submit_outer_gradient`` reveals it after the phase."""
