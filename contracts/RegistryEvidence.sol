@@ -8,6 +8,8 @@ import {ITrainingRegistryPermit} from "./interfaces/ITrainingRegistryPermit.sol"
 import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
 import {EvidenceVerifier} from "./EvidenceVerifier.sol";
+import {RunRoot} from "./lib/RunRoot.sol";
+import {RoundProofs} from "./lib/RoundProofs.sol";
 
 /// @title RegistryEvidence
 /// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4): proven
@@ -132,6 +134,114 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         return (_commitDeadline(run), _rootOf(taskId).unrevealed);
     }
 
+    // ------------------------------------------------------------ weights availability (root flow)
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function challengeWeights(bytes32 taskId, uint32 round, uint16 fragment, bool momentum, uint32 chunkIndex)
+        external
+        nonReentrant
+    {
+        Run storage run = _existing(taskId);
+        RootRun storage rr = _rootOf(taskId);
+        RunStatus status = run.status;
+        if (status != RunStatus.Training && status != RunStatus.Completed) {
+            revert Registry__WrongStatus(taskId, status);
+        }
+        if (round >= _roundsFinalized(run)) revert ITrainingRegistryRounds.Registry__RoundNotCommitted(taskId, round);
+        uint64 until = _rounds[taskId][round].finalizedAt + run.challengeSeconds;
+        if (block.timestamp > until) {
+            revert ITrainingRegistryRounds.Registry__ChallengeWindowClosed(taskId, round, until);
+        }
+        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
+        if (chunkIndex >= (uint256(run.fragmentSizes[fragment]) + 15) / 16) revert Registry__BadOpening(chunkIndex);
+        SlotChallenge storage sc = _slotChallenges[taskId][round][_weightsKey(fragment, momentum, chunkIndex)];
+        if (sc.challenger != address(0)) revert Registry__ChallengePending(taskId, round, fragment, address(0));
+        uint256 bond = _challengeBond(run);
+        uint64 deadline = uint64(block.timestamp) + run.challengeSeconds;
+        sc.challenger = msg.sender;
+        sc.deadline = deadline;
+        sc.commitment = _rootCommitments[taskId][round];
+        sc.bond = bond;
+        rr.openSlotChallenges += 1; // the seal and cancelStalledRun wait for it, as for a slot challenge
+        _bondsHeld += bond;
+        emit WeightsChallenged(taskId, round, fragment, momentum, chunkIndex, msg.sender, deadline, bond);
+        _pullExact(msg.sender, bond);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function answerWeights(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        bool momentum,
+        ITrainingRegistryRounds.RoundRoots calldata roots,
+        WeightsOpening calldata w
+    ) external nonReentrant {
+        Run storage run = _existing(taskId);
+        uint32 chunkIndex = w.opening.chunkIndex;
+        uint256 key = _weightsKey(fragment, momentum, chunkIndex);
+        SlotChallenge storage sc = _slotChallenges[taskId][round][key];
+        if (sc.challenger == address(0)) revert Registry__NoChallenge(taskId, round, fragment, address(0));
+        if (block.timestamp > sc.deadline) revert Registry__ChallengeDeadline(sc.deadline);
+        address payee = sc.challenger;
+        if (round < _roundsFinalized(run) && _rootCommitments[taskId][round] == sc.commitment) {
+            if (
+                keccak256(
+                        abi.encodePacked(roots.fragmentsRoot, roots.creditsRoot, roots.totalCredits, roots.bitmapsHash)
+                    ) != sc.commitment
+            ) revert ITrainingRegistryRounds.Registry__WrongRoots(round);
+            _requireWeightsChunk(run, _rounds[taskId][round], roots.fragmentsRoot, fragment, momentum, round, w);
+            payee = msg.sender;
+            _rounds[taskId][round].challengeStatus = RunRoot.STATUS_CHALLENGE_LOST; // the receipt shows it
+            emit WeightsAnswered(taskId, round, fragment, momentum, chunkIndex, w.opening.chunk, msg.sender);
+        } else {
+            // its round was discarded (or discarded and committed again): void, bond back
+            emit ITrainingRegistryRounds.SlotChallengeVoided(taskId, round, fragment, type(uint16).max);
+        }
+        _settleWeights(taskId, round, key, payee);
+    }
+
+    /// @dev Removes weights challenge `key` of the round from the books and pays its bond to
+    /// `payee` (withdrawable).
+    function _settleWeights(bytes32 taskId, uint32 round, uint256 key, address payee) private {
+        mapping(uint256 => SlotChallenge) storage open = _slotChallenges[taskId][round];
+        uint256 bond = open[key].bond;
+        _bondsHeld -= bond;
+        _rootRuns[taskId].openSlotChallenges -= 1;
+        delete open[key];
+        _withdrawable[payee] += bond;
+    }
+
+    /// @dev The weights answer `w` checks out against the round (EvidenceVerifier.weightsOpening):
+    /// reverts Registry__BadLeaf, Registry__WrongModelHash, Registry__BadOpening.
+    function _requireWeightsChunk(
+        Run storage run,
+        RoundRecord storage rec,
+        bytes32 fragmentsRoot,
+        uint16 fragment,
+        bool momentum,
+        uint32 round,
+        WeightsOpening calldata w
+    ) private view {
+        uint8 failed = _evidence.weightsOpening(
+            WeightsContext({
+                fragmentsRoot: fragmentsRoot,
+                fragmentCount: run.fragmentCount,
+                fragment: fragment,
+                n: run.fragmentSizes[fragment],
+                momentum: momentum,
+                round: round,
+                transcriptHash: rec.transcriptHash,
+                acceptedCount: rec.acceptedCount,
+                roundDigest: rec.roundDigest
+            }),
+            w
+        );
+        if (failed == 1) revert ITrainingRegistryRounds.Registry__BadLeaf(fragment, type(uint16).max);
+        if (failed == 2) revert Registry__WrongModelHash(round, fragment);
+        if (failed == 3) revert Registry__BadOpening(w.opening.chunkIndex);
+    }
+
     // ------------------------------------------------------------ cancelled runs
 
     /// @inheritdoc ITrainingRegistryEvidence
@@ -242,12 +352,75 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
         _requireSigned(taskId, round, fragment, trainer, s);
         if (reason == uint8(SlashReason.NormOutlier)) {
+            // the median over this round's submissions is the forcing sybils' to set (attack 6)
+            if (_rootRuns[taskId].enabled) revert Registry__RootFlow(taskId);
             _requireNormOutlier(run, taskId, round, fragment, t.index, s, others);
         } else {
             _requireChunkDefect(run, fragment, reason, s, o);
         }
         _reject(taskId, round, fragment, t.index);
         _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason(reason), msg.sender);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function proveNormOutlier(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        address trainer,
+        SignedPayload calldata s,
+        NormReference calldata ref
+    ) external nonReentrant {
+        Run storage run = _openRunRound(taskId, round, fragment);
+        _rootOf(taskId);
+        if (run.normScreenSq == 0) revert Registry__NoNormScreen(taskId);
+        if (round == 0) revert Registry__NoNormReference(taskId, round, fragment);
+        Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
+        _requireSigned(taskId, round, fragment, trainer, s);
+        _requireReference(run, taskId, round - 1, fragment, s.payloadSumsq, ref);
+        _reject(taskId, round, fragment, t.index);
+        _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason.NormOutlier, msg.sender);
+    }
+
+    /// @dev `ref` is round `previous`'s accepted set of `fragment`, each entry signed by its
+    /// trainer, and `target` an outlier against its median (EvidenceVerifier.normReference).
+    function _requireReference(
+        Run storage run,
+        bytes32 taskId,
+        uint32 previous,
+        uint16 fragment,
+        uint32 target,
+        NormReference calldata ref
+    ) private view {
+        ITrainingRegistryRounds.RoundRoots calldata p = ref.previous;
+        if (
+            keccak256(abi.encodePacked(p.fragmentsRoot, p.creditsRoot, p.totalCredits, p.bitmapsHash))
+                != _rootCommitments[taskId][previous]
+        ) revert ITrainingRegistryRounds.Registry__WrongRoots(previous);
+        uint16 enrolled = run.enrolledCount;
+        (uint8 code, bytes32[] memory hashes) = _evidence.normReference(
+            NormContext({
+                taskId: taskId,
+                previousRound: previous,
+                fragmentsRoot: p.fragmentsRoot,
+                fragment: fragment,
+                fragmentCount: run.fragmentCount,
+                slotWidth: RoundProofs.nextPow2(enrolled),
+                target: target,
+                screenSq: run.normScreenSq
+            }),
+            ref
+        );
+        if (code == 1) revert ITrainingRegistryRounds.Registry__BadLeaf(fragment, type(uint16).max);
+        if (code == 2) revert Registry__IncompleteSubmissionSet(ref.entries.length, ref.leaf.acceptedCount);
+        if (code == 3) revert Registry__NoNormReference(taskId, previous + 1, fragment);
+        if (code == 4) revert Registry__NotProven(uint8(SlashReason.NormOutlier));
+        address[] storage list = _trainerList[taskId];
+        for (uint256 i = 0; i < hashes.length; ++i) {
+            uint16 index = ref.entries[i].trainerIndex;
+            // no signature recovers to address(0): an index past the enrolled trainers fails
+            _requireSignedBy(hashes[i], ref.entries[i].signature, index < enrolled ? list[index] : address(0));
+        }
     }
 
     /// @inheritdoc ITrainingRegistryEvidence
@@ -268,7 +441,8 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
         _requireSigned(taskId, round, fragment, trainer, s);
         uint256 m = (uint256(run.fragmentSizes[fragment]) + 15) / 16;
-        if (chunkIndex >= m) revert Registry__BadOpening(chunkIndex);
+        // a chunk of the payload, or the whole of it (WHOLE_PAYLOAD: answered only with every chunk)
+        if (chunkIndex >= m && chunkIndex != type(uint32).max) revert Registry__BadOpening(chunkIndex);
         AvailabilityChallenge storage c = _avail[taskId][round][_slotKey(t.index, fragment)];
         if (c.challenger != address(0)) revert Registry__ChallengePending(taskId, round, fragment, trainer);
         _countChallenge(taskId, (uint64(run.epoch) << 32) | round, fragment, trainer, t.index);

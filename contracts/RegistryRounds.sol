@@ -23,7 +23,8 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// the aggregate at one coordinate (`proveAggregate`, RoundProofs, PROTOCOL.md §6), the bitmaps
 /// against a fragment's accepted set (`proveBitmap`), a live forced submission left out
 /// (`proveOmission`), a credited slot whose signed preimage nobody shows after a bonded
-/// `challengeSlot` (`expireSlot`).
+/// `challengeSlot` (`expireSlot`), a chunk of the new weights or momentum nobody opens after a
+/// bonded `challengeWeights` (RegistryEvidence; `expireWeights`).
 contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @dev Stateless receipt encoder (the same code as the registry's own).
     ReceiptBuilder private immutable _builder;
@@ -240,26 +241,29 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         RoundRoots calldata roots,
         SlotAnswer calldata ans
     ) external nonReentrant {
-        (Run storage run, SlotChallenge storage sc) = _pendingSlot(taskId, round, fragment, index);
+        uint256 key = _slotKey(index, fragment);
+        (Run storage run, SlotChallenge storage sc) = _pendingSlot(taskId, round, fragment, key);
         if (block.timestamp > sc.deadline) revert Registry__ChallengeDeadline(sc.deadline);
-        if (_voided(taskId, round, fragment, index, sc)) return;
+        if (_voided(taskId, round, fragment, key, sc)) return;
         if (_rootsHash(roots) != sc.commitment) revert Registry__WrongRoots(round);
         bytes32 structHash = _checkSlotAnswer(run, taskId, round, fragment, index, roots.fragmentsRoot, ans);
-        _settleSlot(taskId, round, fragment, index, msg.sender);
+        _settleSlot(taskId, round, key, msg.sender);
         _rounds[taskId][round].challengeStatus = RunRoot.STATUS_CHALLENGE_LOST; // the receipt shows it
         emit SlotAnswered(taskId, round, fragment, index, structHash, msg.sender);
     }
 
     /// @inheritdoc ITrainingRegistryRounds
     function expireSlot(RoundClaim calldata a, uint16 fragment, uint16 index) external nonReentrant {
-        (Run storage run, SlotChallenge storage sc) = _pendingSlot(a.taskId, a.round, fragment, index);
-        if (block.timestamp <= sc.deadline) revert Registry__ChallengeDeadline(sc.deadline);
-        if (_voided(a.taskId, a.round, fragment, index, sc)) return;
-        RootRun storage rr = _rootRuns[a.taskId];
-        bytes32 prevRoot = _checkRoots(rr, a);
-        address challenger = sc.challenger;
-        _settleSlot(a.taskId, a.round, fragment, index, challenger);
-        _convict(run, rr, a, prevRoot, _committedRounds(run, a.taskId), Finding(4, fragment, index, challenger));
+        _expire(a, _slotKey(index, fragment), Finding(4, fragment, index, address(0)));
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function expireWeights(RoundClaim calldata a, uint16 fragment, bool momentum, uint32 chunkIndex)
+        external
+        nonReentrant
+    {
+        uint256 position = momentum ? (uint256(1) << 32) | chunkIndex : chunkIndex;
+        _expire(a, _weightsKey(fragment, momentum, chunkIndex), Finding(5, fragment, position, address(0)));
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -319,17 +323,34 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         bits[w] = word | bit;
     }
 
-    /// @dev The run and the pending slot challenge of (round, fragment, index); reverts
-    /// Registry__NoChallenge.
-    function _pendingSlot(bytes32 taskId, uint32 round, uint16 fragment, uint16 index)
+    /// @dev An unanswered slot or weights challenge (`key` in _slotChallenges) after its deadline:
+    /// void if its round was discarded meanwhile, else the round is proven wrong (`what`, the
+    /// challenger gets its bond back and the bounty).
+    function _expire(RoundClaim calldata a, uint256 key, Finding memory what) private {
+        (Run storage run, SlotChallenge storage sc) = _pendingSlot(a.taskId, a.round, what.fragment, key);
+        if (block.timestamp <= sc.deadline) revert Registry__ChallengeDeadline(sc.deadline);
+        if (_voided(a.taskId, a.round, what.fragment, key, sc)) return;
+        RootRun storage rr = _rootRuns[a.taskId];
+        bytes32 prevRoot = _checkRoots(rr, a);
+        what.prover = sc.challenger;
+        _settleSlot(a.taskId, a.round, key, what.prover);
+        _convict(run, rr, a, prevRoot, _committedRounds(run, a.taskId), what);
+    }
+
+    /// @dev The run and the pending challenge `key` of (round, fragment) (a slot key, or a weights
+    /// key: bit 255); reverts Registry__NoChallenge (naming the slot's trainer, address(0) for weights).
+    function _pendingSlot(bytes32 taskId, uint32 round, uint16 fragment, uint256 key)
         private
         view
         returns (Run storage run, SlotChallenge storage sc)
     {
         run = _existing(taskId);
-        sc = _slotChallenges[taskId][round][_slotKey(index, fragment)];
+        sc = _slotChallenges[taskId][round][key];
         if (sc.challenger == address(0)) {
-            revert Registry__NoChallenge(taskId, round, fragment, _trainerAt(taskId, index));
+            // forge-lint: disable-next-line(unsafe-typecast) -- a slot key is index << 8 | fragment, index < 2^16
+            revert Registry__NoChallenge(
+                taskId, round, fragment, key >> 255 == 0 ? _trainerAt(taskId, uint16(key >> 8)) : address(0)
+            );
         }
     }
 
@@ -340,26 +361,28 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @dev A challenge whose round was discarded (or discarded and committed again) is void: the
-    /// bond goes back to its challenger. Returns whether it was.
-    function _voided(bytes32 taskId, uint32 round, uint16 fragment, uint16 index, SlotChallenge storage sc)
+    /// bond goes back to its challenger. Returns whether it was. The event names the slot's
+    /// trainer index, 65535 for a weights or momentum chunk challenge.
+    function _voided(bytes32 taskId, uint32 round, uint16 fragment, uint256 key, SlotChallenge storage sc)
         private
         returns (bool)
     {
         if (round < _roundsFinalized(_runs[taskId]) && _rootCommitments[taskId][round] == sc.commitment) {
             return false;
         }
-        _settleSlot(taskId, round, fragment, index, sc.challenger);
-        emit SlotChallengeVoided(taskId, round, fragment, index);
+        _settleSlot(taskId, round, key, sc.challenger);
+        // forge-lint: disable-next-line(unsafe-typecast) -- a slot key is index << 8 | fragment, index < 2^16
+        emit SlotChallengeVoided(taskId, round, fragment, key >> 255 == 0 ? uint16(key >> 8) : type(uint16).max);
         return true;
     }
 
-    /// @dev Removes a slot challenge from the books and pays its bond to `payee` (withdrawable).
-    function _settleSlot(bytes32 taskId, uint32 round, uint16 fragment, uint16 index, address payee) private {
+    /// @dev Removes a slot or weights challenge from the books and pays its bond to `payee` (withdrawable).
+    function _settleSlot(bytes32 taskId, uint32 round, uint256 key, address payee) private {
         mapping(uint256 => SlotChallenge) storage open = _slotChallenges[taskId][round];
-        uint256 bond = open[_slotKey(index, fragment)].bond;
+        uint256 bond = open[key].bond;
         _bondsHeld -= bond;
         _rootRuns[taskId].openSlotChallenges -= 1;
-        delete open[_slotKey(index, fragment)];
+        delete open[key];
         _withdrawable[payee] += bond;
     }
 
@@ -465,8 +488,9 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @dev What a proof showed: `kind` 1 (aggregate: fragment, coordinate), 2 (bitmap:
-    /// fragment, trainer index), 3 (omission: fragment, trainer index) or 4 (slot preimage not
-    /// shown: fragment, trainer index); `prover` gets the bounty.
+    /// fragment, trainer index), 3 (omission: fragment, trainer index), 4 (slot preimage not
+    /// shown: fragment, trainer index) or 5 (weights or momentum chunk not opened: fragment, chunk
+    /// index, 2^32 | chunk index for momentum); `prover` gets the bounty.
     struct Finding {
         uint8 kind;
         uint16 fragment;

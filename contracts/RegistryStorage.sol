@@ -296,6 +296,12 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         return (index << 8) | fragment;
     }
 
+    /// @dev Key of a weights (or momentum) chunk challenge of `fragment` in `_slotChallenges`
+    /// (PROTOCOL.md §5, issue #23 attack 2): bit 255 set, so it never meets a slot key (< 2^16).
+    function _weightsKey(uint16 fragment, bool momentum, uint32 chunkIndex) internal pure returns (uint256) {
+        return SENTINEL | (uint256(chunkIndex) << 9) | (momentum ? 256 : 0) | fragment;
+    }
+
     /// @dev Pulls exactly `amount` tokens from `from`; reverts on fee-on-transfer shortfalls.
     function _pullExact(address from, uint256 amount) internal {
         if (amount == 0) return;

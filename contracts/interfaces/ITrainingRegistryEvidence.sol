@@ -2,6 +2,8 @@
 pragma solidity 0.8.28;
 
 import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
+import {ITrainingRegistryRounds} from "./ITrainingRegistryRounds.sol";
+import {RoundProofs} from "../lib/RoundProofs.sol";
 
 /// @title ITrainingRegistryEvidence
 /// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4) and the
@@ -10,12 +12,144 @@ import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
 /// `ITrainingRegistryFull` is the registry's whole ABI.
 /// @dev Units: token atto-units, unix seconds, binary32 bit patterns as uint32.
 interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
+    /// @notice The answer to a weights challenge: fragment f's `leaf` of the round with its
+    /// `leafPath` in the round's fragments root, the round's F `fragmentHashes` (the receipt's
+    /// weights: RunRoot.weightsRoot of them is in the round's digest; in the root flow
+    /// fragmentHashes[f] is the §2 root hash of f's new weights, so it must equal
+    /// leaf.weightsRoot) and the `opening` of the challenged chunk of the leaf's weights (or
+    /// momentum) commitment.
+    struct WeightsOpening {
+        RoundProofs.FragmentLeaf leaf;
+        bytes32[] leafPath;
+        bytes32[] fragmentHashes;
+        ChunkOpening opening;
+    }
+
+    /// @notice What the registry knows of a round and fragment when it checks a WeightsOpening:
+    /// its fragments root, F, the fragment f and its size n, whether the momentum is asked for, and
+    /// the round's number, transcript hash, accepted count and stored digest.
+    struct WeightsContext {
+        bytes32 fragmentsRoot;
+        uint256 fragmentCount;
+        uint16 fragment;
+        uint256 n;
+        bool momentum;
+        uint32 round;
+        bytes32 transcriptHash;
+        uint32 acceptedCount;
+        bytes32 roundDigest;
+    }
+
+    /// @notice One accepted submission of the previous round's fragment, as a norm reference opens
+    /// it: its trainer's enrollment index, the OuterGradient struct's fields (taskId, the previous
+    /// round and the fragment come from the registry), the slot's path in the leaf's accepted set
+    /// and the trainer's EIP-712 signature of the struct.
+    struct ReferenceEntry {
+        uint16 trainerIndex;
+        bytes32 baseRoot;
+        bytes32 payloadRoot;
+        uint32 payloadSumsq;
+        bytes32 cidHash;
+        bytes32 payloadHash;
+        bytes32[] slotPath;
+        bytes signature;
+    }
+
+    /// @notice The norm screen's reference in the root flow (issue #23 attack 6): the previous
+    /// committed round's roots (its commitment word), the fragment's leaf in its fragments root
+    /// with `leafPath`, and every accepted entry of that leaf, in ascending trainer index.
+    struct NormReference {
+        ITrainingRegistryRounds.RoundRoots previous;
+        RoundProofs.FragmentLeaf leaf;
+        bytes32[] leafPath;
+        ReferenceEntry[] entries;
+    }
+
+    /// @notice What the registry knows when it checks a NormReference: the task, the previous
+    /// round and its fragments root, the fragment, F, the accepted-set width P, the target's signed
+    /// sum of squares and the task's normScreenSq (binary32 bit patterns).
+    struct NormContext {
+        bytes32 taskId;
+        uint32 previousRound;
+        bytes32 fragmentsRoot;
+        uint16 fragment;
+        uint256 fragmentCount;
+        uint256 slotWidth;
+        uint32 target;
+        uint32 screenSq;
+    }
+
+    /// @notice No norm reference for (round, fragment): round 0 (no committed round before it) or
+    /// a previous round that accepted nobody on the fragment.
+    error Registry__NoNormReference(bytes32 taskId, uint32 round, uint16 fragment);
+
+    /// @notice A weights answer whose fragmentHashes are not the round's (its digest) or whose
+    /// fragmentHashes[fragment] is not the leaf's weights root: the receipt would name another
+    /// model than the one proofs open (issue #23 attack 3).
+    error Registry__WrongModelHash(uint32 round, uint16 fragment);
+
     /// @notice A trainer committed to a forced submission of (round, fragment) without showing it:
     /// `commitment` = keccak256(abi.encode(structHash, trainer)) of the OuterGradient struct it
     /// will reveal after the commit phase (submitOuterGradient).
     event SubmissionCommitted(
         bytes32 indexed taskId, uint32 indexed round, uint16 fragment, address indexed trainer, bytes32 commitment
     );
+
+    /// @notice `challenger` asked for chunk `chunkIndex` of fragment `fragment`'s new weights
+    /// (`momentum` false) or momentum (true) committed in round `round`, by `deadline` (seconds),
+    /// posting `bond` atto-units.
+    event WeightsChallenged(
+        bytes32 indexed taskId,
+        uint32 indexed round,
+        uint16 fragment,
+        bool momentum,
+        uint32 chunkIndex,
+        address indexed challenger,
+        uint64 deadline,
+        uint256 bond
+    );
+    /// @notice The challenged weights (or momentum) chunk was opened: `chunk` (64 bytes) is public;
+    /// the bond went to `answerer`.
+    event WeightsAnswered(
+        bytes32 indexed taskId,
+        uint32 indexed round,
+        uint16 fragment,
+        bool momentum,
+        uint32 chunkIndex,
+        bytes chunk,
+        address indexed answerer
+    );
+
+    /// @notice Anyone, within committed root-flow round `round`'s challenge window
+    /// (challengeSeconds after its commit), demands chunk `chunkIndex` of fragment `fragment`'s new
+    /// weights (`momentum` false) or momentum buffer (true) as the round's fragment leaf commits
+    /// them (PROTOCOL.md §5 "Weights availability", issue #23 attack 2); pulls
+    /// challengeBond(taskId) atto-units (approve first). Anyone answers by the deadline
+    /// (challengeSeconds later) with answerWeights, or anyone convicts the round's committer with
+    /// expireWeights. One pending per (round, fragment, momentum, chunk); the seal waits for every
+    /// one. Reverts Registry__WrongStatus, Registry__RoundNotCommitted,
+    /// Registry__ChallengeWindowClosed, Registry__BadFragment, Registry__BadOpening (chunk >=
+    /// ceil(n / 16)), Registry__ChallengePending.
+    function challengeWeights(bytes32 taskId, uint32 round, uint16 fragment, bool momentum, uint32 chunkIndex) external;
+
+    /// @notice Anyone (the syncer, a watcher) answers a pending weights challenge before its
+    /// deadline: `roots` are round `round`'s (its commitment word) and `w` (WeightsOpening) opens
+    /// fragment `fragment`'s leaf in roots.fragmentsRoot, the round's fragment hashes against its
+    /// digest with fragmentHashes[fragment] = leaf.weightsRoot (the receipt names the weights proofs
+    /// open), and chunk w.opening.chunkIndex of the leaf's weights (or momentum) commitment (§2, n =
+    /// fragmentSizes[fragment]). The bond goes to the caller (withdrawable), WeightsAnswered logs
+    /// the chunk, the round's challengeStatus becomes 1 (the receipt shows it). A challenge whose
+    /// round was discarded is voided instead (bond back to its challenger). Reverts
+    /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots, Registry__BadLeaf,
+    /// Registry__WrongModelHash, Registry__BadOpening.
+    function answerWeights(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        bool momentum,
+        ITrainingRegistryRounds.RoundRoots calldata roots,
+        WeightsOpening calldata w
+    ) external;
 
     /// @notice A trainer (the sender) commits to a forced submission of the open round's fragment
     /// `fragment` during the commit phase (until roundDeadline - min(challengeSeconds,
@@ -63,11 +197,31 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// Registry__NotRootFlow.
     function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed);
 
+    /// @notice Root flow (PROTOCOL.md §4 "NormOutlier, root flow"; issue #23 attack 6): anyone
+    /// proves the open round's live forced submission of `trainer` for `fragment` a norm outlier
+    /// against a reference the round's submitters do not control: the median (CoordinateMedian,
+    /// binary32) m of the signed sums of squares of every submission the previous committed round
+    /// accepted on the fragment (`ref`, each signed by its trainer). Proven when s.payloadSumsq >
+    /// fl(normScreenSq * m) in totalOrder. The submission becomes rejected and the trainer is
+    /// slashed as by proveInvalid (reason NormOutlier). Reverts Registry__NotRootFlow,
+    /// Registry__NoNormScreen, Registry__NoNormReference (round 0, or nobody accepted), Registry__WrongRoots,
+    /// Registry__BadLeaf, Registry__IncompleteSubmissionSet (not the leaf's accepted set),
+    /// Registry__NotSignedBy, Registry__NoSuchSubmission, Registry__NotProven.
+    function proveNormOutlier(
+        bytes32 taskId,
+        uint32 round,
+        uint16 fragment,
+        address trainer,
+        SignedPayload calldata s,
+        NormReference calldata ref
+    ) external;
+
     /// @notice Anyone proves the open round's submission of `trainer` for `fragment` invalid with
     /// evidence the contract checks (PROTOCOL.md §4); `s` is the trainer's signed submission.
     /// - NonFinite (3): `o` opens a chunk of s.payloadRoot holding a NaN or infinity at a coordinate < n.
     /// - Malformed (2): `o` opens the last chunk with a non-zero value past n (bad padding).
-    /// - NormOutlier (4): `others` are the signed submissions of every other trainer that submitted
+    /// - NormOutlier (4), v1 flow only (a root-flow run reverts Registry__RootFlow: its sybils could
+    ///   force the reference; proveNormOutlier): `others` are the signed submissions of every other trainer that submitted
     ///   this fragment in this round, in ascending trainer index; with the target's sum they give the
     ///   median m (CoordinateMedian, binary32), and s.payloadSumsq > fl(normScreenSq * m) in totalOrder.
     /// The submission becomes rejected and the trainer loses INVALID_SLASH_BPS of its remaining

@@ -94,7 +94,9 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// @notice Round `round`'s commitment was proven wrong (`kind` 1: the aggregate at fragment
     /// `fragment`, coordinate `position`; 2: the bitmaps against fragment `fragment`'s accepted set
     /// at trainer index `position`; 3: trainer `position`'s live forced submission of `fragment`
-    /// left out; 4: the preimage of trainer `position`'s slot of `fragment` not shown in time):
+    /// left out; 4: the preimage of trainer `position`'s slot of `fragment` not shown in time; 5: a
+    /// chunk of fragment `fragment`'s new weights (`position` = chunk index) or momentum
+    /// (`position` = 2^32 | chunk index) not opened in time after challengeWeights):
     /// `syncer` (its committer) lost `slashed` atto-units of bond, `bounty` of it to `prover`.
     event RoundProvenWrong(
         bytes32 indexed taskId,
@@ -267,6 +269,15 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// since the challenge). A challenge whose round was discarded is voided (bond back). Reverts
     /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots.
     function expireSlot(RoundClaim calldata a, uint16 fragment, uint16 index) external;
+
+    /// @notice After an unanswered weights challenge's deadline (challengeWeights, anyone): chunk
+    /// `chunkIndex` of fragment `fragment`'s new weights (`momentum` false) or momentum (true) in
+    /// round a.round was not opened, so the round's weights are not available: the round is proven
+    /// wrong (kind 5; issue #23 attack 2, unopenable weights): the challenger gets its bond back and
+    /// the bounty, the conviction is proveAggregate's. A challenge whose round was discarded is
+    /// voided (bond back). Reverts Registry__NoChallenge, Registry__ChallengeDeadline,
+    /// Registry__WrongRoots.
+    function expireWeights(RoundClaim calldata a, uint16 fragment, bool momentum, uint32 chunkIndex) external;
 
     /// @notice The parameters this RegistryRounds was deployed with, which must be the registry's
     /// (RegistryEvidence's constructor checks them): the ERC-20 and the minimum syncer pay per

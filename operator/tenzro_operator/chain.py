@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple, Sequence
 
 import requests
 from eth_abi import decode as abi_decode
@@ -165,20 +165,38 @@ class SignedPayload:
 @dataclass(frozen=True)
 class ChunkOpening:
     """``ITrainingRegistry.ChunkOpening``: chunk ``chunk_index`` (64 bytes) of a committed vector and
-    its sibling ``(h, s)`` pairs from the leaf level up (`tenzro_trainer.commitment.ChunkTree.proof`)."""
+    its sibling ``(h, s)`` pairs from the leaf level up (`tenzro_trainer.commitment.ChunkTree.proof`);
+    or, with ``chunk_index`` = `WHOLE_PAYLOAD`, the answer to a whole-payload challenge
+    (PROTOCOL.md §4 "Whole payload"): every chunk in ``chunk`` and each leaf's sum in
+    ``leaf_sums`` (sent as siblingS, with no sibling hashes)."""
+
+    WHOLE_PAYLOAD: ClassVar[int] = 2**32 - 1  # EvidenceVerifier.WHOLE_PAYLOAD
 
     chunk_index: int
     chunk: bytes
     proof: tuple[tuple[bytes, int], ...] = ()
+    leaf_sums: tuple[int, ...] = ()
 
     def to_abi(self) -> tuple:
+        if self.chunk_index == self.WHOLE_PAYLOAD:
+            return (int(self.chunk_index), bytes(self.chunk), [], [int(s) for s in self.leaf_sums])
         return (int(self.chunk_index), bytes(self.chunk), [_b32(h) for h, _ in self.proof],
                 [int(s) for _, s in self.proof])
 
     @classmethod
     def of(cls, tree, chunk_index: int) -> "ChunkOpening":
-        """The opening of chunk ``chunk_index`` of a `ChunkTree`."""
+        """The opening of chunk ``chunk_index`` of a `ChunkTree` (`WHOLE_PAYLOAD`: `whole`)."""
+        if chunk_index == cls.WHOLE_PAYLOAD:
+            return cls.whole(tree)
         return cls(chunk_index, tree.chunk(chunk_index), tuple(tree.proof(chunk_index)))
+
+    @classmethod
+    def whole(cls, tree) -> "ChunkOpening":
+        """The whole-payload answer of a `ChunkTree`: its ``num_chunks`` chunks (64 bytes each)
+        and leaf sums."""
+        m = tree.num_chunks
+        return cls(cls.WHOLE_PAYLOAD, b"".join(tree.chunk(i) for i in range(m)), (),
+                   tuple(tree.leaf(i)[1] for i in range(m)))
 
 
 def _snake(name: str) -> str:
@@ -1794,6 +1812,45 @@ class ChainClient:
                 ``Registry__ChallengeWindowClosed``, ``Registry__WrongRoots``, ``Registry__BadFragment``.
         """
         return self.transact("proveOmission", claim, [int(b) for b in bitmaps], int(fragment), int(index))
+
+    def challenge_weights(self, task_id: bytes, round: int, fragment: int, momentum: bool, chunk_index: int) -> TxResult:
+        """``challengeWeights`` (anyone, within committed round ``round``'s challenge window; approves
+        exactly ``challengeBond`` first): chunk ``chunk_index`` of fragment ``fragment``'s new weights
+        (``momentum`` False) or momentum as the round's fragment leaf commits them (PROTOCOL.md §5
+        "Weights availability").
+
+        Raises:
+            ChainRevert: ``Registry__RoundNotCommitted``, ``Registry__ChallengeWindowClosed``,
+                ``Registry__BadFragment``, ``Registry__BadOpening``, ``Registry__ChallengePending``.
+        """
+        bond = int(self.call("challengeBond", _b32(task_id)))
+        self.ensure_allowance(bond)
+        return self.transact("challengeWeights", _b32(task_id), int(round), int(fragment), bool(momentum),
+                             int(chunk_index))
+
+    def answer_weights(self, task_id: bytes, round: int, fragment: int, momentum: bool, roots: tuple,
+                       opening: tuple) -> TxResult:
+        """``answerWeights`` (anyone, by the challenge's deadline): ``roots`` the round's ``RoundRoots``,
+        ``opening`` the ``WeightsOpening`` (leaf tuple, leaf path, the round's F fragment hashes, the
+        chunk's `ChunkOpening` ABI tuple); the challenger's bond goes to the sender.
+
+        Raises:
+            ChainRevert: ``Registry__NoChallenge``, ``Registry__ChallengeDeadline``, ``Registry__WrongRoots``,
+                ``Registry__BadLeaf``, ``Registry__WrongModelHash``, ``Registry__BadOpening``.
+        """
+        leaf, path, hashes, chunk = opening
+        return self.transact("answerWeights", _b32(task_id), int(round), int(fragment), bool(momentum),
+                             (_b32(roots[0]), _b32(roots[1]), int(roots[2]), _b32(roots[3])),
+                             (leaf, [_b32(h) for h in path], [_b32(h) for h in hashes], chunk))
+
+    def expire_weights(self, claim: tuple, fragment: int, momentum: bool, chunk_index: int) -> TxResult:
+        """``expireWeights`` (anyone) after an unanswered weights challenge's deadline: convicts the
+        round's committer (kind 5). ``claim``: the ``RoundClaim`` of the round.
+
+        Raises:
+            ChainRevert: ``Registry__NoChallenge``, ``Registry__ChallengeDeadline``, ``Registry__WrongRoots``.
+        """
+        return self.transact("expireWeights", claim, int(fragment), bool(momentum), int(chunk_index))
 
     def commit_submission(self, task_id: bytes, round: int, fragment: int, commitment: bytes) -> TxResult:
         """``commitSubmission`` (the trainer itself, in the commit phase): the first half of a

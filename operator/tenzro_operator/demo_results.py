@@ -45,7 +45,7 @@ def round_weights(chain: ChainClient, ipfs: IpfsClient, runtime: TaskRuntime, ta
     if chain.is_root_flow(task_id):
         for _, ev in sorted(committed_rounds(chain, task_id, from_block, run.max_rounds).items()):
             cids, hashes = committed_weights(ipfs, ev)
-            states.append(fetch_weights(ipfs, runtime, cids, hashes, bytes(ev["weightsRoot"]))[0])
+            states.append(fetch_weights(ipfs, runtime, cids, hashes, bytes(ev["weightsRoot"]), chunk_roots=True)[0])
         return states
     for ev in sorted(_events(chain, task_id, from_block, "RoundFinalized"), key=lambda e: e["args"]["round"]):
         c = ev["args"]["commit"]

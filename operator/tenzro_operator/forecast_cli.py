@@ -70,7 +70,8 @@ def export_model(chain, ipfs, task_id: bytes, out: Path) -> dict:
     runtime = TaskRuntime.from_spec(spec)
     last = run.max_rounds - 1
     start = chain.run_start_block(run)
-    if chain.is_root_flow(task_id):
+    root_flow = chain.is_root_flow(task_id)  # its final model hash is over the §2 roots (PROTOCOL.md §5)
+    if root_flow:
         from tenzro_operator.root_flow import RootFlowError, committed_round, committed_weights
 
         try:
@@ -86,7 +87,7 @@ def export_model(chain, ipfs, task_id: bytes, out: Path) -> dict:
             raise ForecastError(f"run {hx}: no RoundFinalized event for its last round {last}")
         cids, hashes = list(commit["fragmentCids"]), [bytes(h) for h in commit["fragmentHashes"]]
     try:
-        state, _ = fetch_weights(ipfs, runtime, cids, hashes, bytes(rec.final_model_hash))
+        state, _ = fetch_weights(ipfs, runtime, cids, hashes, bytes(rec.final_model_hash), chunk_roots=root_flow)
     except WeightsError as exc:
         raise WeightsError(f"final weights of run {hx} do not match the receipt's final model hash "
                            f"0x{bytes(rec.final_model_hash).hex()}: {exc}") from None

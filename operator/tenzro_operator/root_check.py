@@ -298,10 +298,10 @@ class RootRoundChecker:
             cur = None
         if cur is not None:
             frs = sorted(cur.transcript.fragments, key=lambda x: x.fragment)
-            hashes = cur.transcript.weights_refs()[1]
-            if receipt.weights_root(hashes) != wroot:
-                fail(f"round {r} weights root (transcript's weights vs event)", "0x" + wroot.hex(),
-                     "0x" + receipt.weights_root(hashes).hex())
+            # the fragment hashes are the §2 roots of the pinned weights (PROTOCOL.md §5)
+            got = receipt.weights_root([leaf.weights_root for leaf in cur.leaves])
+            if got != wroot:
+                fail(f"round {r} weights root (transcript's weights vs event)", "0x" + wroot.hex(), "0x" + got.hex())
             want = [0] * len(self.trainers)
             for fr in frs:
                 for s in fr.accepted:

@@ -49,7 +49,7 @@ from tenzro_operator.chain import (
 )
 from tenzro_operator.errors import TenzroError
 from tenzro_trainer import round_commitment as rc
-from tenzro_trainer.commitment import flatten_fragment
+from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 
 __all__ = ["MAX_COMMITMENTS", "MAX_MESSAGE_BYTES", "CommitMessage", "RevealMessage", "RootFlowError",
            "bitmap_credits", "committed_round", "committed_rounds", "committed_weights", "credits_proof", "cumulative_credits",
@@ -214,6 +214,22 @@ def outer_rule(spec) -> tuple[int, int, bool, int]:
 def fragment_vectors(state: Mapping[str, torch.Tensor], fragments: Sequence[Sequence[str]]) -> list[torch.Tensor]:
     """One float32 (n_f,) vector per fragment, its tensors in the commitment's order (`flatten_fragment`)."""
     return [flatten_fragment({n: state[n] for n in names}) for names in fragments]
+
+
+def fragment_weights_roots(state: Mapping[str, torch.Tensor], fragments: Sequence[Sequence[str]]) -> list[bytes]:
+    """Each fragment's weights root: the §2 root hash (32 bytes) of its flat vector
+    (`fragment_vectors`). In the root flow these are a round's ``fragmentHashes`` (the leaves'
+    ``weightsRoot``, PROTOCOL.md §5 "The receipt names the proven model"), so a downloader checks
+    a weights blob by the root of its decoded values, never by the blob's SHA-256."""
+    return [ChunkTree(v).root[0] for v in fragment_vectors(state, fragments)]
+
+
+def chunk_weights_root(state: Mapping[str, torch.Tensor], fragments: Sequence[Sequence[str]]) -> bytes:
+    """The RunRoot weights root (contracts/RECEIPT.md) over `fragment_weights_roots`: what a
+    root-flow ``RoundCommitted`` event's ``weightsRoot`` (and the run's after it) must be."""
+    from tenzro_operator.receipt import weights_root
+
+    return weights_root(fragment_weights_roots(state, fragments))
 
 
 def initial_fragments_root(state: Mapping[str, torch.Tensor], fragments: Sequence[Sequence[str]]) -> bytes:

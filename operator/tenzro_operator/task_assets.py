@@ -94,18 +94,29 @@ def load_dataset(ipfs: IpfsClient, spec: TaskSpec, path: str | Path | None = Non
 
 
 def fetch_weights(ipfs: IpfsClient, runtime: TaskRuntime, cids: list[str], hashes: list[bytes],
-                  weights_root: bytes | None = None):
-    """Global weights from F fragment blobs, each checked against its hash, and the set
-    against the committed `weights_root` when given. Returns (state, blobs)."""
+                  weights_root: bytes | None = None, chunk_roots: bool = False):
+    """Global weights from F fragment blobs, each checked against its SHA-256 in ``hashes``, and
+    the set against the committed `weights_root` when given: the RunRoot of the blobs' SHA-256,
+    or with ``chunk_roots`` (a root-flow round's weights, PROTOCOL.md §5) of the §2 roots of the
+    decoded fragments (`root_flow.chunk_weights_root`). Returns (state, blobs).
+
+    Raises:
+        WeightsError: a blob missing, not hashing to its entry, or the set not giving the root."""
     if len(cids) != len(runtime.fragments):
         raise WeightsError(f"expected {len(runtime.fragments)} fragment CIDs, got {len(cids)}")
     try:
         blobs = [ipfs.cat(c, max_bytes=runtime.payload_cap(f)) for f, c in enumerate(cids)]
     except IpfsContentError as exc:
         raise WeightsError(f"weights blob {exc.cid}: {exc}") from exc
-    if weights_root is not None and TaskRuntime.weights_root(blobs) != weights_root:
+    if weights_root is not None and not chunk_roots and TaskRuntime.weights_root(blobs) != weights_root:
         raise WeightsError(f"weights root of {cids} differs from the committed 0x{weights_root.hex()}")
-    return runtime.decode_weights(blobs, hashes), blobs
+    state = runtime.decode_weights(blobs, hashes)
+    if weights_root is not None and chunk_roots:
+        from tenzro_operator.root_flow import chunk_weights_root
+
+        if chunk_weights_root(state, runtime.fragments) != weights_root:
+            raise WeightsError(f"weights root (§2 roots) of {cids} differs from the committed 0x{weights_root.hex()}")
+    return state, blobs
 
 
 def initial_weights(ipfs: IpfsClient, spec: TaskSpec, runtime: TaskRuntime, weights_root: bytes):

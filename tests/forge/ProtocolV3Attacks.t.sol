@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
 import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
+import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 import {CreditsTree} from "./lib/CreditsTree.sol";
 import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
@@ -36,7 +37,9 @@ contract ProtocolV3AttacksTest is RegistryBase {
         p.syncerFeeBps = feeBps;
         _post(p);
         vm.prank(sponsor);
-        rf.useRootFlow(ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0}));
+        rf.useRootFlow(
+            ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
+        );
         for (uint256 i = 0; i < m; ++i) {
             _enroll(ID, i, MIN_STAKE);
         }
@@ -423,5 +426,496 @@ contract ProtocolV3AttacksTest is RegistryBase {
         uint256 fee = reg.claimSyncerFee(id);
         assertEq(back + rewards + fee, POOL, "every token of the pool accounted for");
         assertEq(reg.getRun(id).stakeHeld, 0, "no stake held");
+    }
+
+    // ------------------------------------------------------------ attack 2: unopenable weights
+
+    /// @dev Posts an m-trainer root-flow task of one fragment of 16 values (one chunk: a vector's
+    /// root is its leaf) and `rounds` rounds, enrolls and elects; returns the syncer.
+    function _openOneChunk(uint16 m, uint32 rounds) internal returns (address elected) {
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, m, m - 1, 1, rounds, POOL);
+        p.fragmentSizes[0] = 16;
+        _post(p);
+        vm.prank(sponsor);
+        rf.useRootFlow(
+            ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
+        );
+        for (uint256 i = 0; i < m; ++i) {
+            _enroll(ID, i, MIN_STAKE);
+        }
+        elected = _elect(ID);
+    }
+
+    /// @dev A 64-byte chunk whose value 0 has bit pattern `v0` and the rest +0.
+    function _chunk(uint32 v0) internal pure returns (bytes memory c) {
+        c = new bytes(64);
+        c[0] = bytes1(uint8(v0 >> 24));
+        c[1] = bytes1(uint8(v0 >> 16));
+        c[2] = bytes1(uint8(v0 >> 8));
+        c[3] = bytes1(uint8(v0));
+    }
+
+    /// @dev The one-chunk opening of `chunk` (no siblings).
+    function _opening(bytes memory chunk) internal pure returns (ITrainingRegistryTypes.ChunkOpening memory o) {
+        o.chunk = chunk;
+        o.siblingH = new bytes32[](0);
+        o.siblingS = new uint32[](0);
+    }
+
+    /// @dev Fragment 0's leaf with weights `w` (one chunk) and a zero momentum chunk; with
+    /// `lie` the weights' sum of squares is not its tree's (1.0 over an all-zero chunk).
+    function _leaf(bytes memory w, bool lie) internal pure returns (RoundProofs.FragmentLeaf memory l) {
+        (bytes32 wh, uint32 ws) = ChunkMerkle.leaf(w);
+        (bytes32 mh, uint32 ms) = ChunkMerkle.leaf(new bytes(64));
+        l = RoundProofs.FragmentLeaf({
+            fragment: 0,
+            acceptedRoot: bytes32(0),
+            acceptedCount: 0,
+            weightsRoot: wh,
+            weightsSumsq: lie ? 0x3F800000 : ws,
+            momentumRoot: mh,
+            momentumSumsq: ms
+        });
+    }
+
+    /// @dev Round `round`'s commit (m trainers, fragment 0 accepted for all) whose fragments root
+    /// is `leaf` (F = 1: the root is the leaf).
+    function _leafCommit(uint32 round, uint16 m, RoundProofs.FragmentLeaf memory leaf, uint256 prior)
+        internal
+        pure
+        returns (ITrainingRegistryRounds.RootCommit memory c)
+    {
+        c = _fullCommit(round, m, 1, prior);
+        c.fragmentsRoot = RoundProofs.fragmentLeaf(leaf);
+        c.fragmentHashes[0] = leaf.weightsRoot; // the receipt names the committed weights
+    }
+
+    /// @dev The answer to a weights challenge of fragment 0 of commit `c` (F = 1: no leaf path).
+    function _answer(
+        ITrainingRegistryRounds.RootCommit memory c,
+        RoundProofs.FragmentLeaf memory leaf,
+        bytes memory chunk
+    ) internal pure returns (ITrainingRegistryEvidence.WeightsOpening memory w) {
+        w.leaf = leaf;
+        w.leafPath = new bytes32[](0);
+        w.fragmentHashes = c.fragmentHashes;
+        w.opening = _opening(chunk);
+    }
+
+    /// Before: a syncer committed a fragment leaf whose weights nobody could open (the all-zero
+    /// "model" of the issue: a weights root over zeros with a sum of squares that is not its
+    /// tree's, or a vector never published), so proveAggregate reverted at every coordinate; the
+    /// run sealed, the syncer kept bond and fee, and every later round was unprovable too. Now:
+    /// anyone demands a chunk of the committed weights (challengeWeights, bonded); nobody can
+    /// open it, so after the deadline expireWeights convicts the round's committer: its bond is
+    /// slashed, its fee comes back, the run is rewound to the round before, and the challenger
+    /// gets its bond back and the bounty.
+    function test_unopenableWeights_fails() public {
+        uint16 m = 3;
+        address liar = _openOneChunk(m, 2);
+        ITrainingRegistryRounds.RootCommit memory c0 = _leafCommit(0, m, _leaf(new bytes(64), true), 0);
+        _commitBy(liar, c0);
+        ITrainingRegistryRounds.RoundClaim memory a;
+        a.taskId = ID;
+        a.round = 0;
+        a.current = _roots(c0, 16);
+
+        _fund(WATCHER, SYNCER_BOND);
+        uint256 bond = ev.challengeBond(ID);
+        vm.prank(WATCHER);
+        ev.challengeWeights(ID, 0, 0, false, 0);
+        // the all-zero chunk does not open the committed root (its sum is not the tree's)
+        ITrainingRegistryTypes.ChunkOpening memory o = _opening(new bytes(64));
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(0)));
+        ev.answerWeights(ID, 0, 0, false, a.current, _answer(c0, _leaf(new bytes(64), true), o.chunk));
+        // the seal waits for the challenge
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        _commitBy(liar, _leafCommit(1, m, _leaf(new bytes(64), true), 16));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ChallengesPending.selector, ID, uint16(1))
+        );
+        rf.sealRootRun(ID);
+
+        uint256 before = reg.withdrawable(WATCHER);
+        rf.expireWeights(a, 0, false, 0);
+        (uint256 stake,,, uint256 locked) = reg.syncerInfo(liar);
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the liar kept its bond");
+        assertEq(locked, 0, "the bond is still locked");
+        assertEq(reg.getRun(ID).syncer, address(0), "the liar is still the syncer");
+        assertEq(uint8(reg.getRun(ID).status), uint8(ITrainingRegistryTypes.RunStatus.Training), "the run sealed");
+        assertEq(reg.getRun(ID).currentRound, 0, "the run was not rewound");
+        assertEq(reg.getRun(ID).rewardPoolLeft, POOL, "the liar's fees did not come back");
+        assertEq(reg.withdrawable(WATCHER) - before, bond + SYNCER_BOND / 10, "bond back and the bounty");
+        assertEq(ev.challengeBondsHeld(), 0, "no bond held");
+    }
+
+    /// The honest side of attack 2: a syncer whose weights and momentum are published answers a
+    /// weights and a momentum challenge (the bonds go to it), keeps its bond and its round, and
+    /// the run seals. A challenge outside the round's window is refused, and so is a chunk past
+    /// the fragment's end.
+    function test_unopenableWeights_honestSyncerAnswers() public {
+        uint16 m = 3;
+        address honest = _openOneChunk(m, 1);
+        bytes memory w = _chunk(0x3F800000);
+        RoundProofs.FragmentLeaf memory leaf = _leaf(w, false);
+        ITrainingRegistryRounds.RootCommit memory c0 = _leafCommit(0, m, leaf, 0);
+        _commitBy(honest, c0);
+        ITrainingRegistryRounds.RoundRoots memory roots = _roots(c0, 16);
+
+        _fund(WATCHER, 2 * SYNCER_BOND);
+        uint256 bond = ev.challengeBond(ID);
+        vm.startPrank(WATCHER);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(1)));
+        ev.challengeWeights(ID, 0, 0, false, 1);
+        ev.challengeWeights(ID, 0, 0, false, 0);
+        ev.challengeWeights(ID, 0, 0, true, 0);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__ChallengePending.selector, ID, uint32(0), uint16(0), address(0)
+            )
+        );
+        ev.challengeWeights(ID, 0, 0, true, 0);
+        vm.stopPrank();
+
+        uint256 before = reg.withdrawable(honest);
+        vm.startPrank(honest);
+        ev.answerWeights(ID, 0, 0, false, roots, _answer(c0, leaf, w));
+        ev.answerWeights(ID, 0, 0, true, roots, _answer(c0, leaf, new bytes(64)));
+        vm.stopPrank();
+        assertEq(reg.withdrawable(honest) - before, 2 * bond, "the answerer gets both bonds");
+        assertEq(reg.getRound(ID, 0).challengeStatus, 1, "the receipt shows a challenge lost");
+
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        vm.prank(WATCHER);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryRounds.Registry__ChallengeWindowClosed.selector,
+                ID,
+                uint32(0),
+                reg.getRound(ID, 0).finalizedAt + CHALLENGE_SECONDS
+            )
+        );
+        ev.challengeWeights(ID, 0, 0, false, 0);
+        rf.sealRootRun(ID);
+        (uint256 stake,,, uint256 locked) = reg.syncerInfo(honest);
+        assertEq(stake, MIN_SYNCER_STAKE, "the honest syncer lost stake");
+        assertEq(locked, 0, "bond released at the seal");
+        assertEq(ev.challengeBondsHeld(), 0, "no bond held");
+    }
+
+    // ------------------------------------------------------------ attack 3: receipt model hash
+
+    /// Before: commitRound took `fragmentHashes` (the receipt's final model hash, RunRoot over
+    /// them, and what trainers download) beside the fragments root, and no proof read them: a
+    /// syncer committed openable, correct weights for the proofs and named another model in the
+    /// receipt, which an escrow then paid for. Now: in the root flow fragmentHashes[f] is the §2
+    /// root of fragment f's new weights, and a weights challenge is answered only with the round's
+    /// fragment hashes (checked against its digest) whose entry f is the leaf's weights root; a
+    /// syncer that named another model cannot answer, and expireWeights convicts it.
+    function test_receiptModelHash_fails() public {
+        uint16 m = 3;
+        address liar = _openOneChunk(m, 1);
+        bytes memory w = _chunk(0x3F800000);
+        RoundProofs.FragmentLeaf memory leaf = _leaf(w, false);
+        ITrainingRegistryRounds.RootCommit memory c0 = _leafCommit(0, m, leaf, 0);
+        c0.fragmentHashes[0] = sha256("another model"); // what the receipt and the downloaders get
+        _commitBy(liar, c0);
+        ITrainingRegistryRounds.RoundClaim memory a;
+        a.taskId = ID;
+        a.round = 0;
+        a.current = _roots(c0, 16);
+
+        _fund(WATCHER, SYNCER_BOND);
+        vm.prank(WATCHER);
+        ev.challengeWeights(ID, 0, 0, false, 0);
+        // the weights open, but the receipt names another model
+        vm.prank(liar);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryEvidence.Registry__WrongModelHash.selector, uint32(0), uint16(0))
+        );
+        ev.answerWeights(ID, 0, 0, false, a.current, _answer(c0, leaf, w));
+        // nor can it swap in the leaf's root: the hashes are checked against the round's digest
+        ITrainingRegistryEvidence.WeightsOpening memory forged = _answer(c0, leaf, w);
+        forged.fragmentHashes = new bytes32[](1);
+        forged.fragmentHashes[0] = leaf.weightsRoot;
+        vm.prank(liar);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryEvidence.Registry__WrongModelHash.selector, uint32(0), uint16(0))
+        );
+        ev.answerWeights(ID, 0, 0, false, a.current, forged);
+
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        rf.expireWeights(a, 0, false, 0);
+        (uint256 stake,,,) = reg.syncerInfo(liar);
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the liar kept its bond");
+        assertEq(uint8(reg.getRun(ID).status), uint8(ITrainingRegistryTypes.RunStatus.Training), "the run completed");
+        assertEq(reg.getRun(ID).currentRound, 0, "round 0 stands with another model in its receipt");
+    }
+
+    // ------------------------------------------------------------ attack 5: withheld forced payload
+
+    uint32 internal constant WHOLE = type(uint32).max;
+
+    event log_named_uint(string key, uint256 val);
+
+    /// @dev The 4 chunks (64 values) of a payload whose value 16 j is j + 1 (the rest +0), with
+    /// its §2 commitment and leaf sums.
+    function _payload4() internal pure returns (bytes memory all, uint32[] memory sums, bytes32 root, uint32 sumsq) {
+        uint32[4] memory ones = [uint32(0x3F800000), 0x40000000, 0x40400000, 0x40800000];
+        bytes32[4] memory h;
+        sums = new uint32[](4);
+        for (uint256 j = 0; j < 4; ++j) {
+            bytes memory c = _chunk(ones[j]);
+            (h[j], sums[j]) = ChunkMerkle.leaf(c);
+            all = bytes.concat(all, c);
+        }
+        (bytes32 l, uint32 ls) = ChunkMerkle.node(h[0], sums[0], h[1], sums[1]);
+        (bytes32 r, uint32 rs) = ChunkMerkle.node(h[2], sums[2], h[3], sums[3]);
+        (root, sumsq) = ChunkMerkle.node(l, ls, r, rs);
+    }
+
+    /// @dev Opens a 3-trainer, one-fragment (64 values) root-flow run; trainer 0 forces the
+    /// payload of _payload4 (commit, then reveal); returns the syncer and the signed submission.
+    function _forcedWhole() internal returns (address elected, ITrainingRegistryTypes.SignedPayload memory sp) {
+        ITrainingRegistryTypes.TaskParams memory p = _params(ID, 3, 2, 1, 2, POOL);
+        p.fragmentSizes[0] = 64;
+        _post(p);
+        vm.prank(sponsor);
+        rf.useRootFlow(
+            ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
+        );
+        for (uint256 i = 0; i < 3; ++i) {
+            _enroll(ID, i, MIN_STAKE);
+        }
+        elected = _elect(ID);
+        (,, bytes32 root, uint32 sumsq) = _payload4();
+        sp = _signed(0, ID, 0, 0, root, sumsq);
+        bytes32 sh = RoundProofs.structHash(
+            ID, 0, 0, reg.getRun(ID).weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
+        );
+        vm.prank(trainers[0]);
+        rf.commitSubmission(ID, 0, 0, keccak256(abi.encode(sh, trainers[0])));
+        (uint64 closes,) = rf.commitPhase(ID);
+        vm.warp(closes + 1);
+        _submitSigned(ID, 0, 0, sp);
+    }
+
+    /// @dev The whole-payload answer of _payload4 (`chunks` chunks of it).
+    function _whole(uint256 chunks) internal pure returns (ITrainingRegistryTypes.ChunkOpening memory o) {
+        (bytes memory all, uint32[] memory sums,,) = _payload4();
+        o.chunkIndex = WHOLE;
+        o.chunk = new bytes(64 * chunks);
+        for (uint256 k = 0; k < o.chunk.length; ++k) {
+            o.chunk[k] = all[k];
+        }
+        o.siblingH = new bytes32[](0);
+        o.siblingS = new uint32[](chunks);
+        for (uint256 k = 0; k < chunks; ++k) {
+            o.siblingS[k] = sums[k];
+        }
+    }
+
+    /// Before: a trainer forced a submission and answered only the chunk it was challenged on, at
+    /// the last second; the syncer could not obtain the rest and had to accept it (a withheld chunk
+    /// then proved its aggregate wrong) or leave it out (proveOmission convicted it): the honest
+    /// syncer lost its bond either way. Now: the syncer challenges the whole payload
+    /// (chunkIndex WHOLE_PAYLOAD), which only every chunk answers; one chunk does not, so the
+    /// submission lapses, and the honest syncer that leaves it out is not convicted.
+    function test_withheldForcedPayload_fails() public {
+        (address honest, ITrainingRegistryTypes.SignedPayload memory sp) = _forcedWhole();
+        _fund(honest, SYNCER_BOND);
+        vm.prank(honest);
+        ev.challengeAvailability(ID, 0, 0, trainers[0], sp, WHOLE);
+
+        // the trainer answers the chunks it likes: one chunk, or three of four, is no answer
+        (bytes memory all,,,) = _payload4();
+        ITrainingRegistryTypes.ChunkOpening memory one = _opening(_chunk(0x3F800000));
+        one.siblingH = new bytes32[](2);
+        one.siblingS = new uint32[](2);
+        vm.startPrank(trainers[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(0)));
+        ev.answerAvailability(ID, 0, 0, trainers[0], one);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, WHOLE));
+        ev.answerAvailability(ID, 0, 0, trainers[0], _whole(3));
+        vm.stopPrank();
+        assertEq(all.length, 256, "four chunks");
+
+        // unanswered: the submission lapses; the syncer commits without it
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        ev.expireAvailability(ID, 0, 0, trainers[0]);
+        vm.warp(reg.getRun(ID).roundDeadline + 1);
+        ITrainingRegistryRounds.RootCommit memory c = _fullCommit(0, 3, 1, 0);
+        c.acceptedBitmaps[0] = 0;
+        vm.prank(honest);
+        rf.commitRound(c);
+        ITrainingRegistryRounds.RoundClaim memory a;
+        a.taskId = ID;
+        a.round = 0;
+        a.current.fragmentsRoot = c.fragmentsRoot;
+        uint256[] memory credits = new uint256[](3);
+        credits[1] = 64;
+        credits[2] = 64;
+        (a.current.creditsRoot,) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), 0);
+        a.current.totalCredits = 128;
+        a.current.bitmapsHash = keccak256(abi.encodePacked(c.acceptedBitmaps));
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryRounds.Registry__NoMismatch.selector, uint16(0), uint256(0))
+        );
+        rf.proveOmission(a, c.acceptedBitmaps, 0, 0);
+        (uint256 stake,,, uint256 locked) = reg.syncerInfo(honest);
+        assertEq(locked, SYNCER_BOND, "the honest syncer lost its bond");
+        assertEq(stake, MIN_SYNCER_STAKE, "the honest syncer lost stake");
+    }
+
+    /// The honest side of attack 5: a trainer that answers the whole-payload challenge with every
+    /// chunk gets the bond, its submission stays live (the payload is now public in the answer),
+    /// and a syncer that leaves it out is convicted by proveOmission.
+    function test_withheldForcedPayload_wholeAnswerKeepsItLive() public {
+        (address elected, ITrainingRegistryTypes.SignedPayload memory sp) = _forcedWhole();
+        _fund(WATCHER, SYNCER_BOND);
+        uint256 bond = ev.challengeBond(ID);
+        vm.prank(WATCHER);
+        ev.challengeAvailability(ID, 0, 0, trainers[0], sp, WHOLE);
+        uint256 before = reg.withdrawable(trainers[0]);
+        uint256 g = gasleft();
+        vm.prank(trainers[0]);
+        ev.answerAvailability(ID, 0, 0, trainers[0], _whole(4));
+        emit log_named_uint("whole-payload answer gas, 4 chunks (incl. the call's ABI copy)", g - gasleft());
+        assertEq(reg.withdrawable(trainers[0]) - before, bond, "the trainer gets the bond");
+
+        vm.warp(reg.getRun(ID).roundDeadline + 1);
+        ITrainingRegistryRounds.RootCommit memory c = _fullCommit(0, 3, 1, 0);
+        c.acceptedBitmaps[0] = 0; // left out although wholly available
+        vm.prank(elected);
+        rf.commitRound(c);
+        ITrainingRegistryRounds.RoundClaim memory a;
+        a.taskId = ID;
+        a.round = 0;
+        a.current.fragmentsRoot = c.fragmentsRoot;
+        uint256[] memory credits = new uint256[](3);
+        credits[1] = 64;
+        credits[2] = 64;
+        (a.current.creditsRoot,) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), 0);
+        a.current.totalCredits = 128;
+        a.current.bitmapsHash = keccak256(abi.encodePacked(c.acceptedBitmaps));
+        rf.proveOmission(a, c.acceptedBitmaps, 0, 0);
+        (uint256 stake,,,) = reg.syncerInfo(elected);
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the omission of an available payload went unpunished");
+    }
+
+    // ------------------------------------------------------------ attack 6: norm screen sybils
+
+    /// @dev Round 0 of a 4-trainer, one-fragment (16 values) root-flow run, every trainer
+    /// accepted with a signed sum of squares of 1.0; returns the syncer, the commit and the norm
+    /// reference that opens its accepted set.
+    function _referenceRound()
+        internal
+        returns (
+            address elected,
+            ITrainingRegistryRounds.RootCommit memory c0,
+            ITrainingRegistryEvidence.NormReference memory ref
+        )
+    {
+        elected = _openOneChunk(4, 3);
+        bytes32 base = reg.getRun(ID).weightsRoot;
+        ref.entries = new ITrainingRegistryEvidence.ReferenceEntry[](4);
+        bytes32[] memory slots = new bytes32[](4);
+        for (uint16 i = 0; i < 4; ++i) {
+            ITrainingRegistryTypes.SignedPayload memory sp =
+                _signedOn(i, ID, 0, 0, keccak256(abi.encode("work", i)), 0x3F800000, base);
+            bytes32 sh = RoundProofs.structHash(ID, 0, 0, base, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash);
+            slots[i] = RoundProofs.slotLeaf(i, sh);
+            ref.entries[i] = ITrainingRegistryEvidence.ReferenceEntry({
+                trainerIndex: i,
+                baseRoot: base,
+                payloadRoot: sp.payloadRoot,
+                payloadSumsq: sp.payloadSumsq,
+                cidHash: keccak256(bytes(sp.cid)),
+                payloadHash: sp.payloadHash,
+                slotPath: new bytes32[](2),
+                signature: sp.signature
+            });
+        }
+        // the accepted-set tree over 4 slots: each slot's path is its sibling, then the other pair
+        bytes32 l = keccak256(abi.encodePacked(slots[0], slots[1]));
+        bytes32 r = keccak256(abi.encodePacked(slots[2], slots[3]));
+        for (uint256 i = 0; i < 4; ++i) {
+            ref.entries[i].slotPath[0] = slots[i ^ 1];
+            ref.entries[i].slotPath[1] = i < 2 ? r : l;
+        }
+        ref.leaf = _leaf(_chunk(0x3F800000), false);
+        ref.leaf.acceptedRoot = keccak256(abi.encodePacked(l, r));
+        ref.leaf.acceptedCount = 4;
+        ref.leafPath = new bytes32[](0);
+        c0 = _leafCommit(0, 4, ref.leaf, 0);
+        _commitBy(elected, c0);
+        ref.previous = _roots(c0, 16);
+    }
+
+    /// @dev Trainer i forces a submission of round 1, fragment 0 with sum of squares `sumsq`
+    /// (commit now; reveal with _submitSigned after the commit phase).
+    function _forceSum(uint256 i, uint32 sumsq) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(ID);
+        sp = _signed(i, ID, v.currentRound, 0, keccak256(abi.encode("forced", i)), sumsq);
+        bytes32 sh = RoundProofs.structHash(
+            ID, v.currentRound, 0, v.weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
+        );
+        vm.prank(trainers[i]);
+        rf.commitSubmission(ID, v.currentRound, 0, keccak256(abi.encode(sh, trainers[i])));
+    }
+
+    /// Before: the NormOutlier screen's median was over the round's on-chain (forced) submissions
+    /// only, so two sybils forcing all-zero payloads beside a censored honest trainer's forced one
+    /// made it the "outlier" (median 0): slashed 5 % a round, no credit. Now: in the root flow the
+    /// screen's reference is the previous committed round's accepted sums (signed by their
+    /// trainers, opened from its fragment leaf), which the round's forcing sybils cannot move; the
+    /// old proof is refused, the honest trainer's payload is within the screen, and a real outlier
+    /// is still proven.
+    function test_normScreenSybils_fails() public {
+        (,, ITrainingRegistryEvidence.NormReference memory ref) = _referenceRound();
+        // round 1: the honest trainer 0 (censored) and the sybils 1, 2 force; 3 forces a real outlier
+        ITrainingRegistryTypes.SignedPayload memory honest = _forceSum(0, 0x3F800000); // 1.0
+        ITrainingRegistryTypes.SignedPayload memory sybil1 = _forceSum(1, 0); // all zero
+        ITrainingRegistryTypes.SignedPayload memory sybil2 = _forceSum(2, 0);
+        ITrainingRegistryTypes.SignedPayload memory outlier = _forceSum(3, 0x447A0000); // 1000.0 > 100 * 1.0
+        (uint64 closes,) = rf.commitPhase(ID);
+        vm.warp(closes + 1);
+        _submitSigned(ID, 1, 0, honest);
+        _submitSigned(ID, 1, 0, sybil1);
+        _submitSigned(ID, 1, 0, sybil2);
+        _submitSigned(ID, 1, 0, outlier);
+
+        // the sybils' proof: the median of the round's own sums (0) makes 1.0 an outlier
+        ITrainingRegistryTypes.SignedPayload[] memory others = new ITrainingRegistryTypes.SignedPayload[](3);
+        others[0] = sybil1;
+        others[1] = sybil2;
+        others[2] = outlier;
+        ITrainingRegistryTypes.ChunkOpening memory none;
+        vm.prank(trainers[1]);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RootFlow.selector, ID));
+        ev.proveInvalid(
+            ID, 1, 0, trainers[0], uint8(ITrainingRegistryTypes.SlashReason.NormOutlier), honest, none, others
+        );
+        // against the previous round's accepted sums (median 1.0) the honest payload is within the screen
+        vm.prank(trainers[1]);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__NotProven.selector,
+                uint8(ITrainingRegistryTypes.SlashReason.NormOutlier)
+            )
+        );
+        ev.proveNormOutlier(ID, 1, 0, trainers[0], honest, ref);
+        assertEq(reg.trainerMetrics(ID, trainers[0]).slashed, 0, "the censored honest trainer was slashed");
+
+        // a real outlier is proven against the same reference
+        uint256 g = gasleft();
+        ev.proveNormOutlier(ID, 1, 0, trainers[3], outlier, ref);
+        emit log_named_uint("proveNormOutlier gas, reference of 4 entries", g - gasleft());
+        assertEq(reg.trainerMetrics(ID, trainers[3]).slashed, MIN_STAKE / 20, "the outlier is slashed 5 %");
+        // a reference that is not the previous round's accepted set is refused
+        ref.entries[1].payloadSumsq = 0;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__IncompleteSubmissionSet.selector, 4, 4));
+        ev.proveNormOutlier(ID, 1, 0, trainers[0], honest, ref);
     }
 }

@@ -1,7 +1,8 @@
 """A trainer's answers to availability challenges (contracts/PROTOCOL.md §4).
 
-Anyone may challenge a trainer's submission to open one chunk of its signed commitment within the
-task's ``challengeSeconds``; an unanswered challenge is expired into a slash (5 % of the remaining
+Anyone may challenge a trainer's submission to open one chunk of its signed commitment (or, with
+chunk index 2^32 - 1, all of them: the whole payload, PROTOCOL.md §4) within the task's
+``challengeSeconds``; an unanswered challenge is expired into a slash (5 % of the remaining
 stake, the challenger's bond back plus a 10 % bounty). An honest trainer answers every challenge
 against it: the trainer's event cursor (`tenzro_operator.events.EventCursor`) hands it the
 ``AvailabilityChallenged`` events against it (`note`); it fetches its own payload from
@@ -100,7 +101,8 @@ class ChallengeAnswerer:
         return done
 
     def _opening(self, r: int, f: int, chunk: int, root: bytes, sumsq: int) -> ChunkOpening | None:
-        """The opening of chunk ``chunk`` of this trainer's committed payload of (r, f), or None."""
+        """The opening of chunk ``chunk`` of this trainer's committed payload of (r, f) (every chunk
+        for ``ChunkOpening.WHOLE_PAYLOAD``), or None."""
         posted = self._submitted(r, f)
         if posted is None:  # a lagging node: the challenge is on-chain, so the submission is too
             log.warning("submission of round %d fragment %d not found on this node yet: answering later", r, f)
@@ -122,7 +124,8 @@ class ChallengeAnswerer:
         except (IpfsError, PayloadError) as exc:
             log.error("cannot answer the challenge of round %d fragment %d: payload %s: %s", r, f, cid, exc)
             return None
-        if tree.root != (root, sumsq) or chunk >= tree.num_chunks:
+        # a chunk, or the whole payload (PROTOCOL.md §4 "Whole payload": every chunk, ChunkOpening.whole)
+        if tree.root != (root, sumsq) or (chunk >= tree.num_chunks and chunk != ChunkOpening.WHOLE_PAYLOAD):
             log.error("cannot answer the challenge of round %d fragment %d: payload %s is not the committed vector",
                       r, f, cid)
             return None

@@ -18,8 +18,8 @@ import time
 
 from eth_utils import to_checksum_address
 
-from tenzro_operator.chain import RunStatus
-from tenzro_operator.errors import ChainRevert, IpfsError
+from tenzro_operator.chain import ChunkOpening, RunStatus
+from tenzro_operator.errors import ChainRevert, IpfsError, TenzroError
 from tenzro_operator.pubsub import submission_topic, syncer_topic
 from tenzro_operator.roles.delivery import (
     ANNOUNCE_EVERY_S,
@@ -38,6 +38,7 @@ from tenzro_operator.root_flow import (
     RevealMessage,
     RootFlowError,
     bitmap_credits,
+    committed_round,
     committed_rounds,
     cumulative_credits,
     fragment_states,
@@ -78,6 +79,12 @@ class RootSyncerMixin:
     _announced_at = 0.0  # time.monotonic() of the last announcement of the endpoint
     _verifier: Verifier | None = None  # signature checks off the main thread (`intake_guard.Verifier`)
     _peer_limits: TokenBuckets | None = None  # pubsub messages per peer
+    # pending weights challenges of the run, (round, fragment, momentum, chunk) -> deadline (chain
+    # seconds); the next block to read WeightsChallenged events from (None: the run's start); the
+    # RootRoundChecker that rebuilds a committed round from its pins (built at the first challenge)
+    _weights_pending: dict
+    _weights_next: int | None = None
+    _weights_checker = None
 
     def root_prepare(self) -> None:
         """Whether the run is in the root flow (its topic is subscribed to, and the JSON-RPC
@@ -86,6 +93,7 @@ class RootSyncerMixin:
         self.root_flow = self.chain.is_root_flow(self.task_id)
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
         self._intake_lock, self._open = threading.Lock(), None
+        self._weights_pending, self._weights_next, self._weights_checker = {}, None, None
         self.root_close()
         self._verifier = Verifier(MAX_PENDING_CHECKS)
         self._peer_limits = TokenBuckets(PEER_RATE_PER_S, PEER_BURST)
@@ -374,6 +382,74 @@ class RootSyncerMixin:
                                       previous, hashes, transcript.hash(), tcid)
         self._credits = [c + bitmap_credits(b, self.runtime.sizes) for c, b in zip(previous, bitmaps)]
         return res
+
+    # ------------------------------------------------------------------ weights challenges
+
+    def root_answer_weights(self) -> int:
+        """Answer every pending ``challengeWeights`` of this run (PROTOCOL.md §5 "Weights
+        availability"): read the ``WeightsChallenged`` events since the last poll, and for each
+        one whose deadline has not passed send ``answerWeights`` with the round's roots (its
+        ``RoundCommitted`` event), the fragment leaf and its path, the round's fragment hashes (the
+        leaves' §2 weights roots) and the chunk's opening. The round's state is rebuilt from what
+        this syncer pinned when it committed it (the transcript names the weights and momentum
+        blobs, `RootRoundChecker.committed`), so the answer survives a restart. A challenge the
+        registry no longer holds (answered by someone else, voided, expired) is dropped; one that
+        cannot be answered yet (a lagging node, IPFS) is retried on the next poll until its
+        deadline. Returns the number answered by this call."""
+        from tenzro_operator.root_check import RootRoundChecker
+
+        if not self.root_flow:
+            return 0
+        if self._weights_next is None:
+            self._weights_next = self._run_start
+        head = self.chain.block_number()
+        if head >= self._weights_next:
+            for ev in self.chain.get_logs(self._weights_next, head, ["WeightsChallenged"], task_id=self.task_id):
+                a = ev["args"]
+                key = (int(a["round"]), int(a["fragment"]), bool(a["momentum"]), int(a["chunkIndex"]))
+                self._weights_pending[key] = int(a["deadline"])
+                log.warning("round %d: %s challenged chunk %d of fragment %d's %s: answering", key[0],
+                            a["challenger"], key[3], key[1], "momentum" if key[2] else "weights")
+            self._weights_next = head + 1
+        if not self._weights_pending:
+            return 0
+        now, answered = self.chain_now(), 0
+        for key, deadline in sorted(self._weights_pending.items()):
+            r, f, momentum, chunk = key
+            if now > deadline:
+                log.error("round %d: the weights challenge of fragment %d chunk %d passed its deadline unanswered",
+                          r, f, chunk)
+                del self._weights_pending[key]
+                continue
+            try:
+                if self._weights_checker is None:
+                    self._weights_checker = RootRoundChecker(self.chain, self.ipfs, self.task_id, self.spec,
+                                                             self.runtime, self._run_start)
+                event = committed_round(self.chain, self.task_id, self._run_start, r)
+                c = self._weights_checker.committed(r, event)
+                tree = c.states[f].momentum if momentum else c.states[f].weights
+                opening = (c.states[f].leaf.as_tuple(), rc.fragments_tree(c.leaves).path(f),
+                           [s.leaf.weights_root for s in c.states], ChunkOpening.of(tree, chunk).to_abi())
+                self.chain.answer_weights(self.task_id, r, f, momentum, c.roots, opening)
+            except ChainRevert as exc:
+                if exc.error_name in ("Registry__NoChallenge", "Registry__ChallengeDeadline"):
+                    log.info("round %d: the weights challenge of fragment %d chunk %d is settled already (%s)", r, f,
+                             chunk, exc.error_name)
+                    del self._weights_pending[key]
+                    continue
+                log.error("round %d: answering the weights challenge of fragment %d chunk %d failed: %s", r, f,
+                          chunk, exc)
+                continue
+            except (TenzroError, IpfsError) as exc:  # not readable yet: retried on the next poll
+                log.warning("round %d: cannot answer the weights challenge of fragment %d chunk %d yet: %s", r, f,
+                            chunk, exc)
+                continue
+            del self._weights_pending[key]
+            answered += 1
+            self._tally("weights_challenges_answered", 1)
+            log.info("round %d: answered the weights challenge of fragment %d chunk %d (the bond is this syncer's)",
+                     r, f, chunk)
+        return answered
 
     # ------------------------------------------------------------------ restarts, the seal
 

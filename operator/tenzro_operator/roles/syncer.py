@@ -95,6 +95,7 @@ from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics, task_label
 from tenzro_operator.receipt import weights_root
 from tenzro_operator.roles.root_syncer import NOT_YET, RootSyncerMixin
+from tenzro_operator.root_flow import fragment_weights_roots
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime, outer_config
@@ -302,7 +303,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self.finalized_here = 0
         self.history: list[dict[str, Any]] = []
         # what this process did, over every run it served (shared with the per-run workers)
-        self.summary: dict[str, int] = {"rounds_finalized": 0, "runs_sealed": 0, "fees_claimed_atto": 0}
+        self.summary: dict[str, int] = {"rounds_finalized": 0, "runs_sealed": 0, "fees_claimed_atto": 0,
+                                        "weights_challenges_answered": 0}
 
     _tally_lock = threading.Lock()  # the per-run threads of `serve_elected` share one `summary`
     _split_lock = threading.Lock()  # the fetch threads of `validate_all` add to one timing split
@@ -625,7 +627,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         """Re-run round r's aggregation and outer step from its pinned transcript and payloads
         (``commit``: the round's ``RoundFinalized`` commit, or for a root-flow round its
         transcript and ``weightsRoot``, `root_commits`); checks the result against the committed
-        fragment hashes (root flow: the transcript's, bound by the committed weights root)."""
+        fragment hashes (root flow: the committed weights root over the §2 roots of the rebuilt
+        weights, PROTOCOL.md §5, and the transcript's blob SHA-256s, bound by its hash)."""
         tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                    bytes(commit["transcriptHash"]))
         index = {a.lower(): i for i, a in enumerate(self.chain.trainers_of(self.task_id))}
@@ -642,10 +645,11 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         got = [hashlib.sha256(b).digest() for b in blobs]
         if "fragmentHashes" in commit:
             want = [bytes(h) for h in commit["fragmentHashes"]]
-        else:
+        else:  # root flow: the committed root is over the §2 roots of the weights (PROTOCOL.md §5)
             want = tr.weights_refs()[1]
-            if weights_root(want) != commit["weightsRoot"]:
-                raise TenzroError(f"round {r}'s transcript lists weights whose root is not the committed one")
+            if weights_root(fragment_weights_roots(self._state(), self.runtime.fragments)) != commit["weightsRoot"]:
+                raise TenzroError(f"rebuilding round {r} from its transcript gives other weights than the "
+                                  "committed root; cannot continue this run safely")
         if got != want:
             bad = [f for f in range(len(got)) if got[f] != want[f]]
             raise TenzroError(f"rebuilding round {r} from its transcript gives other weights (fragments {bad}) "
@@ -674,6 +678,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         round and finalize it when it is time. Returns ``"done"`` after the seal."""
         self.check_stop()
         run = self.chain.get_run(self.task_id)
+        if self.root_flow and run.status in (RunStatus.TRAINING, RunStatus.COMPLETED):
+            self.root_answer_weights()  # before the seal, which waits for every weights challenge
         if run.status == RunStatus.COMPLETED:
             if self.root_flow and not self.root_seal():
                 self.sleep(self.poll_s)
@@ -1050,11 +1056,18 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
 
     def _norm_screen(self) -> dict[int, list[_Sub]]:
         """Accepted submissions per fragment: the structurally valid ones that are not norm
-        outliers under the registry's rule over every submission of the fragment (`norm_outliers`)."""
+        outliers under the registry's rule over every submission of the fragment (`norm_outliers`).
+
+        Root flow: only the off-chain submissions are screened, against their own median. The
+        registry refuses v1's NormOutlier proof there (its median over the round's forced
+        submissions is the forcing sybils' to set, issue #23 attack 6); its reference is the
+        previous round's accepted set (``proveNormOutlier``), which this syncer does not send yet,
+        so a forced submission is accepted (left out, it would be proven omitted)."""
         out: dict[int, list[_Sub]] = {f: [] for f in range(len(self.runtime.fragments))}
         for f in out:
             subs = self._fragment_subs(f)
-            outliers = norm_outliers({self._index(s): s.signed.payload_sumsq for s in subs}, self.norm_screen_sq)
+            screened = [s for s in subs if s.offchain] if self.root_flow else subs
+            outliers = norm_outliers({self._index(s): s.signed.payload_sumsq for s in screened}, self.norm_screen_sq)
             out[f] = sorted((s for s in subs if s.reason is None and self._index(s) not in outliers),
                             key=lambda s: s.key)
         return out
@@ -1127,8 +1140,11 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         t1 = time.perf_counter()
         try:
             cids = [self.ipfs.add(b) for b in blobs]
-            hashes = [hashlib.sha256(b).digest() for b in blobs]
-            wroot = TaskRuntime.weights_root(blobs)
+            shas = [hashlib.sha256(b).digest() for b in blobs]  # the blobs' (the transcript's transport check)
+            # the committed fragment hashes: the blobs' SHA-256 (v1), the §2 roots of the new
+            # weights in the root flow (PROTOCOL.md §5, the leaves' weightsRoot)
+            hashes = fragment_weights_roots(self._state(), self.runtime.fragments) if self.root_flow else shas
+            wroot = weights_root(hashes)
             momentum, signed = self.root_extras(r, accepted, run) if self.root_flow else ({}, {})
             transcript = RoundTranscript(
                 task_id="0x" + self.task_id.hex(), round=r,
@@ -1142,7 +1158,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                     rejected=[Rejection(**s.submission().model_dump(), reason=s.reason, detail=s.detail[:500])
                               for s in sorted(rs.subs.values(), key=lambda x: x.key)
                               if s.fragment == f and s.reason is not None],
-                    weights=BlobRef(cid=cids[f], sha256="0x" + hashes[f].hex()), aggregated=bool(accepted[f]),
+                    weights=BlobRef(cid=cids[f], sha256="0x" + shas[f].hex()), aggregated=bool(accepted[f]),
                     momentum=BlobRef(**momentum[f]) if f in momentum else None)
                     for f in range(F)])
             tbytes = transcript.canonical_bytes()

@@ -538,7 +538,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         else:
             commit = self.root_commit_weights(r - 1) if self.root_flow else self._finalized_commit(r - 1)
             state, blobs = fetch_weights(self.ipfs, self.runtime, list(commit["fragmentCids"]),
-                                         [bytes(h) for h in commit["fragmentHashes"]], run.weights_root)
+                                         [bytes(h) for h in commit["fragmentHashes"]], run.weights_root,
+                                         chunk_roots=self.root_flow)  # root flow: §2 roots (PROTOCOL.md §5)
         self.metrics.ipfs_in(sum(len(b) for b in blobs))
         self._global, self._global_root = state, run.weights_root
         return state, time.perf_counter() - t0
