@@ -81,7 +81,9 @@ demo-adversarial: deploy
 
 test: bootstrap
 	forge test
-	ape compile  # the workers then read one set of artifacts instead of racing to write them
+	# one compile before the workers, which then read its artifacts instead of racing to write them; --force:
+	# ape does not recompile an interface whose parent changed (ITrainingRegistryFull kept a stale ABI)
+	ape compile --force
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 test-fast: bootstrap
