@@ -198,18 +198,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
             // its round was discarded (or discarded and committed again): void, bond back
             emit ITrainingRegistryRounds.SlotChallengeVoided(taskId, round, fragment, type(uint16).max);
         }
-        _settleWeights(taskId, round, key, payee);
-    }
-
-    /// @dev Removes weights challenge `key` of the round from the books and pays its bond to
-    /// `payee` (withdrawable).
-    function _settleWeights(bytes32 taskId, uint32 round, uint256 key, address payee) private {
-        mapping(uint256 => SlotChallenge) storage open = _slotChallenges[taskId][round];
-        uint256 bond = open[key].bond;
-        _bondsHeld -= bond;
-        _rootRuns[taskId].openSlotChallenges -= 1;
-        delete open[key];
-        _withdrawable[payee] += bond;
+        _settleChallenge(taskId, round, key, payee);
     }
 
     /// @dev The weights answer `w` checks out against the round (EvidenceVerifier.weightsOpening):

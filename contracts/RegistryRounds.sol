@@ -247,7 +247,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         if (_voided(taskId, round, fragment, key, sc)) return;
         if (_rootsHash(roots) != sc.commitment) revert Registry__WrongRoots(round);
         bytes32 structHash = _checkSlotAnswer(run, taskId, round, fragment, index, roots.fragmentsRoot, ans);
-        _settleSlot(taskId, round, key, msg.sender);
+        _settleChallenge(taskId, round, key, msg.sender);
         _rounds[taskId][round].challengeStatus = RunRoot.STATUS_CHALLENGE_LOST; // the receipt shows it
         emit SlotAnswered(taskId, round, fragment, index, structHash, msg.sender);
     }
@@ -333,7 +333,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         RootRun storage rr = _rootRuns[a.taskId];
         bytes32 prevRoot = _checkRoots(rr, a);
         what.prover = sc.challenger;
-        _settleSlot(a.taskId, a.round, key, what.prover);
+        _settleChallenge(a.taskId, a.round, key, what.prover);
         _convict(run, rr, a, prevRoot, _committedRounds(run, a.taskId), what);
     }
 
@@ -370,20 +370,10 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         if (round < _roundsFinalized(_runs[taskId]) && _rootCommitments[taskId][round] == sc.commitment) {
             return false;
         }
-        _settleSlot(taskId, round, key, sc.challenger);
+        _settleChallenge(taskId, round, key, sc.challenger);
         // forge-lint: disable-next-line(unsafe-typecast) -- a slot key is index << 8 | fragment, index < 2^16
         emit SlotChallengeVoided(taskId, round, fragment, key >> 255 == 0 ? uint16(key >> 8) : type(uint16).max);
         return true;
-    }
-
-    /// @dev Removes a slot or weights challenge from the books and pays its bond to `payee` (withdrawable).
-    function _settleSlot(bytes32 taskId, uint32 round, uint256 key, address payee) private {
-        mapping(uint256 => SlotChallenge) storage open = _slotChallenges[taskId][round];
-        uint256 bond = open[key].bond;
-        _bondsHeld -= bond;
-        _rootRuns[taskId].openSlotChallenges -= 1;
-        delete open[key];
-        _withdrawable[payee] += bond;
     }
 
     /// @dev The answer opens trainer `index`'s slot of `fragment` in the round's fragments root with

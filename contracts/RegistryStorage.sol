@@ -647,6 +647,17 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         return 0;
     }
 
+    /// @dev Removes a slot or weights challenge (`key` of the round) from the books and pays its
+    /// bond to `payee` (withdrawable). Shared by RegistryRounds and RegistryEvidence.
+    function _settleChallenge(bytes32 taskId, uint32 round, uint256 key, address payee) internal {
+        mapping(uint256 => SlotChallenge) storage open = _slotChallenges[taskId][round];
+        uint256 bond = open[key].bond;
+        _bondsHeld -= bond;
+        _rootRuns[taskId].openSlotChallenges -= 1;
+        delete open[key];
+        _withdrawable[payee] += bond;
+    }
+
     /// @dev Credits every trainer of the run its stake minus its slashes (withdrawable) and
     /// empties run.stakeHeld; returns the number of trainers.
     function _refundStakes(Run storage run, bytes32 taskId) internal returns (uint256 m) {
