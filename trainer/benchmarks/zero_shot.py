@@ -86,12 +86,7 @@ def cached_baselines(tasks, max_windows: int) -> dict[str, MethodScores]:
     path = RESULTS / "zero_shot_baselines.json"
     keys = {t.unique_id: _task_key(t) for t in tasks}
     data = json.loads(path.read_text()) if path.exists() else {}
-    kept = data.get("task_keys", {})
-    if "tasks_sha256" in data:  # the file's first format: one digest over the whole (older) set
-        old = [t for t in tasks if t.unique_id in data["methods"]["SeasonalNaive"]["per_series"]]
-        sig = hashlib.sha256(json.dumps([(t.unique_id, t.origins, t.horizon, t.season) for t in old]).encode()).hexdigest()
-        kept = {t.unique_id: keys[t.unique_id] for t in old} if sig == data["tasks_sha256"] else {}
-    valid = {u for u, k in kept.items() if keys.get(u) == k}
+    valid = {u for u, k in data.get("task_keys", {}).items() if keys.get(u) == k}
     out, record = {}, {}
     for name in BASELINES:
         prev = data.get("methods", {}).get(name, {})
