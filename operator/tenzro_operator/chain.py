@@ -928,6 +928,18 @@ class ChainClient:
         """Timestamp (unix seconds) of a block."""
         return int(self._rpc("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))["timestamp"])
 
+    def next_block_time(self) -> int:
+        """The earliest timestamp (unix seconds) the next block can carry: the later of the head
+        block's and the pending block's (a node that builds one, as anvil does, stamps it with its
+        own clock). The head alone runs behind on a chain with no block for a while (a devnet
+        between transactions): a deadline counted from it may have passed when the transaction
+        is mined. A node without a pending block gives the head's."""
+        head = self.block_timestamp("latest")
+        try:
+            return max(head, self.block_timestamp("pending"))
+        except (ChainError, Web3RPCError, ValueError, TypeError):
+            return head
+
     def first_block_at(self, timestamp: int) -> int:
         """The first block at or after the deploy block whose timestamp (unix seconds) is >=
         ``timestamp``, by binary search (block timestamps never decrease): about log2(head -
@@ -1195,14 +1207,22 @@ class ChainClient:
             if reason is not None:
                 raise TxReverted(reason.error_name, reason.args_, reason.function, reason.data, tx_hash=tx_hash,
                                  block=result.block_number)
-            raise TxFailed(f"{pending.method} tx {tx_hash} reverted on-chain (block {result.block_number}); "
-                           "the reason could not be recovered")
+            limit = pending.tx.get("gas")
+            why = (f"it used all its gas ({result.gas_used}): out of gas" if limit and result.gas_used >= limit
+                   else "the reason could not be recovered")
+            raise TxFailed(f"{pending.method} tx {tx_hash} reverted on-chain (block {result.block_number}); {why}")
         return result
 
     def _replay_revert(self, pending: PendingTx, block: int) -> ChainRevert | None:
-        """Re-run a reverted transaction as a call on the state before its block to recover the reason
-        (exact when it was alone in its block, as on an automining devnet); None when it can not be
-        recovered (the replay succeeds, or the node does not answer)."""
+        """The reason a mined transaction reverted: from the node's trace of the transaction itself
+        (``debug_traceTransaction``, exact: its own block's time and the transactions before it in
+        the block) where the node serves one (anvil, geth, reth), else by re-running it as a call
+        on the state before its block (exact only when nothing in its block came first and nothing
+        depended on the block's time). None when it can not be recovered: the node has no trace
+        and the replay succeeds, or it ran out of gas (no revert data), or the node does not answer."""
+        traced = self._traced_revert(pending)
+        if traced is not None:
+            return traced
         try:
             tx = self._rpc("eth_getTransactionByHash", lambda: self.w3.eth.get_transaction(pending.tx_hash))
             self._rpc("eth_call replay", lambda: self.w3.eth.call(
@@ -1215,6 +1235,20 @@ class ChainClient:
             log.warning("could not replay reverted tx %s for its reason: %s", pending.tx_hash, _why(exc))
             return None
         return None
+
+    def _traced_revert(self, pending: PendingTx) -> ChainRevert | None:
+        """The revert data of a mined transaction from ``debug_traceTransaction``'s call tracer,
+        decoded; None when the node serves no trace or the trace carries no revert data."""
+        try:
+            answer = self._rpc("debug_traceTransaction", lambda: self.w3.provider.make_request(
+                "debug_traceTransaction", [pending.tx_hash, {"tracer": "callTracer"}]))
+        except (ChainError, Web3RPCError, ValueError) as exc:
+            log.debug("no trace of reverted tx %s: %s", pending.tx_hash, _why(exc))
+            return None
+        output = (answer.get("result") or {}).get("output") if isinstance(answer, dict) else None
+        if not isinstance(output, str) or len(output) < 10:
+            return None
+        return self._errors.decode(output, pending.method)
 
     def transact(self, method: str, *args: Any, contract: str = REGISTRY, value: int = 0,
                  gas: int | None = None) -> TxResult:
@@ -1413,9 +1447,10 @@ class ChainClient:
     def sign_permit(self, value: int, deadline: int | None = None, spender: str | None = None) -> PermitSignature:
         """This account's ERC-2612 permit for ``spender`` (default the registry) to pull ``value``
         atto-units, at the token's current nonce, valid until ``deadline`` (unix seconds; default
-        the latest block's timestamp + `PERMIT_TTL_S`). Signs locally; sends nothing."""
+        `PERMIT_TTL_S` after the time the next block will carry, `next_block_time`). Signs
+        locally; sends nothing."""
         if deadline is None:
-            deadline = self.block_timestamp() + self.PERMIT_TTL_S
+            deadline = self.next_block_time() + self.PERMIT_TTL_S
         nonce = self.call("nonces", self.address, contract=TOKEN)
         return sign_permit(self.account, self.permit_domain(), spender or self.registry.address, value, nonce,
                            deadline)

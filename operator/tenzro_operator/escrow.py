@@ -88,8 +88,8 @@ def deposit(chain: ChainClient, beneficiary: str, amount_atto: int, task_id: byt
         beneficiary: who is paid on release (an address).
         amount_atto: token atto-units (> 0).
         task_id: bytes32 task id of the run the payment waits for.
-        expiry_s: seconds from the latest block's time until the escrow can no longer be released
-            (and can be refunded).
+        expiry_s: seconds from the next block's time (`ChainClient.next_block_time`) until the
+            escrow can no longer be released (and can be refunded).
         sponsor: the run's sponsor (the spec's ``sponsor_address``, who posts it).
         spec_hash: the run's spec hash (`tenzro_operator.spec.spec_hash`, 32 bytes, not zero).
         min_credits: the least ``totalCredits`` (fragment-size-weighted accepted submissions) of
@@ -114,7 +114,7 @@ def deposit(chain: ChainClient, beneficiary: str, amount_atto: int, task_id: byt
         raise EscrowError("spec hash must not be zero: the escrow would not be bound to a run")
     escrow_addr = chain.contract(ESCROW).address
     chain.ensure_allowance(amount_atto, spender=escrow_addr)
-    expiry = chain.block_timestamp() + int(expiry_s)
+    expiry = chain.next_block_time() + int(expiry_s)  # not the head: an idle chain's head is old
     res = chain.transact("deposit", chain.token.address, to_checksum_address(beneficiary), int(amount_atto), terms,
                          expiry, contract=ESCROW)
     return int(res.event("Deposited")["escrowId"])

@@ -90,3 +90,45 @@ def test_typed_data_rejects_out_of_range_values():
         permit_typed_data(d, "0x" + "22" * 20, "0x" + "33" * 20, -1, 0, 1)
     with pytest.raises(ChainError, match="7"):
         PermitDomain.from_eip712_domain((b"\x0f", "x"))
+
+
+def _idle(client, seconds: int) -> None:
+    """The chain as after ``seconds`` with no block: the head keeps its timestamp, the next block
+    is stamped that much later (anvil's clock moves; no transaction mined it)."""
+    client.w3.provider.make_request("evm_increaseTime", [seconds])
+
+
+def test_permit_deadline_counts_from_the_next_block_not_an_old_head(fresh_stack):
+    """A chain idle for longer than the permit's life (a devnet between tests, a quiet L2): a
+    deadline counted from the head block's timestamp has passed when the transaction is mined,
+    the permit is skipped and the post reverts. Counted from the pending block it goes through."""
+    from tenzro_operator.chain import ChainClient
+    from tenzro_operator.keys import anvil_account
+
+    sponsor = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments, anvil_account(1))
+    _idle(sponsor, sponsor.PERMIT_TTL_S + 120)
+    res = sponsor.post_task(make_spec(), "bafyspec")
+    assert res.method == "postTaskWithPermit" and sponsor.allowance() == 0
+    assert sponsor.block_timestamp(res.block_number) <= sponsor.sign_permit(1).deadline - sponsor.PERMIT_TTL_S + 1
+
+
+def test_a_mined_revert_is_named_even_when_replaying_it_on_the_parent_block_succeeds(fresh_stack):
+    """A transaction that reverts only because of its own block (here: a permit that expired
+    between signing and mining) succeeds when replayed on the parent block; the client asks the
+    node for the transaction's own trace and names the registry's error, not "could not be
+    recovered"."""
+    from tenzro_operator.chain import ChainClient
+    from tenzro_operator.errors import TxReverted
+    from tenzro_operator.keys import anvil_account
+
+    sponsor = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments, anvil_account(1))
+    spec = make_spec()
+    params = sponsor.task_params(spec, "bafyspec")
+    struct = sponsor._struct("postTask", 0, params)
+    sig = sponsor.sign_permit(params["rewardPool"], deadline=sponsor.block_timestamp() + 5)
+    _idle(sponsor, 60)
+    pending = sponsor.send("postTaskWithPermit", struct, sig.deadline, sig.v, sig.r, sig.s, gas=2_000_000)
+    with pytest.raises(TxReverted) as ei:
+        sponsor.wait(pending)
+    assert ei.value.error_name == "Registry__AllowanceTooLow"
+    assert sponsor.allowance() == 0
