@@ -60,8 +60,11 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     uint32 public constant MAX_ENROLLMENT_SECONDS = 30 days;
     /// @notice Blocks after a request during which electSyncer can read its block hash.
     uint256 public constant ELECTION_WINDOW_BLOCKS = 256;
-    /// @notice Tier 0 (Open) is the only one supported.
+    /// @notice Tier 0 (Open): anyone with the minimum stake may enroll.
     uint8 public constant TIER_OPEN = 0;
+    /// @notice Tier 1 (Allowlist): the Open rules, but only addresses the sponsor has allowed
+    /// (`allowTrainers`) may enroll, so sybils cannot fill the run (issue #26).
+    uint8 public constant TIER_ALLOWLIST = 1;
     /// @notice EIP-712 type hash of a trainer's submission.
     bytes32 public constant OUTER_GRADIENT_TYPEHASH = keccak256(
         "OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,uint32 payloadSumsq,string cid,bytes32 payloadHash)"
@@ -235,6 +238,8 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// challenge closes, bounded by MAX_AVAILABILITY_CHALLENGES. Keyed by the epoch so that a
     /// rewound round's new submission starts at 0.
     mapping(bytes32 taskId => mapping(uint64 opening => mapping(uint256 slot => uint8 count))) internal _availCounts;
+    /// @dev Tier 1 (Allowlist) runs: the addresses the sponsor allowed to enroll (`allowTrainers`).
+    mapping(bytes32 taskId => mapping(address trainer => bool)) internal _allowed;
 
     // ------------------------------------------------------------ constructor
 
@@ -366,6 +371,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
             revert Registry__EnrollmentClosed(taskId, run.enrollmentDeadline);
         }
         if (bytes(did).length == 0) revert Registry__EmptyDid();
+        if (run.tier == TIER_ALLOWLIST && !_allowed[taskId][msg.sender]) revert Registry__NotAllowed(taskId, msg.sender);
         if (stake < run.minStake) revert Registry__StakeTooLow(stake, run.minStake);
         Trainer storage t = _trainers[taskId][msg.sender];
         if (t.enrolled) revert Registry__AlreadyEnrolled(taskId, msg.sender);
@@ -411,7 +417,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         if (p.graceWindowMs > MAX_GRACE_WINDOW_MS) {
             revert Registry__GraceWindowTooLong(p.graceWindowMs, MAX_GRACE_WINDOW_MS);
         }
-        if (p.tier != TIER_OPEN) revert Registry__UnsupportedTier(p.tier);
+        if (p.tier > TIER_ALLOWLIST) revert Registry__UnsupportedTier(p.tier);
         if (p.aggregation > uint8(AggregationRule.Krum)) revert Registry__UnknownAggregation(p.aggregation);
         // Krum ranks whole payloads by distances: no single coordinate proves it wrong (PROTOCOL.md §1)
         if (p.aggregation == uint8(AggregationRule.Krum)) revert Registry__RuleNotProvable(p.aggregation, p.tier);

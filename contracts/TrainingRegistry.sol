@@ -194,6 +194,17 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
+    function allowTrainers(bytes32 taskId, address[] calldata trainers) external {
+        Run storage run = _runIn(taskId, RunStatus.Enrolling);
+        if (msg.sender != run.sponsor) revert Registry__NotSponsor(taskId, msg.sender);
+        if (run.tier != TIER_ALLOWLIST) revert Registry__UnsupportedTier(run.tier);
+        for (uint256 i = 0; i < trainers.length; ++i) {
+            _allowed[taskId][trainers[i]] = true;
+            emit TrainerAllowed(taskId, trainers[i]);
+        }
+    }
+
+    /// @inheritdoc ITrainingRegistry
     function closeEnrollment(bytes32 taskId) external {
         Run storage run = _runIn(taskId, RunStatus.Enrolling);
         if (block.timestamp <= run.enrollmentDeadline) {

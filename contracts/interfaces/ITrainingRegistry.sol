@@ -78,6 +78,13 @@ interface ITrainingRegistry is ITrainingRegistryTypes {
     /// the caller). Trainer index i trains data shard i of M. The M-th enrollment opens round 0.
     function enrollTrainer(bytes32 taskId, uint256 stake, string calldata did) external;
 
+    /// @notice Tier 1 (Allowlist) runs: the sponsor allows `trainers` to enroll (adding to the
+    /// list; repeatable while the run is Enrolling). Until then nobody can, so the list is in place
+    /// before any enrollment and cannot be front-run. Reverts Registry__NotSponsor for any other
+    /// caller, Registry__WrongStatus after enrollment, Registry__UnsupportedTier on an Open run.
+    /// Emits TrainerAllowed per address.
+    function allowTrainers(bytes32 taskId, address[] calldata trainers) external;
+
     /// @notice Anyone opens round 0 with fewer than M (but >= K) enrolled trainers once the
     /// enrollment deadline has passed.
     function closeEnrollment(bytes32 taskId) external;

@@ -77,7 +77,7 @@ interface ITrainingRegistryTypes {
         uint32 maxRounds; // R, 1 .. MAX_ROUNDS
         uint64 graceWindowMs; // tau in milliseconds (> 0); stored rounded UP to whole seconds
         uint8 aggregation; // AggregationRule
-        uint8 tier; // only 0 = Open is supported
+        uint8 tier; // 0 = Open, 1 = Allowlist (only the sponsor's allowTrainers may enroll)
         uint8 maxMisses; // evicted when consecutive missed rounds exceed this
         uint256 minStake; // minimum trainer stake, token atto-units (> 0)
         uint256 rewardPool; // escrowed reward pool, token atto-units (may be 0)
@@ -194,6 +194,8 @@ interface ITrainingRegistryTypes {
     event SyncerUnregistered(address indexed syncer, uint256 stakeReleased);
     /// @notice A task was posted and its reward pool escrowed.
     event TaskPosted(bytes32 indexed taskId, address indexed sponsor, TaskParams params, uint32 graceWindowSeconds);
+    /// @notice A tier 1 (Allowlist) run's sponsor allowed `trainer` to enroll.
+    event TrainerAllowed(bytes32 indexed taskId, address indexed trainer);
     /// @notice Anyone asked for a syncer election at block `requestBlock`; electSyncer
     /// resolves it from the next block on with blockhash(requestBlock).
     event SyncerElectionRequested(bytes32 indexed taskId, uint32 round, uint256 requestBlock);
@@ -343,6 +345,8 @@ interface ITrainingRegistryTypes {
     error Registry__EnrollmentFull(bytes32 taskId, uint16 m);
     error Registry__AlreadyEnrolled(bytes32 taskId, address trainer);
     error Registry__EmptyDid();
+    /// @notice The run is tier 1 (Allowlist) and its sponsor has not allowed `trainer` to enroll.
+    error Registry__NotAllowed(bytes32 taskId, address trainer);
     error Registry__NotEnoughEnrolled(uint16 enrolled, uint16 quorum);
     error Registry__NotSyncer(bytes32 taskId, address caller);
     error Registry__SyncerStillActive(bytes32 taskId, address syncer, uint64 replaceableAt);
