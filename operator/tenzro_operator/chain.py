@@ -1615,7 +1615,7 @@ class ChainClient:
             "initialWeightsRoot": _b32(initial_weights_root), "trainerCount": spec.trainer_count,
             "quorum": spec.quorum, "fragmentCount": spec.architecture.fragment_count,
             "innerSteps": spec.inner_steps, "maxRounds": spec.max_rounds, "graceWindowMs": spec.grace_window_ms,
-            "aggregation": spec.aggregation_rule_id, "tier": 0, "maxMisses": p.max_missed_rounds,
+            "aggregation": spec.aggregation_rule_id, "tier": spec.registry_tier, "maxMisses": p.max_missed_rounds,
             "minStake": p.min_stake_atto, "rewardPool": spec.reward_pool_atto,
             "fragmentSizes": list(p.fragment_sizes), "enrollmentSeconds": spec.enrollment_seconds,
             "syncerFeeBps": spec.syncer_fee_bps, "syncerBond": spec.syncer_bond_atto,
@@ -1648,6 +1648,15 @@ class ChainClient:
             ChainRevert: e.g. ``Registry__TaskExists``, ``Registry__QuorumExceedsTrainers``.
         """
         return self.post_task_params(self.task_params(spec, spec_cid, initial_weights_root), approve)
+
+    def allow_trainers(self, task_id: bytes, trainers: Sequence[str]) -> TxResult:
+        """``allowTrainers``: the sponsor of a tier 1 (Allowlist) run allows ``trainers`` to enroll.
+
+        Raises:
+            ChainRevert: ``Registry__NotSponsor``, ``Registry__WrongStatus`` (enrollment is over),
+                ``Registry__UnsupportedTier`` (an Open run has no list).
+        """
+        return self.transact("allowTrainers", _b32(task_id), [to_checksum_address(t) for t in trainers])
 
     def enroll_trainer(self, task_id: bytes, stake: int, did: str, approve: bool = True) -> TxResult:
         """Stake ``stake`` atto-units and enroll; ``TrainerEnrolled`` carries index and shard.

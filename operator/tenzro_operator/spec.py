@@ -383,6 +383,10 @@ class TaskSpec(_Strict):
     syncer_bond: str = Field(default=DEFAULT_SYNCER_BOND, description="bond the elected syncer locks, atto-units")
     challenge_window_ms: int = Field(default=DEFAULT_CHALLENGE_WINDOW_MS, gt=0, le=MAX_CHALLENGE_MS,
                                      description="answer window of an availability challenge, milliseconds")
+    enrollment_allowlist: list[str] | None = Field(
+        default=None, min_length=1, max_length=65535,
+        description="addresses allowed to enroll (the registry's tier 1, Allowlist: nobody else can, so sybils "
+                    "cannot fill the run); unset: anyone with the minimum stake (tier 0, Open)")
 
     @field_validator("sponsor_did")
     @classmethod
@@ -398,6 +402,23 @@ class TaskSpec(_Strict):
         if not isinstance(v, str) or not ADDRESS_RE.match(v):
             raise ValueError(f"sponsor_address must be 0x followed by 40 hex digits, got {v!r}")
         return v
+
+    @field_validator("enrollment_allowlist")
+    @classmethod
+    def _allowlist(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        bad = [a for a in v if not isinstance(a, str) or not ADDRESS_RE.match(a)]
+        if bad:
+            raise ValueError(f"enrollment_allowlist entries must be 0x followed by 40 hex digits, got {bad[:3]!r}")
+        if len({a.lower() for a in v}) != len(v):
+            raise ValueError("enrollment_allowlist lists an address twice")
+        return v
+
+    @property
+    def registry_tier(self) -> int:
+        """The registry's tier code: 1 (Allowlist) with an ``enrollment_allowlist``, else 0 (Open)."""
+        return 1 if self.enrollment_allowlist else 0
 
     @field_validator("tier")
     @classmethod
@@ -572,8 +593,13 @@ class TaskSpec(_Strict):
         return next(iter(self.aggregation_params.values()), 0)
 
     def to_json_obj(self) -> dict[str, Any]:
-        """The spec as plain JSON values (the shape of the docs)."""
-        return self.model_dump(mode="json")
+        """The spec as plain JSON values (the shape of the docs). An unset ``enrollment_allowlist``
+        is left out, so an Open spec's canonical bytes (and ``spec_hash``) are what they were
+        before the field existed."""
+        obj = self.model_dump(mode="json")
+        if obj.get("enrollment_allowlist") is None:
+            obj.pop("enrollment_allowlist", None)
+        return obj
 
 
 def _loc(loc: tuple) -> str:

@@ -132,7 +132,7 @@ BAD_PARAMS = [
     ("Registry__ZeroGraceWindow", dict(graceWindowMs=0), {}),
     ("Registry__GraceWindowTooLong", dict(graceWindowMs=30 * 86_400_000 + 1),
      dict(graceWindowMs=30 * 86_400_000 + 1, maxMs=30 * 86_400_000)),
-    ("Registry__UnsupportedTier", dict(tier=1), dict(tier=1)),
+    ("Registry__UnsupportedTier", dict(tier=2), dict(tier=2)),  # 0 Open, 1 Allowlist
     ("Registry__UnknownAggregation", dict(aggregation=4), dict(rule=4)),
     ("Registry__ZeroMinStake", dict(minStake=0), {}),
     # v2: Krum cannot be refereed coordinate by coordinate, so no Open-tier task may use it

@@ -151,14 +151,17 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
 
 def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:
     """Pin the canonical spec JSON and post the task, escrowing the reward pool (an ERC-2612 permit
-    in the same transaction; approve first for a token without permits); a spec with
-    ``metadata.protocol.flow: root`` is then put in the root flow (`enable_root_flow`).
+    in the same transaction; approve first for a token without permits); a spec with an
+    ``enrollment_allowlist`` then allows its addresses (`ChainClient.allow_trainers`), and one with
+    ``metadata.protocol.flow: root`` is put in the root flow (`enable_root_flow`).
 
     Returns (task id bytes32, spec CID). Raises `ChainRevert` (e.g. Registry__TaskExists) with the
     error's name, or `RpcUnavailable` / `IpfsError` when a service is down.
     """
     spec_cid = ipfs.add(canonical_json(spec))
     client.post_task(spec, spec_cid)
+    if spec.enrollment_allowlist:  # tier 1: nobody can enroll until the list is in place
+        client.allow_trainers(spec.task_id_bytes, spec.enrollment_allowlist)
     if spec.require_protocol().flow == "root":
         enable_root_flow(client, ipfs, spec)
     return spec.task_id_bytes, spec_cid

@@ -1,0 +1,61 @@
+"""A sponsor's enrollment allowlist (issue #26; the registry's tier 1) through the operator on a
+real anvil with the deployed contracts: `post_task` with ``enrollment_allowlist`` posts tier 1 and
+allows the listed addresses; an address not on the list is refused by name and keeps its tokens;
+an Open spec is unchanged (tier 0, anyone enrolls)."""
+
+from __future__ import annotations
+
+import pytest
+
+from op_stack import make_spec
+from stack import TOKEN
+from tenzro_operator.errors import ChainRevert, SpecError
+from tenzro_operator.roles.sponsor import post_task
+from tenzro_operator.spec import TaskSpec
+
+
+class _NoIpfs:
+    """Stands in for the IPFS node in `post_task` (only ``add`` is called; not what is tested)."""
+
+    def add(self, data: bytes) -> str:
+        return "bafkreiallowlistspec"
+
+
+def _allowlist_spec(addresses):
+    return TaskSpec.model_validate({**make_spec().model_dump(mode="json"), "enrollment_allowlist": addresses})
+
+
+def test_only_listed_trainers_enroll_in_an_allowlist_run(roles):
+    sponsor, (t0, t1, sybil) = roles["sponsor"], roles["trainers"]
+    spec = _allowlist_spec([t0.address, t1.address])
+    assert spec.registry_tier == 1
+    post_task(sponsor, _NoIpfs(), spec)
+    tid = spec.task_id_bytes
+    assert sponsor.get_run(tid).tier == 1
+    before = sybil.token_balance()
+    with pytest.raises(ChainRevert) as ei:
+        sybil.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{sybil.address}")
+    assert ei.value.error_name == "Registry__NotAllowed" and sybil.token_balance() == before
+    for t in (t0, t1):
+        t.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{t.address}")
+    assert sponsor.get_run(tid).enrolled_count == 2
+    with pytest.raises(ChainRevert) as ei:  # enrollment is over: the list is closed
+        sponsor.allow_trainers(tid, [sybil.address])
+    assert ei.value.error_name == "Registry__WrongStatus"
+
+
+def test_an_open_spec_posts_tier_0_and_has_no_list(roles):
+    sponsor = roles["sponsor"]
+    spec = make_spec()
+    assert spec.enrollment_allowlist is None and spec.registry_tier == 0
+    sponsor.post_task(spec, "bafyspec")
+    with pytest.raises(ChainRevert) as ei:
+        sponsor.allow_trainers(spec.task_id_bytes, [roles["trainers"][2].address])
+    assert ei.value.error_name == "Registry__UnsupportedTier"
+
+
+@pytest.mark.parametrize("bad, why", [(["0x12"], "40 hex"), (["0x" + "ab" * 20, "0x" + "AB" * 20], "twice"),
+                                      ([], "at least 1")])
+def test_a_bad_allowlist_is_refused_with_what_is_wrong(bad, why):
+    with pytest.raises((SpecError, ValueError), match=why):
+        _allowlist_spec(bad)
