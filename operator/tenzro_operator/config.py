@@ -7,6 +7,7 @@ Precedence, highest first: keyword arguments, environment variables
 
     node_rpc: http://127.0.0.1:8545
     ipfs_api: http://127.0.0.1:5001
+    ipfs_bootstrap: []             # other parties' IPFS nodes: ["/ip4/<host>/tcp/4001/p2p/<peer id>"]
     deployments: deployments/local.json
     keystore: keys/trainer-0.json
     password_env: TENZRO_KEYSTORE_PASSWORD
@@ -84,6 +85,12 @@ class CommonConfig(BaseSettings):
 
     node_rpc: str = "http://127.0.0.1:8545"
     ipfs_api: str = "http://127.0.0.1:5001"
+    ipfs_bootstrap: list[str] = Field(default_factory=list, description="multiaddrs "
+                                      "(/ip4/<host>/tcp/<port>/p2p/<peer id>) of other parties' IPFS nodes that "
+                                      "the daemons connect their node to at start and again when one drops "
+                                      "(tenzro_operator.ipfs_peers); bitswap fetches from connected peers only")
+    ipfs_peer_check_s: float = Field(default=10.0, gt=0, description="seconds between checks that the "
+                                     "ipfs_bootstrap peers are still connected")
     deployments: Path = Path("deployments/local.json")
     keystore: Path | None = None
     password_env: str = "TENZRO_KEYSTORE_PASSWORD"
@@ -140,6 +147,13 @@ class CommonConfig(BaseSettings):
     def max_fee_per_gas_wei(self) -> int | None:
         """``max_fee_per_gas_gwei`` in wei per gas, or None."""
         return None if self.max_fee_per_gas_gwei is None else int(self.max_fee_per_gas_gwei * 10**9)
+
+    @field_validator("ipfs_bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: list[str]) -> list[str]:
+        from tenzro_operator.ipfs_peers import check_bootstrap_addr
+
+        return [check_bootstrap_addr(a) for a in v]
 
     @field_validator("node_rpc", "ipfs_api")
     @classmethod

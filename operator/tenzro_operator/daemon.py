@@ -136,6 +136,7 @@ class Daemon:
         self.bad_runs: set[bytes] = self._load_skipped()  # runs given up on (`quarantine`), kept across restarts
         self._run_ids: list[bytes] = []  # every task id posted so far (append-only on chain)
         self._over: set[bytes] = set()  # runs seen Sealed or Cancelled (terminal)
+        self.ipfs_peers = None  # BootstrapPeers keeping the config's ipfs_bootstrap peers connected
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -159,6 +160,7 @@ class Daemon:
             raise TenzroError(f"{self.role}: the IPFS node at {self.ipfs.api_url} does not work: {exc}") from None
         log.info("%s: chain %s (chain id %d, %s), IPFS node %s", self.role, self.chain.shown_url,
                  self.chain.chain_id, self.chain.deployment.path, redact_url(self.ipfs.api_url))
+        self.keep_ipfs_peers()
         for var, field in getattr(self.config, "_env_overrides", []):
             log.warning("%s: %s from the environment overrides the config file's %s", self.role, var, field)
         port = getattr(self.config, "metrics_port", None)
@@ -167,6 +169,23 @@ class Daemon:
 
             self.metrics_port = start_metrics_server(port, self.metrics)
             log.info("%s metrics on http://127.0.0.1:%d/metrics", self.role, self.metrics_port)
+
+    def keep_ipfs_peers(self) -> None:
+        """Connect the IPFS node to the config's ``ipfs_bootstrap`` peers and re-dial any that drops,
+        every ``ipfs_peer_check_s`` seconds (`tenzro_operator.ipfs_peers.BootstrapPeers`: bounded
+        dials, logged), in a thread with its own client that ends with the daemon. Nothing when
+        the list is empty; never raises for an unreachable peer."""
+        addrs = list(getattr(self.config, "ipfs_bootstrap", None) or [])
+        if not addrs or self.ipfs_peers is not None:
+            return
+        from tenzro_operator.ipfs import IpfsClient
+        from tenzro_operator.ipfs_peers import BootstrapPeers
+
+        self.ipfs_peers = BootstrapPeers(IpfsClient(self.ipfs.api_url, timeout_s=30.0, retries=0), addrs,
+                                         check_interval_s=float(getattr(self.config, "ipfs_peer_check_s", 10.0)))
+        log.info("%s: keeping %d IPFS bootstrap peer(s) connected, checked every %.0f s", self.role, len(addrs),
+                 self.ipfs_peers.check_interval_s)
+        self.ipfs_peers.start(self.stop)
 
     # -- stopping -------------------------------------------------------------------------
 

@@ -37,7 +37,8 @@ def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str,
         run_help: the ``run`` command's help line.
 
     Returns:
-        The group: ``run --config PATH [--task-id ID] [--log-level LEVEL] [--log-format FORMAT]``
+        The group: ``run --config PATH [--task-id ID] [--log-level LEVEL] [--log-format FORMAT]
+        [--ipfs-peer MULTIADDR ...]``
         exits with the daemon's exit code.
     """
 
@@ -52,11 +53,16 @@ def daemon_group(role: str, load: Callable[[], tuple[type, type]], *, help: str,
     @click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS), help="override the config's log_level")
     @click.option("--log-format", default=None, type=click.Choice(LOG_FORMATS),
                   help="override the config's log_format: text, kv (key=value) or json (one object per line)")
-    def run_cmd(config_path: Path, task_id: str | None, log_level: str | None, log_format: str | None) -> None:
+    @click.option("--ipfs-peer", "ipfs_peers", multiple=True, metavar="MULTIADDR",
+                  help="override the config's ipfs_bootstrap: another party's IPFS node "
+                       "(/ip4/<host>/tcp/<port>/p2p/<peer id>) to stay connected to; repeatable")
+    def run_cmd(config_path: Path, task_id: str | None, log_level: str | None, log_format: str | None,
+                ipfs_peers: tuple[str, ...]) -> None:
         from tenzro_operator.daemon import run_daemon_cli
 
         daemon_cls, config_cls = load()
-        overrides = dict(task_id=task_id, log_level=log_level, log_format=log_format)
+        overrides = dict(task_id=task_id, log_level=log_level, log_format=log_format,
+                         ipfs_bootstrap=list(ipfs_peers) or None)
         run_cli = getattr(daemon_cls, "run_cli", None)
         if run_cli is not None:
             sys.exit(run_cli(config_cls, config_path, role, **overrides))

@@ -330,7 +330,7 @@ _CONNECTION_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProt
 
 class IpfsClient:
     """Kubo RPC client: add / cat / pin / unpin / pins / block_size / version / id, and pubsub
-    (pubsub_publish / pubsub_subscribe / pubsub_topics / pubsub_peers) with swarm_connect.
+    (pubsub_publish / pubsub_subscribe / pubsub_topics / pubsub_peers) with swarm_connect and swarm_peers.
 
     Args:
         api_url: base URL of the RPC API, e.g. "http://127.0.0.1:5001".
@@ -661,6 +661,18 @@ class IpfsClient:
         if not any(peer in line and "success" in line for line in answer):
             raise IpfsPubsubError(f"IPFS swarm/connect at {self.api_url} did not confirm {peer}: {answer!r}")
         return peer
+
+    def swarm_peers(self, *, timeout_s: float | None = None) -> list[str]:
+        """Peer IDs (sorted, distinct) of the peers the node is connected to (swarm/peers: Kubo's
+        ``{"Peers": [{"Addr": ..., "Peer": ...}]}``, null read as none).
+        Raises IpfsPubsubError (an unexpected answer) or IpfsUnavailable."""
+        resp = self._post("swarm/peers", {}, online=True, timeout_s=timeout_s)
+        try:
+            peers = resp.json().get("Peers") or []
+            return sorted({str(p["Peer"]) for p in peers})
+        except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
+            raise IpfsPubsubError(f"IPFS swarm/peers at {self.api_url} gave an unexpected answer: "
+                                  f"{resp.text[:300]!r}") from None
 
     def _strings(self, command: str, params: dict, timeout_s: float | None = None) -> list[str]:
         """The ``Strings`` list of a Kubo answer (null read as empty)."""
