@@ -11,7 +11,6 @@ from op_stack import make_spec
 from stack import TOKEN
 from tenzro_operator.errors import ChainRevert, SpecError
 from tenzro_operator.roles.sponsor import post_task
-from tenzro_operator.spec import TaskSpec
 
 
 class _NoIpfs:
@@ -21,8 +20,8 @@ class _NoIpfs:
         return "bafkreiallowlistspec"
 
 
-def _allowlist_spec(addresses):
-    return TaskSpec.model_validate({**make_spec().model_dump(mode="json"), "enrollment_allowlist": addresses})
+def _allowlist_spec(addresses, **overrides):
+    return make_spec(enrollment_allowlist=addresses, **overrides)
 
 
 def test_only_listed_trainers_enroll_in_an_allowlist_run(roles):
@@ -59,3 +58,28 @@ def test_an_open_spec_posts_tier_0_and_has_no_list(roles):
 def test_a_bad_allowlist_is_refused_with_what_is_wrong(bad, why):
     with pytest.raises((SpecError, ValueError), match=why):
         _allowlist_spec(bad)
+
+
+def test_a_trainer_daemon_skips_an_allowlist_run_that_does_not_name_it(stack, ipfs_url, roles, tmp_path):
+    """Discovery reads the run's spec: a trainer not on its list leaves the run alone (no refused
+    transaction, no stake at risk); a listed one picks it. (Sponsor: anvil 9, which no other test
+    posts from, so the sponsor filter isolates this run.)"""
+    from tenzro_operator.ipfs import IpfsClient
+    from tenzro_operator.keys import anvil_account
+    from tenzro_operator.roles.trainer import TrainerDaemon, TrainerDaemonConfig
+
+    sponsor = roles["base"].with_account(anvil_account(9))
+    listed, other = roles["trainers"][0], roles["trainers"][2]
+    spec = _allowlist_spec([listed.address], sponsor_address=sponsor.address)
+    with IpfsClient(ipfs_url) as ipfs:
+        post_task(sponsor, ipfs, spec)
+    tid = spec.task_id_bytes
+
+    def daemon(client, name):
+        cfg = TrainerDaemonConfig(node_rpc=stack.rpc_url, ipfs_api=ipfs_url, deployments=stack.deployments,
+                                  data_dir=tmp_path / name, metrics_port=None, allow_sponsors=[sponsor.address])
+        return TrainerDaemon(cfg, client.account, client, IpfsClient(ipfs_url))
+
+    outsider = daemon(other, "other")
+    assert outsider._discover() is None and tid in outsider.bad_runs
+    assert daemon(listed, "listed")._discover() == tid

@@ -176,7 +176,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         self.fault: FaultSettings | None = getattr(config, "fault", None)
         self.state_path = self.data_dir / "trainer-state.pt"
         self.rounds_path = self.data_dir / "trainer-rounds.jsonl"
-        self._families: dict[bytes, str] = {}  # task id -> architecture family (`family` filter)
+        self._specs: dict[bytes, TaskSpec] = {}  # task id -> its spec (the `family` and allowlist filters)
         self.reset_run()
         self.summary: dict[str, int] = {"rounds_trained": 0, "submitted": 0, "accepted": 0, "missed": 0}
 
@@ -208,7 +208,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         """The run to join: the config's ``task_id`` (refused unless posted within ``task_wait_s``
         seconds, default at once), else a run this account is already enrolled in (not evicted)
         and not finished, else the first Enrolling run with a free slot (and, with ``family`` set,
-        that architecture family).
+        that architecture family) that this account may enroll in (a tier 1 run's spec lists it in
+        ``enrollment_allowlist``; a run that does not is skipped).
 
         Raises:
             TenzroError: the configured task is not posted, or nothing found within
@@ -268,21 +269,34 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
             now = self.chain_now() if now is None else now
             if now >= run.enrollment_deadline:  # enrolling now would be refused (EnrollmentClosed)
                 continue
-            if family is not None and self._family_of(tid, run) != family:
+            if family is None and run.tier == 0:
+                return tid
+            spec = self._spec_of(tid, run)
+            if spec is None or (family is not None and spec.architecture.family != family):
+                continue
+            if not self._listed(spec):
+                log.info("run 0x%s enrolls only its sponsor's allowlist, which does not name %s: skipped",
+                         tid.hex()[:16], self.account.address)
+                self.bad_runs.add(tid)
                 continue
             return tid
         return None
 
-    def _family_of(self, tid: bytes, run: RunView) -> str | None:
-        """The architecture family of run ``tid``'s spec, fetched once per run (specs are
-        immutable); None, with the run given up (`quarantine`), when the spec is unusable."""
-        if tid not in self._families:
+    def _spec_of(self, tid: bytes, run: RunView) -> TaskSpec | None:
+        """Run ``tid``'s spec, fetched once per run (specs are immutable); None, with the run given
+        up (`quarantine`), when the spec is unusable."""
+        if tid not in self._specs:
             try:
-                self._families[tid] = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash).architecture.family
+                self._specs[tid] = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
             except TenzroError as exc:
                 self.quarantine(tid, exc)
                 return None
-        return self._families[tid]
+        return self._specs[tid]
+
+    def _listed(self, spec: TaskSpec) -> bool:
+        """True unless the spec has an ``enrollment_allowlist`` (a tier 1 run) without this account."""
+        allow = spec.enrollment_allowlist
+        return not allow or self.account.address.lower() in {a.lower() for a in allow}
 
     # ------------------------------------------------------------------ one run
 
@@ -321,6 +335,10 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         already enrolled (idempotent across restarts)."""
         stats = self.chain.trainer_stats(self.task_id)
         if not stats.enrolled:
+            if not self._listed(self.spec):  # the registry would refuse it (Registry__NotAllowed)
+                raise TenzroError(f"run {self.spec.task_id} enrolls only its sponsor's allowlist "
+                                  f"({len(self.spec.enrollment_allowlist)} addresses), which does not name "
+                                  f"{self.account.address}: nothing sent")
             if self.root_flow:
                 self.wait_root_flow(run)
             stake = self.config.stake_atto or run.min_stake
