@@ -1641,13 +1641,18 @@ class ChainClient:
 
     def post_task(self, spec, spec_cid: str, approve: bool = True,
                   initial_weights_root: bytes | None = None) -> TxResult:
-        """Approve the reward pool and post the task (the caller becomes the sponsor).
+        """Approve the reward pool and post the task (the caller becomes the sponsor); with the
+        spec's ``enrollment_allowlist`` (a tier 1 run, which nobody can enroll in before) its
+        addresses are allowed next (`allow_trainers`). Returns the post's result.
 
         Raises:
             SpecError: the spec has no ``metadata.protocol``.
             ChainRevert: e.g. ``Registry__TaskExists``, ``Registry__QuorumExceedsTrainers``.
         """
-        return self.post_task_params(self.task_params(spec, spec_cid, initial_weights_root), approve)
+        res = self.post_task_params(self.task_params(spec, spec_cid, initial_weights_root), approve)
+        if spec.enrollment_allowlist:
+            self.allow_trainers(spec.task_id_bytes, spec.enrollment_allowlist)
+        return res
 
     def allow_trainers(self, task_id: bytes, trainers: Sequence[str]) -> TxResult:
         """``allowTrainers``: the sponsor of a tier 1 (Allowlist) run allows ``trainers`` to enroll.

@@ -160,6 +160,9 @@ def register(train: click.Group) -> None:
                        "mx_fp8_e5m2, mx_fp6_e3m2, mx_fp6_e2m3, mx_fp4 (OCP MX, 32 values per scale), topk (top 64 "
                        "of 4096 at 2 bits, error feedback), or a codec object as JSON "
                        "('{\"kind\": \"topk\", \"k\": 32}')")
+    @click.option("--allow", "allowlist", multiple=True, metavar="ADDRESS",
+                  help="only this address may enroll (repeatable): the run's enrollment_allowlist, tier 1, so "
+                       "sybils cannot fill it  [default: anyone with the stake]")
     @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="spec JSON to write")
     @format_option
     @common_options
@@ -168,7 +171,8 @@ def register(train: click.Group) -> None:
                  grace_window: float, enrollment_window: float, aggregation: str, trim_bps: int,
                  norm_multiple: float, reward_pool: str, min_stake: str, syncer_fee_bps: int, syncer_bond: str,
                  max_missed_rounds: int, seed: int, flow: str, score_min: float | None, no_scoring: bool,
-                 overlap_steps: int, compression: str | None, out: Path, fmt: str) -> None:
+                 overlap_steps: int, compression: str | None, allowlist: tuple[str, ...], out: Path,
+                 fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
         from tenzro_operator.roles.sponsor import SpecDraft, build_spec, default_score_min
         from tenzro_trainer.errors import TrainerError
@@ -186,7 +190,7 @@ def register(train: click.Group) -> None:
             aggregation={aggregation: {"alpha_bps": trim_bps}} if aggregation == "TrimmedMean" else aggregation,
             norm_multiple=norm_multiple, overlap_steps=overlap_steps, reward_pool=_tokens(reward_pool, "--reward-pool"),
             min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed,
-            flow=flow, score_min=score_min, compression=_compression(compression),
+            flow=flow, score_min=score_min, compression=_compression(compression), enrollment_allowlist=allowlist,
             metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
         try:

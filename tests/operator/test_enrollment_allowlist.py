@@ -83,3 +83,17 @@ def test_a_trainer_daemon_skips_an_allowlist_run_that_does_not_name_it(stack, ip
     outsider = daemon(other, "other")
     assert outsider._discover() is None and tid in outsider.bad_runs
     assert daemon(listed, "listed")._discover() == tid
+
+
+def test_new_spec_allow_and_post_task_make_an_allowlist_run(real_spec, run_cli, keystores, roles):
+    """The CLI path: ``tenzro train new-spec --allow A --allow B`` writes the list into the spec,
+    ``post-task`` posts tier 1 and allows them; a bad address is a one-line error."""
+    t0, t1 = roles["trainers"][0], roles["trainers"][1]
+    spec, path = real_spec(allow=t0.address)
+    assert spec.enrollment_allowlist == [t0.address]
+    res = run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"])
+    assert res.exit_code == 0, res.output
+    assert roles["base"].get_run(spec.task_id_bytes).tier == 1
+    with pytest.raises(ChainRevert, match="Registry__NotAllowed"):
+        t1.enroll_trainer(spec.task_id_bytes, 100 * TOKEN, f"did:tenzro:machine:{t1.address}")
+    t0.enroll_trainer(spec.task_id_bytes, 100 * TOKEN, f"did:tenzro:machine:{t0.address}")

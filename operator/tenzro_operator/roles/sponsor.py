@@ -73,6 +73,7 @@ class SpecDraft:
     score_min: float | None = None  # root flow: loss-improvement scoring threshold (None = off)
     compression: str | dict | None = None  # payload codec: a name ("mx_fp4", "topk") or codec object; None = dense
     overlap_steps: int = 0  # inner steps a trainer may run before the previous round's weights arrive
+    enrollment_allowlist: tuple[str, ...] = ()  # only these addresses may enroll (tier 1); empty: Open
     metadata: dict = field(default_factory=dict)
 
 
@@ -128,6 +129,7 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
             "syncer_fee_bps": d.syncer_fee_bps,
             "syncer_bond": str(d.syncer_bond),
             "challenge_window_ms": d.challenge_window_ms,
+            **({"enrollment_allowlist": list(d.enrollment_allowlist)} if d.enrollment_allowlist else {}),
             "dataset_ref": dataset_ref,
             "dataset_hash": dhash,
             "min_throughput": None,
@@ -151,17 +153,15 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
 
 def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:
     """Pin the canonical spec JSON and post the task, escrowing the reward pool (an ERC-2612 permit
-    in the same transaction; approve first for a token without permits); a spec with an
-    ``enrollment_allowlist`` then allows its addresses (`ChainClient.allow_trainers`), and one with
-    ``metadata.protocol.flow: root`` is put in the root flow (`enable_root_flow`).
+    in the same transaction; approve first for a token without permits; a spec's
+    ``enrollment_allowlist`` allowed next, `ChainClient.post_task`); a spec with
+    ``metadata.protocol.flow: root`` is then put in the root flow (`enable_root_flow`).
 
     Returns (task id bytes32, spec CID). Raises `ChainRevert` (e.g. Registry__TaskExists) with the
     error's name, or `RpcUnavailable` / `IpfsError` when a service is down.
     """
     spec_cid = ipfs.add(canonical_json(spec))
     client.post_task(spec, spec_cid)
-    if spec.enrollment_allowlist:  # tier 1: nobody can enroll until the list is in place
-        client.allow_trainers(spec.task_id_bytes, spec.enrollment_allowlist)
     if spec.require_protocol().flow == "root":
         enable_root_flow(client, ipfs, spec)
     return spec.task_id_bytes, spec_cid
