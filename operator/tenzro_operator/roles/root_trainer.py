@@ -397,7 +397,9 @@ class RootTrainerMixin:
 
     def root_wait(self, r: int) -> bool:
         """Deliver round r's submissions until the syncer commits the round (or the run leaves
-        Training); count the fragments its bitmap accepted. A run sent back by a fraud proof
+        Training), answering the availability challenges of its forced submissions meanwhile (a
+        whole-payload one included: an unanswered one loses the submission and 5 % of the stake);
+        count the fragments its bitmap accepted. A run sent back by a fraud proof
         below round r, or to round r itself (a new opening), forgets what it delivered (the
         rounds are trained again). Returns True."""
         while True:
@@ -418,6 +420,8 @@ class RootTrainerMixin:
                 break
             if r in self._outbox and self.chain_now() <= run.round_deadline:
                 self.publish(r, run.round_opened_at)
+            if self._onchain.get(r):  # a forced submission can be challenged until the commit: answer it
+                self.answer_challenges()
             self.sleep(self.poll_s)
         delivered = dict(self._outbox.pop(r, []))
         if self._onchain.pop(r, None) is not None:

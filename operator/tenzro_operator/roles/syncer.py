@@ -77,7 +77,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tenzro_operator.chain import ZERO_ADDRESS, RoundCommit, RunStatus, RunView, SignedPayload, SlashReason
+from tenzro_operator.chain import ZERO_ADDRESS, ChunkOpening, RoundCommit, RunStatus, RunView, SignedPayload, SlashReason
 from tenzro_operator.config import SyncerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import (
@@ -960,10 +960,17 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 log.warning("proved invalid trainer=%s fragment=%d reason=%s: slashed %d atto (bounty %d)",
                             sub.trainer, sub.fragment, sub.reason, ev["slashed"], ev["bounty"])
             else:
-                res = self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed)
+                # root flow: the whole payload (PROTOCOL.md §4 "Whole payload", issue #23 attack 5). A
+                # forced payload counts against the syncer only once it is wholly public; after a
+                # one-chunk challenge a trainer could answer that chunk alone, withhold the rest, and
+                # leave this syncer to be convicted whether it aggregates the payload or omits it.
+                chunk = ChunkOpening.WHOLE_PAYLOAD if self.root_flow else 0
+                res = self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed,
+                                                        chunk)
                 ev = res.event("AvailabilityChallenged")
-                log.warning("challenged availability trainer=%s fragment=%d (%s) until %d", sub.trainer,
-                            sub.fragment, sub.reason, ev["deadline"])
+                log.warning("challenged availability of %s trainer=%s fragment=%d (%s) until %d",
+                            "the whole payload" if self.root_flow else "chunk 0", sub.trainer, sub.fragment,
+                            sub.reason, ev["deadline"])
         except ChainRevert as exc:
             if exc.error_name in _CLOSED:
                 sub.closed = exc.error_name
@@ -996,6 +1003,12 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             if self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1] >> sub.fragment & 1:
                 continue  # expired: rejected and slashed
             if self._revalidate(sub):
+                continue
+            if self.root_flow:  # answered whole: every byte is public on-chain; no chunk left to sample
+                if not sub.closed:
+                    sub.closed = "answered whole"
+                    log.error("trainer=%s fragment=%d answered the whole-payload challenge but its payload is still "
+                              "not usable here (%s): it stays live", sub.trainer, sub.fragment, sub.reason)
                 continue
             sub.challenges += 1
             chunks = -(-self.runtime.sizes[sub.fragment] // 16)

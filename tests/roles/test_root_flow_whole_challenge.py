@@ -1,0 +1,63 @@
+"""A root-flow syncer that cannot fetch a forced payload demands the whole of it (contracts/PROTOCOL.md
+§4 "Whole payload", issue #23 attack 5): ``challengeAvailability`` with chunk index 2^32 - 1, which
+only every chunk answers. Before, the operator's syncer challenged chunk 0: a trainer that answered
+that chunk alone and withheld the rest kept its submission live, and the honest syncer was convicted
+whether it aggregated the payload (a withheld coordinate proves the aggregate wrong) or left it out
+(``proveOmission``). Here the honest trainer daemon answers whole from its pinned copy, the syncer
+fetches the payload again and credits it; nobody is slashed and the run seals."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from tenzro_operator.chain import ChunkOpening, RunStatus
+from tenzro_operator.errors import IpfsNotFound
+from tenzro_operator.root_flow import committed_rounds
+
+pytestmark = pytest.mark.timeout(400)
+
+
+def _events(client, tid, name):
+    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
+
+
+@pytest.mark.slow
+def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_credited(dev, runner, tmp_path):
+    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=30_000,
+                          challenge_window_ms=20_000, flow="root")
+    client = dev.client()
+    forced = dev.client(TRAINERS[0]).address
+    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
+    original, failed, lock = sync.ipfs.cat, [], threading.Lock()  # the syncer fetches on a thread pool
+
+    def cat_failing_once(cid, **kw):
+        """The syncer's first fetch of the forced trainer's payload fails (a lost request)."""
+        with lock:
+            fail = not failed and any(e["args"]["cid"] == cid and e["args"]["trainer"] == forced
+                                      for e in _events(client, tid, "GradientSubmitted"))
+            if fail:
+                failed.append(cid)
+        if fail:
+            raise IpfsNotFound(cid, "injected: the node lost the first request")
+        return original(cid, **kw)
+
+    sync.ipfs.cat = cat_failing_once
+    runner.start("syncer", sync)
+    # trainer 0 delivers on the forced path only (commit, then reveal, on-chain)
+    runner.start("forced", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
+                                          publish_pubsub=False))
+    runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    assert runner.join(300) == {"syncer": 0, "forced": 0, "other": 0}
+    assert len(failed) == 1
+    (ch,) = _events(client, tid, "AvailabilityChallenged")
+    assert ch["args"]["trainer"] == forced and int(ch["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD
+    (ans,) = _events(client, tid, "AvailabilityAnswered")
+    assert ans["args"]["trainer"] == forced and len(ans["args"]["chunk"]) % 64 == 0 and len(ans["args"]["chunk"]) > 64
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED and _events(client, tid, "RoundProvenWrong") == []
+    assert _events(client, tid, "TrainerSlashed") == []
+    i = client.trainers_of(tid).index(forced)
+    bitmaps = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]["acceptedBitmaps"]
+    assert int(bitmaps[i]) >> int(ch["args"]["fragment"]) & 1  # the challenged fragment is credited
