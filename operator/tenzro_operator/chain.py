@@ -1730,6 +1730,19 @@ class ChainClient:
         pending = self.send("submitOuterGradient", _b32(task_id), int(round), int(fragment), signed.to_abi())
         return self.wait(pending) if wait else pending
 
+    def prove_norm_outlier(self, task_id: bytes, round: int, fragment: int, trainer: str, payload: SignedPayload,
+                           reference: tuple) -> TxResult:
+        """``proveNormOutlier`` (root flow): ``trainer``'s live forced submission of (round, fragment)
+        is over the norm screen against ``reference``, the ``NormReference`` tuple of the previous
+        committed round (`tenzro_operator.root_check.RootRoundChecker.norm_reference`). Emits
+        ``InvalidProven`` (the trainer slashed as by proveInvalid).
+
+        Raises:
+            ChainRevert: e.g. ``Registry__NotProven`` (not over the screen), ``Registry__NoNormReference``.
+        """
+        return self.transact("proveNormOutlier", _b32(task_id), int(round), int(fragment), to_checksum_address(trainer),
+                             payload.to_abi(), reference)
+
     def prove_invalid(self, task_id: bytes, round: int, fragment: int, trainer: str, reason: SlashReason | int,
                       payload: SignedPayload, opening: ChunkOpening | None = None,
                       others: Sequence[SignedPayload] = ()) -> TxResult:

@@ -46,12 +46,27 @@ def norm_outliers(sums: Mapping[int, int], screen_sq_bits: int) -> set[int]:
     if not sums or screen_sq_bits == 0:
         return set()
     order = sorted(sums)
-    values = torch.from_numpy(np.array([sums[i] for i in order], dtype=np.uint32).view(np.float32).copy())
+    bound_key = _bound_key([sums[i] for i in order], screen_sq_bits)
+    keys = _keys([sums[i] for i in order])
+    return {i for i, k in zip(order, keys.tolist()) if k > bound_key}
+
+
+def _bound_key(reference: list[int], screen_sq_bits: int) -> int:
+    """The totalOrder key of fl(screenSq * m), m the CoordinateMedian (binary32) of ``reference``."""
+    values = torch.from_numpy(np.array(reference, dtype=np.uint32).view(np.float32).copy())
     median = canonical.coordinate_median(values.reshape(-1, 1))[0]
     bound = torch.tensor([bits_to_f32(screen_sq_bits)], dtype=torch.float32) * median  # one IEEE multiply
-    bound_key = canonical.total_order_key(bound)[0]
-    keys = _keys([sums[i] for i in order])
-    return {i for i, k in zip(order, keys.tolist()) if k > int(bound_key)}
+    return int(canonical.total_order_key(bound)[0])
+
+
+def exceeds_reference(sumsq_bits: int, reference: list[int], screen_sq_bits: int) -> bool:
+    """Whether a signed sum of squares is over the screen against a reference the submitter does
+    not control (``proveNormOutlier``, root flow, PROTOCOL.md §4): ``s > fl(screenSq * m)`` in
+    totalOrder with ``m`` the CoordinateMedian (binary32) of ``reference``, the previous committed
+    round's accepted sums of the fragment (bit patterns). False with no screen or no reference."""
+    if not reference or screen_sq_bits == 0:
+        return False
+    return int(_keys([sumsq_bits])[0]) > _bound_key(list(reference), screen_sq_bits)
 
 
 def non_finite_opening(tree: ChunkTree, flat: torch.Tensor) -> ChunkOpening | None:

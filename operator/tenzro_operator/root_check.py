@@ -187,6 +187,29 @@ class RootRoundChecker:
             raise TenzroError(f"round {r - 1} has no RoundCommitted event")
         return self.committed(r - 1, rounds[r - 1])
 
+    def norm_reference(self, r: int, f: int) -> tuple[tuple, list[int]] | None:
+        """The ``NormReference`` of round r's fragment f for ``proveNormOutlier`` (PROTOCOL.md §4,
+        root flow): round r - 1's roots, fragment f's leaf and its path in the fragments tree, and
+        each submission round r - 1 accepted on f (trainer index, signed fields, slot path,
+        signature), ascending by index; with the accepted sums of squares (binary32 bit patterns).
+        None for round 0 or when round r - 1 accepted nothing on f (no reference: no screen)."""
+        if r == 0:
+            return None
+        prev = self.previous(r)
+        fr = next((x for x in prev.transcript.fragments if x.fragment == f), None) if prev.transcript else None
+        if fr is None or not fr.accepted:
+            return None
+        acc = prev.states[f].accepted
+        entries, sums = [], []
+        for s in sorted(fr.accepted, key=lambda s: self.trainers.index(s.trainer.lower())):
+            i = self.trainers.index(s.trainer.lower())
+            og = self._struct(r - 1, f, s)
+            entries.append((i, og.base_root, og.payload_root, og.payload_sumsq, og.cid_hash, og.payload_hash,
+                            acc.path(i), bytes.fromhex(s.signature.removeprefix("0x"))))
+            sums.append(int(og.payload_sumsq))
+        ref = (prev.roots, prev.states[f].leaf.as_tuple(), rc.fragments_tree(prev.leaves).path(f), entries)
+        return ref, sums
+
     # ------------------------------------------------------------------ the check
 
     def _aggregate(self, xs: list[torch.Tensor], n: int) -> torch.Tensor:

@@ -383,6 +383,34 @@ class RootSyncerMixin:
         self._credits = [c + bitmap_credits(b, self.runtime.sizes) for c, b in zip(previous, bitmaps)]
         return res
 
+    # ------------------------------------------------------------------ committed rounds
+
+    def _root_checker(self):
+        """This run's `RootRoundChecker` (committed rounds rebuilt from their transcripts)."""
+        from tenzro_operator.root_check import RootRoundChecker
+
+        if self._weights_checker is None:
+            self._weights_checker = RootRoundChecker(self.chain, self.ipfs, self.task_id, self.spec, self.runtime,
+                                                     self._run_start)
+        return self._weights_checker
+
+    def _norm_reference(self, f: int) -> tuple[tuple, list[int]] | None:
+        """The open round's norm-screen reference for fragment f (`RootRoundChecker.norm_reference`:
+        the ``NormReference`` tuple and the previous round's accepted sums), read once per round
+        and fragment. None when there is none (round 0, nothing accepted) or it cannot be read now
+        (logged): forced submissions are then accepted, as the registry could not convict them."""
+        r = self._round.round
+        cache = self.__dict__.setdefault("_norm_refs", {})
+        if (r, f) not in cache:
+            try:
+                ref = self._root_checker().norm_reference(r, f)
+            except (TenzroError, IpfsError) as exc:
+                log.warning("round %d fragment %d: no norm-screen reference for forced submissions (%s)", r, f, exc)
+                return None
+            self._norm_refs = {k: v for k, v in cache.items() if k[0] == r}
+            self._norm_refs[(r, f)] = ref
+        return self._norm_refs[(r, f)]
+
     # ------------------------------------------------------------------ weights challenges
 
     def root_answer_weights(self) -> int:
@@ -396,8 +424,6 @@ class RootSyncerMixin:
         registry no longer holds (answered by someone else, voided, expired) is dropped; one that
         cannot be answered yet (a lagging node, IPFS) is retried on the next poll until its
         deadline. Returns the number answered by this call."""
-        from tenzro_operator.root_check import RootRoundChecker
-
         if not self.root_flow:
             return 0
         if self._weights_next is None:
@@ -422,11 +448,8 @@ class RootSyncerMixin:
                 del self._weights_pending[key]
                 continue
             try:
-                if self._weights_checker is None:
-                    self._weights_checker = RootRoundChecker(self.chain, self.ipfs, self.task_id, self.spec,
-                                                             self.runtime, self._run_start)
                 event = committed_round(self.chain, self.task_id, self._run_start, r)
-                c = self._weights_checker.committed(r, event)
+                c = self._root_checker().committed(r, event)
                 tree = c.states[f].momentum if momentum else c.states[f].weights
                 opening = (c.states[f].leaf.as_tuple(), rc.fragments_tree(c.leaves).path(f),
                            [s.leaf.weights_root for s in c.states], ChunkOpening.of(tree, chunk).to_abi())

@@ -90,7 +90,7 @@ from tenzro_operator.errors import (
     TenzroError,
 )
 from tenzro_operator.events import EventCursor
-from tenzro_operator.evidence import bits_to_f32, non_finite_opening, norm_outliers
+from tenzro_operator.evidence import bits_to_f32, exceeds_reference, non_finite_opening, norm_outliers
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics, task_label
 from tenzro_operator.receipt import weights_root
@@ -234,6 +234,7 @@ class _Sub:
     offchain: bool = False  # root flow: delivered over pubsub, not on-chain (nothing to report)
     challenges: int = 0  # availability challenges after the first (one more per answered one)
     closed: str = ""  # the revert that ended its challenges (_CLOSED): not challenged again
+    unprovable: bool = False  # root flow: a norm outlier the registry would not convict (accepted instead)
 
     @property
     def cid(self) -> str:
@@ -948,7 +949,15 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         rs = self._round
         t0 = time.perf_counter()
         try:
-            if sub.reason in _PROVE:
+            if sub.reason == "NormOutlier" and self.root_flow:
+                ref = self._norm_reference(sub.fragment)
+                res = self.chain.prove_norm_outlier(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed,
+                                                    ref[0])
+                ev = res.event("InvalidProven")
+                log.warning("proved forced trainer=%s fragment=%d a norm outlier against round %d's accepted sums: "
+                            "slashed %d atto (bounty %d)", sub.trainer, sub.fragment, rs.round - 1, ev["slashed"],
+                            ev["bounty"])
+            elif sub.reason in _PROVE:
                 opening, others = None, []
                 if sub.reason == "NonFinite":
                     opening = non_finite_opening(sub.tree, sub.flat)
@@ -972,6 +981,12 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                             "the whole payload" if self.root_flow else "chunk 0", sub.trainer, sub.fragment,
                             sub.reason, ev["deadline"])
         except ChainRevert as exc:
+            if sub.reason == "NormOutlier" and self.root_flow and exc.error_name not in _STALE:
+                # not convicted: the submission stays live, so it must be aggregated (finalize screens again)
+                log.error("trainer=%s fragment=%d: the registry refuses the norm-outlier proof (%s): accepting it",
+                          sub.trainer, sub.fragment, exc.error_name)
+                sub.unprovable, sub.reason, sub.detail = True, None, ""
+                return
             if exc.error_name in _CLOSED:
                 sub.closed = exc.error_name
                 log.warning("trainer=%s fragment=%d (%s): not reported, the registry refuses (%s)", sub.trainer,
@@ -1071,16 +1086,20 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         """Accepted submissions per fragment: the structurally valid ones that are not norm
         outliers under the registry's rule over every submission of the fragment (`norm_outliers`).
 
-        Root flow: only the off-chain submissions are screened, against their own median. The
-        registry refuses v1's NormOutlier proof there (its median over the round's forced
-        submissions is the forcing sybils' to set, issue #23 attack 6); its reference is the
-        previous round's accepted set (``proveNormOutlier``), which this syncer does not send yet,
-        so a forced submission is accepted (left out, it would be proven omitted)."""
+        Root flow: the off-chain submissions are screened against their own median; a forced one
+        against the previous committed round's accepted sums of the fragment (the reference of
+        ``proveNormOutlier``, which the round's forcing sybils cannot move: the registry refuses
+        v1's proof over the round's own submissions there, issue #23 attack 6), unless the
+        registry refused to convict it (`_Sub.unprovable`: left out, it would be proven omitted)."""
         out: dict[int, list[_Sub]] = {f: [] for f in range(len(self.runtime.fragments))}
         for f in out:
             subs = self._fragment_subs(f)
             screened = [s for s in subs if s.offchain] if self.root_flow else subs
             outliers = norm_outliers({self._index(s): s.signed.payload_sumsq for s in screened}, self.norm_screen_sq)
+            if self.root_flow and any(not s.offchain for s in subs):
+                ref = self._norm_reference(f)
+                outliers |= {self._index(s) for s in subs if not s.offchain and not s.unprovable and ref is not None
+                             and exceeds_reference(s.signed.payload_sumsq, ref[1], self.norm_screen_sq)}
             out[f] = sorted((s for s in subs if s.reason is None and self._index(s) not in outliers),
                             key=lambda s: s.key)
         return out
@@ -1133,10 +1152,14 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         accepted = self._norm_screen()  # answered challenges were re-checked by collect, just before
         for s in rs.subs.values():
             if s.reason is None and s not in accepted[s.fragment]:
+                median = "the median of round %d's accepted sums" % (r - 1) if self.root_flow and not s.offchain \
+                    else "the fragment's median"
                 self._reject(s, "NormOutlier", f"sum of squares {bits_to_f32(s.signed.payload_sumsq):.6g} exceeds "
-                                               f"{self.norm_multiple:g}^2 x the fragment's median")
+                                               f"{self.norm_multiple:g}^2 x {median}")
             if s.reason == "NormOutlier":
                 self.report(s)
+        if any(s.unprovable and s.reason is None and s not in accepted[s.fragment] for s in rs.subs.values()):
+            accepted = self._norm_screen()  # a refused root-flow proof: that submission is aggregated
         if self.root_flow:
             self.root_score(r, accepted)  # the spec's score_min, if any
         self._fault_false_report(r, accepted)
