@@ -185,6 +185,30 @@ def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, account: i
     return SyncerDaemon(config, anvil_account(account), dev.client(account), dev.ipfs())
 
 
+def fail_first_fetch(syncer, client: ChainClient, task_id: bytes, trainer: str) -> list[str]:
+    """Make ``syncer``'s first IPFS fetch of a payload ``trainer`` submitted on-chain fail
+    (IpfsNotFound: its node lost the request), every later fetch go through; returns the list the
+    failed CID is appended to. Thread-safe (the syncer fetches on a thread pool)."""
+    from tenzro_operator.errors import IpfsNotFound
+
+    original, failed, lock = syncer.ipfs.cat, [], threading.Lock()
+
+    def cat_failing_once(cid, **kw):
+        with lock:
+            fail = not failed and any(
+                e["args"]["cid"] == cid and e["args"]["trainer"] == trainer
+                for e in client.get_logs(client.deployment.deploy_block, client.block_number(), ["GradientSubmitted"],
+                                         task_id=task_id))
+            if fail:
+                failed.append(cid)
+        if fail:
+            raise IpfsNotFound(cid, "injected: the node lost the first request")
+        return original(cid, **kw)
+
+    syncer.ipfs.cat = cat_failing_once
+    return failed
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

@@ -4,11 +4,10 @@ own pinned payload, so the challenger's bond becomes the trainer's and nobody is
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
-from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
 from stack import TOKEN
 from tenzro_operator.chain import RunStatus, SignedPayload
 
@@ -65,26 +64,12 @@ def test_a_payload_the_syncer_could_not_fetch_is_accepted_once_its_trainer_answe
     from its pinned copy, so the bytes exist; the syncer fetches again, accepts the payload and the
     trainer is credited for every fragment: a fault on the syncer's side costs an honest trainer
     nothing (and earns it the challenge bond)."""
-    from tenzro_operator.errors import IpfsNotFound
-
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, challenge_window_ms=20_000)
     client = dev.client()
     honest = dev.client(TRAINERS[0]).address
     before = client.withdrawable(honest)
     sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1)
-    original, failed, lock = sync.ipfs.cat, [], threading.Lock()  # the syncer fetches on a thread pool
-
-    def cat_failing_once(cid, **kw):
-        with lock:
-            fail = not failed and any(e["args"]["cid"] == cid and e["args"]["trainer"] == honest
-                                      for e in _events(client, tid, "GradientSubmitted"))
-            if fail:
-                failed.append(cid)
-        if fail:
-            raise IpfsNotFound(cid, "injected: the node lost the first request")
-        return original(cid, **kw)
-
-    sync.ipfs.cat = cat_failing_once
+    failed = fail_first_fetch(sync, client, tid, honest)
     runner.start("syncer", sync)
     runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
     runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))

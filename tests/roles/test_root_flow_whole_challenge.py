@@ -8,12 +8,9 @@ fetches the payload again and credits it; nobody is slashed and the run seals.""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
 from tenzro_operator.chain import ChunkOpening, RunStatus
-from tenzro_operator.errors import IpfsNotFound
 from tenzro_operator.root_flow import committed_rounds
 
 pytestmark = pytest.mark.timeout(400)
@@ -30,20 +27,7 @@ def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_cr
     client = dev.client()
     forced = dev.client(TRAINERS[0]).address
     sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
-    original, failed, lock = sync.ipfs.cat, [], threading.Lock()  # the syncer fetches on a thread pool
-
-    def cat_failing_once(cid, **kw):
-        """The syncer's first fetch of the forced trainer's payload fails (a lost request)."""
-        with lock:
-            fail = not failed and any(e["args"]["cid"] == cid and e["args"]["trainer"] == forced
-                                      for e in _events(client, tid, "GradientSubmitted"))
-            if fail:
-                failed.append(cid)
-        if fail:
-            raise IpfsNotFound(cid, "injected: the node lost the first request")
-        return original(cid, **kw)
-
-    sync.ipfs.cat = cat_failing_once
+    failed = fail_first_fetch(sync, client, tid, forced)
     runner.start("syncer", sync)
     # trainer 0 delivers on the forced path only (commit, then reveal, on-chain)
     runner.start("forced", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
