@@ -30,7 +30,7 @@ PYTEST_ARGS ?=
 # chain and IPFS round trips, so three workers keep two cores busy; each test file stays on one worker.
 PYTEST_WORKERS ?= 3
 
-.PHONY: bootstrap demo demo-adversarial test test-fast gpu-check devnet-up devnet-down devnet-status deploy compile clean-devnet
+.PHONY: bootstrap demo demo-hosts demo-adversarial test test-fast gpu-check devnet-up devnet-down devnet-status deploy compile clean-devnet
 
 bootstrap: $(VENV)/.installed node_modules/.installed .solc/solc
 
@@ -73,6 +73,11 @@ deploy: devnet-up compile
 # `make demo FLOW=v1`: protocol v1 (one transaction per submission) instead of the root flow.
 demo: deploy
 	$(BIN)/python -m tenzro_operator.demo --rpc $(DEVNET_RPC) --ipfs $(IPFS_API) $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM)) $(if $(FLOW),--flow $(FLOW))
+
+# The same job with every party on its own host: network namespaces (root and iproute2), a chain host
+# with its own anvil and deployment, one IPFS node per host; ends with the bytes per trainer host per round.
+demo-hosts: compile
+	$(BIN)/python -m tenzro_operator.demo_hosts $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM))
 
 # The honest set-up on the root flow plus a lying syncer, a copycat, a sign flipper and a false
 # invalid report; a watcher proves the lie; ends with `caught: X of Y` (exit 1 unless all caught).

@@ -173,8 +173,9 @@ class Daemon:
     def keep_ipfs_peers(self) -> None:
         """Connect the IPFS node to the config's ``ipfs_bootstrap`` peers and re-dial any that drops,
         every ``ipfs_peer_check_s`` seconds (`tenzro_operator.ipfs_peers.BootstrapPeers`: bounded
-        dials, logged), in a thread with its own client that ends with the daemon. Nothing when
-        the list is empty; never raises for an unreachable peer."""
+        dials, logged), in a thread with its own client that ends with the daemon. Returns once the
+        first dials are over (at most 30 s), so the role's first fetch finds its peers connected.
+        Nothing when the list is empty; never raises for an unreachable peer."""
         addrs = list(getattr(self.config, "ipfs_bootstrap", None) or [])
         if not addrs or self.ipfs_peers is not None:
             return

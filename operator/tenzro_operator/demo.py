@@ -256,27 +256,37 @@ def register_syncer(syncer: ChainClient, deployer: ChainClient, s: DemoSettings)
     return syncer.syncer_info().stake
 
 
-def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path, watcher: bool = True) -> list[Proc]:
+Spawn = Callable[[str, list[str], Path], Proc]  # (role name, argv, log file) -> the started process
+
+
+def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path, watcher: bool = True, *,
+                   spawn: Spawn = _spawn, role_config: dict[str, dict] | None = None) -> list[Proc]:
     """Start the syncer, the trainers and (``watcher``) a watcher as separate processes; returns
-    them (syncer first, watcher last)."""
+    them (syncer first, watcher last).
+
+    ``spawn(name, argv, log)`` starts one (default: a child process here; `demo_hosts` starts each
+    in its party's host); ``role_config[name]`` (names ``syncer``, ``trainer-<i>``, ``watcher``) adds
+    or replaces keys of that daemon's config file, e.g. its own ``ipfs_api`` and ``ipfs_bootstrap``."""
+    extra = role_config or {}
     syncer_cfg = _write_yaml(work / "config" / "syncer.yaml", {
-        **_common(s, keys["syncer"], work / "syncer"), "task_id": task, **s.syncer_options})
-    procs = [_spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
-                    work / "logs" / "syncer.log")]
+        **_common(s, keys["syncer"], work / "syncer"), "task_id": task, **s.syncer_options, **extra.get("syncer", {})})
+    procs = [spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
+                   work / "logs" / "syncer.log")]
     for i in range(s.trainers):
         cfg = _write_yaml(work / "config" / f"trainer-{i}.yaml", {
             **_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,
             "did": f"did:tenzro:machine:demo-trainer-{i}", "inner": {"batch_size": s.batch_size},
-            "device": "cpu", "dtype": "fp32", "syncer_rpc_allow_private": True})  # a syncer endpoint on 127.0.0.1
-        procs.append(_spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config",
-                                             str(cfg)], work / "logs" / f"trainer-{i}.log"))
+            "device": "cpu", "dtype": "fp32", "syncer_rpc_allow_private": True,  # a syncer endpoint on 127.0.0.1
+            **extra.get(f"trainer-{i}", {})})
+        procs.append(spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config",
+                                            str(cfg)], work / "logs" / f"trainer-{i}.log"))
     if not watcher:
         return procs
     # a watcher beside them: replays each round as it lands (read-only: no key); exits at the seal
     watcher_cfg = _write_yaml(work / "config" / "watcher.yaml", {
-        **_common(s, None, work / "watcher"), "task_id": task})
-    procs.append(_spawn("watcher", [sys.executable, "-m", "tenzro_operator.watcher_cli", "run", "--config",
-                                    str(watcher_cfg)], work / "logs" / "watcher.log"))
+        **_common(s, None, work / "watcher"), "task_id": task, **extra.get("watcher", {})})
+    procs.append(spawn("watcher", [sys.executable, "-m", "tenzro_operator.watcher_cli", "run", "--config",
+                                   str(watcher_cfg)], work / "logs" / "watcher.log"))
     return procs
 
 

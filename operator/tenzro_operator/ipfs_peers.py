@@ -23,6 +23,7 @@ import logging
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from tenzro_operator.errors import IpfsError, ServiceUnavailable
@@ -91,10 +92,15 @@ class BootstrapPeers:
         return False
 
     def connect_all(self) -> list[str]:
-        """Dial every configured peer (`connect`) but this node itself (one bootstrap list may serve
-        every party); returns the peer IDs now connected."""
+        """Dial every configured peer (`connect`, all at once: an unreachable one does not hold up
+        the others) but this node itself (one bootstrap list may serve every party); returns the
+        peer IDs now connected."""
         self._drop_self()
-        return [peer_id_of(a) for a in self.addrs if self.connect(a)]
+        if not self.addrs:
+            return []
+        with ThreadPoolExecutor(max_workers=min(8, len(self.addrs)), thread_name_prefix="ipfs-dial") as pool:
+            ok = list(pool.map(self.connect, self.addrs))
+        return [peer_id_of(a) for a, up in zip(self.addrs, ok) if up]
 
     def _drop_self(self) -> None:
         """Remove this node's own address from the list (its ID from ``id``; kept when the node does not answer)."""
@@ -125,19 +131,27 @@ class BootstrapPeers:
                 back.append(peer)
         return back
 
-    def start(self, stop: threading.Event | None = None) -> threading.Thread:
+    def start(self, stop: threading.Event | None = None, first_wait_s: float = 30.0) -> threading.Thread:
         """`connect_all`, then `check` every ``check_interval_s`` seconds, in a daemon thread that
-        ends when ``stop`` (or `close`) is set. Returns the thread."""
+        ends when ``stop`` (or `close`) is set. Returns the thread once the first `connect_all` is
+        over, or after ``first_wait_s`` seconds (a peer still dialling then is left to the thread):
+        a role that fetches right after start-up (the spec, the weights) finds its peers connected
+        instead of failing with "no connected peer"."""
         if stop is not None:
             self._stops.append(stop)
+        first = threading.Event()
 
         def loop() -> None:
-            self.connect_all()
+            try:
+                self.connect_all()
+            finally:
+                first.set()
             while not self._wait(self.check_interval_s):
                 self.check()
 
         thread = threading.Thread(target=loop, daemon=True, name="ipfs-peers")
         thread.start()
+        first.wait(first_wait_s)
         return thread
 
     def _wait(self, seconds: float) -> bool:

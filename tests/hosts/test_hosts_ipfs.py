@@ -1,5 +1,5 @@
 """Two hosts, each in its own network namespace with its own IPFS node (scripts/ipfs/node.mjs bound to
-the host's address), joined by the harness's links (tests/hosts/netns.py; issue 25): a CID added on A
+the host's address), joined by the harness's links (tenzro_operator.netns; issue 25): a CID added on A
 is read on B over the link, the link's counters show the bytes that moved, a capped link still
 delivers, a cut link ends the read at its deadline (IpfsNotFound) and after restore the read works;
 the harness leaves nothing behind. Slow (Node + Helia per host); skips where namespaces are not
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from netns import Hosts, family_namespaces, unavailable_reason
+from tenzro_operator.netns import Hosts, family_namespaces, unavailable_reason
 from tenzro_operator.ipfs import IpfsClient, IpfsNotFound
 from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
 

@@ -1,4 +1,4 @@
-"""The hosts harness (tests/hosts/netns.py): namespaces joined by a bridge in its own namespace, nothing
+"""The hosts harness (tenzro_operator.netns): namespaces joined by a bridge in its own namespace, nothing
 in the root namespace, no route out, counters, caps, cuts, and nothing left behind (on exit, and of a
 crashed harness on the next start). Skips where namespaces are unavailable (not root, no iproute2)."""
 
@@ -9,15 +9,13 @@ import socket
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from netns import FAMILY, Hosts, LinkCounters, NetnsError, family_namespaces, unavailable_reason
+from tenzro_operator import netns
+from tenzro_operator.netns import FAMILY, Hosts, LinkCounters, NetnsError, family_namespaces, unavailable_reason
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
-
-HERE = Path(__file__).resolve().parent
 
 
 def root_links() -> str:
@@ -97,9 +95,8 @@ def test_bad_host_names_are_refused():
 
 def test_leftovers_of_a_crashed_harness_are_removed_on_the_next_start():
     script = textwrap.dedent(f"""
-        import os, sys
-        sys.path.insert(0, {str(HERE)!r})
-        from netns import Hosts
+        import os
+        from tenzro_operator.netns import Hosts
         h = Hosts(["x"])
         print(h.prefix, flush=True)
         os._exit(0)  # a crash: no close, no atexit
@@ -124,8 +121,6 @@ def test_processes_left_in_a_host_are_ended_on_close():
 
 
 def test_a_failed_setup_leaves_nothing(monkeypatch):
-    import netns
-
     real = netns._sh
 
     def failing(argv, **kw):
@@ -141,8 +136,6 @@ def test_a_failed_setup_leaves_nothing(monkeypatch):
 
 
 def test_the_skip_reason_names_what_is_missing(monkeypatch):
-    import netns
-
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     assert "root" in unavailable_reason()
     with pytest.raises(NetnsError, match="root"):
