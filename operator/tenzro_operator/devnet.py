@@ -247,7 +247,8 @@ def recorded_config(data_dir: Path, rpc_port: int | None = None, ipfs_port: int 
                         ipfs_port=port(ipfs_port, "ipfs_url", DEFAULT_IPFS_PORT))
 
 
-def _alive(pid: int | None) -> bool:
+def pid_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` runs (not a zombie); False for None or 0."""
     if not pid:
         return False
     try:
@@ -275,14 +276,14 @@ def chain_is_ours(cfg: DevnetConfig, pids: dict | None = None) -> bool:
     """True iff the chain at `cfg.rpc_url` is the anvil this data dir started: its pid (pids.json)
     is alive, it was started for this URL, and block 0 has the hash recorded then."""
     pids = _read_pids(cfg) if pids is None else pids
-    return (_alive(pids.get("anvil")) and pids.get("rpc_url") == cfg.rpc_url
+    return (pid_alive(pids.get("anvil")) and pids.get("rpc_url") == cfg.rpc_url
             and pids.get("genesis_hash") is not None and genesis_hash(cfg.rpc_url) == pids["genesis_hash"])
 
 
 def ipfs_is_ours(cfg: DevnetConfig, pids: dict | None = None) -> bool:
     """True iff the IPFS node at `cfg.ipfs_url` is the one this data dir started (pid alive, same URL)."""
     pids = _read_pids(cfg) if pids is None else pids
-    return _alive(pids.get("ipfs")) and pids.get("ipfs_url") == cfg.ipfs_url
+    return pid_alive(pids.get("ipfs")) and pids.get("ipfs_url") == cfg.ipfs_url
 
 
 def _foreign(what: str, url: str, cfg: DevnetConfig, setting: str) -> DevnetError:
@@ -339,7 +340,7 @@ def _stop_pid(pid: int, timeout_s: float = 15.0) -> None:
         return
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not pid_alive(pid):
             return
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
@@ -352,7 +353,7 @@ def down(cfg: DevnetConfig | None = None) -> list[str]:
     stopped = []
     for name in ("ipfs", "anvil"):
         pid = pids.get(name)
-        if _alive(pid):
+        if pid_alive(pid):
             _stop_pid(pid)
             stopped.append(name)
     _pids_file(cfg).unlink(missing_ok=True)

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from tenzro_operator.devnet import pid_alive
+
 FAMILY = re.compile(r"^tzh(\d+)x(\d+)-")  # the names every harness uses: tzh<pid>x<n>-...
 NETNS_DIR = Path("/var/run/netns")
 SUBNET = "10.77.0"  # /24: host i is SUBNET.i
@@ -89,16 +91,6 @@ def _namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _kill_inside(ns: str, grace_s: float = 5.0) -> None:
     """SIGTERM the processes in namespace ``ns`` (``ip netns pids``), SIGKILL those left after ``grace_s``."""
     def pids() -> list[int]:
@@ -133,7 +125,7 @@ def remove_leftovers() -> list[str]:
             continue
         pid = int(m.group(1))
         prefix = ns[:m.end()]
-        if (pid == os.getpid() and prefix not in _open) or (pid != os.getpid() and not _pid_alive(pid)):
+        if (pid == os.getpid() and prefix not in _open) or (pid != os.getpid() and not pid_alive(pid)):
             _delete(ns)
             removed.append(ns)
     return removed

@@ -185,6 +185,11 @@ def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, account: i
     return SyncerDaemon(config, anvil_account(account), dev.client(account), dev.ipfs())
 
 
+def events(client: ChainClient, task_id: bytes, name: str) -> list:
+    """Every ``name`` event of run ``task_id`` since the deployment (decoded, in chain order)."""
+    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=task_id)
+
+
 def fail_first_fetch(syncer, client: ChainClient, task_id: bytes, trainer: str) -> list[str]:
     """Make ``syncer``'s first IPFS fetch of a payload ``trainer`` submitted on-chain fail
     (IpfsNotFound: its node lost the request), every later fetch go through; returns the list the
@@ -195,10 +200,8 @@ def fail_first_fetch(syncer, client: ChainClient, task_id: bytes, trainer: str) 
 
     def cat_failing_once(cid, **kw):
         with lock:
-            fail = not failed and any(
-                e["args"]["cid"] == cid and e["args"]["trainer"] == trainer
-                for e in client.get_logs(client.deployment.deploy_block, client.block_number(), ["GradientSubmitted"],
-                                         task_id=task_id))
+            fail = not failed and any(e["args"]["cid"] == cid and e["args"]["trainer"] == trainer
+                                      for e in events(client, task_id, "GradientSubmitted"))
             if fail:
                 failed.append(cid)
         if fail:

@@ -7,15 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from roles_stack import TRAINERS, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, events, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
 from stack import TOKEN
 from tenzro_operator.chain import RunStatus, SignedPayload
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 @pytest.mark.slow
@@ -36,7 +32,7 @@ def test_trainer_daemon_answers_a_challenge_and_keeps_the_bond(dev, runner, tmp_
     ev = None
     while ev is None:
         assert time.monotonic() < deadline, "no submission to challenge"
-        ev = next((e for e in _events(client, tid, "GradientSubmitted")
+        ev = next((e for e in events(client, tid, "GradientSubmitted")
                    if e["args"]["trainer"] == honest and e["args"]["fragment"] == 1), None)
         time.sleep(0.3)
     hostile = dev.client(TRAINERS[3])
@@ -46,13 +42,13 @@ def test_trainer_daemon_answers_a_challenge_and_keeps_the_bond(dev, runner, tmp_
     results = runner.join(240)
     assert results == {"syncer": 0, "honest0": 0, "honest1": 0}, results
     assert client.get_run(tid).status == RunStatus.SEALED
-    (answer,) = _events(client, tid, "AvailabilityAnswered")
+    (answer,) = events(client, tid, "AvailabilityAnswered")
     assert (answer["args"]["trainer"], answer["args"]["round"], answer["args"]["fragment"]) == (honest, 0, 1)
     st = client.trainer_stats(tid, honest)
     assert st.slashed == 0 and st.accepted == 2  # answered: live, so the syncer had to accept it
-    assert not _events(client, tid, "InvalidProven")
+    assert not events(client, tid, "InvalidProven")
     # the challenger's bond went to the honest trainer (credited before its payout)
-    credited = sum(e["args"]["reward"] + e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited")
+    credited = sum(e["args"]["reward"] + e["args"]["stakeRefund"] for e in events(client, tid, "PayoutCredited")
                    if e["args"]["account"] == honest)
     assert client.withdrawable(honest) == before + credited + bond
 
@@ -76,9 +72,9 @@ def test_a_payload_the_syncer_could_not_fetch_is_accepted_once_its_trainer_answe
     assert runner.join(240) == {"syncer": 0, "honest0": 0, "honest1": 0}
     assert len(failed) == 1
     assert client.get_run(tid).status == RunStatus.SEALED
-    assert [e["args"]["trainer"] for e in _events(client, tid, "AvailabilityChallenged")] == [honest]
-    assert [e["args"]["trainer"] for e in _events(client, tid, "AvailabilityAnswered")] == [honest]
-    assert _events(client, tid, "TrainerSlashed") == []
+    assert [e["args"]["trainer"] for e in events(client, tid, "AvailabilityChallenged")] == [honest]
+    assert [e["args"]["trainer"] for e in events(client, tid, "AvailabilityAnswered")] == [honest]
+    assert events(client, tid, "TrainerSlashed") == []
     for idx in TRAINERS[:2]:
         st = client.trainer_stats(tid, dev.client(idx).address)
         assert (st.accepted, st.slashed) == (2, 0)

@@ -14,6 +14,7 @@ import pytest
 
 from roles_stack import (
     TRAINERS,
+    events,
     post_small_task,
     read_jsonl,
     syncer_daemon,
@@ -26,15 +27,11 @@ from tenzro_operator.transcript import RoundTranscript
 pytestmark = pytest.mark.timeout(300)
 
 
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
-
-
 def _check_committed_weights(dev, client, tid):
     """The bytes behind every committed weights CID hash to the on-chain fragment hash, and the
     fragment hashes give the round's on-chain weights root."""
     ipfs = dev.ipfs()
-    for ev in _events(client, tid, "RoundFinalized"):
+    for ev in events(client, tid, "RoundFinalized"):
         c = ev["args"]["commit"]
         for cid, h in zip(c["fragmentCids"], c["fragmentHashes"]):
             assert hashlib.sha256(ipfs.cat(cid)).digest() == bytes(h)
@@ -65,16 +62,16 @@ def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
     assert syncer.summary == {"rounds_finalized": 2, "runs_sealed": 1, "fees_claimed_atto": 2 * fee_per_round,
                               "weights_challenges_answered": 0}
     assert client.syncer_fee_of(tid, syncer.account.address) == 0
-    claimed = _events(client, tid, "SyncerFeeClaimed")
+    claimed = events(client, tid, "SyncerFeeClaimed")
     assert [(e["args"]["syncer"], e["args"]["amount"]) for e in claimed] == [(syncer.account.address,
                                                                               2 * fee_per_round)]
-    elected = _events(client, tid, "SyncerElected")[0]
-    assert elected["block_number"] > _events(client, tid, "RoundOpened")[0]["block_number"]
+    elected = events(client, tid, "SyncerElected")[0]
+    assert elected["block_number"] > events(client, tid, "RoundOpened")[0]["block_number"]
     # conservation: rewards + refunds + dust credited + syncer fees == reward pool + stakes (nothing slashed)
-    payouts = _events(client, tid, "PayoutCredited")
+    payouts = events(client, tid, "PayoutCredited")
     credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
     assert credited + run.syncer_fees_accrued == run.reward_pool + 3 * 100 * 10**18
-    assert _events(client, tid, "StakeBurned") == []
+    assert events(client, tid, "StakeBurned") == []
     # the sealed receipt verifies at the TRAINING_VERIFY address
     receipt = client.get_receipt(tid)
     assert client.verify_receipt(receipt.serialized, receipt.run_root)
@@ -106,10 +103,10 @@ def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
     report = verify_receipt(client, dev.ipfs(), tid)
     assert report.ok, report.first_mismatch
     # a restarted trainer is idempotent: no second enrollment, no submission, exits 0
-    enrolled_before = len(_events(client, tid, "TrainerEnrolled"))
+    enrolled_before = len(events(client, tid, "TrainerEnrolled"))
     again = trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0")
     assert again.run() == 0
-    assert len(_events(client, tid, "TrainerEnrolled")) == enrolled_before
+    assert len(events(client, tid, "TrainerEnrolled")) == enrolled_before
     assert again.summary["submitted"] == 0
 
 
@@ -147,17 +144,17 @@ def test_invalid_payloads_are_rejected_logged_and_slashed(dev, runner, tmp_path,
     nan_addr, wrong_addr = dev.client(TRAINERS[2]).address, dev.client(TRAINERS[3]).address
     big_addr = dev.client(TRAINERS[4]).address
     slashes = [(e["args"]["trainer"], e["args"]["reason"], e["args"]["round"], e["args"]["fragment"])
-               for e in _events(client, tid, "TrainerSlashed")]
+               for e in events(client, tid, "TrainerSlashed")]
     # SlashReason (ITrainingRegistry): 3 NonFinite and 4 NormOutlier proven with evidence; the bytes
     # that do not hash to payloadHash were challenged for availability and the challenge expired (5)
     assert sorted(slashes) == sorted([(nan_addr, 3, 1, 0), (nan_addr, 3, 1, 1), (wrong_addr, 5, 0, 1),
                                       (big_addr, 4, 1, 0)])
     syncer_addr = client.get_run(tid).syncer
-    proofs = _events(client, tid, "InvalidProven")
+    proofs = events(client, tid, "InvalidProven")
     assert {e["args"]["prover"] for e in proofs} == {syncer_addr}
     bounties = sum(e["args"]["bounty"] for e in proofs)
     assert bounties == sum(e["args"]["slashed"] // 10 for e in proofs) > 0
-    assert [e["args"]["trainer"] for e in _events(client, tid, "AvailabilityChallenged")] == [wrong_addr]
+    assert [e["args"]["trainer"] for e in events(client, tid, "AvailabilityChallenged")] == [wrong_addr]
     st_nan, st_wrong = client.trainer_stats(tid, nan_addr), client.trainer_stats(tid, wrong_addr)
     assert st_nan.slashed > 0 and st_wrong.slashed > 0
     assert st_nan.accepted == 2  # round 0 only
@@ -166,7 +163,7 @@ def test_invalid_payloads_are_rejected_logged_and_slashed(dev, runner, tmp_path,
     # the rejections are in the transcripts with their reasons...
     ipfs = dev.ipfs()
     reasons = {}
-    for ev in _events(client, tid, "RoundFinalized"):
+    for ev in events(client, tid, "RoundFinalized"):
         c = ev["args"]["commit"]
         tr = RoundTranscript.parse(ipfs.cat(c["transcriptCid"]), bytes(c["transcriptHash"]))
         for fr in tr.fragments:
@@ -184,15 +181,15 @@ def test_invalid_payloads_are_rejected_logged_and_slashed(dev, runner, tmp_path,
     assert "round 1 fragment 0 rejected on-chain: NON_FINITE" in text
     assert "round 1 fragment 0 rejected on-chain: NORM_OUTLIER" in text
     # slashes are burned but for the prover's capped bounty: every slash has its StakeBurned of 90 %
-    slashed = [e["args"]["amount"] for e in _events(client, tid, "TrainerSlashed")]
-    burned = _events(client, tid, "StakeBurned")
+    slashed = [e["args"]["amount"] for e in events(client, tid, "TrainerSlashed")]
+    burned = events(client, tid, "StakeBurned")
     assert sorted(e["args"]["amount"] for e in burned) == sorted(a - a // 10 for a in slashed) and sum(slashed) > 0
     assert {e["args"]["from"] for e in burned} == {nan_addr, wrong_addr, big_addr}
     trainers = [dev.client(i).address for i in TRAINERS[:5]]
     assert sum(client.trainer_stats(tid, t).slashed for t in trainers) == sum(slashed)
     # conservation: payouts + syncer fees + burned == pool + stakes; the pool never grew by a slash
     run = client.get_run(tid)
-    payouts = _events(client, tid, "PayoutCredited")
+    payouts = events(client, tid, "PayoutCredited")
     credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
     assert credited + run.syncer_fees_accrued + sum(slashed) == run.reward_pool + 5 * 100 * 10**18
     assert client.get_run(tid).open_challenges == 0 and client.challenge_bonds_held() == 0
@@ -228,7 +225,7 @@ def test_syncer_restarts_resume_without_losing_submissions(dev, runner, tmp_path
     # B read round 1's submissions from the block round 1 opened in (round 0's finalize), not
     # from the deploy block
     start = int(re.search(r"round 1: reading submissions from block (\d+)", caplog.text)[1])
-    round0_block = _events(client, tid, "RoundFinalized")[0]["block_number"]
+    round0_block = events(client, tid, "RoundFinalized")[0]["block_number"]
     assert dev.client().deployment.deploy_block < start <= round0_block
     state_files = list(sdir.glob("syncer-*.pt"))
     assert len(state_files) == 1
@@ -265,9 +262,9 @@ def test_absent_trainer_is_missed_and_round_closes_at_the_deadline(dev, runner, 
     client = dev.client()
     run = client.get_run(tid)
     assert run.status == RunStatus.SEALED
-    fin = _events(client, tid, "RoundFinalized")[0]["args"]
+    fin = events(client, tid, "RoundFinalized")[0]["args"]
     assert fin["quorumMet"] is False and fin["acceptedCount"] == 4
-    assert client.get_round(tid, 0).finalized_at > _events(client, tid, "RoundOpened")[0]["args"]["deadline"]
+    assert client.get_round(tid, 0).finalized_at > events(client, tid, "RoundOpened")[0]["args"]["deadline"]
     st = client.trainer_stats(tid, absent.address)
     assert (st.accepted, st.total_missed) == (0, 1)
     for idx in TRAINERS[:2]:
@@ -294,12 +291,12 @@ def test_enrollment_deadline_opens_a_short_run_and_cancels_one_below_quorum(dev,
     client = dev.client()
     a = client.get_run(short)
     assert a.status == RunStatus.SEALED and (a.enrolled_count, a.trainer_count) == (2, 3)
-    opened = _events(client, short, "RoundOpened")[0]
+    opened = events(client, short, "RoundOpened")[0]
     assert client.block_timestamp(opened["block_number"]) > a.enrollment_deadline  # not before the deadline
-    assert _events(client, short, "SyncerElected")[0]["block_number"] > opened["block_number"]
+    assert events(client, short, "SyncerElected")[0]["block_number"] > opened["block_number"]
     assert runner.daemons["syncer"].summary["fees_claimed_atto"] == a.syncer_fees_accrued > 0
     b = client.get_run(lonely)
     assert b.status == RunStatus.CANCELLED
-    cancelled = _events(client, lonely, "TaskCancelled")[0]
+    cancelled = events(client, lonely, "TaskCancelled")[0]
     assert client.block_timestamp(cancelled["block_number"]) > b.enrollment_deadline
     assert loner.withdrawable() == owed + 100 * 10**18  # its whole stake back

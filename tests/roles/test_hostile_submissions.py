@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, events, post_small_task, syncer_daemon, trainer_daemon
 from stack import TOKEN, wait_until
 from tenzro_operator.chain import RunStatus, SignedPayload
 from tenzro_operator.ipfs import Cid, kubo_cid
@@ -20,10 +20,6 @@ from tenzro_operator.transcript import RoundTranscript
 pytestmark = pytest.mark.timeout(300)
 
 BLAKE2B_RAW_CID = str(Cid(1, 0x55, 0xB220, hashlib.blake2b(b"x", digest_size=32).digest()))
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 @pytest.mark.slow
@@ -49,7 +45,7 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     b.submit_outer_gradient(tid, 0, 0, junk(kubo_cid(os.urandom(1000))))
     # M8: a copy of an honest trainer's payload (its CID and hash, signed by the copier)
     honest = dev.client(TRAINERS[0]).address
-    ev = wait_until(lambda: next((e for e in _events(client, tid, "GradientSubmitted")
+    ev = wait_until(lambda: next((e for e in events(client, tid, "GradientSubmitted")
                              if e["args"]["trainer"] == honest and e["args"]["fragment"] == 1), None),
                180, "an honest submission to copy")
     copied = SignedPayload.from_event(ev["args"])
@@ -61,16 +57,16 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     run = client.get_run(tid)
     assert run.status == RunStatus.SEALED
     slashes = sorted((e["args"]["trainer"], e["args"]["fragment"], e["args"]["reason"])
-                     for e in _events(client, tid, "TrainerSlashed"))
+                     for e in events(client, tid, "TrainerSlashed"))
     # none of them is provable from its bytes, so the syncer challenged each for availability; the
     # attackers did not answer, and the syncer expired the challenges before the seal (5 = Unavailable)
     assert slashes == sorted([(a.address, 0, 5), (a.address, 1, 5), (b.address, 0, 5), (b.address, 1, 5)])
-    assert len(_events(client, tid, "AvailabilityChallenged")) == 4
+    assert len(events(client, tid, "AvailabilityChallenged")) == 4
     for idx in TRAINERS[:2]:
         st = client.trainer_stats(tid, dev.client(idx).address)
         assert (st.accepted, st.slashed) == (2, 0)
     ipfs = dev.ipfs()
-    fin = _events(client, tid, "RoundFinalized")[0]["args"]["commit"]
+    fin = events(client, tid, "RoundFinalized")[0]["args"]["commit"]
     tr = RoundTranscript.parse(ipfs.cat(fin["transcriptCid"]), bytes(fin["transcriptHash"]))
     rej = {(fr.fragment, r.trainer): (r.reason, r.detail) for fr in tr.fragments for r in fr.rejected}
     assert rej[(0, a.address.lower())][0] == "Malformed" and "not a valid CID" in rej[(0, a.address.lower())][1]
@@ -78,9 +74,9 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     assert rej[(0, b.address.lower())][0] == "Unavailable"
     assert rej[(1, b.address.lower())][0] == "Malformed" and "trainer" in rej[(1, b.address.lower())][1]
     # conservation: payouts + syncer fees + burned == pool + the four stakes
-    payouts = _events(client, tid, "PayoutCredited")
+    payouts = events(client, tid, "PayoutCredited")
     credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
-    burned = sum(e["args"]["amount"] for e in _events(client, tid, "TrainerSlashed"))
+    burned = sum(e["args"]["amount"] for e in events(client, tid, "TrainerSlashed"))
     assert burned > 0
     assert credited + run.syncer_fees_accrued + burned == run.reward_pool + 4 * 100 * TOKEN
 
@@ -112,7 +108,7 @@ def test_a_submission_landing_just_before_the_finalize_is_collected_not_a_halt(d
     client = dev.client()
     assert client.get_run(tid).status == RunStatus.SEALED
     assert calls == [0, 0]  # refused once, then committed with the late submission handled
-    slashes = [(e["args"]["trainer"], e["args"]["fragment"]) for e in _events(client, tid, "TrainerSlashed")]
+    slashes = [(e["args"]["trainer"], e["args"]["fragment"]) for e in events(client, tid, "TrainerSlashed")]
     assert slashes == [(late.address, 1)]  # its challenge expired unanswered
     for idx in TRAINERS[:2]:
         st = client.trainer_stats(tid, dev.client(idx).address)

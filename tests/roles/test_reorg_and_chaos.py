@@ -17,17 +17,13 @@ import pytest
 import requests
 
 from faultproxy import FaultProxy
-from roles_stack import TRAINERS, Runner, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, Runner, events, post_small_task, syncer_daemon, trainer_daemon
 from stack import TOKEN, Anvil, deploy_stack, free_port, fund
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 def _rpc(url: str, method: str, *params):
@@ -50,14 +46,14 @@ def _check_honest_run(client: ChainClient, tid: bytes, trainers: list[str], roun
     for t in trainers:
         st = client.trainer_stats(tid, t)
         assert (st.accepted, st.total_missed, st.slashed) == (rounds * fragments, 0, 0), (t, st)
-    assert _events(client, tid, "StakeBurned") == [] and _events(client, tid, "InvalidProven") == []
+    assert events(client, tid, "StakeBurned") == [] and events(client, tid, "InvalidProven") == []
     # one effect per action: a round finalized once, one submission per (round, fragment, trainer)
-    assert sorted(e["args"]["round"] for e in _events(client, tid, "RoundFinalized")) == list(range(rounds))
+    assert sorted(e["args"]["round"] for e in events(client, tid, "RoundFinalized")) == list(range(rounds))
     subs = [(e["args"]["round"], e["args"]["fragment"], e["args"]["trainer"])
-            for e in _events(client, tid, "GradientSubmitted")]
+            for e in events(client, tid, "GradientSubmitted")]
     assert len(subs) == len(set(subs)) == rounds * fragments * len(trainers)
-    assert len(_events(client, tid, "TrainerEnrolled")) == len(trainers)
-    payouts = _events(client, tid, "PayoutCredited")
+    assert len(events(client, tid, "TrainerEnrolled")) == len(trainers)
+    payouts = events(client, tid, "PayoutCredited")
     credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
     assert credited + run.syncer_fees_accrued == run.reward_pool + len(trainers) * 100 * TOKEN
 
@@ -111,11 +107,11 @@ def test_a_reorg_that_drops_a_saved_finalize_does_not_halt_the_syncer(tmp_path, 
                 runner.start(f"trainer{i}", trainer_daemon(net, idx, tid, tmp_path / f"t{i}"))
             sdir = tmp_path / "syncer"
             assert syncer_daemon(net, tid, sdir, exit_after_rounds=1).run() == 0
-            fin = _events(client, tid, "RoundFinalized")
+            fin = events(client, tid, "RoundFinalized")
             assert [e["args"]["round"] for e in fin] == [0]
             depth = client.block_number() - fin[0]["block_number"] + 1
             _rpc(anvil.url, "anvil_reorg", depth, [])
-            assert client.get_run(tid).current_round == 0 and _events(client, tid, "RoundFinalized") == []
+            assert client.get_run(tid).current_round == 0 and events(client, tid, "RoundFinalized") == []
             caplog.set_level(logging.WARNING, logger="tenzro.syncer")
             b = syncer_daemon(net, tid, sdir)
             assert b.run() == 0

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, events, post_small_task, syncer_daemon, trainer_daemon
 from run_view_checks import assert_views_tell_the_truth
 from stack import TOKEN, wait_until
 from tenzro_operator import replay, run_view
@@ -23,10 +23,6 @@ from tenzro_operator.transcript import RoundTranscript
 from tenzro_trainer import round_commitment as rc
 
 pytestmark = pytest.mark.timeout(400)
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 def _keyed_watcher(net, tid: bytes, data_dir):
@@ -131,7 +127,7 @@ def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(de
     cat = trainers.index(copier.address.lower())
     want = [0 if i == cat else 3 for i in range(4)]
     assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [want, want]
-    assert _events(client, tid, "GradientSubmitted") == [] and _events(client, tid, "RoundFinalized") == []
+    assert events(client, tid, "GradientSubmitted") == [] and events(client, tid, "RoundFinalized") == []
 
     # the transcript carries what a fraud proof needs: each signed struct, the momentum
     ipfs = dev.ipfs()
@@ -147,9 +143,9 @@ def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(de
     # claims: every trainer claimed its pro-rata share of what the seal left claimable
     credits = cumulative_credits(rounds, run.fragment_sizes, 4)
     assert rc.credits_tree(credits).root == client.root_state(tid)[2] and credits[cat] == 0
-    claims = {e["args"]["trainer"].lower(): e["args"]["reward"] for e in _events(client, tid, "RewardClaimed")}
+    claims = {e["args"]["trainer"].lower(): e["args"]["reward"] for e in events(client, tid, "RewardClaimed")}
     assert sorted(claims) == sorted(t for i, t in enumerate(trainers) if i != cat)
-    claimable = _events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
+    claimable = events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
     for i, t in enumerate(trainers):
         assert claims.get(t, 0) == claimable * credits[i] // sum(credits)
     # tokens conserved: the pool went to the syncer's fees and the claims, less the rounding dust
@@ -159,7 +155,7 @@ def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(de
     for idx in TRAINERS[:4]:
         st = client.trainer_stats(tid, dev.client(idx).address)
         assert st.slashed == 0
-    refunds = sum(e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited"))
+    refunds = sum(e["args"]["stakeRefund"] for e in events(client, tid, "PayoutCredited"))
     assert refunds == 4 * 100 * TOKEN
 
     # a dApp's checks: the receipt verifies by replay of the committed rounds, the model exports
@@ -194,7 +190,7 @@ def test_a_restarted_root_flow_syncer_rebuilds_its_rounds_from_the_transcripts(d
     assert runner.join(120) == {"t0": 0, "t1": 0}
     client = dev.client()
     assert client.get_run(tid).status == RunStatus.SEALED
-    assert len(_events(client, tid, "RewardClaimed")) == 2
+    assert len(events(client, tid, "RewardClaimed")) == 2
 
 
 @pytest.mark.slow
@@ -214,14 +210,14 @@ def test_a_watcher_proves_a_lying_syncer_wrong_and_the_run_seals_under_a_new_one
         run = client.get_run(tid)
         assert run.status == RunStatus.SEALED
         bond = run.syncer_bond
-        (proof,) = _events(client, tid, "RoundProvenWrong")
+        (proof,) = events(client, tid, "RoundProvenWrong")
         p = proof["args"]
         assert (p["round"], p["fragment"], p["syncer"], p["slashed"], p["bounty"]) == (0, 1, liar, bond, bond // 10)
         assert watcher.proofs == [(tid, 0, bond // 10)]
         assert client.withdrawable(anvil_account(9).address) == bond // 10
         assert client.syncer_info(liar).stake == 0
         # round 0 committed twice (A's lie, then B), round 1 once; the final rounds credit everyone
-        commits = _events(client, tid, "RoundCommitted")
+        commits = events(client, tid, "RoundCommitted")
         assert [int(c["args"]["round"]) for c in commits] == [0, 0, 1]
         senders = [client.w3.eth.get_transaction(c["tx_hash"])["from"] for c in commits]
         assert senders == [liar, net.client(8).address, net.client(8).address]
@@ -232,10 +228,10 @@ def test_a_watcher_proves_a_lying_syncer_wrong_and_the_run_seals_under_a_new_one
         # back in the pool
         for idx in TRAINERS[:3]:
             assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
-        claimable = _events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
+        claimable = events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
         assert claimable + run.syncer_fees_accrued == run.reward_pool
         assert client.syncer_fee_of(tid, liar) == 0
-        assert len(_events(client, tid, "RewardClaimed")) == 3
+        assert len(events(client, tid, "RewardClaimed")) == 3
         # the receipt holds the rounds as committed again, and verifies by replay
         report = replay.verify_receipt(client, net.ipfs(), tid)
         assert report.ok and report.verifier_ok, str(report)
@@ -267,17 +263,17 @@ def test_a_censored_trainer_forces_its_submissions_and_a_watcher_proves_the_omis
         daemon = next(d for k, d in runner.daemons.items() if k.startswith("t") and d.account.address == victim)
         # both fragments of round 1 on-chain, in each of its two openings (A's, then B's after the proof)
         assert daemon.forced and daemon.summary["forced"] == 4
-        forced = [e["args"] for e in _events(client, tid, "GradientSubmitted")]
+        forced = [e["args"] for e in events(client, tid, "GradientSubmitted")]
         assert sorted((int(a["round"]), int(a["fragment"])) for a in forced) == [(1, 0), (1, 0), (1, 1), (1, 1)]
         assert {a["trainer"] for a in forced} == {victim}
-        (proof,) = _events(client, tid, "RoundProvenWrong")
+        (proof,) = events(client, tid, "RoundProvenWrong")
         p = proof["args"]
         assert (p["round"], p["kind"], p["position"], p["syncer"]) == (1, 3, 1, liar)  # kind 3: omission
         assert watcher.proofs == [(tid, 1, run.syncer_bond // 10)]
         assert client.syncer_info(liar).stake == 0
         rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
         assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [[3, 0, 3], [3, 3, 3]]
-        claims = {e["args"]["trainer"]: e["args"]["reward"] for e in _events(client, tid, "RewardClaimed")}
+        claims = {e["args"]["trainer"]: e["args"]["reward"] for e in events(client, tid, "RewardClaimed")}
         assert len(claims) == 3 and 0 < claims[victim] < min(v for t, v in claims.items() if t != victim)
         for idx in TRAINERS[:3]:
             assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
@@ -309,9 +305,9 @@ def test_a_false_loss_increase_is_rescored_by_its_trainer_which_forces_its_way_i
         tr = RoundTranscript.parse(net.ipfs().cat(rounds[0]["transcriptCid"]), bytes(rounds[0]["transcriptHash"]))
         assert sorted((fr.fragment, x.reason) for fr in tr.fragments for x in fr.rejected
                       if x.trainer.lower() == victim.lower()) == [(0, "LossIncrease"), (1, "LossIncrease")]
-        forced = [e["args"] for e in _events(client, tid, "GradientSubmitted")]
+        forced = [e["args"] for e in events(client, tid, "GradientSubmitted")]
         assert sorted((int(a["round"]), int(a["fragment"])) for a in forced) == [(1, 0), (1, 1)]
-        assert _events(client, tid, "RoundProvenWrong") == [] and client.get_run(tid).syncer == liar
+        assert events(client, tid, "RoundProvenWrong") == [] and client.get_run(tid).syncer == liar
         for idx in TRAINERS[:3]:
             assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
         assert replay.verify_receipt(client, net.ipfs(), tid).ok
@@ -338,10 +334,10 @@ def test_a_payload_delivered_both_ways_cannot_get_an_honest_syncer_convicted(tmp
         assert set(results.values()) == {0}, results
         run = client.get_run(tid)
         assert run.status == RunStatus.SEALED and run.syncer == syncer
-        assert _events(client, tid, "RoundProvenWrong") == [] and watcher.proofs == []
+        assert events(client, tid, "RoundProvenWrong") == [] and watcher.proofs == []
         assert client.syncer_info(syncer).stake > 0
         me = runner.daemons["t2"].account.address
-        forced = [e["args"] for e in _events(client, tid, "GradientSubmitted")]
+        forced = [e["args"] for e in events(client, tid, "GradientSubmitted")]
         assert sorted((int(a["round"]), int(a["fragment"])) for a in forced if a["trainer"] == me) == \
             [(0, 0), (0, 1), (1, 0), (1, 1)]
         rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
@@ -391,12 +387,12 @@ def test_every_cheat_of_the_adversarial_scenario_is_caught_and_honest_parties_lo
         credits = cumulative_credits(rounds, run.fragment_sizes, 5)
         caught = {
             # the lying syncer: proven wrong, its bond slashed
-            "wrong aggregate": [e["args"]["syncer"] for e in _events(client, tid, "RoundProvenWrong")] == [liar]
+            "wrong aggregate": [e["args"]["syncer"] for e in events(client, tid, "RoundProvenWrong")] == [liar]
             and client.syncer_info(liar).stake == 0,
             # the false report: made, refused, nobody slashed
             "false invalid report": runner.daemons["A"]._fault_false_reported
-            and not _events(client, tid, "InvalidProven")
-            and not _events(client, tid, "TrainerSlashed"),
+            and not events(client, tid, "InvalidProven")
+            and not events(client, tid, "TrainerSlashed"),
             "copycat": credits[idx["copycat"]] == 0,
             "sign flip": credits[idx["flipper"]] == 0,
         }
@@ -407,12 +403,12 @@ def test_every_cheat_of_the_adversarial_scenario_is_caught_and_honest_parties_lo
             reasons = {(fr.fragment, x.trainer): x.reason for fr in tr.fragments for x in fr.rejected}
             assert {reasons.get((f, trainers[idx["flipper"]])) for f in (0, 1)} == {"LossIncrease"}, reasons
         # honest parties whole: stakes back to all five (nobody was slashed), the honest trainers paid
-        claims = {e["args"]["trainer"].lower(): e["args"]["reward"] for e in _events(client, tid, "RewardClaimed")}
+        claims = {e["args"]["trainer"].lower(): e["args"]["reward"] for e in events(client, tid, "RewardClaimed")}
         for name in ("t0", "t1", "t2"):
             assert claims.get(trainers[idx[name]], 0) > 0, (name, claims)
-        refunds = sum(e["args"]["stakeRefund"] for e in _events(client, tid, "PayoutCredited"))
+        refunds = sum(e["args"]["stakeRefund"] for e in events(client, tid, "PayoutCredited"))
         assert refunds == 5 * 100 * TOKEN
-        claimable = _events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
+        claimable = events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
         assert claimable + run.syncer_fees_accrued == run.reward_pool
         assert 0 <= claimable - sum(claims.values()) < 5
         assert replay.verify_receipt(client, net.ipfs(), tid).ok

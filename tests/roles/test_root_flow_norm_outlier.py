@@ -8,15 +8,11 @@ on-chain (the trainer slashed) and left out; the run seals."""
 from __future__ import annotations
 
 import pytest
-from roles_stack import TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, events, post_small_task, syncer_daemon, trainer_daemon
 from tenzro_operator.chain import RunStatus, SlashReason
 from tenzro_operator.root_flow import committed_rounds
 
 pytestmark = pytest.mark.timeout(400)
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 @pytest.mark.slow
@@ -34,7 +30,7 @@ def test_a_forced_norm_outlier_is_proven_against_the_previous_rounds_accepted_su
     assert results == {"syncer": 0, "t0": 0, "t1": 0, "booster": 0}, results
     assert client.get_run(tid).status == RunStatus.SEALED
     booster = dev.client(TRAINERS[2]).address
-    proofs = [e["args"] for e in _events(client, tid, "InvalidProven")]
+    proofs = [e["args"] for e in events(client, tid, "InvalidProven")]
     assert {(a["trainer"], int(a["round"]), int(a["reason"])) for a in proofs} == \
         {(booster, 1, int(SlashReason.NORM_OUTLIER))}
     assert len(proofs) == 2  # both fragments of round 1
@@ -42,4 +38,4 @@ def test_a_forced_norm_outlier_is_proven_against_the_previous_rounds_accepted_su
     i = client.trainers_of(tid).index(booster)
     rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
     assert [int(rounds[r]["acceptedBitmaps"][i]) for r in (0, 1)] == [3, 0]  # credited in round 0, not in 1
-    assert _events(client, tid, "RoundProvenWrong") == []
+    assert events(client, tid, "RoundProvenWrong") == []

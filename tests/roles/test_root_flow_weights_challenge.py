@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from roles_stack import SYNCER, TRAINERS, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import SYNCER, TRAINERS, events, post_small_task, syncer_daemon, trainer_daemon
 from stack import wait_until
 from tenzro_operator.chain import RunStatus
 from tenzro_operator.root_flow import chunk_weights_root, committed_rounds
@@ -21,10 +21,6 @@ pytestmark = pytest.mark.timeout(400)
 
 OUTSIDER = 8  # anvil account 8: funded, enrolled in nothing
 ZERO_ROOTS = (bytes(32), bytes(32), 0, bytes(32))
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 @pytest.mark.slow
@@ -45,8 +41,8 @@ def test_an_outsiders_weights_challenges_are_answered_by_the_honest_syncer_and_t
     asked = [(0, False, 0), (1, True, 1)]  # (fragment, momentum, chunk)
     for f, momentum, chunk in asked:
         outsider.challenge_weights(tid, 0, f, momentum, chunk)
-    deadline = max(int(e["args"]["deadline"]) for e in _events(client, tid, "WeightsChallenged"))
-    bond = int(_events(client, tid, "WeightsChallenged")[0]["args"]["bond"])
+    deadline = max(int(e["args"]["deadline"]) for e in events(client, tid, "WeightsChallenged"))
+    bond = int(events(client, tid, "WeightsChallenged")[0]["args"]["bond"])
 
 
     def past_deadline() -> bool:
@@ -58,14 +54,14 @@ def test_an_outsiders_weights_challenges_are_answered_by_the_honest_syncer_and_t
     roots = (bytes(ev["fragmentsRoot"]), bytes(ev["creditsRoot"]), int(ev["totalCredits"]),
              rc.bitmaps_hash([int(b) for b in ev["acceptedBitmaps"]]))
     answered = {(int(a["args"]["fragment"]), bool(a["args"]["momentum"]), int(a["args"]["chunkIndex"]))
-                for a in _events(client, tid, "WeightsAnswered")}
+                for a in events(client, tid, "WeightsAnswered")}
     for f, momentum, chunk in asked:
         if (f, momentum, chunk) not in answered:  # the attack: an unanswered challenge convicts the committer
             outsider.expire_weights((tid, 0, roots, ZERO_ROOTS, bytes(32)), f, momentum, chunk)
-    assert _events(client, tid, "RoundProvenWrong") == [] and answered == set(asked), answered
+    assert events(client, tid, "RoundProvenWrong") == [] and answered == set(asked), answered
     results = runner.join(300)
     syncer = dev.client(SYNCER).address
-    assert [a["args"]["answerer"] for a in _events(client, tid, "WeightsAnswered")] == [syncer, syncer]
+    assert [a["args"]["answerer"] for a in events(client, tid, "WeightsAnswered")] == [syncer, syncer]
     assert results == {"syncer": 0, "t0": 0, "t1": 0}, results
     assert client.get_run(tid).status == RunStatus.SEALED and client.challenge_bonds_held() == 0
     assert bond > 0 and runner.daemons["syncer"].summary["weights_challenges_answered"] == 2

@@ -9,15 +9,11 @@ fetches the payload again and credits it; nobody is slashed and the run seals.""
 from __future__ import annotations
 
 import pytest
-from roles_stack import TRAINERS, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, events, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
 from tenzro_operator.chain import ChunkOpening, RunStatus
 from tenzro_operator.root_flow import committed_rounds
 
 pytestmark = pytest.mark.timeout(400)
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 @pytest.mark.slow
@@ -35,13 +31,13 @@ def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_cr
     runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
     assert runner.join(300) == {"syncer": 0, "forced": 0, "other": 0}
     assert len(failed) == 1
-    (ch,) = _events(client, tid, "AvailabilityChallenged")
+    (ch,) = events(client, tid, "AvailabilityChallenged")
     assert ch["args"]["trainer"] == forced and int(ch["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD
-    (ans,) = _events(client, tid, "AvailabilityAnswered")
+    (ans,) = events(client, tid, "AvailabilityAnswered")
     assert ans["args"]["trainer"] == forced and len(ans["args"]["chunk"]) % 64 == 0 and len(ans["args"]["chunk"]) > 64
     run = client.get_run(tid)
-    assert run.status == RunStatus.SEALED and _events(client, tid, "RoundProvenWrong") == []
-    assert _events(client, tid, "TrainerSlashed") == []
+    assert run.status == RunStatus.SEALED and events(client, tid, "RoundProvenWrong") == []
+    assert events(client, tid, "TrainerSlashed") == []
     i = client.trainers_of(tid).index(forced)
     bitmaps = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]["acceptedBitmaps"]
     assert int(bitmaps[i]) >> int(ch["args"]["fragment"]) & 1  # the challenged fragment is credited

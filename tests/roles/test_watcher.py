@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roles_stack import TRAINERS, Devnet, devnet_stack, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, Devnet, devnet_stack, events, post_small_task, syncer_daemon, trainer_daemon
 from stack import REPO, wait_until
 from tenzro_operator.chain import ZERO_ADDRESS, RunStatus
 from tenzro_operator.keys import anvil_account
@@ -69,10 +69,6 @@ def watcher_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, **cfg):
                            task_id=task_id and "0x" + task_id.hex(), data_dir=data_dir, metrics_port=None,
                            poll_interval_s=0.3, **cfg)
     return WatcherDaemon(config, None, dev.client(), dev.ipfs())
-
-
-def _events(client, tid, name):
-    return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=tid)
 
 
 def _start_trainers(dev, runner, tid, tmp_path, n=3):
@@ -168,8 +164,7 @@ def test_false_invalid_report_is_refused_and_nobody_is_slashed(wdev, runner, tmp
     msgs = [r.getMessage() for r in caplog.records if r.name == "tenzro.syncer"]
     refused = [m for m in msgs if "refused the false report" in m]
     assert len(refused) == 1 and "Registry__NotProven" in refused[0], msgs
-    events = client.get_logs(client.deployment.deploy_block, client.block_number(), ["InvalidProven"], task_id=tid)
-    assert events == []
+    assert events(client, tid, "InvalidProven") == []
     for idx in TRAINERS[:3]:
         st = client.trainer_stats(tid, anvil_account(idx).address)
         assert (st.accepted, st.total_missed, st.slashed) == (4, 0, 0)
@@ -221,7 +216,7 @@ def test_silent_syncer_is_replaced_after_the_timeout(wdev, runner, tmp_path, cap
                              poll_interval_s=0.3, register_stake="100", evaluate=False, straggler_wait_s=1.0)
     runner.start("second", SyncerDaemon(cfg, anvil_account(SECOND_SYNCER), wdev.client(SECOND_SYNCER), wdev.ipfs()))
     # round 1 opens; every trainer submits; the syncer stays silent
-    wait_until(lambda: len([e for e in _events(client, tid, "GradientSubmitted") if e["args"]["round"] == 1]) == 6, 120,
+    wait_until(lambda: len([e for e in events(client, tid, "GradientSubmitted") if e["args"]["round"] == 1]) == 6, 120,
           "round 1's submissions")
     run = client.get_run(tid)
     assert run.current_round == 1 and run.syncer == silent.account.address
@@ -231,7 +226,7 @@ def test_silent_syncer_is_replaced_after_the_timeout(wdev, runner, tmp_path, cap
     assert results == {"silent": 0, "trainer0": 0, "trainer1": 0, "trainer2": 0, "second": 0}
     run = client.get_run(tid)
     assert run.status == RunStatus.SEALED
-    elected = [e["args"] for e in _events(client, tid, "SyncerElected")]
+    elected = [e["args"] for e in events(client, tid, "SyncerElected")]
     second = anvil_account(SECOND_SYNCER).address
     assert [(e["syncer"], e["previous"]) for e in elected] == [(silent.account.address, ZERO_ADDRESS),
                                                                (second, silent.account.address)]

@@ -85,6 +85,7 @@ class RootSyncerMixin:
     _weights_pending: dict
     _weights_next: int | None = None
     _weights_checker = None
+    _norm_refs: dict  # (round, fragment) -> `_norm_reference`'s answer, the open round's only
 
     def root_prepare(self) -> None:
         """Whether the run is in the root flow (its topic is subscribed to, and the JSON-RPC
@@ -94,6 +95,7 @@ class RootSyncerMixin:
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
         self._intake_lock, self._open = threading.Lock(), None
         self._weights_pending, self._weights_next, self._weights_checker = {}, None, None
+        self._norm_refs = {}
         self.root_close()
         self._verifier = Verifier(MAX_PENDING_CHECKS)
         self._peer_limits = TokenBuckets(PEER_RATE_PER_S, PEER_BURST)
@@ -400,14 +402,13 @@ class RootSyncerMixin:
         and fragment. None when there is none (round 0, nothing accepted) or it cannot be read now
         (logged): forced submissions are then accepted, as the registry could not convict them."""
         r = self._round.round
-        cache = self.__dict__.setdefault("_norm_refs", {})
-        if (r, f) not in cache:
+        if (r, f) not in self._norm_refs:
             try:
                 ref = self._root_checker().norm_reference(r, f)
             except (TenzroError, IpfsError) as exc:
                 log.warning("round %d fragment %d: no norm-screen reference for forced submissions (%s)", r, f, exc)
                 return None
-            self._norm_refs = {k: v for k, v in cache.items() if k[0] == r}
+            self._norm_refs = {k: v for k, v in self._norm_refs.items() if k[0] == r}
             self._norm_refs[(r, f)] = ref
         return self._norm_refs[(r, f)]
 
