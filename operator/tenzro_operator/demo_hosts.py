@@ -172,23 +172,6 @@ def start_nodes(hosts: Hosts, root: Path, timeout_s: float) -> dict[str, subproc
     return nodes
 
 
-def connect_nodes(hosts: Hosts, nodes: dict[str, subprocess.Popen]) -> int:
-    """Swarm-connect every pair of hosts' nodes (each pair dialled once, from inside the first host),
-    before the daemons start: a daemon dials its ``ipfs_bootstrap`` peers in a background thread, and
-    a trainer that asks its node for the spec before that thread has connected it gets "no connected
-    peer" and exits. Returns the dials made; raises DemoError naming a pair that cannot connect."""
-    names, dials = list(nodes), 0
-    for i, a in enumerate(names):
-        with hosts.inside(a), IpfsClient(nodes[a].api_url, retries=2) as client:
-            for b in names[i + 1:]:
-                try:
-                    client.swarm_connect(nodes[b].swarm_addr, timeout_s=20)
-                except TenzroError as exc:
-                    raise DemoError(f"the IPFS nodes of {a} and {b} cannot connect over the link: {exc}") from None
-                dials += 1
-    return dials
-
-
 def role_configs(nodes: dict[str, subprocess.Popen], trainers: int) -> dict[str, dict]:
     """Each daemon's own node (``ipfs_api``) and the other hosts' nodes (``ipfs_bootstrap``)."""
     out = {}
@@ -352,7 +335,6 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
         nodes = start_nodes(hosts, work / "ipfs", hs.node_start_timeout_s)
         console.print(f"chain host: anvil on {rpc}; {len(nodes)} IPFS nodes, one per host (API :{API_PORT}, "
                       f"swarm :{SWARM_PORT})")
-        connect_nodes(hosts, nodes)
         deployments = deploy_on_chain_host(hosts, rpc, work / "chain" / "deployments.json", hs.deploy_timeout_s)
         s = replace(s, rpc=rpc, ipfs=nodes["chain"].api_url, deployments=deployments, workdir=work, task_id=task,
                     flow="root")
