@@ -433,8 +433,14 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         // a chunk of the payload, or the whole of it (WHOLE_PAYLOAD: answered only with every chunk)
         if (chunkIndex >= m && chunkIndex != type(uint32).max) revert Registry__BadOpening(chunkIndex);
         AvailabilityChallenge storage c = _avail[taskId][round][_slotKey(t.index, fragment)];
-        if (c.challenger != address(0)) revert Registry__ChallengePending(taskId, round, fragment, trainer);
-        _countChallenge(taskId, (uint64(run.epoch) << 32) | round, fragment, trainer, t.index);
+        _countChallenge(taskId, (uint64(run.epoch) << 32) | round, fragment, trainer, t.index, chunkIndex);
+        if (c.challenger != address(0)) {
+            // a whole-payload challenge takes the place of a pending chunk challenge (its answer
+            // holds that chunk too), whose bond goes back: no chunk challenge crowds it out
+            if (chunkIndex != type(uint32).max) revert Registry__ChallengePending(taskId, round, fragment, trainer);
+            _withdrawable[c.challenger] += c.bond;
+            _closeChallenge(run, taskId, round, fragment, t.index);
+        }
         uint256 bond = _challengeBond(run);
         uint64 deadline = uint64(block.timestamp) + run.challengeSeconds;
         c.challenger = msg.sender;
@@ -655,16 +661,26 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
 
     /// @dev Counts one more availability challenge against the submission of trainer `index` on
     /// `fragment` in the round opening `opening` (epoch << 32 | round); reverts
-    /// Registry__ChallengeLimit once MAX_AVAILABILITY_CHALLENGES were opened against it.
-    function _countChallenge(bytes32 taskId, uint64 opening, uint16 fragment, address trainer, uint256 index) internal {
+    /// Registry__ChallengeLimit once MAX_AVAILABILITY_CHALLENGES chunk challenges, or one
+    /// whole-payload challenge (chunk 2^32 - 1, counted apart in bit 7), were opened against it.
+    function _countChallenge(
+        bytes32 taskId,
+        uint64 opening,
+        uint16 fragment,
+        address trainer,
+        uint256 index,
+        uint32 chunkIndex
+    ) internal {
+        bool whole = chunkIndex == type(uint32).max;
         uint256 slot = _slotKey(index, fragment);
         uint8 count = _availCounts[taskId][opening][slot];
-        if (count >= MAX_AVAILABILITY_CHALLENGES) {
+        if (whole ? count >= WHOLE_CHALLENGED : count & 0x7F >= MAX_AVAILABILITY_CHALLENGES) {
             // forge-lint: disable-next-line(unsafe-typecast) -- the low 32 bits of the opening are the round
             uint32 round = uint32(opening);
-            revert Registry__ChallengeLimit(taskId, round, fragment, trainer, MAX_AVAILABILITY_CHALLENGES);
+            revert Registry__ChallengeLimit(taskId, round, fragment, trainer, whole ? 1 : MAX_AVAILABILITY_CHALLENGES);
         }
-        _availCounts[taskId][opening][slot] = count + 1; // < MAX_AVAILABILITY_CHALLENGES: no overflow
+        // chunk count < MAX_AVAILABILITY_CHALLENGES in bits 0..6, bit 7 once whole: no overflow
+        _availCounts[taskId][opening][slot] = whole ? count | WHOLE_CHALLENGED : count + 1;
     }
 
     /// @dev The pending challenge on (round, fragment, trainer) and the trainer; reverts Registry__NoChallenge.

@@ -52,6 +52,8 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @notice Most availability challenges one submission (task, round, fragment, trainer) answers
     /// over its life, answered or pending (3): a sybil cannot load an honest trainer without end.
     uint8 public constant MAX_AVAILABILITY_CHALLENGES = 3;
+    /// @dev Bit of _availCounts set once a submission's one whole-payload challenge was opened.
+    uint8 internal constant WHOLE_CHALLENGED = 0x80;
     /// @notice Largest M * F: bounds the gas of finalizeRound (and of a round) at every shape.
     uint256 public constant MAX_SUBMISSION_SLOTS = 2048;
     /// @notice Largest syncer fee, basis points of the reward pool (20 %).
@@ -235,7 +237,8 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     mapping(bytes32 taskId => mapping(uint256 k => uint256 span)) internal _committerSpans;
     /// @dev Availability challenges opened against each submission so far, by (task, the round's
     /// opening as in _subs: epoch << 32 | round, trainerIndex * 256 + fragment); kept after a
-    /// challenge closes, bounded by MAX_AVAILABILITY_CHALLENGES. Keyed by the epoch so that a
+    /// challenge closes: chunk challenges in bits 0..6, bounded by MAX_AVAILABILITY_CHALLENGES,
+    /// and WHOLE_CHALLENGED once its one whole-payload challenge opened. Keyed by the epoch so that a
     /// rewound round's new submission starts at 0.
     mapping(bytes32 taskId => mapping(uint64 opening => mapping(uint256 slot => uint8 count))) internal _availCounts;
     /// @dev Tier 1 (Allowlist) runs: the addresses the sponsor allowed to enroll (`allowTrainers`).

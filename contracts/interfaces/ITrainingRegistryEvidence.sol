@@ -245,7 +245,12 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// the caller (approve first). While it is pending the syncer may leave the submission out.
     /// Only until roundDeadline + challengeSeconds (Registry__DeadlinePassed): the last one is
     /// settled by roundDeadline + 2 * challengeSeconds, and the syncer's replacement clock waits
-    /// for it.
+    /// for it. `chunkIndex` 2^32 - 1 demands the whole payload (PROTOCOL.md §4 "Whole payload"):
+    /// once per submission, apart from the MAX_AVAILABILITY_CHALLENGES chunk challenges, and in
+    /// place of a pending chunk challenge (whose bond goes back to its challenger).
+    /// Reverts Registry__DeadlinePassed, Registry__ChallengePending (a chunk challenge while one is
+    /// pending; a whole-payload one while a whole-payload one is), Registry__ChallengeLimit (limit 3
+    /// chunk challenges, 1 whole), Registry__BadOpening (no such chunk), Registry__NoSuchSubmission.
     function challengeAvailability(
         bytes32 taskId,
         uint32 round,

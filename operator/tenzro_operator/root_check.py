@@ -36,12 +36,13 @@ from typing import Any, Mapping
 import torch
 
 from tenzro_operator import receipt
-from tenzro_operator.errors import IpfsUnavailable, TenzroError
+from tenzro_operator.errors import IpfsError, IpfsUnavailable, TenzroError
 from tenzro_operator.replay import Mismatch, RoundReport
 from tenzro_operator.root_flow import committed_rounds, fragment_vectors
 from tenzro_operator.task_assets import initial_weights
 from tenzro_operator.task_runtime import TaskRuntime, outer_config
 from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
+from tenzro_operator.whole_answer import answered_vector
 from tenzro_trainer import canonical
 from tenzro_trainer import round_commitment as rc
 from tenzro_trainer.codec import decode_fragment
@@ -175,6 +176,27 @@ class RootRoundChecker:
         return rc.OuterGradient(self.task_id, r, f, bytes.fromhex(s.base_root[2:]), bytes.fromhex(s.payload_root[2:]),
                                 s.payload_sumsq, s.cid, bytes.fromhex(s.sha256[2:]))
 
+    def _payload(self, r: int, f: int, s, struct: rc.OuterGradient) -> torch.Tensor:
+        """The vector (float32, shape (n,)) of accepted submission ``s`` of round r, fragment f:
+        from IPFS, else (a forced payload whose CID nobody serves) from its whole-payload answer
+        on-chain (`whole_answer`), which the syncer had to count.
+
+        Raises:
+            IpfsUnavailable: this checker's own node is down. IpfsError: the CID does not answer
+                and no whole answer on-chain holds the payload.
+        """
+        try:
+            raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(f))
+        except IpfsUnavailable:
+            raise
+        except IpfsError:
+            vec = answered_vector(self.chain, self.task_id, self.start_block, r, f, s.trainer,
+                                  self.runtime.sizes[f], struct.payload_root, struct.payload_sumsq)
+            if vec is None:
+                raise
+            return vec
+        return flatten_fragment(self.runtime.decode_payload(raw, f)[0])
+
     def previous(self, r: int) -> _Committed:
         """Round r - 1's committed state (the initial state for r = 0): the one read last, else
         from its last ``RoundCommitted`` event."""
@@ -268,9 +290,8 @@ class RootRoundChecker:
             subs, payloads = {}, {}
             for s in fr.accepted:
                 i = self.trainers.index(s.trainer.lower())
-                raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(f))
-                flat = flatten_fragment(self.runtime.decode_payload(raw, f)[0])
-                subs[i], payloads[i] = self._struct(r, f, s), flat
+                subs[i] = self._struct(r, f, s)
+                payloads[i] = self._payload(r, f, s, subs[i])
             g = self._aggregate([payloads[i] for i in sorted(payloads)], n)
             pw, pm = prev.vectors[f]
             w, m = canonical.nesterov_step(pw, pm, g, self.lr, self.mu, self.nesterov)

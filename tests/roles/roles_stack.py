@@ -190,25 +190,27 @@ def events(client: ChainClient, task_id: bytes, name: str) -> list:
     return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=task_id)
 
 
-def fail_first_fetch(syncer, client: ChainClient, task_id: bytes, trainer: str) -> list[str]:
+def fail_first_fetch(syncer, client: ChainClient, task_id: bytes, trainer: str, always: bool = False) -> list[str]:
     """Make ``syncer``'s first IPFS fetch of a payload ``trainer`` submitted on-chain fail
-    (IpfsNotFound: its node lost the request), every later fetch go through; returns the list the
-    failed CID is appended to. Thread-safe (the syncer fetches on a thread pool)."""
+    (IpfsNotFound: its node lost the request), every later fetch go through (``always``: every
+    fetch of that CID fails, as when no reachable node serves it); returns the list each failed
+    fetch's CID is appended to. Thread-safe (the syncer fetches on a thread pool)."""
     from tenzro_operator.errors import IpfsNotFound
 
     original, failed, lock = syncer.ipfs.cat, [], threading.Lock()
 
-    def cat_failing_once(cid, **kw):
+    def cat_failing(cid, **kw):
         with lock:
-            fail = not failed and any(e["args"]["cid"] == cid and e["args"]["trainer"] == trainer
-                                      for e in events(client, task_id, "GradientSubmitted"))
+            fail = (cid in failed and always) or (not failed and any(
+                e["args"]["cid"] == cid and e["args"]["trainer"] == trainer
+                for e in events(client, task_id, "GradientSubmitted")))
             if fail:
                 failed.append(cid)
         if fail:
-            raise IpfsNotFound(cid, "injected: the node lost the first request")
+            raise IpfsNotFound(cid, "injected: no node serves it" if always else "injected: the node lost the first request")
         return original(cid, **kw)
 
-    syncer.ipfs.cat = cat_failing_once
+    syncer.ipfs.cat = cat_failing
     return failed
 
 

@@ -3,34 +3,40 @@
 only every chunk answers. Before, the operator's syncer challenged chunk 0: a trainer that answered
 that chunk alone and withheld the rest kept its submission live, and the honest syncer was convicted
 whether it aggregated the payload (a withheld coordinate proves the aggregate wrong) or left it out
-(``proveOmission``). Here the honest trainer daemon answers whole from its pinned copy, the syncer
-fetches the payload again and credits it; nobody is slashed and the run seals."""
+(``proveOmission``). Here the honest trainer daemon answers whole from its pinned copy; the syncer,
+which still cannot fetch the CID (no node it reaches serves it), reads the payload from the answer's
+on-chain bytes and credits it; nobody is slashed, the run seals, and a watcher that cannot fetch the
+CID either checks the round from the same bytes."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 from roles_stack import TRAINERS, events, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
 from tenzro_operator.chain import ChunkOpening, RunStatus
+from tenzro_operator.root_check import RootRoundChecker
 from tenzro_operator.root_flow import committed_rounds
 
 pytestmark = pytest.mark.timeout(400)
 
 
 @pytest.mark.slow
-def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_credited(dev, runner, tmp_path):
+def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_credited_from_the_chain(dev, runner,
+                                                                                                    tmp_path):
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=30_000,
                           challenge_window_ms=20_000, flow="root")
     client = dev.client()
     forced = dev.client(TRAINERS[0]).address
     sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
-    failed = fail_first_fetch(sync, client, tid, forced)
+    failed = fail_first_fetch(sync, client, tid, forced, always=True)
     runner.start("syncer", sync)
     # trainer 0 delivers on the forced path only (commit, then reveal, on-chain)
     runner.start("forced", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
                                           publish_pubsub=False))
     runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
     assert runner.join(300) == {"syncer": 0, "forced": 0, "other": 0}
-    assert len(failed) == 1
+    assert len(failed) >= 2 and len(set(failed)) == 1  # fetched again after the answer, in vain
     (ch,) = events(client, tid, "AvailabilityChallenged")
     assert ch["args"]["trainer"] == forced and int(ch["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD
     (ans,) = events(client, tid, "AvailabilityAnswered")
@@ -39,5 +45,13 @@ def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_cr
     assert run.status == RunStatus.SEALED and events(client, tid, "RoundProvenWrong") == []
     assert events(client, tid, "TrainerSlashed") == []
     i = client.trainers_of(tid).index(forced)
-    bitmaps = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]["acceptedBitmaps"]
-    assert int(bitmaps[i]) >> int(ch["args"]["fragment"]) & 1  # the challenged fragment is credited
+    committed = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]
+    assert int(committed["acceptedBitmaps"][i]) >> int(ch["args"]["fragment"]) & 1  # the challenged fragment is credited
+
+    # a watcher whose node cannot fetch the CID either checks the round from the on-chain answer
+    watcher_ipfs = dev.ipfs()
+    unserved = fail_first_fetch(SimpleNamespace(ipfs=watcher_ipfs), client, tid, forced, always=True)
+    checker = RootRoundChecker.for_run(client, watcher_ipfs, tid, run, client.run_start_block(run))
+    res = checker.check(0, committed)
+    assert res.ok, res.detail
+    assert set(unserved) == {failed[0]}

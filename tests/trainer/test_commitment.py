@@ -258,6 +258,22 @@ def test_encode_chunks_layout():
     assert chunks[1][4:] == bytes(60)
 
 
+def test_decode_chunks_inverts_encode_bit_for_bit():
+    """A whole-payload answer's bytes give back the committed vector, NaN payloads and -0 included."""
+    vec = torch.tensor([1.5, -0.0, float("inf"), 1e-45] + [float(i) for i in range(30)], dtype=torch.float32)
+    vec[5] = float("nan")
+    back = cm.decode_chunks(b"".join(cm.encode_chunks(vec)), vec.numel())
+    assert back.dtype == torch.float32 and back.shape == vec.shape
+    assert torch.equal(back.view(torch.int32), vec.view(torch.int32))
+    assert cm.ChunkTree(back).root == cm.ChunkTree(vec).root
+
+
+@pytest.mark.parametrize("n, size", [(34, 64 * 2), (34, 64 * 4), (0, 0), (16, 65)])
+def test_decode_chunks_rejects_the_wrong_length(n, size):
+    with pytest.raises(cm.CommitmentError, match="chunks of a vector"):
+        cm.decode_chunks(bytes(size), n)
+
+
 @pytest.mark.parametrize(
     "bad",
     [

@@ -141,6 +141,20 @@ def encode_chunks(vec: Tensor | np.ndarray) -> list[bytes]:
     return [raw[k : k + CHUNK_BYTES] for k in range(0, len(raw), CHUNK_BYTES)]
 
 
+def decode_chunks(data: bytes, n: int) -> Tensor:
+    """Inverse of :func:`encode_chunks`: the vector (float32, shape (n,)) whose ``ceil(n / 16)``
+    chunks are ``data`` (64 bytes each, big-endian bit patterns, the padding dropped unread).
+
+    Raises:
+        CommitmentError: n < 1, or ``data`` is not exactly ``64 * ceil(n / 16)`` bytes.
+    """
+    m = num_chunks(n)
+    if n < 1 or len(data) != CHUNK_BYTES * m:
+        raise CommitmentError(f"{len(data)} bytes are not the {m} chunks of a vector of {n} values")
+    bits = np.frombuffer(data, dtype=">u4")[:n].astype(np.uint32)
+    return torch.from_numpy(bits.view(np.float32).copy())
+
+
 def value_at(chunk_bytes: bytes, j: int) -> int:
     """Bit pattern (uint32) of value j (0..15) of a 64-byte chunk (``ChunkMerkle.valueAt``).
 

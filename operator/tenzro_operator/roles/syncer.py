@@ -107,8 +107,10 @@ from tenzro_operator.transcript import (
     RoundTranscript,
     Submission,
 )
+from tenzro_operator.whole_answer import answered_vector
 from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
+from tenzro_trainer.compression.wire import unflatten
 from tenzro_trainer.errors import PayloadError, PayloadRejected
 from tenzro_trainer.evaluate import HeldoutEvaluator
 from tenzro_trainer.fragments import fragment_state
@@ -130,6 +132,7 @@ _CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
 # MAX_AVAILABILITY_CHALLENGES per submission).
 _STALE = ("Registry__NoSuchSubmission", "Registry__ChallengePending")
 _CLOSED = ("Registry__DeadlinePassed", "Registry__ChallengeLimit")
+_UNUSABLE = "unusable"  # root flow: answered, yet neither its CID nor a whole answer on-chain gives the payload
 
 
 class SyncerFaultSettings(BaseModel):
@@ -1004,26 +1007,30 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         answers again). Sampling more chunks is the syncer's only remedy for a payload it still
         cannot use (PROTOCOL.md §4, residual), until the registry's bounds refuse one more
         (`Registry__DeadlinePassed`, `Registry__ChallengeLimit`): logged once, then left as it is.
+        On the root flow the answer is the whole payload (this syncer's challenge, or anyone's that
+        took the submission's one whole-payload place): a payload still not fetchable from IPFS is
+        read from the answer's on-chain bytes (`_accept_whole_answer`).
 
         Raises:
             ChainRevert: any other refusal of the registry.
         """
         rs = self._round
         for sub in rs.subs.values():
-            if sub.offchain or sub.closed or not (sub.reported and sub.reason in _CHALLENGE):
+            if sub.offchain or not (sub.reported and sub.reason in _CHALLENGE):
+                continue
+            if sub.closed == _UNUSABLE or (sub.closed and not self.root_flow):
                 continue
             pending = self.chain.availability_challenge(self.task_id, rs.round, sub.fragment, sub.trainer)
             if str(pending["challenger"]).lower() != ZERO_ADDRESS:
                 continue
             if self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1] >> sub.fragment & 1:
                 continue  # expired: rejected and slashed
-            if self._revalidate(sub):
+            if self._revalidate(sub) or (self.root_flow and self._accept_whole_answer(sub)):
                 continue
-            if self.root_flow:  # answered whole: every byte is public on-chain; no chunk left to sample
-                if not sub.closed:
-                    sub.closed = "answered whole"
-                    log.error("trainer=%s fragment=%d answered the whole-payload challenge but its payload is still "
-                              "not usable here (%s): it stays live", sub.trainer, sub.fragment, sub.reason)
+            if self.root_flow:  # no whole answer commits to it: nothing left to sample
+                sub.closed = _UNUSABLE
+                log.error("trainer=%s fragment=%d: its payload is not usable here (%s) and no whole-payload answer "
+                          "on-chain holds it: it stays live", sub.trainer, sub.fragment, sub.reason)
                 continue
             sub.challenges += 1
             chunks = -(-self.runtime.sizes[sub.fragment] // 16)
@@ -1062,6 +1069,28 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         if sub.reason is None:
             sub.reason, sub.detail = before
         return False
+
+    def _accept_whole_answer(self, sub: _Sub) -> bool:
+        """Accept ``sub`` from the bytes of a whole-payload answer on-chain (`whole_answer`) when
+        one commits to its signed payload root and they pass the payload checks (finite, shapes);
+        True when accepted. Its CID may never answer: the answer made the payload public."""
+        signed = sub.signed
+        vec = answered_vector(self.chain, self.task_id, self._run_start, self._round.round, sub.fragment, sub.trainer,
+                              self.runtime.sizes[sub.fragment], signed.payload_root, signed.payload_sumsq)
+        if vec is None:
+            return False
+        layout = self.runtime.layouts[sub.fragment]
+        tensors = unflatten(vec, {name: shape for name, (shape, _) in layout.items()})
+        try:
+            norm = validate_payload(tensors, layout)
+        except PayloadRejected as exc:
+            log.error("trainer=%s fragment=%d: its whole-payload answer on-chain fails the payload checks (%s)",
+                      sub.trainer, sub.fragment, exc)
+            return False
+        sub.tensors, sub.tree, sub.flat, sub.reason, sub.detail = tensors, None, None, None, ""
+        log.warning("trainer=%s fragment=%d: payload not fetchable from IPFS, read from its whole-payload answer "
+                    "on-chain: accepted (norm %.4g)", sub.trainer, sub.fragment, norm)
+        return True
 
     def _other_signed(self, sub: _Sub) -> list:
         """The signed submissions of every other trainer of ``sub``'s fragment, in trainer-index
