@@ -34,7 +34,8 @@ import json
 import queue
 import socket
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 import httpx
@@ -128,12 +129,16 @@ class PubsubMessage:
         seqno: the publisher's sequence number (Kubo's ``seqno``: 8 bytes, read big-endian);
             (from_peer, seqno) names one publication.
         topic_ids: the topics it was published to (Kubo's ``topicIDs``, decoded to text).
+        received_at: ``time.monotonic()`` seconds when a `PubsubSubscription`'s reader took it off
+            the node's stream (0.0 for a message not read from a subscription): a consumer that
+            drains late can still judge what arrived in time.
     """
 
     from_peer: str
     data: bytes
     seqno: int
     topic_ids: tuple[str, ...]
+    received_at: float = field(default=0.0, compare=False)
 
     @classmethod
     def from_kubo(cls, obj: object) -> PubsubMessage:
@@ -247,7 +252,7 @@ class PubsubSubscription:
         if len(msg.data) > self.max_bytes:
             self.dropped += 1
             return
-        self._put(msg)
+        self._put(replace(msg, received_at=time.monotonic()))
 
     def _put(self, item: object) -> None:
         """Queue ``item``; waits while the queue is full (the node then holds or drops messages)."""

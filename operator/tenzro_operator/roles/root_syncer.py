@@ -88,9 +88,9 @@ class RootSyncerMixin:
     _norm_refs: dict  # (round, fragment) -> `_norm_reference`'s answer, the open round's only
 
     def root_prepare(self) -> None:
-        """Whether the run is in the root flow (its topic is subscribed to, and the JSON-RPC
-        endpoint served, once this syncer collects: a stand-in does not hold a backlog that a
-        lagging reader would make the node drop)."""
+        """Whether the run is in the root flow (its topic is subscribed to once this syncer is
+        elected, `root_listen`, and the JSON-RPC endpoint served once it collects: a stand-in does
+        not hold a backlog that a lagging reader would make the node drop)."""
         self.root_flow = self.chain.is_root_flow(self.task_id)
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
         self._intake_lock, self._open = threading.Lock(), None
@@ -121,10 +121,7 @@ class RootSyncerMixin:
         timely commitment of its trainer into a `_Sub` (returned, for `validate_all`)."""
         with self._intake_lock:
             self._open = (run.current_round, closes)
-        if self._pubsub is None:
-            self._pubsub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id), max_bytes=MAX_MESSAGE_BYTES,
-                                                      queue_size=SUBSCRIPTION_QUEUE)
-            log.info("root flow: submissions on pubsub topic %s", submission_topic(self.task_id))
+        self.root_listen()
         self.root_serve_endpoint()
         now = self.chain_now()
         self._drain_pubsub(now)
@@ -149,10 +146,21 @@ class RootSyncerMixin:
             new.append(sub)
         return new
 
+    def root_listen(self) -> None:
+        """Subscribe to the run's submission topic, once: called by the elected syncer before it
+        rebuilds its state (`restore`: weights fetched, evaluated), so that the commitments sent
+        while it gets ready wait in the subscription, and by `root_collect`."""
+        if self.root_flow and self._pubsub is None:
+            self._pubsub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id), max_bytes=MAX_MESSAGE_BYTES,
+                                                      queue_size=SUBSCRIPTION_QUEUE)
+            log.info("root flow: submissions on pubsub topic %s", submission_topic(self.task_id))
+
     def _drain_pubsub(self, now: int) -> None:
         """Read the submission topic into `root_intake` for at most `INTAKE_BUDGET_S` seconds and
         `MAX_MESSAGES_PER_POLL` messages (the rest wait in the subscription's small queue; beyond it
-        the node drops them), at most `PEER_RATE_PER_S` per sending peer."""
+        the node drops them), at most `PEER_RATE_PER_S` per sending peer. Each message is judged at
+        the chain time it arrived (``now`` less the seconds it waited in the subscription), so a
+        commitment that came in before the commit phase closed counts though it is read after."""
         end = time.monotonic() + INTAKE_BUDGET_S
         for _ in range(MAX_MESSAGES_PER_POLL):
             if time.monotonic() > end:
@@ -162,8 +170,9 @@ class RootSyncerMixin:
                 break
             if self._peer_limits is not None and not self._peer_limits.take(msg.from_peer):
                 continue  # over its rate: dropped unread
+            waited = int(time.monotonic() - msg.received_at) if msg.received_at else 0
             try:
-                self.root_intake(parse_message(msg.data), now)
+                self.root_intake(parse_message(msg.data), now - max(0, waited))
             except RootFlowError as exc:  # malformed, or refused (SubmissionRefused): pubsub is open to anyone
                 log.debug("dropped a pubsub message from %s: %s", msg.from_peer, exc)
 

@@ -529,6 +529,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 log.info("run is served by syncer %s: looking for another run", run.syncer)
                 return False
             self.sleep(self.poll_s)
+        self.root_listen()  # trainers deliver while restore fetches and evaluates the weights
         self.restore()
         self.step_until_done("syncer round")
         return True
