@@ -92,6 +92,10 @@ class HostsSettings:
     node_start_timeout_s: float = 90.0  # a Helia node's ready line, on a loaded 2-core machine
     chain_start_timeout_s: float = 60.0
     deploy_timeout_s: float = 600.0  # `ape run deploy` (compiles first when the contracts changed)
+    # fault (issue 25): this host's link is cut when round cut_rounds[0] opens and restored when
+    # round cut_rounds[1] opens (the run goes on without it; its trainer rejoins)
+    cut: str | None = None
+    cut_rounds: tuple[int, int] = (0, 1)
 
 
 def host_names(trainers: int) -> list[str]:
@@ -249,6 +253,41 @@ def repo_bytes(repo: Path) -> int:
     return sum(f.stat().st_size for f in (repo / "blocks").rglob("*") if f.is_file())
 
 
+class LinkCut:
+    """The `HostsSettings.cut` fault as `demo.wait_sealed`'s round hook: takes ``host``'s link down
+    when round ``rounds[0]`` opens, up again when round ``rounds[1]`` opens (and at the end, if the
+    run sealed first); ``events`` records ``(action, round, seconds since the hook was made)``."""
+
+    def __init__(self, hosts: Hosts, host: str, rounds: tuple[int, int]) -> None:
+        if host not in hosts.names or not 0 <= rounds[0] < rounds[1]:
+            raise DemoError(f"cannot cut {host!r} from round {rounds[0]} to {rounds[1]}: hosts are {hosts.names}")
+        self.hosts, self.host, self.rounds = hosts, host, rounds
+        self.events: list[tuple[str, int, float]] = []
+        self._t0, self._down = time.monotonic(), False
+
+    def __call__(self, round_: int, procs) -> None:
+        if not self._down and self.rounds[0] <= round_ < self.rounds[1] and not self.events:
+            self.hosts.cut(self.host)
+            self._down = True
+            self.events.append(("cut", round_, time.monotonic() - self._t0))
+            console.print(f"FAULT: {self.host}'s link cut at round {round_ + 1}")
+        elif self._down and round_ >= self.rounds[1]:
+            self.restore(round_)
+
+    def restore(self, round_: int) -> None:
+        if self._down:
+            self.hosts.restore(self.host)
+            self._down = False
+            self.events.append(("restore", round_, time.monotonic() - self._t0))
+            console.print(f"FAULT: {self.host}'s link restored at round {round_ + 1}")
+
+
+def credited_rounds(chain: ChainClient, task_id: bytes, from_block: int, rounds: int, trainers: int) -> list[list[int]]:
+    """Per trainer index, the committed rounds in which at least one of its fragments was accepted."""
+    committed = committed_rounds(chain, task_id, from_block, rounds)
+    return [[r for r in sorted(committed) if int(committed[r]["acceptedBitmaps"][i])] for i in range(trainers)]
+
+
 def network_summary(hosts: Hosts, window: dict[str, LinkCounters], payloads: dict, spec, s: DemoSettings,
                     syncer_pins_before: int, stored: dict[str, int]) -> dict:
     """The figures printed after the demo's summary (bytes; per round = over ``s.rounds`` rounds;
@@ -327,6 +366,7 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
     nodes: dict[str, subprocess.Popen] = {}
     anvil = None
     try:
+        fault = LinkCut(hosts, hs.cut, hs.cut_rounds) if hs.cut else None  # checked before anything starts
         console.print("hosts: " + ", ".join(f"{h} {hosts.address(h)}" for h in names)
                       + f" (namespaces {hosts.prefix}*, bridge {hosts.bridge_ns}, no route out)")
         chain_addr = hosts.address("chain")
@@ -347,8 +387,10 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
                                    role_config=role_configs(nodes, s.trainers))
             console.print(f"started the syncer, {s.trainers} trainers and the watcher, each on its own host "
                           f"(logs in {p.work / 'logs'})")
-            train_s = wait_sealed(p.sponsor, p.task_id, procs, s)
+            train_s = wait_sealed(p.sponsor, p.task_id, procs, s, on_round=fault)
             window = {h: c - before[h] for h, c in counters(hosts).items()}
+            if fault is not None:
+                fault.restore(s.rounds)
             wait_settled(procs)
         stop(procs)
         console.print(f"run sealed after {train_s:.0f} s")
@@ -364,6 +406,14 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
                                 t_start, p.syncer_stake, watcher_rounds(p.work / "watcher"))
         stored = {h: repo_bytes(work / "ipfs" / h) for h in names}
         net = network_summary(hosts, window, payloads, p.spec, s, syncer_pins_before, stored)
+        if fault is not None:
+            index = {a.lower(): i for i, a in enumerate(sponsor_w.trainers_of(p.task_id))}
+            credited = credited_rounds(sponsor_w, p.task_id, p.posted_block, s.rounds, len(index))
+            net["fault"] = {"cut": hs.cut, "events": fault.events, "credited_rounds": {
+                host_of(role): credited[index[a.lower()]] for role, a in p.addresses.items()
+                if role.startswith("trainer") and a.lower() in index}}
+            console.print(f"fault: {hs.cut} cut {fault.events}; rounds credited per trainer host "
+                          f"{net['fault']['credited_rounds']}")
         summary["network"] = net
         summary["receipt"]["replayed_from"] = f"watcher ({hosts.address('watcher')})"
         (s.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -394,11 +444,13 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
 @click.option("--workdir", type=click.Path(path_type=Path), default=None,
               help="Keys, configs, the hosts' data and logs (default .devnet/demo-hosts/<task id>).")
 @click.option("--out", type=click.Path(path_type=Path), default=REPO_ROOT / "out" / "demo-hosts", show_default=True)
-def main(**kw) -> None:
+@click.option("--cut", default=None, metavar="HOST",
+              help="Fault drill: cut this host's link (e.g. trainer3) when round 1 opens, restore it when round 2 opens.")
+def main(cut: str | None, **kw) -> None:
     """Run the demo with every party on its own host (network namespaces; needs root)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: the hosts are removed
     try:
-        run_demo_hosts(DemoSettings(**kw))
+        run_demo_hosts(DemoSettings(**kw), HostsSettings(cut=cut))
     except TenzroError as exc:
         console.print(f"[red]demo-hosts failed:[/] {exc}")
         sys.exit(1)

@@ -3,7 +3,8 @@ inner steps): every party on its own host (tenzro_operator.demo_hosts, issue 25)
 sealed, the receipt verified (on-chain verifier and a replay from the watcher's host), every host's
 link counted bytes both ways, the output's two last lines are there and parse, every accepted
 payload was fetched across the link (on the syncer's node, pinned only by its own trainer's node),
-and no namespace is left. Slow (7 Helia nodes, anvil, 6 daemons); skips where namespaces are not
+and no namespace is left. One fault rides along (issue 25): trainer3's host is cut when round 1 (index 0)
+opens and restored when round 2 opens: the run goes on with the other three, and trainer3 rejoins. Slow (7 Helia nodes, anvil, 6 daemons); skips where namespaces are not
 available (not root, no iproute2)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from rich.console import Console
 
 from tenzro_operator import demo
 from tenzro_operator.demo import DemoSettings
-from tenzro_operator.demo_hosts import run_demo_hosts
+from tenzro_operator.demo_hosts import HostsSettings, run_demo_hosts
 from tenzro_operator.netns import family_namespaces, unavailable_reason
 
 pytestmark = [pytest.mark.slow,
@@ -33,7 +34,7 @@ def run(tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setattr(demo.console, "file", out)  # the printed summary, as a user sees it
     s = DemoSettings(workdir=tmp / "work", out=tmp / "out", trainers=4, quorum=3, fragments=4, rounds=2,
                      inner_steps=8, batch_size=32, grace_window_ms=30_000, challenge_window_ms=15_000, timeout_s=600)
-    summary = run_demo_hosts(s)
+    summary = run_demo_hosts(s, HostsSettings(cut="trainer3", cut_rounds=(0, 1)))
     return summary, out.getvalue()
 
 
@@ -86,3 +87,13 @@ def test_every_accepted_payload_was_fetched_across_the_link(run):
 def test_no_namespace_is_left(run):
     summary, _ = run
     assert family_namespaces(summary["network"]["namespace_prefix"]) == []
+
+
+def test_a_trainer_host_cut_for_a_round_misses_it_and_rejoins(run):
+    summary, _ = run
+    fault = summary["network"]["fault"]
+    assert [(action, r) for action, r, _ in fault["events"]] == [("cut", 0), ("restore", 1)]
+    credited = fault["credited_rounds"]
+    assert credited["trainer3"] == [1], credited  # nothing in the round it was cut off, credited again after
+    assert all(credited[f"trainer{i}"] == [0, 1] for i in range(3)), credited  # the run went on without it
+    assert all(row["slashed_tnzo"] == 0 for row in summary["trainers"]), summary["trainers"]
