@@ -96,6 +96,8 @@ class HostsSettings:
     # round cut_rounds[1] opens (the run goes on without it; its trainer rejoins)
     cut: str | None = None
     cut_rounds: tuple[int, int] = (0, 1)
+    # (host, bits per second): a tc token bucket on that host's link, both ways, for the whole run
+    caps: tuple[tuple[str, int], ...] = ()
 
 
 def host_names(trainers: int) -> list[str]:
@@ -282,6 +284,15 @@ class LinkCut:
             console.print(f"FAULT: {self.host}'s link restored at round {round_ + 1}")
 
 
+def round_seconds(chain: ChainClient, task_id: bytes, from_block: int, rounds: int) -> list[int]:
+    """Chain seconds each committed round took, from its opening (``RoundOpened.openedAt``) to the
+    block of its ``RoundCommitted`` (the last of each, as a round rewound and committed again)."""
+    logs = chain.get_logs(from_block, chain.block_number(), ["RoundOpened", "RoundCommitted"], task_id=task_id)
+    opened = {int(e["args"]["round"]): int(e["args"]["openedAt"]) for e in logs if e["event"] == "RoundOpened"}
+    done = {int(e["args"]["round"]): e["block_number"] for e in logs if e["event"] == "RoundCommitted"}
+    return [chain.block_timestamp(done[r]) - opened[r] for r in range(rounds) if r in done and r in opened]
+
+
 def credited_rounds(chain: ChainClient, task_id: bytes, from_block: int, rounds: int, trainers: int) -> list[list[int]]:
     """Per trainer index, the committed rounds in which at least one of its fragments was accepted."""
     committed = committed_rounds(chain, task_id, from_block, rounds)
@@ -367,6 +378,11 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
     anvil = None
     try:
         fault = LinkCut(hosts, hs.cut, hs.cut_rounds) if hs.cut else None  # checked before anything starts
+        for host, rate in hs.caps:
+            if host not in names:
+                raise DemoError(f"cannot cap {host!r}: hosts are {names}")
+            hosts.cap(host, rate)
+            console.print(f"{host}'s link capped at {rate / 1e6:g} Mbit/s each way (tc token bucket)")
         console.print("hosts: " + ", ".join(f"{h} {hosts.address(h)}" for h in names)
                       + f" (namespaces {hosts.prefix}*, bridge {hosts.bridge_ns}, no route out)")
         chain_addr = hosts.address("chain")
@@ -406,6 +422,10 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
                                 t_start, p.syncer_stake, watcher_rounds(p.work / "watcher"))
         stored = {h: repo_bytes(work / "ipfs" / h) for h in names}
         net = network_summary(hosts, window, payloads, p.spec, s, syncer_pins_before, stored)
+        net["caps"] = {h: r for h, r in hs.caps}
+        net["round_s"] = round_seconds(sponsor_w, p.task_id, p.posted_block, s.rounds)
+        console.print(f"round times (chain seconds, opening to commit): {net['round_s']}"
+                      + (f" with {', '.join(f'{h} at {r / 1e6:g} Mbit/s' for h, r in hs.caps)}" if hs.caps else ""))
         if fault is not None:
             index = {a.lower(): i for i, a in enumerate(sponsor_w.trainers_of(p.task_id))}
             credited = credited_rounds(sponsor_w, p.task_id, p.posted_block, s.rounds, len(index))
@@ -446,11 +466,20 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
 @click.option("--out", type=click.Path(path_type=Path), default=REPO_ROOT / "out" / "demo-hosts", show_default=True)
 @click.option("--cut", default=None, metavar="HOST",
               help="Fault drill: cut this host's link (e.g. trainer3) when round 1 opens, restore it when round 2 opens.")
-def main(cut: str | None, **kw) -> None:
+@click.option("--cap", "caps", multiple=True, metavar="HOST=MBIT",
+              help="Cap a host's link with a tc token bucket, e.g. trainer0=10 (Mbit/s each way); repeatable.")
+def main(cut: str | None, caps: tuple[str, ...], **kw) -> None:
     """Run the demo with every party on its own host (network namespaces; needs root)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: the hosts are removed
     try:
-        run_demo_hosts(DemoSettings(**kw), HostsSettings(cut=cut))
+        parsed = []
+        for c in caps:
+            host, _, mbit = c.partition("=")
+            try:
+                parsed.append((host, int(float(mbit) * 1e6)))
+            except ValueError:
+                raise click.BadParameter(f"{c!r} is not HOST=MBIT (e.g. trainer0=10)", param_hint="--cap") from None
+        run_demo_hosts(DemoSettings(**kw), HostsSettings(cut=cut, caps=tuple(parsed)))
     except TenzroError as exc:
         console.print(f"[red]demo-hosts failed:[/] {exc}")
         sys.exit(1)
