@@ -1385,10 +1385,11 @@ contract ProtocolV3Handler is TestBase {
 /// the bound), asserted along scripted and seeded campaigns of the handler (`test_reach_*`).
 /// The same checks run as fuzzed `invariant_*` campaigns (every handler action, any order, any
 /// arguments) and `afterInvariant` drives every run to its end within the bound: 16 runs x 120
-/// calls here, 64 x 150 by hand (stop 36). Stop 35 saw all three fail on every seed; the cause was
-/// the handler's honest syncer reading a trainer not enrolled in the run (a reverting view), now
-/// skipped. At this depth the campaign does not reach the whole-payload crowd-out (it passes on the
-/// contracts before that fix too): ProtocolV3InvariantFindingsTest pins it.
+/// calls here, 64 x 150 by hand (stop 36). Stop 35 saw all three fail on every seed with an earlier
+/// version of this handler, undiagnosed; they hold with this one (whose honest syncer no longer
+/// reads a trainer not enrolled in the run, a reverting view that broke afterInvariant's drive). At
+/// this depth the campaign does not reach the whole-payload crowd-out (it passes on the contracts
+/// before that fix too): ProtocolV3InvariantFindingsTest pins it.
 contract ProtocolV3InvariantTest is TestBase {
     ProtocolV3Handler internal h;
     TrainingRegistry internal reg;
