@@ -95,7 +95,7 @@ def test_a_trainer_host_cut_for_a_round_misses_it_and_rejoins(run):
     assert [(action, r) for action, r, _ in fault["events"]] == [("cut", 0), ("restore", 1)]
     credited = fault["credited_rounds"]
     assert credited["trainer3"] == [1], credited  # nothing in the round it was cut off, credited again after
-    # the run went on without it: round 1 committed with the others' work (on a loaded machine one of
+    # the run went on without it: rounds 1 and 2 committed with the others' work (on a loaded machine one of
     # them may be late or scored out in a round, as without a cut: demo_hosts.md)
     others = [credited[f"trainer{i}"] for i in range(3)]
     assert any(0 in c for c in others) and any(1 in c for c in others), credited
