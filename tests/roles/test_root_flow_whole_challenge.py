@@ -10,11 +10,10 @@ CID either checks the round from the same bytes."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from roles_stack import TRAINERS, events, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
 from tenzro_operator.chain import ChunkOpening, RunStatus
+from tenzro_operator.errors import IpfsNotFound
 from tenzro_operator.root_check import RootRoundChecker
 from tenzro_operator.root_flow import committed_rounds
 
@@ -49,8 +48,16 @@ def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_cr
     assert int(committed["acceptedBitmaps"][i]) >> int(ch["args"]["fragment"]) & 1  # the challenged fragment is credited
 
     # a watcher whose node cannot fetch the CID either checks the round from the on-chain answer
-    watcher_ipfs = dev.ipfs()
-    unserved = fail_first_fetch(SimpleNamespace(ipfs=watcher_ipfs), client, tid, forced, always=True)
+    watcher_ipfs, unserved = dev.ipfs(), []
+    cat = watcher_ipfs.cat
+
+    def cat_unserved(cid, **kw):  # the CID the syncer could never fetch (trainer 0's other payload is served)
+        if cid == failed[0]:
+            unserved.append(cid)
+            raise IpfsNotFound(cid, "injected: no node serves it")
+        return cat(cid, **kw)
+
+    watcher_ipfs.cat = cat_unserved
     checker = RootRoundChecker.for_run(client, watcher_ipfs, tid, run, client.run_start_block(run))
     res = checker.check(0, committed)
     assert res.ok, res.detail
