@@ -50,7 +50,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from tenzro_operator import devnet
+from tenzro_operator import devnet, run_view
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.demo import (
     REPO_ROOT,
@@ -265,38 +265,22 @@ class LinkCut:
             raise DemoError(f"cannot cut {host!r} from round {rounds[0]} to {rounds[1]}: hosts are {hosts.names}")
         self.hosts, self.host, self.rounds = hosts, host, rounds
         self.events: list[tuple[str, int, float]] = []
-        self._t0, self._down = time.monotonic(), False
+        self._t0 = time.monotonic()
 
     def __call__(self, round_: int, procs) -> None:
-        if not self._down and self.rounds[0] <= round_ < self.rounds[1] and not self.events:
+        if not self.events and self.rounds[0] <= round_ < self.rounds[1]:
             self.hosts.cut(self.host)
-            self._down = True
             self.events.append(("cut", round_, time.monotonic() - self._t0))
             console.print(f"FAULT: {self.host}'s link cut at round {round_ + 1}")
-        elif self._down and round_ >= self.rounds[1]:
+        elif round_ >= self.rounds[1]:
             self.restore(round_)
 
     def restore(self, round_: int) -> None:
-        if self._down:
+        """Bring the link up again, if it is down (cut once, not restored yet)."""
+        if len(self.events) == 1:
             self.hosts.restore(self.host)
-            self._down = False
             self.events.append(("restore", round_, time.monotonic() - self._t0))
             console.print(f"FAULT: {self.host}'s link restored at round {round_ + 1}")
-
-
-def round_seconds(chain: ChainClient, task_id: bytes, from_block: int, rounds: int) -> list[int]:
-    """Chain seconds each committed round took, from its opening (``RoundOpened.openedAt``) to the
-    block of its ``RoundCommitted`` (the last of each, as a round rewound and committed again)."""
-    logs = chain.get_logs(from_block, chain.block_number(), ["RoundOpened", "RoundCommitted"], task_id=task_id)
-    opened = {int(e["args"]["round"]): int(e["args"]["openedAt"]) for e in logs if e["event"] == "RoundOpened"}
-    done = {int(e["args"]["round"]): e["block_number"] for e in logs if e["event"] == "RoundCommitted"}
-    return [chain.block_timestamp(done[r]) - opened[r] for r in range(rounds) if r in done and r in opened]
-
-
-def credited_rounds(chain: ChainClient, task_id: bytes, from_block: int, rounds: int, trainers: int) -> list[list[int]]:
-    """Per trainer index, the committed rounds in which at least one of its fragments was accepted."""
-    committed = committed_rounds(chain, task_id, from_block, rounds)
-    return [[r for r in sorted(committed) if int(committed[r]["acceptedBitmaps"][i])] for i in range(trainers)]
 
 
 def network_summary(hosts: Hosts, window: dict[str, LinkCounters], payloads: dict, spec, s: DemoSettings,
@@ -422,16 +406,17 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
                                 t_start, p.syncer_stake, watcher_rounds(p.work / "watcher"))
         stored = {h: repo_bytes(work / "ipfs" / h) for h in names}
         net = network_summary(hosts, window, payloads, p.spec, s, syncer_pins_before, stored)
-        net["caps"] = {h: r for h, r in hs.caps}
-        net["round_s"] = round_seconds(sponsor_w, p.task_id, p.posted_block, s.rounds)
+        # each live round's time, opening to commit (chain seconds), and who was credited in it
+        rounds = [r for r in run_view.build(sponsor_w, p.task_id, trainers=False).rounds if r.live]
+        net["caps"] = dict(hs.caps)
+        net["round_s"] = [r.committed_at - r.opened_at for r in rounds]
         console.print(f"round times (chain seconds, opening to commit): {net['round_s']}"
                       + (f" with {', '.join(f'{h} at {r / 1e6:g} Mbit/s' for h, r in hs.caps)}" if hs.caps else ""))
         if fault is not None:
             index = {a.lower(): i for i, a in enumerate(sponsor_w.trainers_of(p.task_id))}
-            credited = credited_rounds(sponsor_w, p.task_id, p.posted_block, s.rounds, len(index))
             net["fault"] = {"cut": hs.cut, "events": fault.events, "credited_rounds": {
-                host_of(role): credited[index[a.lower()]] for role, a in p.addresses.items()
-                if role.startswith("trainer") and a.lower() in index}}
+                host_of(role): [r.round for r in rounds if r.accepted_bitmaps[index[a.lower()]]]
+                for role, a in p.addresses.items() if role.startswith("trainer") and a.lower() in index}}
             console.print(f"fault: {hs.cut} cut {fault.events}; rounds credited per trainer host "
                           f"{net['fault']['credited_rounds']}")
         summary["network"] = net

