@@ -89,10 +89,10 @@ test: bootstrap
 	# one compile before the workers, which then read its artifacts instead of racing to write them; --force:
 	# ape does not recompile an interface whose parent changed (ITrainingRegistryFull kept a stale ABI)
 	ape compile --force
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 test-fast: bootstrap
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" $(PYTEST_ARGS)
 
 clean-devnet: devnet-down
 	rm -rf .devnet deployments/local.json

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def test_every_cheat_is_caught_and_the_run_seals(deployed, tmp_path):
     cfg, deployments = deployed
     s = replace(ADVERSARIAL, rpc=cfg.rpc_url, ipfs=cfg.ipfs_url, deployments=deployments, workdir=tmp_path / "work",
-                out=tmp_path / "out", rounds=3, fragments=2, inner_steps=16)
+                out=tmp_path / "out", rounds=2, fragments=2, inner_steps=8)
     summary = run_adversarial(s)
     assert summary["caught"] == {"false invalid report": True, "wrong aggregate": True, "copycat": True,
                                  "sign flip": True}

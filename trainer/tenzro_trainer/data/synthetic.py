@@ -58,9 +58,9 @@ def _kernel_bank(length: int) -> list:
     return bank
 
 
-def _gp_sample(kernel, length: int, rng: np.random.RandomState) -> np.ndarray:
-    x = np.linspace(0, 1, length)[:, None]
-    cov = kernel(x)
+def _gp_sample(cov: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+    """One draw from N(0, cov) (Cholesky with a growing jitter); ``cov`` is not modified."""
+    length = len(cov)
     jitter = 1e-6 * max(1.0, float(np.mean(np.diag(cov))))
     for _ in range(6):
         try:
@@ -75,19 +75,32 @@ def kernel_synth(n_series: int, length: int = 1024, max_kernels: int = 5, seed: 
                  freq: str = "h") -> pd.DataFrame:
     """``n_series`` KernelSynth series (see the module docstring) in long format.
 
+    Each bank kernel's covariance on the grid is computed once (at most 31 float64 matrices of
+    ``length`` x ``length``, 8 MiB each at 1024) and composites are combined from them with the
+    same elementwise ``+`` / ``*`` sklearn's ``Sum`` / ``Product`` apply, so the series are the
+    same bits as evaluating each composite kernel afresh.
+
     Returns:
         columns ``unique_id`` (``kernelsynth/0000``, ...), ``ds`` (from 2000-01-01, ``freq``), ``y`` float64.
     """
     rng = np.random.RandomState(seed)
     bank = _kernel_bank(length)
+    x = np.linspace(0, 1, length)[:, None]
+    covs: dict[int, np.ndarray] = {}
+
+    def cov_of(i: int) -> np.ndarray:
+        if i not in covs:
+            covs[i] = bank[i](x)
+        return covs[i]
+
     ds = pd.date_range(SYNTH_START, periods=length, freq=freq)
     frames = []
     for i in range(n_series):
         picks = rng.randint(len(bank), size=rng.randint(1, max_kernels + 1))
-        kernel = bank[picks[0]]
+        cov = cov_of(picks[0])
         for p in picks[1:]:
-            kernel = kernel + bank[p] if rng.rand() < 0.5 else kernel * bank[p]
-        y = _gp_sample(kernel, length, rng)
+            cov = cov + cov_of(p) if rng.rand() < 0.5 else cov * cov_of(p)
+        y = _gp_sample(cov, rng)
         frames.append(pd.DataFrame({"unique_id": f"kernelsynth/{i:04d}", "ds": ds, "y": y}))
     return pd.concat(frames, ignore_index=True)
 
