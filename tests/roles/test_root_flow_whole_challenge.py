@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from roles_stack import TRAINERS, events, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
-from tenzro_operator.chain import ChunkOpening, RunStatus
+from tenzro_operator.chain import ChunkOpening, RunStatus, SlashReason
 from tenzro_operator.errors import IpfsNotFound
 from tenzro_operator.root_check import RootRoundChecker
 from tenzro_operator.root_flow import committed_rounds
@@ -62,3 +62,39 @@ def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_cr
     res = checker.check(0, committed)
     assert res.ok, res.detail
     assert set(unserved) == {failed[0]}
+
+
+@pytest.mark.slow
+def test_a_withheld_non_finite_payload_answered_whole_is_proven_invalid_from_the_chain(dev, runner, tmp_path):
+    """The attack turned the other way: a trainer forces NaN payloads, withholds one of them from
+    every node and answers the syncer's whole-payload challenge with its NaN bytes. Before, the
+    syncer found the answer unusable and left the submission live, so leaving it out was an
+    omission anyone could prove and taking it in poisoned the model; now it opens a non-finite
+    chunk of the answered vector and proves it invalid (``proveInvalid`` NonFinite): both of the
+    trainer's submissions are rejected and slashed, nothing is proven against the syncer, the run seals."""
+    tid = post_small_task(dev, trainers=2, quorum=1, fragments=2, rounds=1, grace_window_ms=30_000,
+                          challenge_window_ms=20_000, flow="root")
+    client = dev.client()
+    liar = dev.client(TRAINERS[0]).address
+    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
+    failed = fail_first_fetch(sync, client, tid, liar, always=True)
+    runner.start("syncer", sync)
+    runner.start("liar", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
+                                        publish_pubsub=False, fault={"kind": "nan"}))
+    runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    codes = runner.join(300)
+    assert (codes["syncer"], codes["other"]) == (0, 0), codes
+    assert len(set(failed)) == 1
+    (ch,) = events(client, tid, "AvailabilityChallenged")
+    assert ch["args"]["trainer"] == liar and int(ch["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD
+    (ans,) = events(client, tid, "AvailabilityAnswered")
+    assert len(ans["args"]["chunk"]) > 64  # answered whole: the NaN bytes are public
+    proven = events(client, tid, "InvalidProven")
+    assert sorted((int(e["args"]["fragment"]), int(e["args"]["reason"])) for e in proven) == [
+        (0, SlashReason.NON_FINITE), (1, SlashReason.NON_FINITE)]
+    assert {e["args"]["trainer"] for e in proven} == {liar}
+    assert client.submissions_of(tid, 0, liar)[1] == 0b11  # both rejected: leaving them out is no omission
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED and events(client, tid, "RoundProvenWrong") == []
+    committed = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]
+    assert int(committed["acceptedBitmaps"][client.trainers_of(tid).index(liar)]) == 0

@@ -1072,9 +1072,14 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         return False
 
     def _accept_whole_answer(self, sub: _Sub) -> bool:
-        """Accept ``sub`` from the bytes of a whole-payload answer on-chain (`whole_answer`) when
-        one commits to its signed payload root and they pass the payload checks (finite, shapes);
-        True when accepted. Its CID may never answer: the answer made the payload public."""
+        """Use the bytes of a whole-payload answer on-chain (`whole_answer`) that commits to
+        ``sub``'s signed payload root: accept the payload when it passes the payload checks; when
+        it holds a NaN or infinity, prove that on-chain from the answered vector (`report`:
+        ``proveInvalid`` NonFinite, opening the chunk), so the submission is rejected and leaving
+        it out is no omission (issue #23: a trainer withholding a NaN payload and answering its
+        whole challenge left it live, an omission to prove whether the syncer took it or not).
+        True when either happened; False when no whole answer commits to it. Its CID may never
+        answer: the answer made the payload public. The norm screen comes later, at the commit."""
         signed = sub.signed
         vec = answered_vector(self.chain, self.task_id, self._run_start, self._round.round, sub.fragment, sub.trainer,
                               self.runtime.sizes[sub.fragment], signed.payload_root, signed.payload_sumsq)
@@ -1085,9 +1090,13 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         try:
             norm = validate_payload(tensors, layout)
         except PayloadRejected as exc:
-            log.error("trainer=%s fragment=%d: its whole-payload answer on-chain fails the payload checks (%s)",
-                      sub.trainer, sub.fragment, exc)
-            return False
+            # the vector has the layout's sizes, so only its values can fail (NaN / inf)
+            sub.reason, sub.detail = _REASON_OF_REJECT.get(exc.reason, "Malformed"), str(exc)
+            sub.flat, sub.tree, sub.reported, sub.closed = vec, ChunkTree(vec), False, None
+            log.error("trainer=%s fragment=%d: its whole-payload answer on-chain fails the payload checks (%s): "
+                      "proving it %s", sub.trainer, sub.fragment, exc, sub.reason)
+            self.report(sub)  # a refusal raises: the next poll reports it again
+            return True
         sub.tensors, sub.tree, sub.flat, sub.reason, sub.detail = tensors, None, None, None, ""
         log.warning("trainer=%s fragment=%d: payload not fetchable from IPFS, read from its whole-payload answer "
                     "on-chain: accepted (norm %.4g)", sub.trainer, sub.fragment, norm)
