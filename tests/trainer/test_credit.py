@@ -107,23 +107,47 @@ def test_the_gate_names_copies_outliers_and_updates_that_did_not_train_on_their_
     assert all(v[i].reason is None and v[i].credited and v[i].aggregated for i in (0, 1, 2))
     twins = gate(3, 0, {}, ["w"], {0: _p(1, 0, 0, 0), 1: _p(2, 0, 0, 0), 2: _p(0, 1, 0, 0)}, None, reveal="r")
     assert twins[0].reason == twins[1].reason == "NearCopy" and twins[2].reason is None
-    big = gate(4, 0, {}, ["w"], {0: _p(1, 0, 0, 0), 1: _p(0, 1, 0, 0), 2: _p(0, 0, 5, 0)}, None, reveal="r")
+    big = gate(4, 0, {}, ["w"], {0: _p(1, 0, 0, 0), 1: _p(0, 1, 0, 0), 2: _p(0, 0, 0, 5)}, None, reveal="r")
     assert big[2].reason == "NormOutlier"
 
 
 def test_credit_follows_a_trainers_history_so_one_lucky_round_pays_nothing():
     table = {0: (0.3, 0.1, 0.2), 1: (0.1, 0.2, 0.05)}
     gate = CreditGate(_FakeScorer(table), CreditConfig())
-    pays = {0: _p(1, 0, 0), 1: _p(0, 1, 0)}
+    g = torch.Generator().manual_seed(0)
+    pays = lambda: {i: {"w": torch.randn(64, generator=g)} for i in (0, 1)}  # noqa: E731 (new work each round)
     for r in range(1, 6):  # trainer 1 fails five rounds running
-        v = gate(r, 0, {}, ["w"], pays, None, reveal=str(r))
+        v = gate(r, 0, {}, ["w"], pays(), None, reveal=str(r))
         assert v[0].credited and not v[1].credited
     table[1] = (0.3, 0.1, 0.2)  # one lucky round
-    v = gate(6, 0, {}, ["w"], pays, None, reveal="6")
+    v = gate(6, 0, {}, ["w"], pays(), None, reveal="6")
     assert v[1].reason is None and not v[1].credited and not v[1].aggregated
     table[0] = (0.1, 0.2, 0.05)  # an honest trainer's one unlucky round costs it nothing
-    v = gate(7, 0, {}, ["w"], pays, None, reveal="7")
+    v = gate(7, 0, {}, ["w"], pays(), None, reveal="7")
     assert v[0].reason == "NoContribution" and v[0].credited and not v[0].aggregated
+
+
+def test_a_trainer_replaying_its_own_earlier_payload_is_a_near_copy_and_new_work_is_not():
+    """The stale attacker (`tenzro_trainer.attacks`: trains once, replays that update): its replay,
+    rescaled or negated, of any earlier round is a NearCopy; payloads of new work pass, and the
+    count sketch keeps their cosine to within 0.1."""
+    gate = CreditGate(_FakeScorer({i: (0.3, 0.1, 0.2) for i in range(3)}), CreditConfig())
+    g = torch.Generator().manual_seed(1)
+    first = torch.randn(5000, generator=g)
+    new = lambda: {"w": torch.randn(5000, generator=g)}  # noqa: E731
+    v = gate(1, 0, {}, ["w"], {0: {"w": first}, 1: new(), 2: new()}, None, reveal="1")
+    assert all(x.reason is None for x in v.values())
+    for r, replay in ((2, first), (3, -3 * first), (4, first + 0.05 * torch.randn(5000, generator=g))):
+        v = gate(r, 0, {}, ["w"], {0: {"w": replay}, 1: new(), 2: new()}, None, reveal=str(r))
+        assert v[0].reason == "NearCopy" and "its own payload of round 1" in v[0].detail, v[0].detail
+        assert v[1].reason is None and v[2].reason is None
+    # another fragment keeps its own history: the same vector is new work there
+    assert gate(5, 1, {}, ["w"], {0: {"w": first}, 1: new(), 2: new()}, None, reveal="5")[0].reason is None
+    # the sketch keeps a cosine: a vector half new, half the old one
+    half = 0.5 * first + 0.5 * torch.randn(5000, generator=g)
+    true = float(torch.nn.functional.cosine_similarity(half.double(), first.double(), dim=0))
+    sk = gate._sketch(half.double()), gate._sketch(first.double())
+    assert abs(float(torch.nn.functional.cosine_similarity(*sk, dim=0)) - true) < 0.1
 
 
 def test_the_contribution_batches_follow_the_reveal_and_are_reproducible(collection):

@@ -383,12 +383,18 @@ def main() -> None:
     ap.add_argument("--seed-major", action="store_true", help="run seed by seed (every row's first seed first)")
     ap.add_argument("--defaults-only", action="store_true",
                     help="run only the default's and the scoring-only default's rows (issue #26)")
+    ap.add_argument("--default-only", action="store_true", help="run only the default's row")
+    ap.add_argument("--attacks", nargs="+", default=None, metavar="ATTACK",
+                    help="run only these attacks ('absent': the reference run)")
+    ap.add_argument("--redo", action="store_true",
+                    help="run the selected runs again even when cached (after a change to the defence)")
     ap.add_argument("--cache", type=Path, default=CACHE, help="the run cache to resume from and extend")
     args = ap.parse_args()
     torch.set_num_threads(1)  # as every run does (`_run`): the machine line below says so
     runs, t0 = _load(args.cache), time.perf_counter()
-    todo = [p for p in plan(args.seeds, args.rounds, args.fractions) if run_key(*p) not in runs
-            and (not args.defaults_only or p[0] in (DEFAULT, SCORING_ONLY))]
+    todo = [p for p in plan(args.seeds, args.rounds, args.fractions) if (args.redo or run_key(*p) not in runs)
+            and (not args.defaults_only or p[0] in (DEFAULT, SCORING_ONLY))
+            and (not args.default_only or p[0] == DEFAULT) and (args.attacks is None or p[2] in args.attacks)]
     if args.seed_major:  # every row's first seed before any row's second (a short sweep's best use)
         todo.sort(key=lambda p: args.seeds.index(p[3]))
     if args.max_runs is not None:

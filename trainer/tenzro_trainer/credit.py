@@ -8,7 +8,12 @@ transcript's rejection reason):
                    fragment's last public aggregate, is above ``copy_cosine``: a copy, a replayed or
                    rescaled aggregate, the colluders' shared payload. Every party to a near-copy pair
                    loses the round (the commit phase closes before any reveal, so an honest payload
-                   is copied only through the public forced path).
+                   is copied only through the public forced path). So does a payload within
+                   ``copy_cosine`` of one of the same trainer's earlier payloads of the fragment (a
+                   stale update replayed round after round: computed from old weights, no work
+                   since); those are kept as count sketches (Charikar, Chen & Farach-Colton 2002,
+                   ``SKETCH_DIM`` buckets), which keep a cosine to about 1 / sqrt(``SKETCH_DIM``)
+                   and an exact replay's at 1.
 ``NormOutlier``    its L2 norm is above ``norm_multiple`` x the round's median (tighter than the
                    validation screen's x10: what a boosted update needs to weigh).
 ``NoContribution`` the contribution test (Templar's check, `ShardScorer.contribution`), on batches
@@ -58,6 +63,7 @@ from tenzro_trainer.aggregation import payload_norm
 from tenzro_trainer.scoring import ShardScorer
 
 Payload = Mapping[str, Tensor]
+SKETCH_DIM = 1024  # buckets of the count sketch of a trainer's earlier payload (8 KiB per round)
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,12 @@ def _cos(a: Tensor, b: Tensor) -> float:
     return float(torch.dot(a, b)) / (na * nb)
 
 
+def _count_sketch(x: Tensor, hashes: tuple[Tensor, Tensor]) -> Tensor:
+    """float64 (SKETCH_DIM,): coordinate k of ``x`` added, times ``sign[k]``, to bucket ``bucket[k]``."""
+    bucket, sign = hashes
+    return torch.zeros(SKETCH_DIM, dtype=torch.float64).index_add_(0, bucket, x * sign)
+
+
 def _median(xs: list[float]) -> float:
     return float(torch.tensor(sorted(xs), dtype=torch.float64).median())  # the lower middle value
 
@@ -125,6 +137,8 @@ class CreditGate:
     def __init__(self, scorer: ShardScorer, cfg: CreditConfig | None = None):
         self.scorer, self.cfg = scorer, cfg or CreditConfig()
         self.average: dict[tuple[int, int], float] = {}  # (trainer, fragment) -> moving average of passes
+        self.earlier: dict[tuple[int, int], list[tuple[int, Tensor]]] = {}  # -> [(round, count sketch)]
+        self._hashes: dict[int, tuple[Tensor, Tensor]] = {}  # payload length -> (bucket, sign), fixed
         self.log: list[dict] = []  # every verdict's figures, for the benchmark and the transcript
 
     def near_copy(self, i: int, flats: Mapping[int, Tensor], previous: Tensor | None) -> str:
@@ -137,6 +151,23 @@ class CreditGate:
             if c > self.cfg.copy_cosine:
                 return f"|cosine| {c:.4f} to {who} > {self.cfg.copy_cosine:g}"
         return ""
+
+    def replay(self, i: int, fragment: int, sketch: Tensor) -> str:
+        """Why payload i (its count sketch) replays one of trainer i's earlier payloads of
+        ``fragment`` ("" when it does not)."""
+        for r, past in self.earlier.get((i, fragment), []):
+            c = abs(_cos(sketch, past))
+            if c > self.cfg.copy_cosine:
+                return f"|cosine| {c:.4f} to its own payload of round {r} > {self.cfg.copy_cosine:g} (a replay)"
+        return ""
+
+    def _sketch(self, x: Tensor) -> Tensor:
+        n = len(x)
+        if n not in self._hashes:  # the same buckets and signs for every payload of this length
+            g = torch.Generator().manual_seed(n)
+            self._hashes[n] = (torch.randint(0, SKETCH_DIM, (n,), generator=g),
+                               torch.randint(0, 2, (n,), generator=g).to(torch.float64) * 2 - 1)
+        return _count_sketch(x, self._hashes[n])
 
     def contribution(self, own: float, other: float, half: float) -> str:
         """Why the contribution test fails ("" when it passes); loss improvements as in the docstring."""
@@ -161,9 +192,10 @@ class CreditGate:
             prev = None  # an empty round's zero aggregate is nobody's to copy
         norms = {i: float(torch.linalg.vector_norm(x)) for i, x in flats.items()}
         med = _median(list(norms.values())) if norms else 0.0
+        sketches = {i: self._sketch(x) for i, x in flats.items()}
         for i in sorted(payloads):
             v = Verdict(None)
-            why = self.near_copy(i, flats, prev)
+            why = self.near_copy(i, flats, prev) or self.replay(i, fragment, sketches[i])
             if why:
                 v.reason, v.detail = "NearCopy", why
             elif norms[i] > cfg.norm_multiple * med:
@@ -181,6 +213,8 @@ class CreditGate:
             self.log.append({"round": r, "fragment": fragment, "trainer": i, "reason": v.reason,
                              "credited": v.credited, "own": v.own, "other": v.other, "half": v.half,
                              "average": avg, "norm": norms[i] / med if med else math.nan})
+        for i, sk in sketches.items():
+            self.earlier.setdefault((i, fragment), []).append((r, sk))
         return verdicts
 
     def clipped(self, payloads: Mapping) -> dict:
@@ -193,4 +227,4 @@ class CreditGate:
                 for k, p in payloads.items()}
 
 
-__all__ = ["CreditConfig", "CreditGate", "Verdict"]
+__all__ = ["SKETCH_DIM", "CreditConfig", "CreditGate", "Verdict"]
