@@ -235,9 +235,9 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
         "absent, mean ± sd over seeds; ✗ above 1.05. `halt (rN)`: the rule could not aggregate round N "
         "(Krum needs 2f + 3 inputs). `…`: not run yet. Screen: L2 norm <= 10 x the round's median; scoring: "
         "loss improvement on 64 windows of the trainer's own shard > 0; credit: the credit checks of issue #26 "
-        "(`tenzro_trainer.credit`: near-copy, norm outlier at 3 x the median, the contribution test on batches "
-        "drawn with the round's reveal, credit by a moving average of passes, clipping to the median norm) "
-        "instead of score > 0.",
+        "(`tenzro_trainer.credit`: near-copy of another payload, the last aggregate or its own earlier ones, "
+        "norm outlier at 3 x the median, the contribution test on batches drawn with the round's reveal, credit by "
+        "a moving average of passes, clipping to the median norm) instead of score > 0.",
         "",
         f"Default of a new spec (`tenzro_trainer.config.ROBUST_DEFAULTS` with the syncer's credit gate): "
         f"**{DEFAULT.name}**; before issue #26: {SCORING_ONLY.name}.",
