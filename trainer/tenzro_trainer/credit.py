@@ -13,9 +13,9 @@ transcript's rejection reason):
                    (a stale update replayed round after round: computed from old weights, no work
                    since; tighter than ``copy_cosine``, for an honest trainer's consecutive
                    pseudo-gradients are alike: |cosine| 0.77 on average, at most 0.954, in the
-                   attackers-absent simulator run at 6 of 8); those are kept as count sketches (Charikar, Chen & Farach-Colton 2002,
-                   ``SKETCH_DIM`` buckets), which keep a cosine to about 1 / sqrt(``SKETCH_DIM``)
-                   and an exact replay's at 1.
+                   attackers-absent simulator run at 6 of 8). The earlier payloads are kept as
+                   count sketches (Charikar, Chen & Farach-Colton 2002, ``SKETCH_DIM`` buckets),
+                   which keep a cosine to about 1 / sqrt(``SKETCH_DIM``) and an exact replay's at 1.
 ``NormOutlier``    its L2 norm is above ``norm_multiple`` x the round's median (tighter than the
                    validation screen's x10: what a boosted update needs to weigh).
 ``NoContribution`` the contribution test (Templar's check, `ShardScorer.contribution`), on batches
