@@ -20,21 +20,29 @@ from tenzro_operator.root_flow import committed_rounds
 pytestmark = pytest.mark.timeout(400)
 
 
-@pytest.mark.slow
-def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_credited_from_the_chain(dev, runner,
-                                                                                                    tmp_path):
-    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=30_000,
+def _withheld_forced_run(dev, runner, tmp_path, quorum: int, **forced_cfg):
+    """A 2-trainer, 2-fragment, 1-round root-flow run whose trainer 0 delivers on the forced path
+    only (commit, then reveal, on-chain; ``forced_cfg`` more of its config) and whose syncer can
+    never fetch the first CID of trainer 0 it asks for. Returns (task id, client, trainer 0's
+    address, the failed fetches' CIDs, the daemons' exit codes)."""
+    tid = post_small_task(dev, trainers=2, quorum=quorum, fragments=2, rounds=1, grace_window_ms=30_000,
                           challenge_window_ms=20_000, flow="root")
     client = dev.client()
     forced = dev.client(TRAINERS[0]).address
     sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
     failed = fail_first_fetch(sync, client, tid, forced, always=True)
     runner.start("syncer", sync)
-    # trainer 0 delivers on the forced path only (commit, then reveal, on-chain)
     runner.start("forced", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
-                                          publish_pubsub=False))
+                                          publish_pubsub=False, **forced_cfg))
     runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
-    assert runner.join(300) == {"syncer": 0, "forced": 0, "other": 0}
+    return tid, client, forced, failed, runner.join(300)
+
+
+@pytest.mark.slow
+def test_an_unfetchable_forced_payload_is_challenged_whole_answered_whole_and_credited_from_the_chain(dev, runner,
+                                                                                                    tmp_path):
+    tid, client, forced, failed, codes = _withheld_forced_run(dev, runner, tmp_path, quorum=2)
+    assert codes == {"syncer": 0, "forced": 0, "other": 0}
     assert len(failed) >= 2 and len(set(failed)) == 1  # fetched again after the answer, in vain
     (ch,) = events(client, tid, "AvailabilityChallenged")
     assert ch["args"]["trainer"] == forced and int(ch["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD
@@ -72,17 +80,7 @@ def test_a_withheld_non_finite_payload_answered_whole_is_proven_invalid_from_the
     omission anyone could prove and taking it in poisoned the model; now it opens a non-finite
     chunk of the answered vector and proves it invalid (``proveInvalid`` NonFinite): both of the
     trainer's submissions are rejected and slashed, nothing is proven against the syncer, the run seals."""
-    tid = post_small_task(dev, trainers=2, quorum=1, fragments=2, rounds=1, grace_window_ms=30_000,
-                          challenge_window_ms=20_000, flow="root")
-    client = dev.client()
-    liar = dev.client(TRAINERS[0]).address
-    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
-    failed = fail_first_fetch(sync, client, tid, liar, always=True)
-    runner.start("syncer", sync)
-    runner.start("liar", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
-                                        publish_pubsub=False, fault={"kind": "nan"}))
-    runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
-    codes = runner.join(300)
+    tid, client, liar, failed, codes = _withheld_forced_run(dev, runner, tmp_path, quorum=1, fault={"kind": "nan"})
     assert (codes["syncer"], codes["other"]) == (0, 0), codes
     assert len(set(failed)) == 1
     (ch,) = events(client, tid, "AvailabilityChallenged")
