@@ -97,6 +97,13 @@ def as_tuple(p: dict) -> tuple:
     return tuple(p[k] for k in TASK_PARAM_KEYS)
 
 
+def gas_grid(full: bool) -> list[tuple[int, int]]:
+    """The (M, F) shapes of a gas table: the whole 4 x 3 grid when ``full`` (its report is asked
+    for), otherwise every shape up to M = 8 and the largest, 32 x 12 (the other M = 32 shapes cost
+    30-100 s each on the CI machine and add no proof depth)."""
+    return [(m, f) for m in (2, 4, 8, 32) for f in (1, 4, 12) if full or m < 32 or f == 12]
+
+
 def fee_per_round(pool: int, bps: int, rounds: int) -> int:
     """Syncer fee of one finalized round, atto-units: floor(floor(pool * bps / 10000) / rounds)
     (the rule of ITrainingRegistry's header, written out here from the interface text)."""

@@ -35,7 +35,7 @@ import os
 import pytest
 import test_root_flow_proofs as proofs
 import torch
-from registry_helpers import CHALLENGE_S, E18, sha, to_reveal_phase
+from registry_helpers import CHALLENGE_S, E18, gas_grid, sha, to_reveal_phase
 from test_root_flow_proofs import ZERO_ROOTS, _bitmap_opening, _commit, _proof, _slot_answer, _start
 
 from tenzro_trainer import round_commitment as rc
@@ -103,13 +103,8 @@ def _proven(reg, tx, task: bytes, rnd: int, kind: int, fragment: int, position: 
     return int(tx.gas_used)
 
 
-# the whole grid when the report is asked for; otherwise every shape up to M = 8 and the largest one
-# (M = 32 costs 50-100 s a shape on the CI machine; its proof depth in M is reached at 32 x 12)
-GRID = [(m, f) for m in (2, 4, 8, 32) for f in (1, 4, 12) if REPORT or m < 32 or f == 12]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("m,f", GRID)
+@pytest.mark.parametrize("m,f", gas_grid(bool(REPORT)))
 def test_challenge_gas_grid(full_registry, shape, roles, chain, sign, monkeypatch, m, f):
     """Gas of each challenge at M x F; each proof convicts with its kind; the aggregate proof
     grows with M at fixed F (one signature recovery and one opening per accepted entry)."""

@@ -17,7 +17,7 @@ import os
 
 import ape
 import pytest
-from registry_helpers import E18, MIN_STAKE, as_tuple, params, sha, to_reveal_phase
+from registry_helpers import E18, MIN_STAKE, as_tuple, gas_grid, params, sha, to_reveal_phase
 
 from tenzro_trainer.round_commitment import credits_tree
 
@@ -91,13 +91,8 @@ def test_root_flow_on_a_real_chain_at_the_reference_shape(full_registry, fund, e
         _write()
 
 
-# the whole grid when the report is asked for; otherwise every shape up to M = 8 and the largest one
-# (the M = 32 row's three shapes took 95 s on the CI machine)
-GRID = [(m, f) for m in (2, 4, 8, 32) for f in (1, 4, 12) if REPORT or m < 32 or f == 12]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("m,f", GRID)
+@pytest.mark.parametrize("m,f", gas_grid(bool(REPORT)))
 def test_root_flow_gas_grid(full_registry, fund, elect, syncer_pool, roles, chain, trainer_accounts, m, f):
     """Per-round and per-claim gas over M x F: a round grows with M (two calldata words per
     trainer, its bitmap in the log, its credit leaves) and F (hashes, sizes read, bits summed); a

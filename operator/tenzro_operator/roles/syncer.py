@@ -1010,7 +1010,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         (`Registry__DeadlinePassed`, `Registry__ChallengeLimit`): logged once, then left as it is.
         On the root flow the answer is the whole payload (this syncer's challenge, or anyone's that
         took the submission's one whole-payload place): a payload still not fetchable from IPFS is
-        read from the answer's on-chain bytes (`_accept_whole_answer`).
+        read from the answer's on-chain bytes (`_use_whole_answer`).
 
         Raises:
             ChainRevert: any other refusal of the registry.
@@ -1026,7 +1026,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 continue
             if self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1] >> sub.fragment & 1:
                 continue  # expired: rejected and slashed
-            if self._revalidate(sub) or (self.root_flow and self._accept_whole_answer(sub)):
+            if self._revalidate(sub) or (self.root_flow and self._use_whole_answer(sub)):
                 continue
             if self.root_flow:  # no whole answer commits to it: nothing left to sample
                 sub.closed = _UNUSABLE
@@ -1071,7 +1071,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             sub.reason, sub.detail = before
         return False
 
-    def _accept_whole_answer(self, sub: _Sub) -> bool:
+    def _use_whole_answer(self, sub: _Sub) -> bool:
         """Use the bytes of a whole-payload answer on-chain (`whole_answer`) that commits to
         ``sub``'s signed payload root: accept the payload when it passes the payload checks; when
         it holds a NaN or infinity, prove that on-chain from the answered vector (`report`:
