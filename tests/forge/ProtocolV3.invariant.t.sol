@@ -840,8 +840,9 @@ contract ProtocolV3Handler is TestBase {
         uint16 i = uint16(who % M);
         uint256 bond = ev.challengeBond(id);
         token.mint(WATCH, bond);
+        ITrainingRegistryRounds.RoundClaim memory a = _claimOf(id, r); // before the prank (a library call takes it)
         vm.prank(WATCH);
-        try rf.challengeSlot(_claimOf(id, r), _recs[id][r].bitmaps, 0, i) {
+        try rf.challengeSlot(a, _recs[id][r].bitmaps, 0, i) {
             deposited += bond;
             ++slotChallenges;
             if (lastSecond) ++lastSecondChallenges;
@@ -985,8 +986,9 @@ contract ProtocolV3Handler is TestBase {
         (RoundProofs.AggregateOpening memory o, bytes[] memory sigs, bool changed) = _aggregateOpening(id, r, chunk % 4, equivocate);
         if (equivocate && !changed) return;
         address committer = _recs[id][r].committer;
+        ITrainingRegistryRounds.RoundClaim memory a = _claimOf(id, r); // before the prank (a library call takes it)
         vm.prank(WATCH);
-        try rf.proveAggregate(_claimOf(id, r), o, sigs) {
+        try rf.proveAggregate(a, o, sigs) {
             ++aggregateProofs;
             if (equivocate) falseProofWon = true;
             if (committer == HONEST) honestConvicted = true;
@@ -1081,8 +1083,9 @@ contract ProtocolV3Handler is TestBase {
 
     function _proveOmission(bytes32 id, uint32 r, uint16 i, address who) internal returns (bool) {
         address committer = _recs[id][r].committer;
+        ITrainingRegistryRounds.RoundClaim memory a = _claimOf(id, r); // before the prank (a library call takes it)
         vm.prank(who);
-        try rf.proveOmission(_claimOf(id, r), _recs[id][r].bitmaps, 0, i) {
+        try rf.proveOmission(a, _recs[id][r].bitmaps, 0, i) {
             if (committer == HONEST) honestConvicted = true;
             return true;
         } catch {

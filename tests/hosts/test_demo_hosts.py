@@ -15,7 +15,7 @@ import re
 import pytest
 from rich.console import Console
 
-from tenzro_operator import demo
+from tenzro_operator import demo, demo_hosts
 from tenzro_operator.demo import DemoSettings
 from tenzro_operator.demo_hosts import HostsSettings, run_demo_hosts
 from tenzro_operator.netns import family_namespaces, unavailable_reason
@@ -31,7 +31,10 @@ LAST = re.compile(r"bytes per trainer host per round \(measured on the link\): (
 def run(tmp_path_factory, monkeypatch_module):
     tmp = tmp_path_factory.mktemp("demo-hosts")
     out = io.StringIO()
-    monkeypatch_module.setattr(demo.console, "file", out)  # the printed summary, as a user sees it
+    # the printed summary, as a user sees it; a new console, since undoing a patch of the shared one's
+    # `file` would pin it to this worker's capture stream of the moment and blind later tests' capsys
+    for module in (demo, demo_hosts):
+        monkeypatch_module.setattr(module, "console", Console(file=out))
     s = DemoSettings(workdir=tmp / "work", out=tmp / "out", trainers=4, quorum=3, fragments=4, rounds=2,
                      inner_steps=8, batch_size=32, grace_window_ms=30_000, challenge_window_ms=15_000, timeout_s=600)
     summary = run_demo_hosts(s, HostsSettings(cut="trainer3", cut_rounds=(0, 1)))

@@ -263,6 +263,7 @@ class _RoundState:
     quorum_since: float | None = None
     closes: int = 0  # root flow: the commit phase's last second (chain time)
     settled: bool = False  # root flow: no forced submission can arrive any more (`_root_inputs_settled`)
+    challenged: bool = False  # the last collect sent an availability challenge (`ready` waits a step)
     t_start: float = field(default_factory=time.perf_counter)
     split: dict[str, float] = field(default_factory=lambda: {"fetch_s": 0.0, "validate_s": 0.0})
 
@@ -751,6 +752,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         checked again (`_rechallenge_answered`). After a reorg the round's submissions are
         read again from the chain and every report redone where it is missing."""
         rs = self._round
+        rs.challenged = False
         batch = self.cursor.poll()
         if batch.reorg_from is not None:  # the next step reads the run again and the round from its start
             log.warning("reorg from block %d: reading the open round and its submissions again from the chain",
@@ -981,6 +983,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 res = self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed,
                                                         chunk)
                 ev = res.event("AvailabilityChallenged")
+                rs.challenged = True
                 log.warning("challenged availability of %s trainer=%s fragment=%d (%s) until %d",
                             "the whole payload" if self.root_flow else "chunk 0", sub.trainer, sub.fragment,
                             sub.reason, ev["deadline"])
@@ -1040,6 +1043,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                         sub.trainer, sub.fragment, chunk)
             try:
                 self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed, chunk)
+                rs.challenged = True
             except ChainRevert as exc:  # a stale read (_STALE), or v3's bounds closed its challenges (_CLOSED)
                 if exc.error_name not in _STALE + _CLOSED:
                     raise
@@ -1147,9 +1151,15 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         """Time to finalize? (quorum + all in or straggler wait passed; or the deadline passed).
 
         Root flow: never inside the commit phase, and only after a step whose collect began once
-        no forced submission could arrive any more (`_root_inputs_settled`)."""
+        no forced submission could arrive any more (`_root_inputs_settled`) and no availability
+        challenge was pending: ``run``, read before the collect, shows none open and the collect
+        sent none. An answer mined after the collect read the chain makes a submission left out as
+        unavailable live again, and the registry, which then waits for no challenge, would take a
+        commit that omits it (an omission anyone proves; issue #23, found by the CI's timing)."""
         rs = self._round
         if self.root_flow and not self._root_inputs_settled(run):
+            return False
+        if self.root_flow and (run.open_challenges or rs.challenged):
             return False
         if self.chain_now() > run.round_deadline:
             self.nudge_devnet(run.round_deadline)
