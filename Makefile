@@ -85,7 +85,7 @@ demo-adversarial: deploy
 	$(BIN)/python -m tenzro_operator.demo_adversarial --rpc $(DEVNET_RPC) --ipfs $(IPFS_API)
 
 test: bootstrap
-	forge test
+	scripts/toolchain/forge test
 	# one compile before the workers, which then read its artifacts instead of racing to write them; --force:
 	# ape does not recompile an interface whose parent changed (ITrainingRegistryFull kept a stale ABI)
 	ape compile --force

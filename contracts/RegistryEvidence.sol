@@ -128,12 +128,6 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         _emitSubmitted(taskId, round, fragment, trainer, s);
     }
 
-    /// @inheritdoc ITrainingRegistryEvidence
-    function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed) {
-        Run storage run = _runIn(taskId, RunStatus.Training);
-        return (_commitDeadline(run), _rootOf(taskId).unrevealed);
-    }
-
     // ------------------------------------------------------------ weights availability (root flow)
 
     /// @inheritdoc ITrainingRegistryEvidence
@@ -422,10 +416,14 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         uint32 chunkIndex
     ) external nonReentrant {
         Run storage run = _openRunRound(taskId, round, fragment);
-        // none opens later than one window after the round's deadline: the last is settled by
-        // roundDeadline + 2 * challengeSeconds, so a chain of challenges cannot hold the commit
-        // back longer (PROTOCOL.md §4 "Bound of time")
-        uint64 lastOpen = run.roundDeadline + run.challengeSeconds;
+        // none opens later than one window after the later of the round's deadline and the
+        // syncer's election: the last is settled one window after that, so a chain of challenges
+        // cannot hold the commit back longer (PROTOCOL.md §4 "Bound of time"). A syncer elected
+        // after the deadline gets a window of its own: else a forced payload withheld past the
+        // round's window could be neither demanded nor left out by an honest successor
+        uint64 lastOpen = run.syncerElectedAt;
+        if (lastOpen < run.roundDeadline) lastOpen = run.roundDeadline;
+        lastOpen += run.challengeSeconds;
         if (block.timestamp > lastOpen) revert Registry__DeadlinePassed(taskId, round, lastOpen);
         Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
         _requireSigned(taskId, round, fragment, trainer, s);

@@ -293,6 +293,12 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @inheritdoc ITrainingRegistryRounds
+    function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed) {
+        Run storage run = _runIn(taskId, RunStatus.Training);
+        return (_commitDeadline(run), _rootOf(taskId).unrevealed);
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
     function claimed(bytes32 taskId, uint16 index) external view returns (bool) {
         return _claimedBits[taskId][index / CLAIM_BITS] & (uint256(1) << (index % CLAIM_BITS)) != 0;
     }

@@ -191,12 +191,6 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
         view
         returns (address token, uint256 minSyncerFeePerRound, uint256 minSyncerStake, uint32 syncerTimeout);
 
-    /// @notice The open round's commit phase: forced commitments until `closes` (seconds,
-    /// inclusive), reveals and an early commitRound after it; `unrevealed` commitments of the
-    /// round are not revealed yet. Reverts Registry__WrongStatus (not Training),
-    /// Registry__NotRootFlow.
-    function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed);
-
     /// @notice Root flow (PROTOCOL.md §4 "NormOutlier, root flow"; issue #23 attack 6): anyone
     /// proves the open round's live forced submission of `trainer` for `fragment` a norm outlier
     /// against a reference the round's submitters do not control: the median (CoordinateMedian,
@@ -243,9 +237,9 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// challenges a live submission of the open round to open chunk `chunkIndex` of its signed
     /// commitment within the task's challengeSeconds. Pulls challengeBond(taskId) atto-units from
     /// the caller (approve first). While it is pending the syncer may leave the submission out.
-    /// Only until roundDeadline + challengeSeconds (Registry__DeadlinePassed): the last one is
-    /// settled by roundDeadline + 2 * challengeSeconds, and the syncer's replacement clock waits
-    /// for it. `chunkIndex` 2^32 - 1 demands the whole payload (PROTOCOL.md §4 "Whole payload"):
+    /// Only until max(roundDeadline, the syncer's election) + challengeSeconds
+    /// (Registry__DeadlinePassed): the last one is settled one challengeSeconds later, and the
+    /// syncer's replacement clock waits for it. `chunkIndex` 2^32 - 1 demands the whole payload (PROTOCOL.md §4 "Whole payload"):
     /// once per submission, apart from the MAX_AVAILABILITY_CHALLENGES chunk challenges, and in
     /// place of a pending chunk challenge (whose bond goes back to its challenger).
     /// Reverts Registry__DeadlinePassed, Registry__ChallengePending (a chunk challenge while one is

@@ -336,4 +336,10 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
 
     /// @notice Whether trainer `index` has claimed.
     function claimed(bytes32 taskId, uint16 index) external view returns (bool);
+
+    /// @notice The open round's commit phase: forced commitments until `closes` (seconds,
+    /// inclusive), reveals and an early commitRound after it; `unrevealed` commitments of the
+    /// round are not revealed yet. Reverts Registry__WrongStatus (not Training),
+    /// Registry__NotRootFlow.
+    function commitPhase(bytes32 taskId) external view returns (uint64 closes, uint16 unrevealed);
 }

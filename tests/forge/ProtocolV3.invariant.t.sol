@@ -513,7 +513,7 @@ contract ProtocolV3Handler is TestBase {
         uint256 i = who % M;
         if (!_commitForced(id, i, _attackerVals(i, valSeed), publish || i == 0) || !revealNow) return;
         uint256 op = opening[id];
-        (uint64 closes,) = ev.commitPhase(id);
+        (uint64 closes,) = rf.commitPhase(id);
         if (block.timestamp <= closes) _advanceTo(closes + 1);
         if (opening[id] == op && _training(id)) _reveal(id, i);
     }
@@ -548,7 +548,7 @@ contract ProtocolV3Handler is TestBase {
         bytes32 id = _task(seed);
         if (!_training(id)) return;
         uint256 op = opening[id];
-        (uint64 closes,) = ev.commitPhase(id);
+        (uint64 closes,) = rf.commitPhase(id);
         if (block.timestamp <= closes) _advanceTo(closes + 1);
         if (opening[id] != op || !_training(id)) return; // the round moved on meanwhile
         _reveal(id, who % M);
@@ -814,7 +814,7 @@ contract ProtocolV3Handler is TestBase {
         bytes32 id = _task(seed);
         address s = reg.getRun(id).syncer;
         if (s != ATT1 && s != ATT2 || !_training(id)) return;
-        (uint64 closes,) = ev.commitPhase(id);
+        (uint64 closes,) = rf.commitPhase(id);
         if (block.timestamp <= closes) _advanceTo(closes + 1);
         if (!_training(id) || reg.getRun(id).syncer != s) return;
         _commit(id, s, lie % 5);
@@ -1263,7 +1263,7 @@ contract ProtocolV3Handler is TestBase {
         if (!found) return;
         Sub storage s = _subs[id][opening[id]][0];
         if (s.committed) {
-            (uint64 closes,) = ev.commitPhase(id);
+            (uint64 closes,) = rf.commitPhase(id);
             if (block.timestamp > closes) _reveal(id, 0);
         } else if (!s.exists) {
             _deliver(id, 0, honestVals());
@@ -1324,7 +1324,7 @@ contract ProtocolV3Handler is TestBase {
             } catch {}
         }
         if (blocked) return;
-        (uint64 closes, uint16 unrevealed) = ev.commitPhase(id);
+        (uint64 closes, uint16 unrevealed) = rf.commitPhase(id);
         if (block.timestamp <= closes) return;
         if (unrevealed != 0 && block.timestamp <= v.roundDeadline) return;
         _commit(id, HONEST, 0);
@@ -1931,6 +1931,39 @@ contract ProtocolV3InvariantFindingsTest is RegistryBase {
         (uint64 closes,) = rf.commitPhase(ID);
         vm.warp(closes + 1);
         _submitSigned(ID, 0, 0, sp);
+    }
+
+    /// FINDING, fixed (honest syncer lost its bond; the invariant campaign, seeds 7 and 9). None
+    /// opened later than roundDeadline + challengeSeconds, whoever the syncer. The elected syncer
+    /// stays silent while trainer 0's forced payload is withheld from everyone; a successor elected
+    /// once the silent one is replaceable (roundDeadline + syncerTimeout, past that window) could
+    /// neither demand the payload (Registry__DeadlinePassed) nor leave it out (an omission anyone
+    /// proves), so it was replaced in turn and lost its bond. A syncer elected after the deadline
+    /// now gets a window of its own, challengeSeconds from its election.
+    function test_aSyncerElectedAfterTheWindowCanStillDemandTheWholePayload() public {
+        (address silent, ITrainingRegistryTypes.SignedPayload memory sp) = _forced();
+        address successor = address(0x5d);
+        _registerSyncer(successor, MIN_SYNCER_STAKE);
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(ID);
+        vm.warp(v.roundDeadline + SYNCER_TIMEOUT + 1);
+        assertTrue(block.timestamp > v.roundDeadline + CHALLENGE_SECONDS, "elected after the round's window");
+        assertEq(_elect(ID), successor, "the silent syncer is replaced");
+        (uint256 stake,,,) = reg.syncerInfo(silent);
+        assertEq(stake, MIN_SYNCER_STAKE - reg.getRun(ID).syncerBond, "the silent one lost its bond");
+
+        vm.warp(block.timestamp + CHALLENGE_SECONDS); // the last second of the successor's window
+        _fund(successor, ev.challengeBond(ID));
+        vm.prank(successor);
+        ev.challengeAvailability(ID, 0, 0, trainers[0], sp, WHOLE);
+        vm.warp(block.timestamp + 1);
+        vm.prank(successor);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__DeadlinePassed.selector, ID, uint32(0), uint64(block.timestamp - 1)
+            )
+        );
+        ev.challengeAvailability(ID, 0, 0, trainers[0], sp, 0); // its window has an end too
+        _omitUnansweredAndSurvive(successor);
     }
 
     /// FINDING, fixed (same class, through time instead of the count; 2 of the 3 challenges sufficed).

@@ -185,7 +185,7 @@ contract RegistryHandler is TestBase {
         c.fragmentsRoot = keccak256(abi.encode("fragments", id, c.round));
         address caller = asStranger ? address(0xBAD) : v.syncer;
         // an early commit waits for the end of the round's commit phase
-        try ev.commitPhase(id) returns (uint64 closes, uint16) {
+        try ITrainingRegistryRounds(address(reg)).commitPhase(id) returns (uint64 closes, uint16) {
             if (block.timestamp <= closes) vm.warp(closes + 1);
         } catch {}
         vm.prank(caller);
@@ -331,7 +331,7 @@ contract RegistryHandler is TestBase {
         );
         vm.prank(trainers[i]);
         try ev.commitSubmission(id, v.currentRound, f, keccak256(abi.encode(sh, trainers[i]))) {} catch {}
-        try ev.commitPhase(id) returns (uint64 closes, uint16) {
+        try ITrainingRegistryRounds(address(reg)).commitPhase(id) returns (uint64 closes, uint16) {
             if (block.timestamp <= closes) vm.warp(closes + 1);
         } catch {}
     }

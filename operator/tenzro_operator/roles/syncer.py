@@ -128,7 +128,8 @@ _PROVE = {"NonFinite": SlashReason.NON_FINITE, "NormOutlier": SlashReason.NORM_O
 _CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
 # Reverts of a report or a new availability challenge that mean there is nothing (more) to do for
 # the submission: another report or challenge came first (a stale read), or protocol v3's bounds
-# closed it (PROTOCOL.md §4: challenges open until roundDeadline + challengeSeconds, at most
+# closed it (PROTOCOL.md §4: challenges open until max(roundDeadline, the syncer's election) +
+# challengeSeconds, at most
 # MAX_AVAILABILITY_CHALLENGES per submission).
 _STALE = ("Registry__NoSuchSubmission", "Registry__ChallengePending")
 _CLOSED = ("Registry__DeadlinePassed", "Registry__ChallengeLimit")
@@ -943,7 +944,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         for a non-finite value (the opened chunk) or a norm outlier (every signed sum of the
         fragment), else ``challengeAvailability`` of its first chunk. A submission the chain
         already shows rejected, or already challenged, counts as done; so does one the registry no
-        longer lets anyone act on (`Registry__DeadlinePassed`: past roundDeadline + challengeSeconds;
+        longer lets anyone act on (`Registry__DeadlinePassed`: past max(roundDeadline, the syncer's
+        election) + challengeSeconds;
         `Registry__ChallengeLimit`: its challenges are used up), logged.
 
         Raises:
