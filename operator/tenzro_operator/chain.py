@@ -1755,12 +1755,11 @@ class ChainClient:
 
     def challenge_availability(self, task_id: bytes, round: int, fragment: int, trainer: str,
                                payload: SignedPayload, chunk_index: int = 0) -> TxResult:
-        """``challengeAvailability`` (approves exactly ``challengeBond`` first): the trainer must open
-        chunk ``chunk_index`` of its signed commitment within the task's challengeSeconds."""
-        bond = int(self.call("challengeBond", _b32(task_id)))
-        self.ensure_allowance(bond)
-        return self.transact("challengeAvailability", _b32(task_id), int(round), int(fragment),
-                             to_checksum_address(trainer), payload.to_abi(), int(chunk_index))
+        """``challengeAvailability``, paying ``challengeBond`` (`spend_approved`: `InsufficientTokens`
+        before anything is sent when this account holds less): the trainer must open chunk
+        ``chunk_index`` of its signed commitment within the task's challengeSeconds."""
+        return self.spend_approved(self.challenge_bond(task_id), "challengeAvailability", _b32(task_id), int(round), int(fragment),
+                                   to_checksum_address(trainer), payload.to_abi(), int(chunk_index))
 
     def answer_availability(self, task_id: bytes, round: int, fragment: int, trainer: str,
                             opening: ChunkOpening) -> TxResult:
@@ -1885,7 +1884,7 @@ class ChainClient:
             ChainRevert: ``Registry__RoundNotCommitted``, ``Registry__ChallengeWindowClosed``,
                 ``Registry__BadFragment``, ``Registry__BadOpening``, ``Registry__ChallengePending``.
         """
-        bond = int(self.call("challengeBond", _b32(task_id)))
+        bond = self.challenge_bond(task_id)
         self.ensure_allowance(bond)
         return self.transact("challengeWeights", _b32(task_id), int(round), int(fragment), bool(momentum),
                              int(chunk_index))
@@ -2002,6 +2001,10 @@ class ChainClient:
     def burned(self) -> int:
         """Atto-units burned by slashing so far (kept by the registry for ever)."""
         return int(self.call("burned"))
+
+    def challenge_bond(self, task_id: bytes) -> int:
+        """``challengeBond``: the bond an availability challenge of the run pulls, atto-units."""
+        return int(self.call("challengeBond", _b32(task_id)))
 
     def challenge_bonds_held(self) -> int:
         """Bonds of pending availability challenges held by the registry, atto-units."""

@@ -200,10 +200,11 @@ def _syncer_stake(deployer: ChainClient, s: DemoSettings) -> int:
 
 
 def _fund(deployer: ChainClient, accounts: dict[str, str], s: DemoSettings) -> list[str]:
-    """ETH for gas (anvil funds only its first ten accounts) and TNZO for the pool and the stakes;
-    returns the addresses that were given ETH."""
+    """ETH for gas (anvil funds only its first ten accounts) and TNZO for the pool and the stakes,
+    and for a syncer half a bond more in its wallet (availability challenges' bonds, a tenth of
+    the run's bond each: a pool stake does not pay them); returns the addresses that were given ETH."""
     given_eth = devnet.fund_eth(s.rpc, list(accounts.values()), s.eth_per_account, funder=deployer.account)
-    need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": _syncer_stake(deployer, s)}
+    need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": _syncer_stake(deployer, s) + s.syncer_bond // 2}
     pending = []
     for role, addr in accounts.items():
         amount = need.get(role, s.stake)

@@ -1,11 +1,11 @@
 """``make demo-adversarial``: the demo's honest set-up on the root flow (contracts/PROTOCOL.md §5)
-plus four cheats, each caught, and the run sealed anyway with every honest party whole.
+plus five cheats, each caught, and the run sealed anyway with every honest party whole.
 
 Separate processes on the devnet, each with its own key and config (`tenzro_operator.demo`'s
 machinery): the sponsor posts a root-flow task with loss-improvement scoring (``score_min: 0``);
 syncer A, whose pool stake is exactly the run's bond, lies twice; stand-in syncer B; four honest
-trainers; a copycat trainer; a sign-flipping trainer; a watcher with a key. The cheats and what
-catches them:
+trainers; a copycat trainer; a sign-flipping trainer; a trainer that withholds its forced
+payloads; a watcher with a key. The cheats and what catches them:
 
 1. **false invalid report** (syncer A, round 0): A calls ``proveInvalid`` against an honest
    trainer's valid off-chain submission; the registry refuses it (there is no on-chain slot to
@@ -17,19 +17,26 @@ catches them:
 3. **copycat** (a trainer that re-signs every honest reveal as its own): its commitments come
    after the commit phase, so no syncer credits it: caught when its credits are 0;
 4. **sign flip** (a trainer that sends -delta): scored out by the syncer (its payload makes the
-   loss worse): caught when its credits are 0.
+   loss worse): caught when its credits are 0;
+5. **withheld forced payload** (issue #23 attack 5: a trainer forces every payload on-chain, puts
+   the bytes on no IPFS node and answers no challenge, so that the syncer must either aggregate a
+   payload it cannot read or leave out a live submission): the syncer demands each one whole
+   (``challengeAvailability``, chunk 2^32 - 1), the challenge lapses, ``expireAvailability``
+   slashes the trainer (reason Unavailable) and the submission is out of the round: caught when
+   its credits are 0, it was slashed for unavailability and no syncer was convicted of leaving it
+   out.
 
 The summary table shows per party the stake it put in, its reward, what it lost to slashes, its
-bounty; the run's tokens must balance exactly (in: pool, stakes, the syncers' pool stakes; out:
+bounty; no syncer but a lying one may lose its bond; the run's tokens must balance exactly (in: pool, stakes, the syncers' pool stakes; out:
 claims, refunds, fees, the rounding dust left to the sponsor, burned, bounty, the syncers' stakes
 left), every honest trainer must get its stake back and a reward, and the receipt must verify by
 replay. It ends with ``caught: <X> of <Y>`` and exits 1 unless X = Y and everything else holds.
 
-``cheats`` (``--cheat``, repeatable) runs a subset of the four (default: all): syncer A keeps only
-the selected faults (it is the elected syncer either way), the copycat and the sign flipper run
-only when selected (M = 4 honest + the selected cheating trainers), stand-in syncer B only with the
-wrong aggregate (nothing else rewinds a round); the watcher always watches. ``caught`` then covers
-the selected cheats, and every other check holds as for all four.
+``cheats`` (``--cheat``, repeatable) runs a subset of the five (default: all): syncer A keeps only
+the selected faults (it is the elected syncer either way), the cheating trainers run only when
+selected (M = 4 honest + the selected cheating trainers), stand-in syncer B only with the wrong
+aggregate (nothing else rewinds a round); the watcher always watches. ``caught`` then covers the
+selected cheats, and every other check holds as for all five.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import click
 from rich.table import Table
 
 from tenzro_operator import replay
-from tenzro_operator.chain import RunStatus
+from tenzro_operator.chain import ChunkOpening, RunStatus, SlashReason
 from tenzro_operator.demo import (
     DEMO_PASSWORD,
     REPO_ROOT,
@@ -79,10 +86,12 @@ ADVERSARIAL = DemoSettings(trainers=HONEST + 2, quorum=3, fragments=4, rounds=4,
                            syncer_bond=BOND, timeout_s=600.0, out=REPO_ROOT / "out" / "demo-adversarial")
 CHALLENGE_WINDOW_MS = 30_000  # a round stays provable this long after its commit; the seal waits it out
 # each cheat: syncer A's fault flag (the false report names the honest trainer at index 0), or the
-# cheating trainer's fault
+# cheating trainer's config (its fault and how it delivers)
 SYNCER_FAULTS = {"false invalid report": {"false_invalid_report": [0, 0, 0]},
                  "wrong aggregate": {"wrong_aggregate_at": [1, 0]}}
-TRAINER_FAULTS = {"copycat": {"kind": "copycat"}, "sign flip": {"kind": "sign_flip"}}
+TRAINER_FAULTS = {"copycat": {"fault": {"kind": "copycat"}}, "sign flip": {"fault": {"kind": "sign_flip"}},
+                  "withheld forced payload": {"fault": {"kind": "withhold"}, "force_onchain": True,
+                                              "publish_pubsub": False}}
 CHEATS = (*SYNCER_FAULTS, *TRAINER_FAULTS)
 
 
@@ -158,7 +167,7 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL, cheats: Collection[str] = CHE
         _wait(lambda: sponsor.get_run(task_id).enrolled_count >= HONEST, 300, "the honest trainers to enroll", procs)
         for i in range(HONEST, s.trainers):
             procs.append(spawn(f"trainer-{i}", "tenzro_operator.trainer_cli",
-                               trainer(i, fault=TRAINER_FAULTS[kinds[f"trainer-{i}"]])))
+                               trainer(i, **TRAINER_FAULTS[kinds[f"trainer-{i}"]])))
         _wait(lambda: sponsor.get_run(task_id).syncer == addr["syncer-a"], 300, "syncer A to be elected", procs)
         if "syncer-b" in syncers:
             procs.append(spawn("syncer-b", "tenzro_operator.syncer_cli", syncer("syncer-b")))
@@ -224,16 +233,26 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
     refunds = {e["args"]["account"].lower(): int(e["args"]["stakeRefund"]) for e in ev("PayoutCredited")}
     proofs = ev("RoundProvenWrong")
     slashed = {e["args"]["syncer"].lower(): int(e["args"]["slashed"]) for e in proofs}
-    bounty = sum(int(e["args"]["bounty"]) for e in proofs)
+    bounty: dict[str, int] = {}  # per prover: of a wrong round, or of a trainer's slash (the expiry's challenger)
+    for e in proofs + ev("InvalidProven"):
+        bounty[e["args"]["prover"].lower()] = bounty.get(e["args"]["prover"].lower(), 0) + int(e["args"]["bounty"])
     claimable = int(ev("RootRunSealed")[0]["args"]["claimable"])
     a_log = (work / "logs" / "syncer-a.log").read_text(errors="replace")
     credits_of = {kinds.get(role_of.get(t, ""), "?"): credits[i] for i, t in enumerate(trainers)}  # cheaters: one each
+    address_of = {kinds.get(role_of.get(t, ""), "?"): t for t in trainers}
+    withheld = address_of.get("withheld forced payload")
+    demanded = {(int(e["args"]["round"]), int(e["args"]["fragment"])) for e in ev("AvailabilityChallenged")
+                if e["args"]["trainer"].lower() == withheld and int(e["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD}
+    lapsed = {(int(e["args"]["round"]), int(e["args"]["fragment"])) for e in ev("TrainerSlashed")
+              if e["args"]["trainer"].lower() == withheld and int(e["args"]["reason"]) == SlashReason.UNAVAILABLE}
     caught = {
         "false invalid report": "FAULT INJECTION: reporting trainer" in a_log and not ev("InvalidProven")
         and not ev("TrainerSlashed"),
         "wrong aggregate": [e["args"]["syncer"].lower() for e in proofs] == [addr["syncer-a"].lower()],
         **{c: credits_of.get(c) == 0 for c in TRAINER_FAULTS},
     }
+    # and it was demanded whole and slashed for each payload it withheld (no syncer convicted: below)
+    caught["withheld forced payload"] &= bool(demanded) and demanded <= lapsed
     caught = {c: caught[c] for c in cheats}
     # per party: stake in, reward, slashed, bounty (atto-units)
     rows = [("sponsor", "sponsor", s.reward_pool, claimable - sum(claims.values()), 0, 0)]
@@ -245,11 +264,11 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
     for r in syncers:  # fees earned: claimed, or still owed (A's for the round it committed honestly)
         a = addr[r].lower()
         fee = chain.syncer_fee_of(task_id, addr[r]) + fees_claimed.get(a, 0)
-        rows.append((r, syncer_kind[r], s.syncer_bond, fee, slashed.get(a, 0), 0))
+        rows.append((r, syncer_kind[r], s.syncer_bond, fee, slashed.get(a, 0), bounty.get(a, 0)))
     for i, t in enumerate(trainers):
         role = role_of.get(t, t)
         rows.append((role, kinds.get(role, "?"), s.stake, claims.get(t, 0), s.stake - refunds.get(t, 0), 0))
-    rows.append(("watcher", "watcher", 0, 0, 0, bounty))
+    rows.append(("watcher", "watcher", 0, 0, 0, bounty.get(addr["watcher"].lower(), 0)))
     table = Table(title="parties (TNZO, exact in atto-units)")
     for col in ("party", "kind", "stake in", "reward / fee", "slashed", "bounty"):
         table.add_column(col, justify="left" if col in ("party", "kind") else "right")
@@ -262,10 +281,12 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
     tokens_in, tokens_out, burned = acct["in"], acct["out"], acct["burned"]
     honest_whole = all(refunds.get(t, 0) == s.stake and claims.get(t, 0) > 0
                        for t in trainers if kinds.get(role_of.get(t, ""), "") == "honest")
+    liar = addr["syncer-a"].lower() if "wrong aggregate" in cheats else None
+    honest_whole &= all(a == liar for a in slashed)  # an honest syncer keeps its bond
     report = replay.verify_receipt(chain, ipfs, task_id)
     console.print(f"tokens: in {tokens_in} atto {'==' if tokens_in == tokens_out else '!='} out {tokens_out} atto "
                   f"(claims, dust left to the sponsor, refunds, fees, burned {format_tokens(burned)}, bounty, the "
-                  f"syncers' stakes left); honest trainers whole: {honest_whole}; receipt verified by replay: "
+                  f"syncers' stakes left); honest parties whole: {honest_whole}; receipt verified by replay: "
                   f"{report.ok} (verifier 0x…1008: {report.verifier_ok})")
     for name, ok in caught.items():
         console.print(f"  {'[green]caught[/]' if ok else '[red]NOT caught[/]'}: {name}")
@@ -290,7 +311,7 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
 @click.option("--deployments", type=click.Path(path_type=Path), default=DemoSettings.deployments, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=ADVERSARIAL.out, show_default=True)
 @click.option("--cheat", "cheats", multiple=True, type=click.Choice(CHEATS),
-              help="run only this cheat (repeatable; default: all four)")
+              help="run only this cheat (repeatable; default: all five)")
 def main(rpc: str, ipfs: str, deployments: Path, out: Path, cheats: tuple[str, ...]) -> None:
     """Run the adversarial scenario on the devnet (`make deploy` first)."""
     try:

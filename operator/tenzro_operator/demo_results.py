@@ -109,7 +109,9 @@ def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str
     stake refunds (``PayoutCredited``), the dust left to the sponsor (v1: credited at the seal;
     root flow: also what no claim took, the floor remainder the sponsor sweeps after the claim
     period), the syncer fees the run accrued (``syncerFeesAccrued``), the stake burned by slashes
-    (``StakeBurned``), the provers' bounties (``RoundProvenWrong``; none in an honest run) and the
+    (``StakeBurned``), the provers' bounties (``RoundProvenWrong`` against a syncer,
+    ``InvalidProven`` against a trainer, an expired availability challenge included; none in an
+    honest run) and the
     pool stake the run's ``syncers`` (addresses; ``syncer_stake_in``: theirs before the run, in
     total) still have registered. ``conserved`` is ``in == out``.
     """
@@ -129,7 +131,7 @@ def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str
         "refunds": sum(p["args"]["stakeRefund"] for p in payouts),
         "syncer_fees": run.syncer_fees_accrued,
         "burned": sum(b["args"]["amount"] for b in ev("StakeBurned")),
-        "bounties": sum(int(p["args"]["bounty"]) for p in ev("RoundProvenWrong")),
+        "bounties": sum(int(p["args"]["bounty"]) for p in ev("RoundProvenWrong") + ev("InvalidProven")),
         "syncer_stake_out": sum(chain.syncer_info(s).stake for s in syncers),
     }
     a["in"] = a["pool"] + a["stakes"] + a["syncer_stake_in"]

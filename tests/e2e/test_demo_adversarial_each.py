@@ -1,5 +1,5 @@
 """``make demo-adversarial`` (`tenzro_operator.demo_adversarial`), each syncer cheat alone and the
-two trainer cheats without a lying syncer (``cheats=[...]``), on a devnet of their own at the
+three trainer cheats without a lying syncer (``cheats=[...]``), on a devnet of their own at the
 smallest scale that still exercises them: the cheaters' loss and the honest parties' balances read
 from the chain's events. All cheats together: test_demo_adversarial.py."""
 
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from tenzro_operator.chain import ChainClient
+from tenzro_operator.chain import ChainClient, SlashReason
 from tenzro_operator.demo_adversarial import ADVERSARIAL, TRAINER_FAULTS, run_adversarial
 from tenzro_operator.root_flow import committed_rounds, cumulative_credits
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 # the wrong aggregate is committed in round 1, the other cheats cheat in round 0. The trainer
 # cheats share a run: each is caught by the syncer's own checks of its payloads (no watcher, no
 # proof), and a run each cost 90-140 s on the CI machine.
-GROUPS = [("false invalid report",), ("wrong aggregate",), ("copycat", "sign flip")]
+GROUPS = [("false invalid report",), ("wrong aggregate",), ("copycat", "sign flip", "withheld forced payload")]
 
 
 @pytest.mark.parametrize("cheats", GROUPS, ids=[" + ".join(g) for g in GROUPS])
@@ -57,9 +57,20 @@ def test_each_cheat_costs_its_cheater_and_leaves_the_honest_whole(deployed, tmp_
     assert claimable + run.syncer_fees_accrued == s.reward_pool
     dust = claimable - sum(claims.values())
     assert 0 <= dust < len(claims) and run.reward_pool_left == dust == int(parties["sponsor"]["reward"])
-    # no trainer is slashed by any cheat; only the wrong aggregate is proven against a syncer
-    assert not ev("TrainerSlashed") and not ev("InvalidProven")
-    assert sum(refunds.get(t, 0) for t in trainers) == s.stake * len(trainers)
+    # the withholder alone is slashed: each of its payloads, demanded whole, lapsed (reason
+    # Unavailable); no other cheat slashes a trainer; only the wrong aggregate is proven against a syncer
+    withholder = address(f"trainer-{4 + cheaters.index('withheld forced payload')}") \
+        if "withheld forced payload" in cheats else None
+    slashes = ev("TrainerSlashed")
+    lost = {t: sum(int(e["args"]["amount"]) for e in slashes if e["args"]["trainer"].lower() == t) for t in trainers}
+    assert {e["args"]["trainer"].lower() for e in slashes} == ({withholder} if withholder else set())
+    assert all(int(e["args"]["reason"]) == SlashReason.UNAVAILABLE for e in slashes)
+    assert [(e["args"]["trainer"].lower(), e["args"]["prover"].lower()) for e in ev("InvalidProven")] == [
+        (withholder, address("syncer-a"))] * len(slashes)  # expired: the challenger (the syncer) gets the bounty
+    if withholder:
+        assert sorted((int(e["args"]["round"]), int(e["args"]["fragment"])) for e in slashes) == [
+            (r, f) for r in range(run.max_rounds) for f in range(s.fragments)]
+    assert all(refunds.get(t, 0) == s.stake - lost[t] for t in trainers)
     proofs = ev("RoundProvenWrong")
     if "wrong aggregate" in cheats:
         (p,) = proofs
@@ -76,4 +87,5 @@ def test_each_cheat_costs_its_cheater_and_leaves_the_honest_whole(deployed, tmp_
     for i, kind in enumerate(cheaters, start=4):
         cheater = address(f"trainer-{i}")
         assert parties[f"trainer-{i}"]["kind"] == kind and cheater in trainers
-        assert credits[trainers.index(cheater)] == 0 and cheater not in claims and refunds[cheater] == s.stake
+        assert credits[trainers.index(cheater)] == 0 and cheater not in claims
+        assert (lost[cheater] > 0) == (kind == "withheld forced payload")

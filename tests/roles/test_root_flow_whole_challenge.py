@@ -14,9 +14,9 @@ import threading
 import time
 
 import pytest
-from roles_stack import TRAINERS, events, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import SYNCER, TRAINERS, events, fail_first_fetch, post_small_task, syncer_daemon, trainer_daemon
 from tenzro_operator.chain import ChunkOpening, RunStatus, SlashReason
-from tenzro_operator.errors import IpfsNotFound
+from tenzro_operator.errors import InsufficientTokens, IpfsNotFound
 from tenzro_operator.root_check import RootRoundChecker
 from tenzro_operator.root_flow import committed_rounds
 
@@ -121,6 +121,89 @@ def test_a_withheld_non_finite_payload_answered_whole_is_proven_invalid_from_the
         (0, SlashReason.NON_FINITE), (1, SlashReason.NON_FINITE)]
     assert {e["args"]["trainer"] for e in proven} == {liar}
     assert client.submissions_of(tid, 0, liar)[1] == 0b11  # both rejected: leaving them out is no omission
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED and events(client, tid, "RoundProvenWrong") == []
+    committed = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]
+    assert int(committed["acceptedBitmaps"][client.trainers_of(tid).index(liar)]) == 0
+
+
+@pytest.mark.slow
+def test_a_syncer_that_cannot_pay_the_bond_holds_the_commit_until_it_can(dev, runner, tmp_path):
+    """The demand turned against the syncer: its pool stake took all its TNZO, so the
+    whole-payload challenge's bond cannot be paid. Before, the refused transfer counted as a failed
+    step, and five in a row halted the daemon (the run then replaced it and burned its bond);
+    committing without the challenge would have omitted a live submission. Now nothing is sent
+    (`InsufficientTokens` before the approve), the error says what to fund, and the round's commit
+    waits for the report: once the wallet is funded the challenge goes out, is answered whole, the
+    payload is credited and nobody is slashed."""
+    tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=30_000,
+                          challenge_window_ms=20_000, flow="root")
+    client = dev.client()
+    forced = dev.client(TRAINERS[0]).address
+    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
+    fail_first_fetch(sync, client, tid, forced, always=True)
+    refused = threading.Event()
+    challenge = sync.chain.challenge_availability
+
+    def challenge_noting_refusals(*args, **kw):
+        try:
+            return challenge(*args, **kw)
+        except InsufficientTokens:
+            refused.set()
+            raise
+
+    sync.chain.challenge_availability = challenge_noting_refusals
+    sync.ensure_registered()  # its pool stake first, then an empty wallet
+    wallet, deployer = dev.client(SYNCER), dev.client(0)
+    wallet.transfer_tokens(deployer.address, wallet.token_balance())
+    runner.start("syncer", sync)
+    runner.start("forced", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
+                                          publish_pubsub=False))
+    runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    assert refused.wait(120), "the syncer never tried to challenge"
+    time.sleep(3)  # a few more polls with the report outstanding: no commit, no halt
+    assert events(client, tid, "RoundCommitted") == [] and events(client, tid, "AvailabilityChallenged") == []
+    deployer.mint(wallet.address, client.challenge_bond(tid))  # exactly one bond
+    codes = runner.join(300)
+    assert codes == {"syncer": 0, "forced": 0, "other": 0}
+    (ch,) = events(client, tid, "AvailabilityChallenged")
+    assert ch["args"]["challenger"] == wallet.address and int(ch["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD
+    assert len(events(client, tid, "AvailabilityAnswered")) == 1
+    assert client.get_run(tid).status == RunStatus.SEALED
+    assert events(client, tid, "TrainerSlashed") == [] and events(client, tid, "RoundProvenWrong") == []
+    committed = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]
+    assert int(committed["acceptedBitmaps"][client.trainers_of(tid).index(forced)]) == 0b11
+
+
+@pytest.mark.slow
+def test_a_payload_withheld_from_every_node_and_never_answered_lapses_and_the_round_commits(dev, runner, tmp_path):
+    """Issue #23 attack 5 with nothing given: trainer 0 forces both payloads on-chain, puts their
+    bytes on no IPFS node (``withhold``: the CIDs are computed, not added) and answers no challenge.
+    The syncer demands each whole; nobody answers, so the registry holds the round's commit. Before,
+    no daemon expired a lapsed challenge during a round (only the v1 seal did): the syncer waited
+    until it was replaced, and its bond burned. Now it expires them once their window has passed:
+    trainer 0 is slashed for each (reason Unavailable, the bounty to the syncer), the round commits
+    without it, nothing is proven against the syncer, the run seals."""
+    tid = post_small_task(dev, trainers=2, quorum=1, fragments=2, rounds=1, grace_window_ms=30_000,
+                          challenge_window_ms=20_000, flow="root")
+    client = dev.client()
+    liar = dev.client(TRAINERS[0]).address
+    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
+    runner.start("syncer", sync)
+    runner.start("withholder", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
+                                              publish_pubsub=False, fault={"kind": "withhold"}))
+    runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    codes = runner.join(300)
+    assert (codes["syncer"], codes["other"]) == (0, 0), codes
+    demanded = events(client, tid, "AvailabilityChallenged")
+    assert sorted(int(e["args"]["fragment"]) for e in demanded) == [0, 1]
+    assert all(e["args"]["trainer"] == liar and int(e["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD
+               for e in demanded)
+    assert events(client, tid, "AvailabilityAnswered") == []
+    lapsed = events(client, tid, "InvalidProven")
+    assert sorted((int(e["args"]["fragment"]), int(e["args"]["reason"])) for e in lapsed) == [
+        (0, SlashReason.UNAVAILABLE), (1, SlashReason.UNAVAILABLE)]
+    assert {e["args"]["prover"] for e in lapsed} == {sync.chain.address}
     run = client.get_run(tid)
     assert run.status == RunStatus.SEALED and events(client, tid, "RoundProvenWrong") == []
     committed = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]

@@ -64,6 +64,10 @@ class ChallengeAnswerer:
         """A challenge against this trainer's submission of (round, fragment) was read."""
         self._open.add((round_, fragment))
 
+    def forget(self, round_: int, fragment: int) -> None:
+        """Stop answering the challenge of (round, fragment) (a noted one that will not be answered)."""
+        self._open.discard((round_, fragment))
+
     def poll(self) -> int:
         """Answer every noted challenge still pending. Returns the number answered in this call. A
         payload this trainer can no longer produce (lost from IPFS, or not the vector it committed

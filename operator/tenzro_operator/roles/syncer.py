@@ -87,6 +87,7 @@ from tenzro_operator.errors import (
     IpfsIntegrityError,
     IpfsNotFound,
     IpfsUnavailable,
+    InsufficientTokens,
     TenzroError,
 )
 from tenzro_operator.events import EventCursor
@@ -107,6 +108,7 @@ from tenzro_operator.transcript import (
     RoundTranscript,
     Submission,
 )
+from tenzro_operator.units import format_tokens
 from tenzro_operator.whole_answer import answered_vector
 from tenzro_trainer.aggregation import build_rule, trainer_key, validate_payload
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
@@ -239,6 +241,7 @@ class _Sub:
     challenges: int = 0  # availability challenges after the first (one more per answered one)
     closed: str = ""  # the revert that ended its challenges (_CLOSED): not challenged again
     unprovable: bool = False  # root flow: a norm outlier the registry would not convict (accepted instead)
+    unpaid: bool = False  # a challenge's bond this account could not pay (logged once; tried every poll)
 
     @property
     def cid(self) -> str:
@@ -265,6 +268,7 @@ class _RoundState:
     closes: int = 0  # root flow: the commit phase's last second (chain time)
     settled: bool = False  # root flow: no forced submission can arrive any more (`_root_inputs_settled`)
     challenged: bool = False  # the last collect sent an availability challenge (`ready` waits a step)
+    first_block: int = 0  # the first block that can hold an event of this round's opening
     t_start: float = field(default_factory=time.perf_counter)
     split: dict[str, float] = field(default_factory=lambda: {"fetch_s": 0.0, "validate_s": 0.0})
 
@@ -566,6 +570,12 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         log.info("task %s: rule %r, outer %s, K=%d of M=%d, F=%d, %d rounds", self.spec.task_id, self.rule,
                  self.outer_cfg, self.spec.quorum, self.spec.trainer_count, len(self.runtime.fragments),
                  self.spec.max_rounds)
+        bond, have = self.chain.challenge_bond(self.task_id), self.chain.token_balance()
+        if have < bond:
+            log.warning("this account holds %s outside its pool stake; an availability challenge of this run costs "
+                        "a bond of %s (back when answered or expired): fund it, or a forced payload this syncer "
+                        "cannot fetch holds the round's commit until it can", format_tokens(have),
+                        format_tokens(bond))
 
     def maybe_close_enrollment(self, run: RunView) -> str | None:
         """After the run's enrollment deadline, open round 0 or cancel a run short of K
@@ -720,6 +730,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self.collect(run)
         if self._round is None:  # a reorg: read the run again first
             return "next"
+        if self.root_flow:
+            self.expire_lapsed(run)
         if self.ready(run):
             if self.finalize(run):
                 if self.opt("exit_after_rounds", None) and self.finalized_here >= self.opt("exit_after_rounds", None):
@@ -740,6 +752,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             self._commitments = {k: c for k, c in self._commitments.items() if k[0] >= run.current_round}
         self.metrics.round.labels(task=task_label(self.task_id)).set(run.current_round)
         start = max(self._run_start, self.chain.first_block_at(run.round_opened_at))
+        self._round.first_block = start
         log.info("round %d: reading submissions from block %d", run.current_round, start)
         if self.cursor.next_block > start:
             self.cursor.rewind(start)
@@ -989,6 +1002,12 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 log.warning("challenged availability of %s trainer=%s fragment=%d (%s) until %d",
                             "the whole payload" if self.root_flow else "chunk 0", sub.trainer, sub.fragment,
                             sub.reason, ev["deadline"])
+        except InsufficientTokens as exc:  # the bond: nothing sent; reported again on the next poll
+            (log.debug if sub.unpaid else log.error)(
+                "trainer=%s fragment=%d (%s): cannot pay the availability challenge's bond, the round's commit "
+                "waits for it: %s", sub.trainer, sub.fragment, sub.reason, exc)
+            sub.unpaid = True
+            return
         except ChainRevert as exc:
             if sub.reason == "NormOutlier" and self.root_flow and exc.error_name not in _STALE:
                 # not convicted: the submission stays live, so it must be aggregated (finalize screens again)
@@ -1161,8 +1180,9 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         rs = self._round
         if self.root_flow and not self._root_inputs_settled(run):
             return False
-        if self.root_flow and (run.open_challenges or rs.challenged):
-            return False
+        if self.root_flow and (run.open_challenges or rs.challenged or any(
+                s.reason not in (None, "NormOutlier") and not (s.reported or s.offchain) for s in rs.subs.values())):
+            return False  # a report still to make (a bond it could not pay, a refused transaction) holds it too
         if self.chain_now() > run.round_deadline:
             self.nudge_devnet(run.round_deadline)
             return True
@@ -1396,6 +1416,40 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             flat[0] += 1.0
         log.warning("FAULT INJECTION: round %d fragment %d: weight %s[0] committed as %.6g instead of the aggregate's "
                     "%.6g", r, spec[1], outer.names[0], float(flat[0]), before)
+
+    def expire_lapsed(self, run: RunView) -> None:
+        """Root flow: expire each availability challenge of the open round whose answer window
+        has passed (``expireAvailability``, anyone's to send: the submission is rejected, its
+        trainer slashed, the bond and the bounty go to the challenger). The registry takes no commit
+        while one is pending, so one left unanswered, this syncer's whole-payload demand of a
+        withheld payload or a sybil's, would hold the round until this syncer is replaced; the
+        commit waits a step after it (``run`` showed it open).
+
+        Raises:
+            ChainRevert: a refusal other than a challenge already closed.
+        """
+        if not run.open_challenges:
+            return
+        rs = self._round
+        for ev in self.chain.get_logs(rs.first_block, self.chain.block_number(), ["AvailabilityChallenged"],
+                                      task_id=self.task_id):
+            a = ev["args"]
+            r, f, trainer = int(a["round"]), int(a["fragment"]), a["trainer"]
+            if r != rs.round or self.chain_now() <= int(a["deadline"]):
+                continue
+            pending = self.chain.availability_challenge(self.task_id, r, f, trainer)
+            deadline = int(pending["deadline"])
+            if str(pending["challenger"]).lower() == ZERO_ADDRESS or self.chain_now() <= deadline:
+                continue  # answered or expired already, or a later challenge took its place
+            self.nudge_devnet(deadline)
+            try:
+                res = self.chain.expire_availability(self.task_id, r, f, trainer)
+            except ChainRevert as exc:
+                if exc.error_name not in ("Registry__NoChallenge", "Registry__ChallengeDeadline"):
+                    raise
+                continue
+            log.warning("availability challenge unanswered: trainer=%s round=%d fragment=%d expired, slashed %d atto",
+                        trainer, r, f, res.event("InvalidProven")["slashed"])
 
     def settle_challenges(self) -> None:
         """Before the seal: every availability challenge of the run still pending is waited out

@@ -57,6 +57,7 @@ from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
 from tenzro_operator.events import EventCursor
+from tenzro_operator.ipfs import kubo_cid
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics, task_label
 from tenzro_operator.payload_encoder import PayloadEncoder
@@ -81,7 +82,7 @@ log = logging.getLogger("tenzro.trainer")
 # Fragments encoded and pinned at once (IPFS adds are I/O-bound; transactions still go out in order).
 PIN_WORKERS = 4
 
-FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "copycat"]
+FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "copycat", "withhold"]
 
 
 class FaultSettings(BaseModel):
@@ -90,7 +91,10 @@ class FaultSettings(BaseModel):
     Attributes:
         kind: ``nan`` (every value NaN), ``wrong_hash`` (payloadHash of other bytes),
             ``scale100`` (delta x 100), ``sign_flip`` (-delta); ``copycat`` (root flow only: trains
-            nothing, re-signs every other trainer's reveal as its own, `RootTrainerMixin.copy_round`).
+            nothing, re-signs every other trainer's reveal as its own, `RootTrainerMixin.copy_round`);
+            ``withhold`` (its payload's CID is computed, the bytes go to no IPFS node, and no
+            availability challenge of it is answered: with ``force_onchain`` and ``publish_pubsub:
+            false``, the withheld forced payload of issue #23 attack 5).
         rounds: rounds to misbehave in (None = every round).
         fragments: fragments to misbehave on (None = every fragment).
     """
@@ -441,8 +445,15 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         self.events.save()
 
     def answer_challenges(self) -> None:
-        """Read new events, answer every availability challenge against this trainer still open."""
+        """Read new events, answer every availability challenge against this trainer still open
+        (a ``withhold`` fault answers none of its withheld payloads')."""
         self.poll_events()
+        if self.fault is not None and self.fault.kind == "withhold":
+            for r, f in self.challenges.open:
+                if self.fault.applies(r, f):
+                    log.warning("FAULT INJECTION: not answering the availability challenge of round %d fragment %d "
+                                "(payload withheld)", r, f)
+                    self.challenges.forget(r, f)
         try:
             self.challenges.poll()
         finally:
@@ -600,7 +611,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                 blob, flat = self.encoder.encode(r, f, delta, meta)
             digest = hashlib.sha256(blob + b"\x00" if fault == "wrong_hash" else blob).digest()
             root, sumsq = ChunkTree(flat).root  # the commitment it signs (PROTOCOL.md §2): the decoded vector
-            return f, SignedPayload(root, sumsq, self.ipfs.add(blob), digest), fault, len(blob)
+            cid = kubo_cid(blob) if fault == "withhold" else self.ipfs.add(blob)
+            return f, SignedPayload(root, sumsq, cid, digest), fault, len(blob)
 
         with ThreadPoolExecutor(max_workers=PIN_WORKERS, thread_name_prefix="pin") as pool:
             pinned = pool.map(pin, todo)
