@@ -1,11 +1,11 @@
 """``make demo-adversarial``: the demo's honest set-up on the root flow (contracts/PROTOCOL.md §5)
-plus five cheats, each caught, and the run sealed anyway with every honest party whole.
+plus six cheats, each caught, and the run sealed anyway with every honest party whole.
 
 Separate processes on the devnet, each with its own key and config (`tenzro_operator.demo`'s
 machinery): the sponsor posts a root-flow task with loss-improvement scoring (``score_min: 0``);
 syncer A, whose pool stake is exactly the run's bond, lies twice; stand-in syncer B; four honest
 trainers; a copycat trainer; a sign-flipping trainer; a trainer that withholds its forced
-payloads; a watcher with a key. The cheats and what catches them:
+payloads; a trainer that loops availability challenges; a watcher with a key. The cheats and what catches them:
 
 1. **false invalid report** (syncer A, round 0): A calls ``proveInvalid`` against an honest
    trainer's valid off-chain submission; the registry refuses it (there is no on-chain slot to
@@ -24,7 +24,13 @@ payloads; a watcher with a key. The cheats and what catches them:
    (``challengeAvailability``, chunk 2^32 - 1), the challenge lapses, ``expireAvailability``
    slashes the trainer (reason Unavailable) and the submission is out of the round: caught when
    its credits are 0, it was slashed for unavailability and no syncer was convicted of leaving it
-   out.
+   out;
+6. **availability loop** (issue #23 attack 1: a trainer forces its payloads, publicly fetchable,
+   challenges chunk after chunk of its own submissions and answers each at the last seconds, to hold
+   every round's commit back for ever and get each syncer replaced): the registry refuses the loop
+   at its bounds (three chunk challenges a submission, none after the round's window): caught when
+   the registry refused it, every one of its challenges was answered (its bonds came back to
+   itself: the loop earned nothing) and no syncer was replaced for it.
 
 The summary table shows per party the stake it put in, its reward, what it lost to slashes, its
 bounty; no syncer but a lying one may lose its bond; the run's tokens must balance exactly (in: pool, stakes, the syncers' pool stakes; out:
@@ -32,11 +38,11 @@ claims, refunds, fees, the rounding dust left to the sponsor, burned, bounty, th
 left), every honest trainer must get its stake back and a reward, and the receipt must verify by
 replay. It ends with ``caught: <X> of <Y>`` and exits 1 unless X = Y and everything else holds.
 
-``cheats`` (``--cheat``, repeatable) runs a subset of the five (default: all): syncer A keeps only
+``cheats`` (``--cheat``, repeatable) runs a subset of the six (default: all): syncer A keeps only
 the selected faults (it is the elected syncer either way), the cheating trainers run only when
 selected (M = 4 honest + the selected cheating trainers), stand-in syncer B only with the wrong
 aggregate (nothing else rewinds a round); the watcher always watches. ``caught`` then covers the
-selected cheats, and every other check holds as for all five.
+selected cheats, and every other check holds as for all six.
 """
 
 from __future__ import annotations
@@ -91,7 +97,10 @@ SYNCER_FAULTS = {"false invalid report": {"false_invalid_report": [0, 0, 0]},
                  "wrong aggregate": {"wrong_aggregate_at": [1, 0]}}
 TRAINER_FAULTS = {"copycat": {"fault": {"kind": "copycat"}}, "sign flip": {"fault": {"kind": "sign_flip"}},
                   "withheld forced payload": {"fault": {"kind": "withhold"}, "force_onchain": True,
-                                              "publish_pubsub": False}}
+                                              "publish_pubsub": False},
+                  "availability loop": {"fault": {"kind": "challenge_loop"}, "force_onchain": True,
+                                        "publish_pubsub": False}}
+LOOP_BONDS = 12  # challenge bonds the looping trainer holds (at most 3 a submission; its answers credit them back)
 CHEATS = (*SYNCER_FAULTS, *TRAINER_FAULTS)
 
 
@@ -166,6 +175,9 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL, cheats: Collection[str] = CHE
         # the honest trainers hold indices 0..3 (the false report names index 0), then the cheaters
         _wait(lambda: sponsor.get_run(task_id).enrolled_count >= HONEST, 300, "the honest trainers to enroll", procs)
         for i in range(HONEST, s.trainers):
+            if kinds[f"trainer-{i}"] == "availability loop":  # its own challenges' bonds
+                deployer.wait(deployer.send("mint", addr[f"trainer-{i}"], LOOP_BONDS * s.syncer_bond // 10,
+                                            contract="TenzroToken"))
             procs.append(spawn(f"trainer-{i}", "tenzro_operator.trainer_cli",
                                trainer(i, **TRAINER_FAULTS[kinds[f"trainer-{i}"]])))
         _wait(lambda: sponsor.get_run(task_id).syncer == addr["syncer-a"], 300, "syncer A to be elected", procs)
@@ -245,14 +257,23 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
                 if e["args"]["trainer"].lower() == withheld and int(e["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD}
     lapsed = {(int(e["args"]["round"]), int(e["args"]["fragment"])) for e in ev("TrainerSlashed")
               if e["args"]["trainer"].lower() == withheld and int(e["args"]["reason"]) == SlashReason.UNAVAILABLE}
+    honest = {t for t in trainers if kinds.get(role_of.get(t, ""), "") == "honest"}
     caught = {
-        "false invalid report": "FAULT INJECTION: reporting trainer" in a_log and not ev("InvalidProven")
-        and not ev("TrainerSlashed"),
+        "false invalid report": "FAULT INJECTION: reporting trainer" in a_log
+        and not any(e["args"]["trainer"].lower() in honest for e in ev("InvalidProven") + ev("TrainerSlashed")),
         "wrong aggregate": [e["args"]["syncer"].lower() for e in proofs] == [addr["syncer-a"].lower()],
-        **{c: credits_of.get(c) == 0 for c in TRAINER_FAULTS},
+        **{c: credits_of.get(c) == 0 for c in TRAINER_FAULTS},  # the looper's, below: it trains honestly
     }
     # and it was demanded whole and slashed for each payload it withheld (no syncer convicted: below)
     caught["withheld forced payload"] &= bool(demanded) and demanded <= lapsed
+    looper = address_of.get("availability loop")
+    loop_log = (work / "logs" / f"{role_of.get(looper, '-')}.log")
+    loops = [e for e in ev("AvailabilityChallenged") if e["args"]["trainer"].lower() == looper]
+    caught["availability loop"] = bool(loops) and loop_log.exists() \
+        and "the availability loop on round" in loop_log.read_text(errors="replace") \
+        and len([e for e in ev("AvailabilityAnswered") if e["args"]["trainer"].lower() == looper]) == len(loops) \
+        and all(int(e["args"]["bond"]) > 0 and e["args"]["challenger"].lower() == looper for e in loops) \
+        and len(ev("SyncerElected")) == len(syncers)  # A, and B only after A's conviction
     caught = {c: caught[c] for c in cheats}
     # per party: stake in, reward, slashed, bounty (atto-units)
     rows = [("sponsor", "sponsor", s.reward_pool, claimable - sum(claims.values()), 0, 0)]
@@ -279,8 +300,7 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
     acct = accounting(chain, task_id, from_block, addr["sponsor"], [addr[r] for r in syncers],
                       len(syncers) * s.syncer_bond)
     tokens_in, tokens_out, burned = acct["in"], acct["out"], acct["burned"]
-    honest_whole = all(refunds.get(t, 0) == s.stake and claims.get(t, 0) > 0
-                       for t in trainers if kinds.get(role_of.get(t, ""), "") == "honest")
+    honest_whole = all(refunds.get(t, 0) == s.stake and claims.get(t, 0) > 0 for t in honest)
     liar = addr["syncer-a"].lower() if "wrong aggregate" in cheats else None
     honest_whole &= all(a == liar for a in slashed)  # an honest syncer keeps its bond
     report = replay.verify_receipt(chain, ipfs, task_id)
@@ -311,7 +331,7 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
 @click.option("--deployments", type=click.Path(path_type=Path), default=DemoSettings.deployments, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=ADVERSARIAL.out, show_default=True)
 @click.option("--cheat", "cheats", multiple=True, type=click.Choice(CHEATS),
-              help="run only this cheat (repeatable; default: all five)")
+              help="run only this cheat (repeatable; default: all six)")
 def main(rpc: str, ipfs: str, deployments: Path, out: Path, cheats: tuple[str, ...]) -> None:
     """Run the adversarial scenario on the devnet (`make deploy` first)."""
     try:

@@ -1,7 +1,8 @@
 """``make demo-adversarial`` (`tenzro_operator.demo_adversarial`) at test scale on a devnet of its
 own: separate processes for syncer A (a false invalid report, then one wrong weight), stand-in
 syncer B, four honest trainers, a copycat, a sign flipper, a trainer that withholds its forced
-payloads and a watcher with a key. Every cheat
+payloads, a trainer looping availability challenges on its own submissions and a watcher with a
+key. Every cheat
 is caught, the run seals, honest parties lose nothing and tokens balance; checked against the
 chain as well as the demo's own summary. Each cheat alone: test_demo_adversarial_each.py (a file
 of its own, so that the test workers share the two halves)."""
@@ -24,7 +25,7 @@ def test_every_cheat_is_caught_and_the_run_seals(deployed, tmp_path):
                 out=tmp_path / "out", rounds=2, fragments=2, inner_steps=8)
     summary = run_adversarial(s)
     assert summary["caught"] == {"false invalid report": True, "wrong aggregate": True, "copycat": True,
-                                 "sign flip": True, "withheld forced payload": True}
+                                 "sign flip": True, "withheld forced payload": True, "availability loop": True}
     assert summary["tokens_in"] == summary["tokens_out"] and summary["honest_whole"] and summary["receipt_ok"]
     chain = ChainClient(cfg.rpc_url, deployments)
     tid = bytes.fromhex(summary["task_id"][2:])

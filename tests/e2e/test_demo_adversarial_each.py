@@ -1,5 +1,5 @@
 """``make demo-adversarial`` (`tenzro_operator.demo_adversarial`), each syncer cheat alone and the
-three trainer cheats without a lying syncer (``cheats=[...]``), on a devnet of their own at the
+four trainer cheats without a lying syncer (``cheats=[...]``), on a devnet of their own at the
 smallest scale that still exercises them: the cheaters' loss and the honest parties' balances read
 from the chain's events. All cheats together: test_demo_adversarial.py."""
 
@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 # the wrong aggregate is committed in round 1, the other cheats cheat in round 0. The trainer
 # cheats share a run: each is caught by the syncer's own checks of its payloads (no watcher, no
 # proof), and a run each cost 90-140 s on the CI machine.
-GROUPS = [("false invalid report",), ("wrong aggregate",), ("copycat", "sign flip", "withheld forced payload")]
+GROUPS = [("false invalid report",), ("wrong aggregate",),
+          ("copycat", "sign flip", "withheld forced payload", "availability loop")]
 
 
 @pytest.mark.parametrize("cheats", GROUPS, ids=[" + ".join(g) for g in GROUPS])
@@ -87,5 +88,12 @@ def test_each_cheat_costs_its_cheater_and_leaves_the_honest_whole(deployed, tmp_
     for i, kind in enumerate(cheaters, start=4):
         cheater = address(f"trainer-{i}")
         assert parties[f"trainer-{i}"]["kind"] == kind and cheater in trainers
-        assert credits[trainers.index(cheater)] == 0 and cheater not in claims
         assert (lost[cheater] > 0) == (kind == "withheld forced payload")
+        if kind == "availability loop":  # it trains honestly: credited and paid; its loop earned it nothing
+            loops = [e for e in ev("AvailabilityChallenged") if e["args"]["trainer"].lower() == cheater]
+            assert loops and all(e["args"]["challenger"].lower() == cheater for e in loops)
+            assert len({(int(e["args"]["round"]), int(e["args"]["fragment"])) for e in loops}) == s.fragments
+            assert len(loops) <= 3 * s.fragments  # the registry's bound of count (and of time)
+            assert credits[trainers.index(cheater)] > 0 and claims[cheater] > 0
+        else:
+            assert credits[trainers.index(cheater)] == 0 and cheater not in claims

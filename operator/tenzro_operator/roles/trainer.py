@@ -63,6 +63,7 @@ from tenzro_operator.metrics import TrainerMetrics, task_label
 from tenzro_operator.payload_encoder import PayloadEncoder
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
+from tenzro_operator.roles.challenge_loop import ChallengeLoop
 from tenzro_operator.roles.challenges import ChallengeAnswerer
 from tenzro_operator.roles.overlap import EarlySteps
 from tenzro_operator.roles.root_trainer import RootTrainerMixin
@@ -82,7 +83,7 @@ log = logging.getLogger("tenzro.trainer")
 # Fragments encoded and pinned at once (IPFS adds are I/O-bound; transactions still go out in order).
 PIN_WORKERS = 4
 
-FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "copycat", "withhold"]
+FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "copycat", "withhold", "challenge_loop"]
 
 
 class FaultSettings(BaseModel):
@@ -94,7 +95,9 @@ class FaultSettings(BaseModel):
             nothing, re-signs every other trainer's reveal as its own, `RootTrainerMixin.copy_round`);
             ``withhold`` (its payload's CID is computed, the bytes go to no IPFS node, and no
             availability challenge of it is answered: with ``force_onchain`` and ``publish_pubsub:
-            false``, the withheld forced payload of issue #23 attack 5).
+            false``, the withheld forced payload of issue #23 attack 5); ``challenge_loop`` (with
+            ``force_onchain``: challenges its own submissions chunk after chunk and answers each at
+            the last seconds, issue #23 attack 1, `tenzro_operator.roles.challenge_loop`).
         rounds: rounds to misbehave in (None = every round).
         fragments: fragments to misbehave on (None = every fragment).
     """
@@ -178,6 +181,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         super().__init__(config, account, chain, ipfs, metrics=metrics or TrainerMetrics(), stop=stop,
                          max_consecutive_failures=getattr(config, "max_consecutive_failures", 5))
         self.fault: FaultSettings | None = getattr(config, "fault", None)
+        self._loop: ChallengeLoop | None = None  # the challenge_loop fault, once the task is known
         self.state_path = self.data_dir / "trainer-state.pt"
         self.rounds_path = self.data_dir / "trainer-rounds.jsonl"
         self._specs: dict[bytes, TaskSpec] = {}  # task id -> its spec (the `family` and allowlist filters)
@@ -324,6 +328,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                                   tail_blocks=getattr(self.config, "reorg_tail_blocks", 64),
                                   path=self.data_dir / f"trainer-{self.task_id.hex()}.cursor.json")
         self.challenges = ChallengeAnswerer(self.chain, self.ipfs, self.task_id, start, self.runtime)
+        self._loop = ChallengeLoop(self.chain, self.task_id, start, self.challenges, self.chain_now) \
+            if self.fault is not None and self.fault.kind == "challenge_loop" else None
         self.encoder = PayloadEncoder(self.runtime, self.data_dir / f"trainer-ef-{self.task_id.hex()}.safetensors")
         for r, f in self.events.extra.get("challenges", []):  # open when the previous life ended
             self.challenges.note(int(r), int(f))
@@ -446,7 +452,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
 
     def answer_challenges(self) -> None:
         """Read new events, answer every availability challenge against this trainer still open
-        (a ``withhold`` fault answers none of its withheld payloads')."""
+        (a ``withhold`` fault answers none of its withheld payloads'; ``challenge_loop``: see
+        `ChallengeLoop`)."""
         self.poll_events()
         if self.fault is not None and self.fault.kind == "withhold":
             for r, f in self.challenges.open:
@@ -455,7 +462,10 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                                 "(payload withheld)", r, f)
                     self.challenges.forget(r, f)
         try:
-            self.challenges.poll()
+            if self._loop is not None:  # the fault answers late, and challenges itself again
+                self._loop.step(self.chain.get_run(self.task_id).current_round)
+            else:
+                self.challenges.poll()
         finally:
             self.events.extra["challenges"] = sorted(self.challenges.open)
             self.events.save()
