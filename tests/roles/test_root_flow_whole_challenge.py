@@ -155,16 +155,20 @@ def test_a_syncer_that_cannot_pay_the_bond_holds_the_commit_until_it_can(dev, ru
     sync.chain.challenge_availability = challenge_noting_refusals
     sync.ensure_registered()  # its pool stake first, then an empty wallet
     wallet, deployer = dev.client(SYNCER), dev.client(0)
-    wallet.transfer_tokens(deployer.address, wallet.token_balance())
-    runner.start("syncer", sync)
-    runner.start("forced", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
-                                          publish_pubsub=False))
-    runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
-    assert refused.wait(120), "the syncer never tried to challenge"
-    time.sleep(3)  # a few more polls with the report outstanding: no commit, no halt
-    assert events(client, tid, "RoundCommitted") == [] and events(client, tid, "AvailabilityChallenged") == []
-    deployer.mint(wallet.address, client.challenge_bond(tid))  # exactly one bond
-    codes = runner.join(300)
+    spare = wallet.token_balance()
+    wallet.transfer_tokens(deployer.address, spare)
+    try:
+        runner.start("syncer", sync)
+        runner.start("forced", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
+                                              publish_pubsub=False))
+        runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+        assert refused.wait(120), "the syncer never tried to challenge"
+        time.sleep(3)  # a few more polls with the report outstanding: no commit, no halt
+        assert events(client, tid, "RoundCommitted") == [] and events(client, tid, "AvailabilityChallenged") == []
+        deployer.mint(wallet.address, client.challenge_bond(tid))  # exactly one bond
+        codes = runner.join(300)
+    finally:  # the devnet's syncer account serves the module's other tests
+        deployer.transfer_tokens(wallet.address, spare)
     assert codes == {"syncer": 0, "forced": 0, "other": 0}
     (ch,) = events(client, tid, "AvailabilityChallenged")
     assert ch["args"]["challenger"] == wallet.address and int(ch["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD

@@ -82,12 +82,12 @@ from tenzro_operator.config import SyncerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import (
     ChainRevert,
+    InsufficientTokens,
     IpfsContentError,
     IpfsError,
     IpfsIntegrityError,
     IpfsNotFound,
     IpfsUnavailable,
-    InsufficientTokens,
     TenzroError,
 )
 from tenzro_operator.events import EventCursor
@@ -131,8 +131,7 @@ _CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
 # Reverts of a report or a new availability challenge that mean there is nothing (more) to do for
 # the submission: another report or challenge came first (a stale read), or protocol v3's bounds
 # closed it (PROTOCOL.md §4: challenges open until max(roundDeadline, the syncer's election) +
-# challengeSeconds, at most
-# MAX_AVAILABILITY_CHALLENGES per submission).
+# challengeSeconds, at most MAX_AVAILABILITY_CHALLENGES per submission).
 _STALE = ("Registry__NoSuchSubmission", "Registry__ChallengePending")
 _CLOSED = ("Registry__DeadlinePassed", "Registry__ChallengeLimit")
 _UNUSABLE = "unusable"  # root flow: answered, yet neither its CID nor a whole answer on-chain gives the payload
