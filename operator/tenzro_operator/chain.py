@@ -1758,8 +1758,8 @@ class ChainClient:
         """``challengeAvailability``, paying ``challengeBond`` (`spend_approved`: `InsufficientTokens`
         before anything is sent when this account holds less): the trainer must open chunk
         ``chunk_index`` of its signed commitment within the task's challengeSeconds."""
-        return self.spend_approved(self.challenge_bond(task_id), "challengeAvailability", _b32(task_id), int(round), int(fragment),
-                                   to_checksum_address(trainer), payload.to_abi(), int(chunk_index))
+        return self.spend_approved(self.challenge_bond(task_id), "challengeAvailability", _b32(task_id), int(round),
+                                   int(fragment), to_checksum_address(trainer), payload.to_abi(), int(chunk_index))
 
     def answer_availability(self, task_id: bytes, round: int, fragment: int, trainer: str,
                             opening: ChunkOpening) -> TxResult:

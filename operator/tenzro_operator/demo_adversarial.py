@@ -5,7 +5,8 @@ Separate processes on the devnet, each with its own key and config (`tenzro_oper
 machinery): the sponsor posts a root-flow task with loss-improvement scoring (``score_min: 0``);
 syncer A, whose pool stake is exactly the run's bond, lies twice; stand-in syncer B; four honest
 trainers; a copycat trainer; a sign-flipping trainer; a trainer that withholds its forced
-payloads; a trainer that loops availability challenges; a watcher with a key. The cheats and what catches them:
+payloads; a trainer that loops availability challenges; a watcher with a key. The cheats and
+what catches them:
 
 1. **false invalid report** (syncer A, round 0): A calls ``proveInvalid`` against an honest
    trainer's valid off-chain submission; the registry refuses it (there is no on-chain slot to
@@ -33,9 +34,9 @@ payloads; a trainer that loops availability challenges; a watcher with a key. Th
    itself: the loop earned nothing) and no syncer was replaced for it.
 
 The summary table shows per party the stake it put in, its reward, what it lost to slashes, its
-bounty; no syncer but a lying one may lose its bond; the run's tokens must balance exactly (in: pool, stakes, the syncers' pool stakes; out:
-claims, refunds, fees, the rounding dust left to the sponsor, burned, bounty, the syncers' stakes
-left), every honest trainer must get its stake back and a reward, and the receipt must verify by
+bounty; no syncer but a lying one may lose its bond; the run's tokens must balance exactly (in:
+pool, stakes, the syncers' pool stakes; out: claims, refunds, fees, the rounding dust left to the
+sponsor, burned, bounty, the syncers' stakes left), every honest trainer must get its stake back and a reward, and the receipt must verify by
 replay. It ends with ``caught: <X> of <Y>`` and exits 1 unless X = Y and everything else holds.
 
 ``cheats`` (``--cheat``, repeatable) runs a subset of the six (default: all): syncer A keeps only
@@ -47,6 +48,7 @@ selected cheats, and every other check holds as for all six.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -240,7 +242,7 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
     kinds = _trainer_kinds(cheats)
     credits = cumulative_credits(committed_rounds(chain, task_id, from_block, run.max_rounds), run.fragment_sizes,
                                  len(trainers))
-    ev = lambda name: _events(chain, task_id, from_block, name)  # noqa: E731
+    ev = functools.cache(lambda name: _events(chain, task_id, from_block, name))  # the run is over: read once
     claims = {e["args"]["trainer"].lower(): int(e["args"]["reward"]) for e in ev("RewardClaimed")}
     refunds = {e["args"]["account"].lower(): int(e["args"]["stakeRefund"]) for e in ev("PayoutCredited")}
     proofs = ev("RoundProvenWrong")
@@ -252,11 +254,12 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
     a_log = (work / "logs" / "syncer-a.log").read_text(errors="replace")
     credits_of = {kinds.get(role_of.get(t, ""), "?"): credits[i] for i, t in enumerate(trainers)}  # cheaters: one each
     address_of = {kinds.get(role_of.get(t, ""), "?"): t for t in trainers}
-    withheld = address_of.get("withheld forced payload")
-    demanded = {(int(e["args"]["round"]), int(e["args"]["fragment"])) for e in ev("AvailabilityChallenged")
-                if e["args"]["trainer"].lower() == withheld and int(e["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD}
-    lapsed = {(int(e["args"]["round"]), int(e["args"]["fragment"])) for e in ev("TrainerSlashed")
-              if e["args"]["trainer"].lower() == withheld and int(e["args"]["reason"]) == SlashReason.UNAVAILABLE}
+    of = lambda name, kind: [e for e in ev(name) if e["args"]["trainer"].lower() == address_of.get(kind)]  # noqa: E731
+    at = lambda e: (int(e["args"]["round"]), int(e["args"]["fragment"]))  # noqa: E731
+    demanded = {at(e) for e in of("AvailabilityChallenged", "withheld forced payload")
+                if int(e["args"]["chunkIndex"]) == ChunkOpening.WHOLE_PAYLOAD}
+    lapsed = {at(e) for e in of("TrainerSlashed", "withheld forced payload")
+              if int(e["args"]["reason"]) == SlashReason.UNAVAILABLE}
     honest = {t for t in trainers if kinds.get(role_of.get(t, ""), "") == "honest"}
     caught = {
         "false invalid report": "FAULT INJECTION: reporting trainer" in a_log
@@ -266,14 +269,16 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
     }
     # and it was demanded whole and slashed for each payload it withheld (no syncer convicted: below)
     caught["withheld forced payload"] &= bool(demanded) and demanded <= lapsed
+    # the looper: every challenge of its submissions its own and answered, the registry's refusal
+    # logged, and no syncer elected but A (and B after A's conviction)
     looper = address_of.get("availability loop")
-    loop_log = (work / "logs" / f"{role_of.get(looper, '-')}.log")
-    loops = [e for e in ev("AvailabilityChallenged") if e["args"]["trainer"].lower() == looper]
-    caught["availability loop"] = bool(loops) and loop_log.exists() \
-        and "the availability loop on round" in loop_log.read_text(errors="replace") \
-        and len([e for e in ev("AvailabilityAnswered") if e["args"]["trainer"].lower() == looper]) == len(loops) \
-        and all(int(e["args"]["bond"]) > 0 and e["args"]["challenger"].lower() == looper for e in loops) \
-        and len(ev("SyncerElected")) == len(syncers)  # A, and B only after A's conviction
+    loop_log = work / "logs" / f"{role_of.get(looper, '-')}.log"
+    loops = of("AvailabilityChallenged", "availability loop")
+    caught["availability loop"] = (
+        bool(loops) and all(e["args"]["challenger"].lower() == looper for e in loops)
+        and len(of("AvailabilityAnswered", "availability loop")) == len(loops)
+        and len(ev("SyncerElected")) == len(syncers)
+        and loop_log.exists() and "the availability loop on round" in loop_log.read_text(errors="replace"))
     caught = {c: caught[c] for c in cheats}
     # per party: stake in, reward, slashed, bounty (atto-units)
     rows = [("sponsor", "sponsor", s.reward_pool, claimable - sum(claims.values()), 0, 0)]

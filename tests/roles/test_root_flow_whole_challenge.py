@@ -188,16 +188,7 @@ def test_a_payload_withheld_from_every_node_and_never_answered_lapses_and_the_ro
     until it was replaced, and its bond burned. Now it expires them once their window has passed:
     trainer 0 is slashed for each (reason Unavailable, the bounty to the syncer), the round commits
     without it, nothing is proven against the syncer, the run seals."""
-    tid = post_small_task(dev, trainers=2, quorum=1, fragments=2, rounds=1, grace_window_ms=30_000,
-                          challenge_window_ms=20_000, flow="root")
-    client = dev.client()
-    liar = dev.client(TRAINERS[0]).address
-    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
-    runner.start("syncer", sync)
-    runner.start("withholder", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", force_onchain=True,
-                                              publish_pubsub=False, fault={"kind": "withhold"}))
-    runner.start("other", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
-    codes = runner.join(300)
+    tid, client, liar, _, codes = _withheld_forced_run(dev, runner, tmp_path, quorum=1, fault={"kind": "withhold"})
     assert (codes["syncer"], codes["other"]) == (0, 0), codes
     demanded = events(client, tid, "AvailabilityChallenged")
     assert sorted(int(e["args"]["fragment"]) for e in demanded) == [0, 1]
@@ -207,7 +198,7 @@ def test_a_payload_withheld_from_every_node_and_never_answered_lapses_and_the_ro
     lapsed = events(client, tid, "InvalidProven")
     assert sorted((int(e["args"]["fragment"]), int(e["args"]["reason"])) for e in lapsed) == [
         (0, SlashReason.UNAVAILABLE), (1, SlashReason.UNAVAILABLE)]
-    assert {e["args"]["prover"] for e in lapsed} == {sync.chain.address}
+    assert {e["args"]["prover"] for e in lapsed} == {dev.client(SYNCER).address}
     run = client.get_run(tid)
     assert run.status == RunStatus.SEALED and events(client, tid, "RoundProvenWrong") == []
     committed = committed_rounds(client, tid, client.deployment.deploy_block, 1)[0]

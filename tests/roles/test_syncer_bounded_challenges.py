@@ -40,9 +40,11 @@ class ScriptedChain:
 def _syncer(chain) -> SimpleNamespace:
     """The attributes `SyncerDaemon.report` and `_rechallenge_answered` read, one open round."""
     sub = _Sub(0, TRAINER, SignedPayload(b"\x01" * 32, 0, "bafyx", b"\x02" * 32), reason="Unavailable")
-    return SimpleNamespace(chain=chain, root_flow=False, task_id=b"\x07" * 32, _round=SimpleNamespace(round=3, subs={(0, sub.key): sub},
-                                                                                  split={}),
-                           runtime=SimpleNamespace(sizes=[64]), _revalidate=lambda s: False, sub=sub)
+    ns = SimpleNamespace(chain=chain, root_flow=False, task_id=b"\x07" * 32, _round=SimpleNamespace(round=3, subs={(0, sub.key): sub},
+                                                                                split={}),
+                         runtime=SimpleNamespace(sizes=[64]), _revalidate=lambda s: False, sub=sub)
+    ns._challenge = lambda s, chunk: SyncerDaemon._challenge(ns, s, chunk)
+    return ns
 
 
 @pytest.mark.parametrize("refusal", CLOSED)

@@ -39,7 +39,9 @@ class ChallengeLoop:
 
     def __init__(self, chain, task_id: bytes, start_block: int, answerer: ChallengeAnswerer,
                  now: Callable[[], int]) -> None:
-        self.chain, self.task_id, self.start_block, self.answerer, self.now = chain, task_id, start_block, answerer, now
+        self.chain, self.task_id, self.answerer, self.now = chain, task_id, answerer, now
+        self._next_block = start_block  # the next block to read this trainer's submissions from
+        self._mine: dict[tuple[int, int], dict] = {}  # (round, fragment) -> its latest GradientSubmitted args
         self.sent: dict[tuple[int, int], int] = {}  # (round, fragment) -> challenges this trainer opened
         self.ended: dict[tuple[int, int], str] = {}  # (round, fragment) -> the refusal that ended its loop
 
@@ -51,13 +53,13 @@ class ChallengeLoop:
             ChainRevert: a refusal other than those that end the loop (`ENDS`).
         """
         me = self.chain.address
-        for ev in self.chain.get_logs(self.start_block, self.chain.block_number(), ["GradientSubmitted"],
-                                      task_id=self.task_id):
-            a = ev["args"]
-            if a["trainer"] != me or int(a["round"]) != round_:
-                continue
-            key = (round_, int(a["fragment"]))
-            if key in self.ended:
+        head = self.chain.block_number()
+        for ev in self.chain.get_logs(self._next_block, head, ["GradientSubmitted"], task_id=self.task_id):
+            if ev["args"]["trainer"] == me:
+                self._mine[(int(ev["args"]["round"]), int(ev["args"]["fragment"]))] = ev["args"]
+        self._next_block = head + 1
+        for key, a in sorted(self._mine.items()):
+            if key[0] != round_ or key in self.ended:
                 continue
             pending = self.chain.availability_challenge(self.task_id, *key, me)
             if str(pending["challenger"]).lower() != ZERO_ADDRESS:

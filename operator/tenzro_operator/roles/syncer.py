@@ -243,6 +243,12 @@ class _Sub:
     unpaid: bool = False  # a challenge's bond this account could not pay (logged once; tried every poll)
 
     @property
+    def owes_report(self) -> bool:
+        """Found invalid and not acted on yet (`SyncerDaemon.report`; a norm outlier is reported
+        at the commit, by `finalize`)."""
+        return self.reason not in (None, "NormOutlier") and not self.reported
+
+    @property
     def cid(self) -> str:
         return self.signed.cid
 
@@ -802,7 +808,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         finally:
             self.cursor.save()
         for sub in rs.subs.values():
-            if sub.reason is not None and sub.reason != "NormOutlier" and not sub.reported:
+            if sub.owes_report:
                 self.report(sub)
         self._rechallenge_answered()
 
@@ -994,10 +1000,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 # one-chunk challenge a trainer could answer that chunk alone, withhold the rest, and
                 # leave this syncer to be convicted whether it aggregates the payload or omits it.
                 chunk = ChunkOpening.WHOLE_PAYLOAD if self.root_flow else 0
-                res = self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed,
-                                                        chunk)
-                ev = res.event("AvailabilityChallenged")
-                rs.challenged = True
+                ev = self._challenge(sub, chunk).event("AvailabilityChallenged")
                 log.warning("challenged availability of %s trainer=%s fragment=%d (%s) until %d",
                             "the whole payload" if self.root_flow else "chunk 0", sub.trainer, sub.fragment,
                             sub.reason, ev["deadline"])
@@ -1062,8 +1065,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             log.warning("trainer=%s answered the availability challenge of fragment %d: challenging chunk %d",
                         sub.trainer, sub.fragment, chunk)
             try:
-                self.chain.challenge_availability(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed, chunk)
-                rs.challenged = True
+                self._challenge(sub, chunk)
             except ChainRevert as exc:  # a stale read (_STALE), or v3's bounds closed its challenges (_CLOSED)
                 if exc.error_name not in _STALE + _CLOSED:
                     raise
@@ -1072,6 +1074,14 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                     sub.closed = exc.error_name
                     log.warning("trainer=%s fragment=%d: no further availability challenge, the registry refuses "
                                 "(%s); the answered submission stays live", sub.trainer, sub.fragment, exc.error_name)
+
+    def _challenge(self, sub: _Sub, chunk: int):
+        """``challengeAvailability`` of chunk ``chunk`` of ``sub`` (its bond from this account's
+        wallet); the round's commit then waits a step (`ready`). Returns the transaction result."""
+        res = self.chain.challenge_availability(self.task_id, self._round.round, sub.fragment, sub.trainer,
+                                                sub.signed, chunk)
+        self._round.challenged = True
+        return res
 
     def _revalidate(self, sub: _Sub) -> bool:
         """A challenged submission was answered, so its bytes exist: fetch and check it again (the
@@ -1179,8 +1189,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         rs = self._round
         if self.root_flow and not self._root_inputs_settled(run):
             return False
-        if self.root_flow and (run.open_challenges or rs.challenged or any(
-                s.reason not in (None, "NormOutlier") and not (s.reported or s.offchain) for s in rs.subs.values())):
+        if self.root_flow and (run.open_challenges or rs.challenged or any(s.owes_report for s in rs.subs.values())):
             return False  # a report still to make (a bond it could not pay, a refused transaction) holds it too
         if self.chain_now() > run.round_deadline:
             self.nudge_devnet(run.round_deadline)
@@ -1427,19 +1436,38 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         Raises:
             ChainRevert: a refusal other than a challenge already closed.
         """
-        if not run.open_challenges:
-            return
-        rs = self._round
-        for ev in self.chain.get_logs(rs.first_block, self.chain.block_number(), ["AvailabilityChallenged"],
+        if run.open_challenges:
+            self._expire_challenges(self._round.first_block, self._round.round, wait=False)
+
+    def settle_challenges(self) -> None:
+        """Before the seal: every availability challenge of the run still pending is waited out
+        (chain time past its deadline) and expired, which slashes the trainer that did not answer.
+        Read from the ``AvailabilityChallenged`` events, so a restarted syncer finds them too."""
+        self._expire_challenges(self._run_start, None, wait=True)
+
+    def _expire_challenges(self, from_block: int, round_: int | None, wait: bool) -> None:
+        """Expire the availability challenges named by ``AvailabilityChallenged`` events from
+        ``from_block`` on (of round ``round_`` only, unless None) that are still pending: each once
+        its deadline has passed in chain time, waited out first when ``wait``, else skipped.
+
+        Raises:
+            ChainRevert: a refusal other than a challenge already closed.
+        """
+        for ev in self.chain.get_logs(from_block, self.chain.block_number(), ["AvailabilityChallenged"],
                                       task_id=self.task_id):
             a = ev["args"]
             r, f, trainer = int(a["round"]), int(a["fragment"]), a["trainer"]
-            if r != rs.round or self.chain_now() <= int(a["deadline"]):
+            if (round_ is not None and r != round_) or (not wait and self.chain_now() <= int(a["deadline"])):
                 continue
             pending = self.chain.availability_challenge(self.task_id, r, f, trainer)
+            if str(pending["challenger"]).lower() == ZERO_ADDRESS:
+                continue  # answered or expired already
             deadline = int(pending["deadline"])
-            if str(pending["challenger"]).lower() == ZERO_ADDRESS or self.chain_now() <= deadline:
-                continue  # answered or expired already, or a later challenge took its place
+            while wait and self.chain_now() <= deadline:
+                self.check_stop()
+                self.sleep(min(self.poll_s, max(0.1, deadline + 1 - self.chain_now())))
+            if self.chain_now() <= deadline:
+                continue  # a later challenge took its place: not lapsed yet
             self.nudge_devnet(deadline)
             try:
                 res = self.chain.expire_availability(self.task_id, r, f, trainer)
@@ -1449,31 +1477,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 continue
             log.warning("availability challenge unanswered: trainer=%s round=%d fragment=%d expired, slashed %d atto",
                         trainer, r, f, res.event("InvalidProven")["slashed"])
-
-    def settle_challenges(self) -> None:
-        """Before the seal: every availability challenge of the run still pending is waited out
-        (chain time past its deadline) and expired, which slashes the trainer that did not answer.
-        Read from the ``AvailabilityChallenged`` events, so a restarted syncer finds them too."""
-        head = self.chain.block_number()
-        for ev in self.chain.get_logs(self._run_start, head, ["AvailabilityChallenged"], task_id=self.task_id):
-            a = ev["args"]
-            r, f, trainer = int(a["round"]), int(a["fragment"]), a["trainer"]
-            pending = self.chain.availability_challenge(self.task_id, r, f, trainer)
-            if str(pending["challenger"]).lower() == ZERO_ADDRESS:
-                continue  # answered or expired already
-            deadline = int(pending["deadline"])
-            while self.chain_now() <= deadline:
-                self.check_stop()
-                self.sleep(min(self.poll_s, max(0.1, deadline + 1 - self.chain_now())))
-            self.nudge_devnet(deadline)
-            try:
-                res = self.chain.expire_availability(self.task_id, r, f, trainer)
-                ev2 = res.event("InvalidProven")
-                log.warning("availability challenge unanswered: trainer=%s round=%d fragment=%d slashed %d atto",
-                            trainer, r, f, ev2["slashed"])
-            except ChainRevert as exc:
-                if exc.error_name != "Registry__NoChallenge":
-                    raise
 
     def seal(self) -> None:
         """Settle pending availability challenges, then ``seal`` the Completed run (tolerates
