@@ -190,3 +190,37 @@ def test_colluding_boosters_are_paid_by_plain_scoring_and_not_by_the_gate(collec
     gated = _sim("boost_collude", {}, rounds=2)
     assert sum(r["byzantine_accepted"] for r in paid.rounds) > 0
     assert sum(r["byzantine_accepted"] for r in gated.rounds) == 0  # one shared payload: near-copies
+
+
+def test_the_audit_bars_a_lazy_trainer_by_exact_replay_and_never_an_honest_one(collection):
+    alone = _sim("lazy", {"audit": 0})  # the gate's checks without the replay
+    audited = _sim("lazy", {"audit": 6})  # every credited trainer's round replayed
+    assert sum(r["byzantine_accepted"] for r in alone.rounds) > 0  # the attack: its scaled short run passes
+    assert sum(r["byzantine_accepted"] for r in audited.rounds) == 0  # barred in the round it was credited
+    assert audited.rounds[-1]["barred"] == 2 and audited.rounds[-1]["honest_barred"] == 0
+    assert [r["honest_credited"] for r in audited.rounds] == [r["honest_credited"] for r in alone.rounds]
+    one = _sim("lazy", {})  # the default: one trainer-round a round; a barred trainer stays barred
+    barred = [r["barred"] for r in one.rounds]
+    assert barred == sorted(barred) and barred[-1] >= 1 and one.rounds[-1]["honest_barred"] == 0
+    assert one.rounds[-1]["byzantine_accepted"] <= 2 - barred[-1]
+
+
+def test_the_audit_draw_follows_the_reveal_among_the_credited_only():
+    gate = CreditGate(None, CreditConfig(audit=2))
+    draws = [gate.audited(f"reveal-{k}", [5, 1, 3, 1]) for k in range(60)]
+    assert all(len(d) == 2 and d == sorted(d) and set(d) <= {1, 3, 5} for d in draws)
+    assert {tuple(d) for d in draws} == {(1, 3), (1, 5), (3, 5)}  # every pair comes up: not a fixed order
+    assert gate.audited("reveal-0", [5, 1, 3]) == draws[0]  # anyone recomputes it from the reveal
+    assert gate.audited("x", [4]) == [4] and gate.audited("x", []) == []
+    # a trainer whose history sits near the credit line is drawn most; one with an honest history
+    # still is, now and then (the floor)
+    one = CreditGate(None, CreditConfig(audit=1))
+    one.average.update({(1, 0): 0.98, (3, 0): 0.97, (5, 0): 0.62, (5, 1): 0.99})
+    picks = [one.audited(f"reveal-{k}", [1, 3, 5])[0] for k in range(400)]
+    assert picks.count(5) > 2 * (picks.count(1) + picks.count(3)) and picks.count(1) > 0 and picks.count(3) > 0
+
+
+def test_the_audit_needs_dense_payloads_of_whole_rounds():
+    for extra in ({"compression": {"kind": "topk", "k": 64, "chunk": 4096}}, {"overlap_steps": 2}):
+        with pytest.raises(ValueError, match="audit"):
+            simulate(SimConfig(workers=2, rounds=1, scoring=8, credit={}, **extra))

@@ -149,6 +149,7 @@ def _run(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> dic
             "byzantine_accepted": sum(r["byzantine_accepted"] for r in rows), "curve": held,
             "honest_sent": sum(r.get("honest_sent", 0) for r in rows),
             "honest_credited": sum(r.get("honest_credited", 0) for r in rows),
+            "barred": rows[-1].get("barred", 0), "honest_barred": rows[-1].get("honest_barred", 0),
             "wall_s": time.perf_counter() - t0}
 
 

@@ -40,6 +40,21 @@ and the average is above ``credit_above``. It is *aggregated* when it is credite
 round's contribution test too; the aggregated ones are clipped to their median L2 norm (``clip``)
 before the robust rule, so a boosted update that got through weighs no more than a typical one.
 
+``ReplayMismatch`` the round's *audit* (exact replay, `tenzro_trainer.replay`): after the verdicts,
+                   ``audit`` of the trainers credited in some fragment of the round are drawn with the
+                   reveal (`CreditGate.audited`; the lower a trainer's moving average of passes, the
+                   likelier: one near the credit line is drawn most, and every credited one with
+                   weight at least ``audit_floor``), and the syncer recomputes each one's H inner steps
+                   from the round's input weights, its shard and the inner state it declared; a
+                   trainer whose payloads do not reproduce bit for bit is *barred* (`CreditGate.bar`):
+                   nothing of it is credited or aggregated that round or any later one. A trainer
+                   cannot tell before it commits whether its round will be replayed, so a lazy,
+                   boosted or copied payload is a bet it loses each round it is credited, and for the
+                   rest of the run when it does: one that passes every check (so its average is an
+                   honest trainer's) is drawn about as often as an honest one (1 in M a round), one
+                   that fails them often far more.
+                   The cost is ``audit`` trainers' inner steps a round (1/M of the round's compute).
+
 Everything is a function of the transcript (the payloads, the input weights, the last aggregate,
 the reveal, the data, the earlier verdicts), so a watcher recomputes every verdict. Scores are not
 provable on-chain: a trainer that disputes a verdict forces its submission on-chain (`scoring`).
@@ -47,16 +62,20 @@ provable on-chain: a trainer that disputes a verdict forces its submission on-ch
 Usage::
 
     gate = CreditGate(scorer, CreditConfig())
-    verdicts = gate(r, f, state, names, {index: tensors}, previous_aggregate, reveal)
-    credited = [i for i, v in verdicts.items() if v.credited]
-    aggregate = rule(gate.clipped({i: payloads[i] for i, v in verdicts.items() if v.aggregated}))
+    verdicts = {f: gate(r, f, state, names_f, {index: tensors}, previous_aggregate_f, reveal) for f ...}
+    for i in gate.audited(reveal, [i for v in verdicts.values() for i, x in v.items() if x.credited]):
+        if not reproduces(...):  # tenzro_trainer.replay, from the inner state trainer i declared
+            gate.bar(i, r, [v[i] for v in verdicts.values() if i in v])
+    credited = [i for i, v in verdicts[f].items() if v.credited]
+    aggregate = rule(gate.clipped({i: payloads[i] for i, v in verdicts[f].items() if v.aggregated}))
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import torch
 from torch import Tensor
@@ -81,6 +100,9 @@ class CreditConfig:
         start: the moving average before a trainer's first payload.
         credit_above: credited while the moving average is above this.
         clip: clip aggregated payloads to their median L2 norm before the rule.
+        audit: trainer-rounds replayed exactly per round, drawn with the reveal among the credited
+            trainers (0: none).
+        audit_floor: every credited trainer's least weight in the audit draw (`CreditGate.audit_weight`).
     """
 
     copy_cosine: float = 0.95
@@ -91,6 +113,8 @@ class CreditConfig:
     start: float = 0.6
     credit_above: float = 0.6
     clip: bool = True
+    audit: int = 1
+    audit_floor: float = 0.05
 
 
 @dataclass
@@ -144,6 +168,7 @@ class CreditGate:
         self.earlier: dict[tuple[int, int], list[tuple[int, Tensor]]] = {}  # -> [(round, count sketch)]
         self._hashes: dict[int, tuple[Tensor, Tensor]] = {}  # payload length -> (bucket, sign), fixed
         self.log: list[dict] = []  # every verdict's figures, for the benchmark and the transcript
+        self.barred: dict[int, int] = {}  # trainer -> the round whose audit it failed
 
     def near_copy(self, i: int, flats: Mapping[int, Tensor], previous: Tensor | None) -> str:
         """Why payload i is a near-copy ("" when it is not)."""
@@ -198,6 +223,9 @@ class CreditGate:
         med = _median(list(norms.values())) if norms else 0.0
         sketches = {i: self._sketch(x) for i, x in flats.items()}
         for i in sorted(payloads):
+            if i in self.barred:
+                verdicts[i] = Verdict("ReplayMismatch", f"barred: its round {self.barred[i]} did not replay")
+                continue
             v = Verdict(None)
             why = self.near_copy(i, flats, prev) or self.replay(i, fragment, sketches[i])
             if why:
@@ -220,6 +248,36 @@ class CreditGate:
         for i, sk in sketches.items():
             self.earlier.setdefault((i, fragment), []).append((r, sk))
         return verdicts
+
+    def audit_weight(self, i: int) -> float:
+        """Trainer i's weight in the audit draw: ``audit_floor`` + 1 - its lowest moving average
+        over the fragments (an honest trainer's history stays near 1, one that fails the checks
+        often sits near the credit line)."""
+        averages = [a for (j, _), a in self.average.items() if j == i] or [self.cfg.start]
+        return self.cfg.audit_floor + 1.0 - min(averages)
+
+    def audited(self, reveal: str, credited: Iterable[int]) -> list[int]:
+        """The ``audit`` trainers of ``credited`` (trainer indices) whose round is replayed, drawn
+        without replacement with the round's ``reveal``, each with probability proportional to its
+        `audit_weight`; sorted."""
+        pool, picked = sorted(set(credited)), []
+        while pool and len(picked) < self.cfg.audit:
+            h = hashlib.sha256(f"{reveal}/audit/{len(picked)}".encode()).digest()
+            weights = [self.audit_weight(i) for i in pool]
+            u, k = int.from_bytes(h[:8], "big") / 2.0 ** 64 * sum(weights), 0
+            while k < len(pool) - 1 and u >= weights[k]:
+                u -= weights[k]
+                k += 1
+            picked.append(pool.pop(k))
+        return sorted(picked)
+
+    def bar(self, i: int, r: int, verdicts: Iterable[Verdict]) -> None:
+        """Bar trainer i for the rest of the run: its round r did not replay. Its round-r
+        ``verdicts`` (one per fragment) lose their credit and their place in the aggregate."""
+        self.barred[i] = r
+        for v in verdicts:
+            v.reason, v.detail, v.credited, v.aggregated = "ReplayMismatch", f"round {r} did not replay", False, False
+        self.log.append({"round": r, "fragment": None, "trainer": i, "reason": "ReplayMismatch", "credited": False})
 
     def clipped(self, payloads: Mapping) -> dict:
         """``payloads`` with each scaled down to the median L2 norm of them all (``clip``)."""

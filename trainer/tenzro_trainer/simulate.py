@@ -33,10 +33,14 @@ the round's contribution test, clipped to their median norm).
 ``SimConfig.credit`` (a `tenzro_trainer.credit.CreditConfig` or its dict; needs ``scoring``) replaces
 the plain ``score > 0`` by the credit checks of issue #26 (near-copy, norm outlier, contribution
 test on batches drawn with the round's reveal, a moving average of passes, clipping to the median
-norm); the reveal of round r
-is sha256(task, seed, r), which the simulated attackers do not use: their probe (`AttackView.probes`)
-is the score on the public batch of their own shard (`ShardScorer.score`), which is the syncer's
-score exactly when ``credit`` is None.
+norm, the audit by exact replay that bars a trainer whose round does not reproduce); the reveal of
+round r is sha256(task, seed, r), which the simulated attackers do not use: their probe
+(`AttackView.probes`) is the score on the public batch of their own shard (`ShardScorer.score`),
+which is the syncer's score exactly when ``credit`` is None. The audit replays a worker's round from
+the inner state it had at the round's start (`InnerTrainer.state_dict`; what an honest trainer
+declares), on the CPU with one torch thread, so with ``audit`` > 0 the run holds torch to one
+thread (an honest round then replays bit for bit) and needs the dense codec and no overlap.
+``barred`` counts the trainers barred so far (honest ones separately: ``honest_barred``).
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ from tenzro_trainer.fragments import fragment_state, partition
 from tenzro_trainer.inner import InnerResult, InnerTrainer
 from tenzro_trainer.models import build_model
 from tenzro_trainer.outer import OuterOptimizer, pseudo_gradient
-from tenzro_trainer.credit import CreditConfig, CreditGate
+from tenzro_trainer.credit import CreditConfig, CreditGate, Verdict
+from tenzro_trainer.replay import replay_round, reproduces
 from tenzro_trainer.scoring import ShardScorer
 
 @dataclass
@@ -151,6 +156,23 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
         DatasetHashMismatch: ``cfg.dataset_hash`` is set and ``df`` hashes differently.
         PayloadError, AggregationError: a payload or the rule's inputs are unusable.
     """
+    credit_cfg = None if cfg.credit is None else \
+        cfg.credit if isinstance(cfg.credit, CreditConfig) else CreditConfig(**cfg.credit)
+    if credit_cfg is not None and credit_cfg.audit:
+        if cfg.compression is not None or cfg.overlap_steps:
+            raise ValueError("the credit audit replays dense payloads of whole rounds: it needs compression=None "
+                             "and overlap_steps=0")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as the replay: an honest round replays bit for bit
+        try:
+            return _simulate(cfg, credit_cfg, df, log)
+        finally:
+            torch.set_num_threads(threads)
+    return _simulate(cfg, credit_cfg, df, log)
+
+
+def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame | None,
+              log: Callable[[dict], None] | None) -> SimResult:
     t_start = time.perf_counter()
     df = default_collection() if df is None else df
     ev = _Eval(cfg, df)
@@ -172,10 +194,10 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
     scorer = ShardScorer(build_model(cfg.model), ev.split, lambda i: samplers[i].unique_ids, salt=cfg.task,
                          size=cfg.scoring) if cfg.scoring else None  # each trainer's own shard, as the syncer
     credit = None
-    if cfg.credit is not None:
+    if credit_cfg is not None:
         if scorer is None:
             raise ValueError("SimConfig.credit needs scoring > 0 (the contribution test's batch size)")
-        credit = CreditGate(scorer, cfg.credit if isinstance(cfg.credit, CreditConfig) else CreditConfig(**cfg.credit))
+        credit = CreditGate(scorer, credit_cfg)
     with torch.random.fork_rng():  # the probe's model draws its (unused) weights off the run's RNG stream
         self_probe = ShardScorer(build_model(cfg.model), ev.split, lambda i: samplers[i].unique_ids, salt=cfg.task,
                                  size=cfg.scoring or 64)  # what an attacker computes on its own shard (public seed)
@@ -185,12 +207,13 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
         raise ValueError(f"overlap_steps must be in [0, H={cfg.inner.steps}], got {cfg.overlap_steps}")
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
                "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "byzantine_accepted": 0,
-               "honest_sent": 0, "honest_credited": 0, "seconds": 0.0}]
+               "honest_sent": 0, "honest_credited": 0, "barred": 0, "honest_barred": 0, "seconds": 0.0}]
     if log:
         log(rounds[-1])
     total_encoded = total_tensor = 0
     for r in range(1, cfg.rounds + 1):
         t0 = time.perf_counter()
+        starts = {i: w.state_dict() for i, w in enumerate(workers)} if credit is not None and credit.cfg.audit else {}
         results = {i: _inner_round(w, state, ends.get(i), cfg.overlap_steps) if i not in attackers or
                    attackers[i].steps is None else w.run(state, steps=attackers[i].steps)
                    for i, w in enumerate(workers) if i not in attackers or attackers[i].needs_training(r)}
@@ -227,6 +250,7 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
         reveal = hashlib.sha256(f"{cfg.task}/{cfg.seed}/reveal/{r}".encode()).hexdigest()
         new_state = dict(state)
         down = 0
+        screened, verdicts = [], []
         for f, names in enumerate(frags):
             rejected += sent[f] - len(payloads[f])  # unencodable attacks
             if compressors is None:
@@ -235,12 +259,16 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                 decoded = {k: decode_payload(b, shapes[f], codec)[0] for k, b in payloads[f].items()}
             accepted, rej = screen_payloads(decoded, layouts[f], cfg.norm_multiple)
             rejected += len(rej)
-            credited = None
+            screened.append(accepted)
+            verdicts.append(credit(r, f, state, names, {int(k.removeprefix("worker")): d for k, d in accepted.items()},
+                                   previous[f], reveal) if credit is not None and accepted else {})
+        if credit is not None:
+            _audit(credit, r, reveal, state, frags, screened, verdicts, starts, cfg, ev, samplers)
+        for f, names in enumerate(frags):
+            accepted, credited = screened[f], None
             if credit is not None and accepted:
-                verdicts = credit(r, f, state, names, {int(k.removeprefix("worker")): d for k, d in accepted.items()},
-                                  previous[f], reveal)
-                credited = {f"worker{i:03d}" for i, v in verdicts.items() if v.credited}
-                kept = credit.clipped({f"worker{i:03d}": accepted[f"worker{i:03d}"] for i, v in verdicts.items()
+                credited = {f"worker{i:03d}" for i, v in verdicts[f].items() if v.credited}
+                kept = credit.clipped({f"worker{i:03d}": accepted[f"worker{i:03d}"] for i, v in verdicts[f].items()
                                        if v.aggregated})
                 rejected += len(accepted) - len(kept)
                 accepted = kept
@@ -268,10 +296,25 @@ def simulate(cfg: SimConfig, df: pd.DataFrame | None = None, log: Callable[[dict
                        "tensor_bytes_per_worker": total_tensor, "encoded_bytes_per_worker": total_encoded,
                        "upload_bytes": up, "rejected": rejected, "byzantine_accepted": forged_in,
                        "honest_sent": honest_sent, "honest_credited": honest_in,
+                       "barred": len(credit.barred) if credit is not None else 0,
+                       "honest_barred": sum(1 for i in credit.barred if i not in attackers) if credit is not None else 0,
                        "seconds": time.perf_counter() - t0})
         if log:
             log(rounds[-1])
     return SimResult(rounds, state, sum(t.numel() for t in state.values()), time.perf_counter() - t_start)
+
+
+def _audit(credit: CreditGate, r: int, reveal: str, state: dict[str, Tensor], frags: list[list[str]],
+           screened: list[dict[str, dict[str, Tensor]]], verdicts: list[dict[int, Verdict]], starts: dict[int, dict],
+           cfg: SimConfig, ev: _Eval, samplers: list[WindowDataset]) -> None:
+    """The round's audit (`CreditGate.audited`): replay each drawn trainer's round from the inner
+    state it started with (``starts``) and bar it when a payload it sent does not reproduce."""
+    for i in credit.audited(reveal, [i for v in verdicts for i, x in v.items() if x.credited]):
+        data = WindowDataset(ev.split, samplers[i].unique_ids, seed=0)  # its generator: from the inner state
+        replayed = replay_round(cfg.model, cfg.inner, data, state, starts[i], init_seed=cfg.seed)
+        sent = [(screened[f][f"worker{i:03d}"], names) for f, names in enumerate(frags) if f"worker{i:03d}" in screened[f]]
+        if not all(reproduces(p, replayed, names) for p, names in sent):
+            credit.bar(i, r, [v[i] for v in verdicts if i in v])
 
 
 def _probe(scorer: ShardScorer, r: int, i: int, state: dict[str, Tensor], names: list[str]):
