@@ -585,6 +585,12 @@ class IpfsClient:
         """
         return self._post("id").json()
 
+    def bitswap_stat(self) -> dict:
+        """What the node's bitswap received since it started (/api/v0/bitswap/stat, Kubo's names):
+        ``BlocksReceived``, ``DataReceived`` (bytes) and of them the copies of blocks that had
+        arrived already, ``DupBlksReceived``, ``DupDataReceived`` (bytes). Raises IpfsUnavailable."""
+        return self._post("bitswap/stat").json()
+
     # -- pubsub and swarm -----------------------------------------------------
 
     def pubsub_publish(self, topic: str, data: bytes, *, timeout_s: float | None = None) -> None:

@@ -22,7 +22,7 @@ import * as dagPb from '@ipld/dag-pb'
 import { CID } from 'multiformats/cid'
 import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import { boundaryOf, parseMultipart, MultipartError } from './multipart.mjs'
-import { FetchError, FetchScope, MAX_FETCH_BYTES, parseGoDuration } from './fetch.mjs'
+import { FetchError, FetchScope, MAX_FETCH_BYTES, ReceivedBlocks, parseGoDuration } from './fetch.mjs'
 
 export const KUBO_CHUNK_SIZE = 262144
 export const KUBO_MAX_LINKS = 174
@@ -106,6 +106,7 @@ export class KuboApi {
     this.info = info
     this.libp2p = libp2p
     this.pinQueue = Promise.resolve() // pin changes run one at a time
+    this.received = new ReceivedBlocks(this.helia)
     this.routes = {
       '/api/v0/add': (req, res, p) => this.add(req, res, p),
       '/api/v0/cat': (req, res, p) => this.cat(req, res, p),
@@ -115,6 +116,7 @@ export class KuboApi {
       '/api/v0/block/stat': (req, res, p) => this.blockStat(req, res, p),
       '/api/v0/version': (req, res, p) => this.version(req, res, p),
       '/api/v0/id': (req, res, p) => this.id(req, res, p),
+      '/api/v0/bitswap/stat': (req, res, p) => sendJson(res, 200, this.received.stat()),
       ...extraRoutes
     }
   }

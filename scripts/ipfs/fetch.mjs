@@ -19,7 +19,22 @@
  *   - the HTTP client going away aborts what is in flight.
  * Fetched blocks are checked against their CID by Helia, stored in the
  * blockstore and announced to peers that want them; they are not pinned.
+ *
+ * One copy of each block (issue #25): a missing block is first asked of the
+ * peer that sent the request's previous block (WANT-BLOCK to it alone), else
+ * every connected peer is asked whether it has it (WANT-HAVE, answered within
+ * PRESENCE_TIMEOUT_MS) and the first that has it is asked for it (WANT-BLOCK).
+ * Only when no peer says it has the block (yet), or that peer fails to send it
+ * within BLOCK_TIMEOUT_MS, is it wanted from every peer at once (Helia's
+ * broadcast WANT-BLOCK, until the deadline). Sending WANT-BLOCK to every peer
+ * first, as Helia's broker does, made every peer that held a block send it:
+ * a trainer host of `make demo-hosts` received 5-6 copies of what it stored.
  */
+
+/** ms: how long the connected peers have to say whether they hold a block (WANT-HAVE). */
+export const PRESENCE_TIMEOUT_MS = 3_000
+/** ms: how long the one peer asked for a block has to send it before every peer is asked. */
+export const BLOCK_TIMEOUT_MS = 30_000
 
 /** ms: deadline of a request's network fetches when it names no `timeout`. */
 export const DEFAULT_FETCH_TIMEOUT_MS = 60_000
@@ -102,6 +117,8 @@ export class FetchScope {
     this.maxBytes = maxBytes
     this.fetchedBytes = 0
     this.fetchedBlocks = 0
+    this.wantList = bitswapWantList(helia)
+    this.source = null // the peer that sent this request's last block
     this.deadline = new AbortController()
     this.deadlineMs = timeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS
     this.timer = null
@@ -145,7 +162,7 @@ export class FetchScope {
     let block
     try {
       signal.throwIfAborted()
-      block = await concat(this.helia.blockstore.get(cid, { signal }))
+      block = await this.fromOnePeer(cid, signal) ?? await concat(this.helia.blockstore.get(cid, { signal }))
     } catch (err) {
       if (this.deadline.signal.aborted) throw new FetchDeadlineError(cid, this.deadlineMs, peers)
       if (this.signal.aborted) throw this.signal.reason ?? err // the client went away
@@ -155,6 +172,92 @@ export class FetchScope {
     this.fetchedBlocks += 1
     if (this.fetchedBytes > this.maxBytes) throw new FetchCapError(cid, this.maxBytes, this.fetchedBytes)
     return block
+  }
+
+  /**
+   * Block `cid` from one peer (see the module comment), stored in the blockstore;
+   * null when no peer said it has it in time or the one asked did not send it.
+   */
+  async fromOnePeer (cid, signal) {
+    if (this.wantList == null) return null
+    const peers = this.libp2p.getPeers()
+    if (this.source != null && peers.some(p => p.equals(this.source))) {
+      const block = await this.askBlock(cid, this.source, signal)
+      if (block != null) return block
+    }
+    const round = new AbortController()
+    const limit = AbortSignal.any([signal, round.signal, AbortSignal.timeout(PRESENCE_TIMEOUT_MS)])
+    let source
+    try {
+      source = await Promise.any(peers.map(async (peer) => {
+        const presence = await this.wantList.wantSessionPresence(cid, peer, { signal: limit })
+        if (!presence.has) throw new Error(`${peer} does not have ${cid}`)
+        return { peer, block: presence.block } // a small block may come instead of HAVE
+      }))
+    } catch {
+      signal.throwIfAborted()
+      return null
+    } finally {
+      round.abort() // stop waiting for the other peers' answers
+    }
+    const block = source.block ?? await this.askBlock(cid, source.peer, signal)
+    if (block == null) return null
+    if (source.block != null) await this.helia.blockstore.put(cid, block, { signal })
+    this.source = source.peer
+    return block
+  }
+
+  /** Block `cid` from `peer` alone (WANT-BLOCK), stored; null when it does not send it in time. */
+  async askBlock (cid, peer, signal) {
+    let answer
+    try {
+      answer = await this.wantList.wantSessionBlock(cid, peer, { signal: AbortSignal.any([signal, AbortSignal.timeout(BLOCK_TIMEOUT_MS)]) })
+    } catch {
+      signal.throwIfAborted()
+      return null
+    }
+    if (!answer.has || answer.block == null) return null
+    await this.helia.blockstore.put(cid, answer.block, { signal })
+    return answer.block
+  }
+}
+
+/** The want list of the node's bitswap block broker (@helia/bitswap), or null without one. */
+function bitswapWantList (helia) {
+  return helia.blockBrokers?.find(b => b.name === 'bitswap')?.bitswap?.wantList ?? null
+}
+
+/**
+ * What this node's bitswap received, in Kubo's `bitswap stat` terms: every block
+ * that arrived (BlocksReceived, DataReceived bytes) and those that had arrived
+ * before (DupBlksReceived, DupDataReceived): a duplicate is a second copy sent
+ * by another peer. Counts from the node's start.
+ */
+export class ReceivedBlocks {
+  constructor (helia) {
+    this.blocks = 0
+    this.bytes = 0
+    this.dupBlocks = 0
+    this.dupBytes = 0
+    this.seen = new Set()
+    bitswapWantList(helia)?.addEventListener('block', (evt) => this.count(evt.detail.cid, evt.detail.block.length))
+  }
+
+  count (cid, bytes) {
+    const key = Buffer.from(cid.multihash.bytes).toString('base64')
+    this.blocks += 1
+    this.bytes += bytes
+    if (this.seen.has(key)) {
+      this.dupBlocks += 1
+      this.dupBytes += bytes
+      return
+    }
+    if (this.seen.size >= 1_000_000) this.seen.clear() // bounded memory; dups of older blocks go uncounted
+    this.seen.add(key)
+  }
+
+  stat () {
+    return { BlocksReceived: this.blocks, DataReceived: this.bytes, DupBlksReceived: this.dupBlocks, DupDataReceived: this.dupBytes }
   }
 }
 

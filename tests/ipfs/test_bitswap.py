@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from ipfs_fixtures import node_pair
+from ipfs_fixtures import NodeHandle, node_pair
 from kubo_oracle import cid_v1, to_text
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient, IpfsError, IpfsNotFound, IpfsTooLarge
@@ -166,3 +166,31 @@ def test_b_keeps_serving_what_it_fetched_after_a_stops(tmp_path):
         assert cb.cat(read_cid) == read and cb.cat(pinned_cid) == pinned
         assert time.monotonic() - t0 < 2.0  # local reads: no peer asked
         assert cb.block_size(leaf_cid(pinned, 1)) == 300_000 - CHUNK
+
+
+def test_a_block_two_peers_hold_arrives_once(tmp_path):
+    """C fetches a file that A and B both hold: each block arrives once (one peer is asked for it after
+    a WANT-HAVE round, or the peer that sent the previous block), not once per peer that holds it
+    (Helia's broadcast WANT-BLOCK: every holder sent every block)."""
+    with node_pair(tmp_path) as (a, b, ca, cb):
+        c = NodeHandle(tmp_path / "c", free_port())
+        c.start()
+        cc = IpfsClient(c.url, timeout_s=30, retries=1, backoff_s=0.1)
+        try:
+            assert cc.swarm_connect(a.proc.swarm_addr) == a.proc.peer_id
+            assert cc.swarm_connect(b.proc.swarm_addr) == b.proc.peer_id
+            data = os.urandom(3 * 1024 * 1024 + 77)  # dag-pb root over 13 raw leaves
+            cid = ca.add(data)
+            assert cb.cat(cid, verify=True) == data  # now A and B hold every block
+            before = cc.bitswap_stat()
+            assert cc.cat(cid, verify=True) == data
+            time.sleep(1.0)  # a second copy in flight would land now
+            after = cc.bitswap_stat()
+            got = {k: after[k] - before[k] for k in after}
+            assert got["BlocksReceived"] - got["DupBlksReceived"] == 14 and got["DataReceived"] >= len(data), got
+            # only a block of at most 1 KiB (here the 655-byte root) may come from both: a peer sends such
+            # a block in place of HAVE (@helia/bitswap's maxSizeReplaceHasWithBlock)
+            assert got["DupBlksReceived"] <= 1 and got["DupDataReceived"] <= 1024, got
+        finally:
+            cc.close()
+            c.stop()
