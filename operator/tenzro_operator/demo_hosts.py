@@ -24,7 +24,8 @@ was empty before the post. It prints each host's bytes sent and received (its ``
 from before the post to the seal) next to what the codec says a round costs (the run's payload
 bytes per trainer per round, and the weights a trainer fetches) and to synchronous data-parallel
 training (a ring all-reduce of the full fp32 gradient at every inner step: ``2 x params x 4 B x H``
-sent per trainer per round), and ends with::
+sent per trainer per round), beside what each node's bitswap received and how much of it were
+copies of blocks it had already (`IpfsClient.bitswap_stat`), and ends with::
 
     bytes per trainer host per round (measured on the link): <N>
     ratio to synchronous data-parallel: <N>x
@@ -284,9 +285,10 @@ class LinkCut:
 
 
 def network_summary(hosts: Hosts, window: dict[str, LinkCounters], payloads: dict, spec, s: DemoSettings,
-                    syncer_pins_before: int, stored: dict[str, int]) -> dict:
+                    syncer_pins_before: int, stored: dict[str, int], bitswap: dict[str, dict]) -> dict:
     """The figures printed after the demo's summary (bytes; per round = over ``s.rounds`` rounds;
-    ``stored``: host -> bytes of blocks in its node's repo at the end, `repo_bytes`)."""
+    ``stored``: host -> bytes of blocks in its node's repo at the end, `repo_bytes`; ``bitswap``:
+    host -> its node's `IpfsClient.bitswap_stat` after the seal)."""
     trainers = [h for h in hosts.names if h.startswith("trainer")]
     measured = sum(window[h].tx_bytes + window[h].rx_bytes for h in trainers) / len(trainers) / s.rounds
     params, h_steps = spec.architecture.param_count, spec.inner_steps
@@ -295,7 +297,8 @@ def network_summary(hosts: Hosts, window: dict[str, LinkCounters], payloads: dic
     return {
         "namespace_prefix": hosts.prefix,
         "hosts": {h: {"address": hosts.address(h), "tx_bytes": window[h].tx_bytes, "rx_bytes": window[h].rx_bytes,
-                      "stored_bytes": stored[h]} for h in hosts.names},
+                      "stored_bytes": stored[h], "bitswap_received_bytes": bitswap[h]["DataReceived"],
+                      "bitswap_duplicate_bytes": bitswap[h]["DupDataReceived"]} for h in hosts.names},
         "payloads": {k: payloads[k] for k in ("accepted", "fetched", "not_fetched", "submitted")},
         "syncer_node_pins_before_post": syncer_pins_before,
         "codec_payload_bytes_per_trainer_round": payloads["payload_bytes"] / (len(trainers) * s.rounds),
@@ -310,14 +313,17 @@ def network_summary(hosts: Hosts, window: dict[str, LinkCounters], payloads: dic
 def print_network(net: dict, rounds: int) -> None:
     t = Table(title=f"MB (10^6 bytes) on each host's link, from before the post to the seal ({rounds} rounds; "
                     f"exact bytes in summary.json)")
-    for col in ("host", "address", "sent", "received", "sent / round", "received / round", "blocks stored"):
-        t.add_column(col, justify="left" if col in ("host", "address") else "right")
+    for col in ("host", "sent", "received", "sent / round", "received / round", "blocks stored", "bitswap in",
+                "copies"):  # the addresses are on the `hosts:` line
+        t.add_column(col, justify="left" if col == "host" else "right")
     for h, row in net["hosts"].items():
-        t.add_row(h, row["address"], *(f"{v / 1e6:.2f}" for v in (
-            row["tx_bytes"], row["rx_bytes"], row["tx_bytes"] / rounds, row["rx_bytes"] / rounds, row["stored_bytes"])))
+        t.add_row(h, *(f"{v / 1e6:.2f}" for v in (
+            row["tx_bytes"], row["rx_bytes"], row["tx_bytes"] / rounds, row["rx_bytes"] / rounds, row["stored_bytes"],
+            row["bitswap_received_bytes"], row["bitswap_duplicate_bytes"])))
     console.print(t)
     console.print("(blocks stored: what the host's node holds at the end, each block once: added there or "
-                  "fetched; received well above it means blocks that arrived more than once)")
+                  "fetched; bitswap in: the blocks its node took from peers since it started; copies: of them, "
+                  "those of blocks that had arrived already)")
     p = net["payloads"]
     console.print(f"payloads: {p['fetched']}/{p['accepted']} accepted payloads fetched across the link (on the "
                   f"syncer's node, whose repo held {net['syncer_node_pins_before_post']} pins before the post; "
@@ -393,6 +399,10 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
                 fault.restore(s.rounds)
             wait_settled(procs)
         stop(procs)
+        bitswap = {}  # what each node's bitswap received since it started (the run and its set-up)
+        for h in names:
+            with hosts.inside(h), IpfsClient(nodes[h].api_url, retries=1) as c:
+                bitswap[h] = c.bitswap_stat()
         console.print(f"run sealed after {train_s:.0f} s")
         payloads = payload_report(hosts, nodes, s, p.task_id, p.posted_block, p.addresses)
         with hosts.inside("watcher"):  # the receipt's replay and the summary, from the watcher's host
@@ -405,7 +415,7 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
             summary = summarize(s, sponsor_w, ipfs_w, p.spec, p.df, p.task, p.task_id, p.posted_block, p.addresses,
                                 t_start, p.syncer_stake, watcher_rounds(p.work / "watcher"))
         stored = {h: repo_bytes(work / "ipfs" / h) for h in names}
-        net = network_summary(hosts, window, payloads, p.spec, s, syncer_pins_before, stored)
+        net = network_summary(hosts, window, payloads, p.spec, s, syncer_pins_before, stored, bitswap)
         # each live round's time, opening to commit (chain seconds), and who was credited in it
         rounds = [r for r in run_view.build(sponsor_w, p.task_id, trainers=False).rounds if r.live]
         net["caps"] = dict(hs.caps)
