@@ -181,18 +181,31 @@ export class FetchScope {
   async fromOnePeer (cid, signal) {
     if (this.wantList == null) return null
     const peers = this.libp2p.getPeers()
-    if (this.source != null && peers.some(p => p.equals(this.source))) {
-      const block = await this.askBlock(cid, this.source, signal)
-      if (block != null) return block
+    let block = null
+    if (this.source != null && peers.some(p => p.equals(this.source))) block = await this.askBlock(cid, this.source, signal)
+    if (block == null) {
+      const holder = await this.firstHolder(cid, peers, signal)
+      if (holder == null) return null
+      block = holder.block ?? await this.askBlock(cid, holder.peer, signal)
+      if (block == null) return null
+      this.source = holder.peer
     }
+    await this.helia.blockstore.put(cid, block, { signal })
+    return block
+  }
+
+  /**
+   * The first of `peers` to say it has `cid` (WANT-HAVE, PRESENCE_TIMEOUT_MS), with the block
+   * when it sent that instead (at most 1 KiB); null when none did in time.
+   */
+  async firstHolder (cid, peers, signal) {
     const round = new AbortController()
     const limit = AbortSignal.any([signal, round.signal, AbortSignal.timeout(PRESENCE_TIMEOUT_MS)])
-    let source
     try {
-      source = await Promise.any(peers.map(async (peer) => {
+      return await Promise.any(peers.map(async (peer) => {
         const presence = await this.wantList.wantSessionPresence(cid, peer, { signal: limit })
         if (!presence.has) throw new Error(`${peer} does not have ${cid}`)
-        return { peer, block: presence.block } // a small block may come instead of HAVE
+        return { peer, block: presence.block }
       }))
     } catch {
       signal.throwIfAborted()
@@ -200,25 +213,17 @@ export class FetchScope {
     } finally {
       round.abort() // stop waiting for the other peers' answers
     }
-    const block = source.block ?? await this.askBlock(cid, source.peer, signal)
-    if (block == null) return null
-    if (source.block != null) await this.helia.blockstore.put(cid, block, { signal })
-    this.source = source.peer
-    return block
   }
 
-  /** Block `cid` from `peer` alone (WANT-BLOCK), stored; null when it does not send it in time. */
+  /** Block `cid` from `peer` alone (WANT-BLOCK); null when it does not send it in time. */
   async askBlock (cid, peer, signal) {
-    let answer
     try {
-      answer = await this.wantList.wantSessionBlock(cid, peer, { signal: AbortSignal.any([signal, AbortSignal.timeout(BLOCK_TIMEOUT_MS)]) })
+      const answer = await this.wantList.wantSessionBlock(cid, peer, { signal: AbortSignal.any([signal, AbortSignal.timeout(BLOCK_TIMEOUT_MS)]) })
+      return answer.has ? answer.block ?? null : null
     } catch {
       signal.throwIfAborted()
       return null
     }
-    if (!answer.has || answer.block == null) return null
-    await this.helia.blockstore.put(cid, answer.block, { signal })
-    return answer.block
   }
 }
 

@@ -261,13 +261,14 @@ class CreditGate:
         without replacement with the round's ``reveal``, each with probability proportional to its
         `audit_weight`; sorted."""
         pool, picked = sorted(set(credited)), []
+        weights = [self.audit_weight(i) for i in pool]
         while pool and len(picked) < self.cfg.audit:
             h = hashlib.sha256(f"{reveal}/audit/{len(picked)}".encode()).digest()
-            weights = [self.audit_weight(i) for i in pool]
             u, k = int.from_bytes(h[:8], "big") / 2.0 ** 64 * sum(weights), 0
             while k < len(pool) - 1 and u >= weights[k]:
                 u -= weights[k]
                 k += 1
+            weights.pop(k)
             picked.append(pool.pop(k))
         return sorted(picked)
 
