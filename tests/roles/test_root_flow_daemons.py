@@ -243,6 +243,39 @@ def test_a_watcher_proves_a_lying_syncer_wrong_and_the_run_seals_under_a_new_one
 
 
 @pytest.mark.slow
+def test_a_syncer_gone_silent_mid_round_is_replaced_and_the_stand_in_commits_the_round_with_every_submission(tmp_path):
+    """Syncer A commits round 0, then goes silent in round 1 (fault ``go_silent_at``: what a cut
+    host looks like from the chain) after the trainers have committed and revealed their
+    submissions to the topic. Once ``syncerReplaceableAt`` passes, stand-in B is elected (A's bond
+    burned) and commits round 1 itself with every trainer's submissions: the delivery made while A
+    was the syncer is not lost, no trainer trains the round again or is slashed, and the run seals
+    with a receipt that verifies by replay (issue 25)."""
+    from roles_stack import devnet_stack
+
+    with devnet_stack(tmp_path / "net") as net:
+        tid, silent, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {"go_silent_at": 1})
+        client = net.client()
+        assert set(results.values()) == {0}, results
+        run = client.get_run(tid)
+        assert run.status == RunStatus.SEALED
+        elected = [e["args"] for e in events(client, tid, "SyncerElected")]
+        b = net.client(8).address
+        assert [(e["syncer"], e["previous"]) for e in elected] == [(silent, "0x" + "0" * 40), (b, silent)]
+        assert elected[1]["previousSlashed"] == run.syncer_bond > 0
+        commits = events(client, tid, "RoundCommitted")
+        assert [int(c["args"]["round"]) for c in commits] == [0, 1]
+        assert [client.w3.eth.get_transaction(c["tx_hash"])["from"] for c in commits] == [silent, b]
+        rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+        assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [[3, 3, 3], [3, 3, 3]]
+        # round 1 opened once: the stand-in committed what the trainers had delivered under A
+        assert [int(e["args"]["round"]) for e in events(client, tid, "RoundOpened")] == [0, 1]
+        for idx in TRAINERS[:3]:
+            assert client.trainer_stats(tid, net.client(idx).address).slashed == 0
+        assert replay.verify_receipt(client, net.ipfs(), tid).ok
+        assert [ok for _, _, ok in watcher.checked] == [True, True]
+
+
+@pytest.mark.slow
 def test_a_censored_trainer_forces_its_submissions_and_a_watcher_proves_the_omission(tmp_path):
     """Syncer A censors the trainer at index 1 (fault ``censor_trainer``). Round 0: A leaves its
     off-chain submissions out, which nothing on-chain shows; the trainer reads the commit, finds

@@ -88,9 +88,9 @@ class RootSyncerMixin:
     _norm_refs: dict  # (round, fragment) -> `_norm_reference`'s answer, the open round's only
 
     def root_prepare(self) -> None:
-        """Whether the run is in the root flow (its topic is subscribed to once this syncer is
-        elected, `root_listen`, and the JSON-RPC endpoint served once it collects: a stand-in does
-        not hold a backlog that a lagging reader would make the node drop)."""
+        """Whether the run is in the root flow (its topic is subscribed to by `root_listen`, once
+        elected or while standing in, `root_stand_by`, which drains it every poll; the JSON-RPC
+        endpoint is served once this syncer collects)."""
         self.root_flow = self.chain.is_root_flow(self.task_id)
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
         self._intake_lock, self._open = threading.Lock(), None
@@ -145,6 +145,28 @@ class RootSyncerMixin:
             sub.offchain = True
             new.append(sub)
         return new
+
+    def root_stand_by(self, run) -> None:
+        """A stand-in's intake (issue 25): while another syncer serves Training run ``run``, keep
+        the open round's timely commitments and the reveals that open them from the submission
+        topic, through the same `root_intake` and bounds as the serving syncer. A syncer whose
+        host is cut after the trainers delivered is replaceable only ``syncerTimeout`` after the
+        round deadline, when the trainers have stopped publishing and a late commitment cannot
+        be told from a copy of a revealed payload; a stand-in that listened all along commits the
+        round with every delivered submission instead of an empty one. Pubsub only: the trainers
+        post to the serving syncer's endpoint, and none is announced here. Kept: the open round
+        only (older rounds are dropped each call)."""
+        if not self.root_flow or run.status != RunStatus.TRAINING:
+            return
+        closes = self.chain.commit_phase(self.task_id)[0]
+        with self._intake_lock:
+            self._open = (run.current_round, closes)
+            self._reveals = {k: m for k, m in self._reveals.items() if k[0] >= run.current_round}
+            self._commitments = {k: c for k, c in self._commitments.items() if k[0] >= run.current_round}
+        self.root_listen()
+        self._drain_pubsub(self.chain_now())
+        if self._verifier is not None:
+            self._verifier.drain(INTAKE_BUDGET_S)
 
     def root_listen(self) -> None:
         """Subscribe to the run's submission topic, once: called by the elected syncer before it

@@ -42,7 +42,9 @@ While the run is Enrolling the syncer waits: round 0 opens with the M-th enrollm
 spec's enrollment deadline has passed, the syncer opens it itself with ``closeEnrollment`` (>= K
 enrolled) or cancels a run short of K (``close_enrollment``, default on; anyone may do either).
 Then it requests and resolves the election; if another candidate is drawn it leaves the run (or,
-serving one configured run, waits as a stand-in). A silent syncer is replaced the same way once
+serving one configured run, waits as a stand-in, keeping the open round's delivered submissions
+from the topic, `root_stand_by`, so that it can commit the round if the syncer goes silent after
+the trainers delivered). A silent syncer is replaced the same way once
 ``syncerReplaceableAt`` has passed (its bond is burned). The elected syncer locks the run's
 ``syncerBond`` of its pool stake until the seal, so its unlocked stake must cover the bond to be
 drawn at all.
@@ -521,7 +523,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         the run is Enrolling, wait (closing or cancelling it after its enrollment deadline,
         `maybe_close_enrollment`); once it is Training, get elected. With ``leave_to_others``, a run
         another syncer holds is left to it (False; `serve_elected` comes back to it if that
-        syncer becomes replaceable); else this syncer waits as a stand-in, ready to replace it."""
+        syncer becomes replaceable); else this syncer waits as a stand-in, ready to replace it, and
+        keeps the open round's submissions meanwhile (`root_stand_by`)."""
         self.open_task(task_id)
         while True:
             self.check_stop()
@@ -539,6 +542,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             if self.leave_to_others and run.syncer != ZERO_ADDRESS:
                 log.info("run is served by syncer %s: looking for another run", run.syncer)
                 return False
+            self.guarded("stand by", lambda: self.root_stand_by(run))
             self.sleep(self.poll_s)
         self.root_listen()  # trainers deliver while restore fetches and evaluates the weights
         self.restore()
