@@ -77,7 +77,7 @@ demo: deploy
 # The same job with every party on its own host: network namespaces (root and iproute2), a chain host
 # with its own anvil and deployment, one IPFS node per host; ends with the bytes per trainer host per round.
 demo-hosts: compile
-	$(BIN)/python -m tenzro_operator.demo_hosts $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM)) $(if $(CUT),--cut $(CUT)) $(if $(CAP),--cap $(CAP))
+	$(BIN)/python -m tenzro_operator.demo_hosts $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM)) $(if $(CUT),--cut $(CUT)) $(if $(KILL_NODE),--kill-node $(KILL_NODE)) $(if $(CAP),--cap $(CAP))
 
 # The honest set-up on the root flow plus a lying syncer, a copycat, a sign flipper and a false
 # invalid report; a watcher proves the lie; ends with `caught: X of Y` (exit 1 unless all caught).

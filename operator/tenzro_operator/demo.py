@@ -135,6 +135,9 @@ class DemoSettings:
     max_missed_rounds: int = 2
     model_metadata: dict = field(default_factory=lambda: {"preset": "demo"})  # the spec's architecture.metadata
     syncer_options: dict = field(default_factory=dict)  # extra syncer.yaml keys, e.g. straggler_wait_s
+    # a second syncer candidate ("standin"), registered before the post and run beside the first:
+    # whichever is not elected stands in (`SyncerDaemon.root_stand_by`) and replaces a silent one
+    stand_in: bool = False
     eth_per_account: int = 100 * ETH  # wei every role account holds at least (gas)
 
 
@@ -204,7 +207,8 @@ def _fund(deployer: ChainClient, accounts: dict[str, str], s: DemoSettings) -> l
     and for a syncer half a bond more in its wallet (availability challenges' bonds, a tenth of
     the run's bond each: a pool stake does not pay them); returns the addresses that were given ETH."""
     given_eth = devnet.fund_eth(s.rpc, list(accounts.values()), s.eth_per_account, funder=deployer.account)
-    need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": _syncer_stake(deployer, s) + s.syncer_bond // 2}
+    syncer_need = _syncer_stake(deployer, s) + s.syncer_bond // 2
+    need = {"sponsor": s.reward_pool + s.escrow_bonus, "syncer": syncer_need, "standin": syncer_need}
     pending = []
     for role, addr in accounts.items():
         amount = need.get(role, s.stake)
@@ -262,17 +266,24 @@ Spawn = Callable[[str, list[str], Path], Proc]  # (role name, argv, log file) ->
 
 def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path, watcher: bool = True, *,
                    spawn: Spawn = _spawn, role_config: dict[str, dict] | None = None) -> list[Proc]:
-    """Start the syncer, the trainers and (``watcher``) a watcher as separate processes; returns
-    them (syncer first, watcher last).
+    """Start the syncer (and the stand-in, when ``keys`` has a ``standin`` key: `DemoSettings.stand_in`),
+    the trainers and (``watcher``) a watcher as separate processes; returns them (syncers first,
+    watcher last).
 
     ``spawn(name, argv, log)`` starts one (default: a child process here; `demo_hosts` starts each
-    in its party's host); ``role_config[name]`` (names ``syncer``, ``trainer-<i>``, ``watcher``) adds
+    in its party's host); ``role_config[name]`` (names ``syncer``, ``standin``, ``trainer-<i>``, ``watcher``) adds
     or replaces keys of that daemon's config file, e.g. its own ``ipfs_api`` and ``ipfs_bootstrap``."""
     extra = role_config or {}
     syncer_cfg = _write_yaml(work / "config" / "syncer.yaml", {
         **_common(s, keys["syncer"], work / "syncer"), "task_id": task, **s.syncer_options, **extra.get("syncer", {})})
     procs = [spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
                    work / "logs" / "syncer.log")]
+    if "standin" in keys:  # the second candidate, same options, its own key and data
+        cfg = _write_yaml(work / "config" / "standin.yaml", {
+            **_common(s, keys["standin"], work / "standin"), "task_id": task, **s.syncer_options,
+            **extra.get("standin", {})})
+        procs.append(spawn("standin", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(cfg)],
+                           work / "logs" / "standin.log"))
     for i in range(s.trainers):
         cfg = _write_yaml(work / "config" / f"trainer-{i}.yaml", {
             **_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,
@@ -292,6 +303,7 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
 
 
 RoundHook = Callable[[int, list[Proc]], None]
+SYNCER_ROLES = ("syncer", "standin")  # the syncer candidates a demo registers (the second with `stand_in`)
 
 
 def check_alive(procs: list[Proc]) -> None:
@@ -403,7 +415,7 @@ class PostedRun:
     keys: dict[str, Path]  # role -> keystore
     addresses: dict[str, str]  # role -> address
     posted_block: int
-    syncer_stake: int  # atto-units, the syncer's pool stake before the run
+    syncer_stake: int  # atto-units, the syncer candidates' pool stake before the run (`SYNCER_ROLES`)
     sponsor: ChainClient
     ipfs: IpfsClient
 
@@ -416,7 +428,8 @@ def post_demo_task(s: DemoSettings) -> PostedRun:
     task = s.task_id or f"demo-{int(time.time())}"
     work = s.workdir or REPO_ROOT / ".devnet" / "demo" / task
     console.rule(f"[bold]tenzro-train demo[/]: task {task}")
-    roles = {"sponsor": 1, "syncer": 2, **{f"trainer-{i}": 3 + i for i in range(s.trainers)}}
+    roles = {"sponsor": 1, "syncer": 2, **{f"trainer-{i}": 3 + i for i in range(s.trainers)},
+             **({"standin": 3 + s.trainers} if s.stand_in else {})}
     keys = create_devnet_keystores(work / "keys", roles, DEMO_PASSWORD)
     addresses = {r: anvil_account(i).address for r, i in roles.items()}
     given_eth = _fund(deployer, addresses, s)
@@ -424,9 +437,10 @@ def post_demo_task(s: DemoSettings) -> PostedRun:
                   + (f"; {len(given_eth)} account(s) beyond anvil's funded ones got "
                      f"{s.eth_per_account / ETH:g} ETH for gas" if given_eth else ""))
 
-    syncer_stake = register_syncer(_client(s, anvil_account(roles["syncer"])), deployer, s)
-    console.print(f"syncer candidate with {syncer_stake / TOKEN:g} TNZO of pool stake (the run's bond: "
-                  f"{s.syncer_bond / TOKEN:g} TNZO)")
+    syncers = [r for r in SYNCER_ROLES if r in roles]
+    syncer_stake = sum(register_syncer(_client(s, anvil_account(roles[r])), deployer, s) for r in syncers)
+    console.print(f"{len(syncers)} syncer candidate(s) ({', '.join(syncers)}) with {syncer_stake / TOKEN:g} TNZO of "
+                  f"pool stake in all (the run's bond: {s.syncer_bond / TOKEN:g} TNZO)")
 
     df = default_collection()
     sponsor = _client(s, anvil_account(roles["sponsor"]))
@@ -526,7 +540,8 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     for row in trainers:
         row["scored_out"] = view.trainer(row["address"]).scored_out
     unclaimed = unclaimed_credits(chain, task_id, from_block)
-    acct = accounting(chain, task_id, from_block, addresses["sponsor"], [addresses["syncer"]], syncer_stake_in)
+    acct = accounting(chain, task_id, from_block, addresses["sponsor"],
+                      [addresses[r] for r in SYNCER_ROLES if r in addresses], syncer_stake_in)
     summary = {"task": task, "task_id": "0x" + task_id.hex(), "flow": s.flow, "aggregation": spec.aggregation_name,
                "aggregation_params": spec.aggregation_params, "score_min": spec.require_protocol().score_min,
                "posted_block": from_block, "rounds": run.max_rounds,

@@ -14,6 +14,7 @@ host                  runs
 ``syncer``            the syncer daemon
 ``watcher``           the watcher daemon; after the seal, the receipt's replay (summary)
 ``trainer0``..        one trainer daemon each (M = 4 by default)
+``standin``           with a ``syncer`` cut only: a second syncer candidate (`DemoSettings.stand_in`)
 ====================  =======================================================================
 
 Every daemon's ``ipfs_bootstrap`` lists the other hosts' nodes, so payloads, weights and pubsub
@@ -44,6 +45,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -55,6 +57,7 @@ from tenzro_operator import devnet, run_view
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.demo import (
     REPO_ROOT,
+    SYNCER_ROLES,
     DemoError,
     DemoSettings,
     Proc,
@@ -93,17 +96,25 @@ class HostsSettings:
     node_start_timeout_s: float = 90.0  # a Helia node's ready line, on a loaded 2-core machine
     chain_start_timeout_s: float = 60.0
     deploy_timeout_s: float = 600.0  # `ape run deploy` (compiles first when the contracts changed)
-    # fault (issue 25): this host's link is cut when round cut_rounds[0] opens and restored when
-    # round cut_rounds[1] opens (the run goes on without it; its trainer rejoins)
-    cut: str | None = None
-    cut_rounds: tuple[int, int] = (0, 1)
+    # faults (issue 25), each (host, a, b): the host's link is cut when round index a opens and
+    # restored when round b opens (or after the seal). A trainer's host: the run goes on without
+    # it, its trainer rejoins. "syncer": the host of the syncer elected then, cut when that round's
+    # commit phase closes; a stand-in syncer candidate runs on a host of its own and takes the run
+    # over (`LinkCut`)
+    cuts: tuple[tuple[str, int, int], ...] = ()
+    # (host, a, b): the host's IPFS node is killed (SIGKILL) kill_after_close_s seconds after round
+    # a's commit phase closes (its trainer has pinned and revealed) and restarted on its repo when
+    # round b opens (or after the seal)
+    node_kills: tuple[tuple[str, int, int], ...] = ()
+    kill_after_close_s: float = 3.0
     # (host, bits per second): a tc token bucket on that host's link, both ways, for the whole run
     caps: tuple[tuple[str, int], ...] = ()
 
 
-def host_names(trainers: int) -> list[str]:
-    """The hosts, in address order: chain (.1), syncer (.2), watcher (.3), trainer0.. (.4..)."""
-    return ["chain", "syncer", "watcher", *(f"trainer{i}" for i in range(trainers))]
+def host_names(trainers: int, stand_in: bool = False) -> list[str]:
+    """The hosts, in address order: chain (.1), syncer (.2), watcher (.3), trainer0.. (.4..), then
+    the stand-in syncer's (``stand_in``)."""
+    return ["chain", "syncer", "watcher", *(f"trainer{i}" for i in range(trainers)), *(["standin"] * stand_in)]
 
 
 def host_of(role: str) -> str:
@@ -182,7 +193,7 @@ def start_nodes(hosts: Hosts, root: Path, timeout_s: float) -> dict[str, subproc
 def role_configs(nodes: dict[str, subprocess.Popen], trainers: int) -> dict[str, dict]:
     """Each daemon's own node (``ipfs_api``) and the other hosts' nodes (``ipfs_bootstrap``)."""
     out = {}
-    for role in ["syncer", "watcher", *(f"trainer-{i}" for i in range(trainers))]:
+    for role in ["syncer", "watcher", *(f"trainer-{i}" for i in range(trainers)), *(["standin"] * ("standin" in nodes))]:
         host = host_of(role)
         out[role] = {"ipfs_api": nodes[host].api_url,
                      "ipfs_bootstrap": [p.swarm_addr for h, p in nodes.items() if h != host]}
@@ -206,13 +217,17 @@ def counters(hosts: Hosts) -> dict[str, LinkCounters]:
 
 def payload_report(hosts: Hosts, nodes: dict[str, subprocess.Popen], s: DemoSettings, task_id: bytes,
                    from_block: int, addresses: dict[str, str]) -> dict:
-    """Where every payload of the committed transcripts lives, read from inside the syncer's host:
-    the transcripts and payloads from the syncer's node offline (its own blocks only), the pins of
-    each trainer's node from inside that host.
+    """Where every payload of the committed transcripts lives, read from inside the syncers'
+    hosts: each round's transcript and payloads offline (its own blocks only) from the node of the
+    syncer that committed the round (the sender of its ``commitRound``), the pins of each trainer's
+    node from inside that host.
 
     Returns ``{"accepted", "fetched", "not_fetched": [...], "payload_bytes", "submitted",
-    "weights_bytes_per_round"}``; a payload counts as fetched when the syncer's node holds it (its
-    sha256 is the signed one) and its own trainer's node, and no other trainer's, pinned it."""
+    "weights_bytes_per_round", "committed_by": {round: host}, "verdicts": [...]}``; a payload
+    counts as fetched when the committing syncer's node holds it (its sha256 is the signed one)
+    and its own trainer's node, and no other trainer's, pinned it. ``verdicts``: every submission
+    of the transcripts, ``{"round", "fragment", "trainer": host, "verdict": "accepted" or the
+    rejection's reason, "pinned_by_owner"}``."""
     owner_host = {a.lower(): host_of(r) for r, a in addresses.items() if r.startswith("trainer-")}
     pins = {}
     for h in owner_host.values():
@@ -221,9 +236,16 @@ def payload_report(hosts: Hosts, nodes: dict[str, subprocess.Popen], s: DemoSett
     accepted = fetched = payload_bytes = submitted = 0
     weights_bytes = []
     not_fetched = []
-    with hosts.inside("syncer"), IpfsClient(nodes["syncer"].api_url, offline=True, retries=1) as own:
+    verdicts = []
+    syncer_host = {a.lower(): host_of(r) for r, a in addresses.items() if r in SYNCER_ROLES}
+    with hosts.inside("chain"):
         chain = ChainClient(s.rpc, s.deployments)
-        for r, ev in sorted(committed_rounds(chain, task_id, from_block, s.rounds).items()):
+        senders = committers(chain, task_id, from_block, s.rounds)
+        rounds = committed_rounds(chain, task_id, from_block, s.rounds)
+    committed_by = {r: syncer_host[a.lower()] for r, a in senders.items()}
+    for r, ev in sorted(rounds.items()):
+        host = committed_by[r]
+        with hosts.inside(host), IpfsClient(nodes[host].api_url, offline=True, retries=1) as own:
             tr = RoundTranscript.parse(own.cat(ev["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                        bytes(ev["transcriptHash"]))
             weights_bytes.append(sum(len(own.cat(fr.weights.cid)) for fr in tr.fragments))
@@ -235,20 +257,33 @@ def payload_report(hosts: Hosts, nodes: dict[str, subprocess.Popen], s: DemoSett
                         data = None
                     submitted += 1
                     payload_bytes += len(data or b"")
+                    owner = owner_host[sub.trainer.lower()]
+                    verdicts.append({"round": r, "fragment": fr.fragment, "trainer": owner,
+                                     "verdict": "accepted" if was_accepted else sub.reason,
+                                     "pinned_by_owner": sub.cid in pins[owner]})
                     if not was_accepted:
                         continue
                     accepted += 1
-                    host = owner_host[sub.trainer.lower()]
-                    others = [h for h, p in pins.items() if h != host and sub.cid in p]
+                    others = [h for h, p in pins.items() if h != owner and sub.cid in p]
                     ok = (data is not None and "0x" + hashlib.sha256(data).hexdigest() == sub.sha256
-                          and sub.cid in pins[host] and not others)
+                          and sub.cid in pins[owner] and not others)
                     fetched += ok
                     if not ok:
-                        not_fetched.append({"round": r, "fragment": fr.fragment, "trainer": host, "cid": sub.cid,
-                                            "on_syncer_node": data is not None, "pinned_by_owner": sub.cid in pins[host],
-                                            "pinned_by_others": others})
+                        not_fetched.append({"round": r, "fragment": fr.fragment, "trainer": owner, "cid": sub.cid,
+                                            "on_syncer_node": data is not None, "syncer": host,
+                                            "pinned_by_owner": sub.cid in pins[owner], "pinned_by_others": others})
     return {"accepted": accepted, "fetched": fetched, "not_fetched": not_fetched, "payload_bytes": payload_bytes,
-            "submitted": submitted, "weights_bytes_per_round": weights_bytes}
+            "submitted": submitted, "weights_bytes_per_round": weights_bytes, "committed_by": committed_by,
+            "verdicts": verdicts}
+
+
+def committers(chain: ChainClient, task_id: bytes, from_block: int, before_round: int) -> dict[int, str]:
+    """``round -> address`` that sent each round's (last) ``commitRound``, as `committed_rounds` counts them."""
+    out = {}
+    for ev in chain.get_logs(from_block, chain.block_number(), ["RoundCommitted"], task_id=task_id):
+        if int(ev["args"]["round"]) < before_round:
+            out[int(ev["args"]["round"])] = chain.w3.eth.get_transaction(ev["tx_hash"])["from"]
+    return out
 
 
 def repo_bytes(repo: Path) -> int:
@@ -256,32 +291,83 @@ def repo_bytes(repo: Path) -> int:
     return sum(f.stat().st_size for f in (repo / "blocks").rglob("*") if f.is_file())
 
 
-class LinkCut:
-    """The `HostsSettings.cut` fault as `demo.wait_sealed`'s round hook: takes ``host``'s link down
-    when round ``rounds[0]`` opens, up again when round ``rounds[1]`` opens (and at the end, if the
-    run sealed first); ``events`` records ``(action, round, seconds since the hook was made)``."""
+class HostFault:
+    """One fault of `HostsSettings` as `demo.wait_sealed`'s round hook: ``down(host)`` when round
+    ``rounds[0]`` opens, ``up(host)`` when round ``rounds[1]`` opens (or at the end, `end`, if the
+    run sealed first); ``events`` records ``(action, round, seconds since the hook was made)``.
 
-    def __init__(self, hosts: Hosts, host: str, rounds: tuple[int, int]) -> None:
-        if host not in hosts.names or not 0 <= rounds[0] < rounds[1]:
-            raise DemoError(f"cannot cut {host!r} from round {rounds[0]} to {rounds[1]}: hosts are {hosts.names}")
-        self.hosts, self.host, self.rounds = hosts, host, rounds
+    ``host`` "syncer" is the host of the syncer elected when the round opens (``elected()``). With
+    ``after_close_s`` (seconds) the fault comes mid-round, from a timer thread: that long after the
+    round's commit phase closes (``until_closes()`` seconds after the opening is seen), when the
+    trainers have fetched the weights, trained, committed and (after a second or two) revealed."""
+
+    def __init__(self, what: str, host: str, rounds: tuple[int, int], down, up, *, after_close_s: float | None = None,
+                 elected=None, until_closes=None) -> None:
+        self.what, self.host, self.rounds, self.down, self.up = what, host, rounds, down, up
+        self.after_close_s, self.elected, self.until_closes = after_close_s, elected, until_closes
         self.events: list[tuple[str, int, float]] = []
+        self._armed = False
         self._t0 = time.monotonic()
+        self._timer: threading.Timer | None = None
 
     def __call__(self, round_: int, procs) -> None:
-        if not self.events and self.rounds[0] <= round_ < self.rounds[1]:
-            self.hosts.cut(self.host)
-            self.events.append(("cut", round_, time.monotonic() - self._t0))
-            console.print(f"FAULT: {self.host}'s link cut at round {round_ + 1}")
+        if not self._armed and self.rounds[0] <= round_ < self.rounds[1]:
+            self._armed = True
+            if self.host == "syncer":
+                self.host = self.elected()
+            if self.after_close_s is None:
+                self._down(round_)
+                return
+            self._timer = threading.Timer(max(0.0, self.until_closes() + self.after_close_s), self._down, (round_,))
+            self._timer.daemon = True
+            self._timer.start()
         elif round_ >= self.rounds[1]:
-            self.restore(round_)
+            self.end(round_)
 
-    def restore(self, round_: int) -> None:
-        """Bring the link up again, if it is down (cut once, not restored yet)."""
+    def _down(self, round_: int) -> None:
+        self.down(self.host)
+        self.events.append((self.what, round_, time.monotonic() - self._t0))
+        console.print(f"FAULT: {self.host}: {self.what} in round {round_ + 1}")
+
+    def end(self, round_: int) -> None:
+        """Undo the fault, if it came and was not undone yet; one not come yet is called off."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer.join()
         if len(self.events) == 1:
-            self.hosts.restore(self.host)
+            self.up(self.host)
             self.events.append(("restore", round_, time.monotonic() - self._t0))
-            console.print(f"FAULT: {self.host}'s link restored at round {round_ + 1}")
+            console.print(f"FAULT: {self.host}: restored at round {round_ + 1}")
+
+
+def host_faults(hosts: Hosts, hs: HostsSettings, nodes: dict[str, subprocess.Popen], repos: Path,
+                elected, until_closes) -> list[HostFault]:
+    """The `HostsSettings` faults as hooks: each cut (``hosts.cut`` / ``restore``; a "syncer" cut
+    comes when the round's commit phase closes) and each node kill (SIGKILL of the host's IPFS
+    node ``kill_after_close_s`` after the commit phase closes; restarted on its repo in
+    ``repos/<host>``, same address and key, when undone: ``nodes`` gets the new process). Raises
+    DemoError for a host that does not exist or rounds out of order (before anything starts)."""
+    def restart(host: str) -> None:
+        with hosts.inside(host):
+            nodes[host] = start_ipfs_node(repos / host, API_PORT, host=hosts.address(host), swarm_port=SWARM_PORT,
+                                          timeout_s=hs.node_start_timeout_s, log_path=repos / f"{host}.log")
+
+    def kill(host: str) -> None:
+        nodes[host].kill()
+        nodes[host].wait()
+
+    out = []
+    for kind, items in (("cut", hs.cuts), ("node killed", hs.node_kills)):
+        for host, a, b in items:
+            if (host not in hosts.names and not (host == "syncer" and kind == "cut")) or not 0 <= a < b:
+                raise DemoError(f"cannot {kind.split()[0]} {host!r} from round {a} to {b}: hosts are {hosts.names}")
+            if kind == "cut":
+                out.append(HostFault("cut", host, (a, b), hosts.cut, hosts.restore, elected=elected,
+                                     until_closes=until_closes, after_close_s=0.0 if host == "syncer" else None))
+            else:
+                out.append(HostFault("node killed", host, (a, b), kill, restart, until_closes=until_closes,
+                                     after_close_s=hs.kill_after_close_s))
+    return out
 
 
 def network_summary(hosts: Hosts, window: dict[str, LinkCounters], payloads: dict, spec, s: DemoSettings,
@@ -356,9 +442,10 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
     hs = hs or HostsSettings()
     task = s.task_id or f"demo-hosts-{int(time.time())}"
     work = s.workdir or REPO_ROOT / ".devnet" / "demo-hosts" / task
+    s = replace(s, stand_in=s.stand_in or any(h == "syncer" for h, _, _ in hs.cuts))
     check_settings(replace(s, flow="root"))
     t_start = time.monotonic()
-    names = host_names(s.trainers)
+    names = host_names(s.trainers, s.stand_in)
     try:
         hosts = Hosts(names)
     except NetnsError as exc:
@@ -367,7 +454,20 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
     nodes: dict[str, subprocess.Popen] = {}
     anvil = None
     try:
-        fault = LinkCut(hosts, hs.cut, hs.cut_rounds) if hs.cut else None  # checked before anything starts
+        posted: list = []  # the run, once posted: who is elected names the host a "syncer" cut takes down
+
+        def elected() -> str:
+            me = posted[0].sponsor.get_run(posted[0].task_id).syncer.lower()
+            return next(host_of(r) for r, a in posted[0].addresses.items() if r in SYNCER_ROLES and a.lower() == me)
+
+        def until_closes() -> float:  # anvil stamps blocks with this machine's clock
+            return posted[0].sponsor.commit_phase(posted[0].task_id)[0] - time.time()
+
+        faults = host_faults(hosts, hs, nodes, work / "ipfs", elected, until_closes)  # checked before anything starts
+
+        def on_round(round_: int, procs) -> None:
+            for f in faults:
+                f(round_, procs)
         for host, rate in hs.caps:
             if host not in names:
                 raise DemoError(f"cannot cap {host!r}: hosts are {names}")
@@ -378,25 +478,28 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
         chain_addr = hosts.address("chain")
         anvil = start_chain(hosts, work / "chain", hs.chain_start_timeout_s)
         rpc = f"http://{chain_addr}:{RPC_PORT}"
-        nodes = start_nodes(hosts, work / "ipfs", hs.node_start_timeout_s)
+        nodes.update(start_nodes(hosts, work / "ipfs", hs.node_start_timeout_s))  # the faults hold this dict
         console.print(f"chain host: anvil on {rpc}; {len(nodes)} IPFS nodes, one per host (API :{API_PORT}, "
                       f"swarm :{SWARM_PORT})")
         deployments = deploy_on_chain_host(hosts, rpc, work / "chain" / "deployments.json", hs.deploy_timeout_s)
         s = replace(s, rpc=rpc, ipfs=nodes["chain"].api_url, deployments=deployments, workdir=work, task_id=task,
                     flow="root")
-        with hosts.inside("syncer"), IpfsClient(nodes["syncer"].api_url, retries=1) as c:
-            syncer_pins_before = len(c.pins())
+        syncer_pins_before = 0
+        for h in (h for h in names if h in SYNCER_ROLES):
+            with hosts.inside(h), IpfsClient(nodes[h].api_url, retries=1) as c:
+                syncer_pins_before += len(c.pins())
         before = counters(hosts)
         with hosts.inside("chain"):  # the sponsor's step, and the wait, from the chain host
             p = post_demo_task(s)
+            posted.append(p)
             procs = launch_daemons(s, p.task, p.keys, p.work, spawn=spawn_in(hosts),
                                    role_config=role_configs(nodes, s.trainers))
-            console.print(f"started the syncer, {s.trainers} trainers and the watcher, each on its own host "
-                          f"(logs in {p.work / 'logs'})")
-            train_s = wait_sealed(p.sponsor, p.task_id, procs, s, on_round=fault)
+            console.print(f"started the syncer{' and a stand-in' * s.stand_in}, {s.trainers} trainers and the "
+                          f"watcher, each on its own host (logs in {p.work / 'logs'})")
+            train_s = wait_sealed(p.sponsor, p.task_id, procs, s, on_round=on_round)
             window = {h: c - before[h] for h, c in counters(hosts).items()}
-            if fault is not None:
-                fault.restore(s.rounds)
+            for f in faults:  # a host still cut comes back (its daemon sees the run over and exits), a node restarts
+                f.end(s.rounds)
             wait_settled(procs)
         stop(procs)
         bitswap = {}  # what each node's bitswap received since it started (the run and its set-up)
@@ -422,13 +525,18 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
         net["round_s"] = [r.committed_at - r.opened_at for r in rounds]
         console.print(f"round times (chain seconds, opening to commit): {net['round_s']}"
                       + (f" with {', '.join(f'{h} at {r / 1e6:g} Mbit/s' for h, r in hs.caps)}" if hs.caps else ""))
-        if fault is not None:
+        if faults:
             index = {a.lower(): i for i, a in enumerate(sponsor_w.trainers_of(p.task_id))}
-            net["fault"] = {"cut": hs.cut, "events": fault.events, "credited_rounds": {
+            net["faults"] = [{"fault": f.what, "host": f.host, "events": f.events} for f in faults]
+            net["credited_rounds"] = {
                 host_of(role): [r.round for r in rounds if r.accepted_bitmaps[index[a.lower()]]]
-                for role, a in p.addresses.items() if role.startswith("trainer") and a.lower() in index}}
-            console.print(f"fault: {hs.cut} cut {fault.events}; rounds credited per trainer host "
-                          f"{net['fault']['credited_rounds']}")
+                for role, a in p.addresses.items() if role.startswith("trainer") and a.lower() in index}
+            net["committed_by"] = payloads["committed_by"]
+            net["verdicts"] = payloads["verdicts"]
+            for f in net["faults"]:
+                console.print(f"fault: {f['host']}: {f['events']}")
+            console.print(f"rounds credited per trainer host {net['credited_rounds']}; rounds committed by "
+                          f"{net['committed_by']}")
         summary["network"] = net
         summary["receipt"]["replayed_from"] = f"watcher ({hosts.address('watcher')})"
         (s.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -460,10 +568,14 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
               help="Keys, configs, the hosts' data and logs (default .devnet/demo-hosts/<task id>).")
 @click.option("--out", type=click.Path(path_type=Path), default=REPO_ROOT / "out" / "demo-hosts", show_default=True)
 @click.option("--cut", default=None, metavar="HOST",
-              help="Fault drill: cut this host's link (e.g. trainer3) when round 1 opens, restore it when round 2 opens.")
+              help="Fault drill: cut this host's link (e.g. trainer3) when round 1 opens, restore it when round 2 "
+                   "opens; 'syncer' cuts the elected syncer's host, and a stand-in syncer runs on a host of its own.")
+@click.option("--kill-node", default=None, metavar="HOST",
+              help="Fault drill: kill this host's IPFS node (e.g. trainer1) in round 1, 3 s after its commit phase "
+                   "closes (its trainer has pinned and revealed), and restart it on its repo when round 2 opens.")
 @click.option("--cap", "caps", multiple=True, metavar="HOST=MBIT",
               help="Cap a host's link with a tc token bucket, e.g. trainer0=10 (Mbit/s each way); repeatable.")
-def main(cut: str | None, caps: tuple[str, ...], **kw) -> None:
+def main(cut: str | None, kill_node: str | None, caps: tuple[str, ...], **kw) -> None:
     """Run the demo with every party on its own host (network namespaces; needs root)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: the hosts are removed
     try:
@@ -474,7 +586,8 @@ def main(cut: str | None, caps: tuple[str, ...], **kw) -> None:
                 parsed.append((host, int(float(mbit) * 1e6)))
             except ValueError:
                 raise click.BadParameter(f"{c!r} is not HOST=MBIT (e.g. trainer0=10)", param_hint="--cap") from None
-        run_demo_hosts(DemoSettings(**kw), HostsSettings(cut=cut, caps=tuple(parsed)))
+        run_demo_hosts(DemoSettings(**kw), HostsSettings(cuts=((cut, 0, 1),) if cut else (), caps=tuple(parsed),
+                                                         node_kills=((kill_node, 0, 1),) if kill_node else ()))
     except TenzroError as exc:
         console.print(f"[red]demo-hosts failed:[/] {exc}")
         sys.exit(1)

@@ -25,16 +25,20 @@
  * every connected peer is asked whether it has it (WANT-HAVE, answered within
  * PRESENCE_TIMEOUT_MS) and the first that has it is asked for it (WANT-BLOCK).
  * Only when no peer says it has the block (yet), or that peer fails to send it
- * within BLOCK_TIMEOUT_MS, is it wanted from every peer at once (Helia's
- * broadcast WANT-BLOCK, until the deadline). Sending WANT-BLOCK to every peer
+ * within `blockWaitMs` (BLOCK_TIMEOUT_MS, at most a quarter of the request's
+ * deadline), is it wanted from every peer at once (Helia's broadcast
+ * WANT-BLOCK, until the deadline). A peer cut off while it sends a file stays
+ * "connected" until its connection times out: waiting longer for it than the
+ * request may last made one lost peer fail the whole request (`make
+ * demo-hosts` with the syncer's host cut: a trainer's read of the weights). Sending WANT-BLOCK to every peer
  * first, as Helia's broker does, made every peer that held a block send it:
  * a trainer host of `make demo-hosts` received 5-6 copies of what it stored.
  */
 
 /** ms: how long the connected peers have to say whether they hold a block (WANT-HAVE). */
 export const PRESENCE_TIMEOUT_MS = 3_000
-/** ms: how long the one peer asked for a block has to send it before every peer is asked. */
-export const BLOCK_TIMEOUT_MS = 30_000
+/** ms: how long the one peer asked for a block has to send it before the others are asked (a 1 MiB block at 1 Mbit/s: 8.4 s). */
+export const BLOCK_TIMEOUT_MS = 10_000
 
 /** ms: deadline of a request's network fetches when it names no `timeout`. */
 export const DEFAULT_FETCH_TIMEOUT_MS = 60_000
@@ -121,6 +125,8 @@ export class FetchScope {
     this.source = null // the peer that sent this request's last block
     this.deadline = new AbortController()
     this.deadlineMs = timeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS
+    /** ms: how long the one peer asked for a block may take before the others are asked */
+    this.blockWaitMs = Math.min(BLOCK_TIMEOUT_MS, this.deadlineMs / 4)
     this.timer = null
     if (timeoutMs != null) this.armDeadline()
     /** aborted when the client went away or the request's deadline passed */
@@ -184,6 +190,7 @@ export class FetchScope {
     let block = null
     if (this.source != null && peers.some(p => p.equals(this.source))) block = await this.askBlock(cid, this.source, signal)
     if (block == null) {
+      this.source = null // it did not send this one: it is asked again only if it answers the next WANT-HAVE first
       const holder = await this.firstHolder(cid, peers, signal)
       if (holder == null) return null
       block = holder.block ?? await this.askBlock(cid, holder.peer, signal)
@@ -215,10 +222,10 @@ export class FetchScope {
     }
   }
 
-  /** Block `cid` from `peer` alone (WANT-BLOCK); null when it does not send it in time. */
+  /** Block `cid` from `peer` alone (WANT-BLOCK); null when it does not send it within `blockWaitMs`. */
   async askBlock (cid, peer, signal) {
     try {
-      const answer = await this.wantList.wantSessionBlock(cid, peer, { signal: AbortSignal.any([signal, AbortSignal.timeout(BLOCK_TIMEOUT_MS)]) })
+      const answer = await this.wantList.wantSessionBlock(cid, peer, { signal: AbortSignal.any([signal, AbortSignal.timeout(this.blockWaitMs)]) })
       return answer.has ? answer.block ?? null : null
     } catch {
       signal.throwIfAborted()

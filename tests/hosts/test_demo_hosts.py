@@ -1,11 +1,17 @@
 """`make demo-hosts` at the smallest scale that still has 4 trainer hosts (4 fragments, 2 rounds, 8
 inner steps): every party on its own host (tenzro_operator.demo_hosts, issue 25). Checks the run
 sealed, the receipt verified (on-chain verifier and a replay from the watcher's host), every host's
-link counted bytes both ways, each block a node fetched arrived once, the output's two last lines are there and parse, every accepted
-payload was fetched across the link (on the syncer's node, pinned only by its own trainer's node),
-and no namespace is left. One fault rides along (issue 25): trainer3's host is cut when round 1 (index 0)
-opens and restored when round 2 opens: the run goes on with the other three, and trainer3 rejoins. Slow (7 Helia nodes, anvil, 6 daemons); skips where namespaces are not
-available (not root, no iproute2)."""
+link counted bytes both ways, each block a node fetched arrived once, the output's two last lines are
+there and parse, every accepted
+payload was fetched across the link (on the node of the syncer that committed its round, pinned only
+by its own trainer's node), and no namespace is left. Three faults ride along (issue 25): trainer3's
+host is cut when round 1 (index 0) opens and restored when round 2 opens (the run goes on with the
+other three, and trainer3 rejoins); in round 2 the elected syncer's host is cut when the commit
+phase closes, and the stand-in syncer on a host of its own takes the run over and commits the round
+with what the trainers delivered; 3 s later trainer1's IPFS node is killed (SIGKILL; its trainer has
+pinned and revealed), so its payloads are unavailable to the stand-in (rejected ``Unavailable``, no
+one slashed), and it is restarted on its repo after the seal with its pins. Slow (8 Helia nodes, anvil, 7 daemons); skips where namespaces are not available (not
+root, no iproute2).""" 
 
 from __future__ import annotations
 
@@ -37,7 +43,8 @@ def run(tmp_path_factory, monkeypatch_module):
         monkeypatch_module.setattr(module, "console", Console(file=out))
     s = DemoSettings(workdir=tmp / "work", out=tmp / "out", trainers=4, quorum=3, fragments=4, rounds=2,
                      inner_steps=8, batch_size=32, grace_window_ms=30_000, challenge_window_ms=15_000, timeout_s=600)
-    summary = run_demo_hosts(s, HostsSettings(cut="trainer3", cut_rounds=(0, 1)))
+    summary = run_demo_hosts(s, HostsSettings(cuts=(("trainer3", 0, 1), ("syncer", 1, 2)),
+                                              node_kills=(("trainer1", 1, 2),)))
     return summary, out.getvalue()
 
 
@@ -59,7 +66,7 @@ def test_sealed_and_the_receipt_verifies_by_replay_from_the_watchers_host(run):
 def test_every_host_counted_bytes_both_ways(run):
     summary, _ = run
     hosts = summary["network"]["hosts"]
-    assert set(hosts) == {"chain", "syncer", "watcher", "trainer0", "trainer1", "trainer2", "trainer3"}
+    assert set(hosts) == {"chain", "syncer", "watcher", "trainer0", "trainer1", "trainer2", "trainer3", "standin"}
     assert all(h["tx_bytes"] > 0 and h["rx_bytes"] > 0 for h in hosts.values()), hosts
     # a trainer host sent at least its payloads and received at least the weights it trained on
     net = summary["network"]
@@ -68,8 +75,16 @@ def test_every_host_counted_bytes_both_ways(run):
     assert min(h["rx_bytes"] for h in trainers) >= net["weights_bytes_per_round"]
     # each block a node fetched came once (only a block of at most 1 KiB, which a peer may send in
     # place of HAVE, from more than one peer); when every holder sent every block, about 80 % were copies
-    assert all(h["bitswap_received_bytes"] >= net["weights_bytes_per_round"] for h in trainers), hosts
-    assert all(h["bitswap_duplicate_bytes"] <= 0.01 * h["bitswap_received_bytes"] for h in hosts.values()), hosts
+    # (trainer1's node counts from its restart after the seal)
+    assert all(h["bitswap_received_bytes"] >= net["weights_bytes_per_round"] for n, h in hosts.items()
+               if n.startswith("trainer") and n != "trainer1"), hosts
+    # the hosts in a fault's path (trainer3 after its cut, the syncer that took the run over, trainer1's
+    # restarted node) took up to 5.5 % copies in a run: where no holder answered the WANT-HAVE round in
+    # time, or the one asked did not send in time, a block is wanted from every peer (connections that
+    # died with a cut look open until they time out); the others stay under 1 %
+    faulted = {"trainer3", "trainer1", net["committed_by"][1]}
+    for name, h in hosts.items():
+        assert h["bitswap_duplicate_bytes"] <= (0.10 if name in faulted else 0.01) * h["bitswap_received_bytes"], hosts
 
 
 def test_output_ends_with_the_two_figures(run):
@@ -98,12 +113,52 @@ def test_no_namespace_is_left(run):
 
 def test_a_trainer_host_cut_for_a_round_misses_it_and_rejoins(run):
     summary, _ = run
-    fault = summary["network"]["fault"]
+    fault = summary["network"]["faults"][0]
+    assert fault["host"] == "trainer3" and fault["fault"] == "cut"
     assert [(action, r) for action, r, _ in fault["events"]] == [("cut", 0), ("restore", 1)]
-    credited = fault["credited_rounds"]
+    credited = summary["network"]["credited_rounds"]
     assert credited["trainer3"] == [1], credited  # nothing in the round it was cut off, credited again after
     # the run went on without it: rounds 1 and 2 committed with the others' work (on a loaded machine one of
     # them may be late or scored out in a round, as without a cut: demo_hosts.md)
     others = [credited[f"trainer{i}"] for i in range(3)]
     assert any(0 in c for c in others) and any(1 in c for c in others), credited
     assert all(row["slashed_tnzo"] == 0 for row in summary["trainers"]), summary["trainers"]
+
+
+def test_the_elected_syncers_host_cut_mid_run_the_stand_in_commits_the_round_and_nothing_is_lost(run):
+    summary, _ = run
+    net = summary["network"]
+    fault = net["faults"][1]
+    cut = fault["host"]  # whichever candidate the election drew
+    assert cut in ("syncer", "standin") and fault["fault"] == "cut"
+    # cut in round 2 (at its commit phase's close), back only after the seal (its daemon then finds the
+    # run over and exits 0)
+    assert [(action, r) for action, r, _ in fault["events"]] == [("cut", 1), ("restore", 2)]
+    other = {"syncer": "standin", "standin": "syncer"}[cut]
+    assert net["committed_by"] == {0: cut, 1: other}
+    # round 2 lost nothing: the stand-in held what the trainers delivered while the cut syncer served
+    # it, so every trainer host whose node still serves its payloads (trainer3 too, back from its own
+    # cut) is credited in it; nobody honest is slashed; the cut syncer's bond is the one burned
+    credited = net["credited_rounds"]
+    assert [h for h, c in credited.items() if 1 in c] == ["trainer0", "trainer2", "trainer3"], credited
+    assert all(row["slashed_tnzo"] == 0 for row in summary["trainers"]), summary["trainers"]
+    assert int(summary["accounting"]["burned"]) == summary["settings"]["syncer_bond"]
+    assert summary["accounting"]["conserved"] is True
+
+
+def test_a_trainer_node_killed_after_it_revealed_loses_that_round_only_and_keeps_its_pins(run):
+    summary, _ = run
+    net = summary["network"]
+    fault = net["faults"][2]
+    assert fault["host"] == "trainer1" and fault["fault"] == "node killed"
+    assert [(action, r) for action, r, _ in fault["events"]] == [("node killed", 1), ("restore", 2)]
+    mine = [v for v in net["verdicts"] if v["trainer"] == "trainer1"]
+    # round 1: its four payloads accepted; round 2: revealed, then unfetchable from every node (the stand-in
+    # fetched only after its election): rejected Unavailable, which costs it nothing but the round's credit
+    assert sorted(v["fragment"] for v in mine if v["round"] == 0 and v["verdict"] == "accepted") == [0, 1, 2, 3]
+    assert sorted((v["fragment"], v["verdict"]) for v in mine if v["round"] == 1) == [
+        (f, "Unavailable") for f in range(4)], mine
+    assert net["credited_rounds"]["trainer1"] == [0]
+    # its node, killed and restarted on its repo, still pins what it pinned: both rounds' payloads
+    assert all(v["pinned_by_owner"] for v in mine), mine
+    assert all(r["slashed_tnzo"] == 0 for r in summary["trainers"]), summary["trainers"]
