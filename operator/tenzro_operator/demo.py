@@ -439,8 +439,9 @@ def post_demo_task(s: DemoSettings) -> PostedRun:
 
     syncers = [r for r in SYNCER_ROLES if r in roles]
     syncer_stake = sum(register_syncer(_client(s, anvil_account(roles[r])), deployer, s) for r in syncers)
-    console.print(f"{len(syncers)} syncer candidate(s) ({', '.join(syncers)}) with {syncer_stake / TOKEN:g} TNZO of "
-                  f"pool stake in all (the run's bond: {s.syncer_bond / TOKEN:g} TNZO)")
+    who = "syncer candidate" if len(syncers) == 1 else f"{len(syncers)} syncer candidates ({', '.join(syncers)})"
+    console.print(f"{who} with {syncer_stake / TOKEN:g} TNZO of pool stake{' in all' * (len(syncers) > 1)} (the "
+                  f"run's bond: {s.syncer_bond / TOKEN:g} TNZO)")
 
     df = default_collection()
     sponsor = _client(s, anvil_account(roles["sponsor"]))

@@ -25,7 +25,7 @@
  * every connected peer is asked whether it has it (WANT-HAVE, answered within
  * PRESENCE_TIMEOUT_MS) and the first that has it is asked for it (WANT-BLOCK).
  * Only when no peer says it has the block (yet), or that peer fails to send it
- * within `blockWaitMs` (BLOCK_TIMEOUT_MS, at most a quarter of the request's
+ * within `blockWaitMs` (BLOCK_TIMEOUT_MS, at most a third of the request's
  * deadline), is it wanted from every peer at once (Helia's broadcast
  * WANT-BLOCK, until the deadline). A peer cut off while it sends a file stays
  * "connected" until its connection times out: waiting longer for it than the
@@ -126,7 +126,7 @@ export class FetchScope {
     this.deadline = new AbortController()
     this.deadlineMs = timeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS
     /** ms: how long the one peer asked for a block may take before the others are asked */
-    this.blockWaitMs = Math.min(BLOCK_TIMEOUT_MS, this.deadlineMs / 4)
+    this.blockWaitMs = Math.min(BLOCK_TIMEOUT_MS, this.deadlineMs / 3)
     this.timer = null
     if (timeoutMs != null) this.armDeadline()
     /** aborted when the client went away or the request's deadline passed */
