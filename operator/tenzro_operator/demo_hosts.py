@@ -77,7 +77,6 @@ from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
 from tenzro_operator.keys import anvil_account
 from tenzro_operator.netns import Hosts, LinkCounters, NetnsError, unavailable_reason
-from tenzro_operator.root_flow import committed_rounds
 from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
 
 RPC_PORT = 8545  # anvil on the chain host
@@ -100,7 +99,7 @@ class HostsSettings:
     # restored when round b opens (or after the seal). A trainer's host: the run goes on without
     # it, its trainer rejoins. "syncer": the host of the syncer elected then, cut when that round's
     # commit phase closes; a stand-in syncer candidate runs on a host of its own and takes the run
-    # over (`LinkCut`)
+    # over (`HostFault`)
     cuts: tuple[tuple[str, int, int], ...] = ()
     # (host, a, b): the host's IPFS node is killed (SIGKILL) kill_after_close_s seconds after round
     # a's commit phase closes (its trainer has pinned and revealed) and restarted on its repo when
@@ -240,10 +239,9 @@ def payload_report(hosts: Hosts, nodes: dict[str, subprocess.Popen], s: DemoSett
     syncer_host = {a.lower(): host_of(r) for r, a in addresses.items() if r in SYNCER_ROLES}
     with hosts.inside("chain"):
         chain = ChainClient(s.rpc, s.deployments)
-        senders = committers(chain, task_id, from_block, s.rounds)
-        rounds = committed_rounds(chain, task_id, from_block, s.rounds)
-    committed_by = {r: syncer_host[a.lower()] for r, a in senders.items()}
-    for r, ev in sorted(rounds.items()):
+        rounds = committed_with_sender(chain, task_id, from_block, s.rounds)
+    committed_by = {r: syncer_host[sender.lower()] for r, (_, sender) in rounds.items()}
+    for r, (ev, _) in sorted(rounds.items()):
         host = committed_by[r]
         with hosts.inside(host), IpfsClient(nodes[host].api_url, offline=True, retries=1) as own:
             tr = RoundTranscript.parse(own.cat(ev["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
@@ -277,12 +275,14 @@ def payload_report(hosts: Hosts, nodes: dict[str, subprocess.Popen], s: DemoSett
             "verdicts": verdicts}
 
 
-def committers(chain: ChainClient, task_id: bytes, from_block: int, before_round: int) -> dict[int, str]:
-    """``round -> address`` that sent each round's (last) ``commitRound``, as `committed_rounds` counts them."""
+def committed_with_sender(chain: ChainClient, task_id: bytes, from_block: int,
+                          before_round: int) -> dict[int, tuple[dict, str]]:
+    """``round -> (RoundCommitted args, the address that sent that commitRound)``: the rounds below
+    ``before_round``, the last commit of each (`root_flow.committed_rounds`'s rule)."""
     out = {}
     for ev in chain.get_logs(from_block, chain.block_number(), ["RoundCommitted"], task_id=task_id):
         if int(ev["args"]["round"]) < before_round:
-            out[int(ev["args"]["round"])] = chain.w3.eth.get_transaction(ev["tx_hash"])["from"]
+            out[int(ev["args"]["round"])] = (dict(ev["args"]), chain.w3.eth.get_transaction(ev["tx_hash"])["from"])
     return out
 
 
@@ -352,9 +352,9 @@ def host_faults(hosts: Hosts, hs: HostsSettings, nodes: dict[str, subprocess.Pop
             nodes[host] = start_ipfs_node(repos / host, API_PORT, host=hosts.address(host), swarm_port=SWARM_PORT,
                                           timeout_s=hs.node_start_timeout_s, log_path=repos / f"{host}.log")
 
-    def kill(host: str) -> None:
+    def kill(host: str) -> None:  # no shutdown: what it had not written to its repo is lost
         nodes[host].kill()
-        nodes[host].wait()
+        stop_ipfs_node(nodes[host])  # reaps it and closes its pipe
 
     out = []
     for kind, items in (("cut", hs.cuts), ("node killed", hs.node_kills)):

@@ -1,8 +1,8 @@
 """`make demo-hosts` at the smallest scale that still has 4 trainer hosts (4 fragments, 2 rounds, 8
 inner steps): every party on its own host (tenzro_operator.demo_hosts, issue 25). Checks the run
 sealed, the receipt verified (on-chain verifier and a replay from the watcher's host), every host's
-link counted bytes both ways, each block a node fetched arrived once, the output's two last lines are
-there and parse, every accepted
+link counted bytes both ways, the copies among the blocks a node fetched stay far below every holder
+sending every block, the output's two last lines are there and parse, every accepted
 payload was fetched across the link (on the node of the syncer that committed its round, pinned only
 by its own trainer's node), and no namespace is left. Three faults ride along (issue 25): trainer3's
 host is cut when round 1 (index 0) opens and restored when round 2 opens (the run goes on with the
@@ -73,19 +73,15 @@ def test_every_host_counted_bytes_both_ways(run):
     trainers = [hosts[f"trainer{i}"] for i in range(4)]
     assert sum(h["tx_bytes"] for h in trainers) >= net["codec_payload_bytes_per_trainer_round"] * 4 * 2
     assert min(h["rx_bytes"] for h in trainers) >= net["weights_bytes_per_round"]
-    # each block a node fetched came once (only a block of at most 1 KiB, which a peer may send in
-    # place of HAVE, from more than one peer); when every holder sent every block, about 80 % were copies
-    # (trainer1's node counts from its restart after the seal)
+    # each node's bitswap took at least a round's weights (trainer1's counts from its restart after the seal)
     assert all(h["bitswap_received_bytes"] >= net["weights_bytes_per_round"] for n, h in hosts.items()
                if n.startswith("trainer") and n != "trainer1"), hosts
-    # where no holder answers the WANT-HAVE round in time, or the one asked does not send in time, a
-    # block is wanted from every peer, and the late one's copy comes too: one 54-kB block of 4.7 MB on
-    # a trainer node of a loaded 8-round run (1.2 %); the hosts in a fault's path (trainer3 after its
-    # cut, the syncer that took the run over, trainer1's restarted node), whose connections that died
-    # with a cut look open until they time out, took up to 5.5 % in a run
-    faulted = {"trainer3", "trainer1", net["committed_by"][1]}
-    for name, h in hosts.items():
-        assert h["bitswap_duplicate_bytes"] <= (0.10 if name in faulted else 0.02) * h["bitswap_received_bytes"], hosts
+    # one copy of each block is what tests/ipfs/test_bitswap.py checks; here, under load, a block whose
+    # holders do not answer the WANT-HAVE round in time (3 s), or whose holder does not send it in time,
+    # is wanted from every peer, and the late copies come too: 0.1 % on an idle machine, 1.2 % once on
+    # a trainer node of an 8-round run, 15.5 % on one under the clean-clone CI's load. The bound only
+    # tells this apart from every holder sending every block (about 80 % copies)
+    assert all(h["bitswap_duplicate_bytes"] <= 0.5 * h["bitswap_received_bytes"] for h in hosts.values()), hosts
 
 
 def test_output_ends_with_the_two_figures(run):
