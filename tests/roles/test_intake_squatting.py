@@ -4,16 +4,18 @@ syncer's JSON-RPC endpoint, and as many signed with its own key naming the train
 cb6ae44 they filled every slot, the trainers' real commitments were refused
 (``too_many_commitments``) and their reveals opened nothing: the round was lost to them. Now only
 a commitment signed by the trainer it names is kept, and the round's every submission reaches
-the syncer's validation."""
+the syncer's validation. A stand-in syncer's intake (issue 25) keeps the same, and only the open
+round's."""
 
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 
 import pytest
 
 from stack import wait_until
-from tenzro_operator.chain import SignedPayload
+from tenzro_operator.chain import RunStatus, SignedPayload
 from tenzro_operator.pubsub import submission_topic
 from tenzro_operator.roles.delivery import post_messages
 from tenzro_operator.root_flow import MAX_COMMITMENTS, CommitMessage, RevealMessage
@@ -77,3 +79,38 @@ def test_a_squatted_round_is_no_longer_lost(dev, collecting):
     wait_until(revealed, 60, "every reveal turned into a submission")
     assert sorted((x.key, x.fragment, x.cid) for x in subs.values()) == sorted(
         (a, f, m.cid) for (a, f), m in real.items())
+
+
+def test_a_stand_in_keeps_the_open_rounds_deliveries_and_drops_older_rounds(dev, collecting):
+    """`root_stand_by` (issue 25), what a syncer that is not the run's keeps while it waits: the
+    open round's commitments signed by the trainers they name, read from the topic through the
+    serving syncer's intake (so the squat of the test above is refused here too), then the
+    reveals that open them; nothing while the run is not Training; a round that closes takes its
+    commitments and reveals with it."""
+    s, run, tid, trainers = collecting
+    ipfs, topic = dev.ipfs(), submission_topic(tid)
+    outsider = dev.client(OUTSIDER)
+    signer = {t.address.lower(): t for t in trainers}
+    real = {(a, f): _reveal(t, tid, f, run.weights_root) for a, t in signer.items() for f in (0, 1)}
+    forged = [_commit(outsider, _reveal(outsider, tid, 0, run.weights_root, trainer=t.address)) for t in trainers]
+
+    def kept() -> bool:
+        for m in forged + [_commit(signer[a], m) for (a, _), m in real.items()]:
+            ipfs.pubsub_publish(topic, m.encode())
+        s.root_stand_by(run)
+        return all(s._commitments.get((0, f, a)) == {m.commitment()} for (a, f), m in real.items())
+
+    wait_until(kept, 60, "the trainers' commitments kept by the stand-in")
+    assert s._open == (0, s.chain.commit_phase(tid)[0])
+
+    def revealed() -> bool:
+        for m in real.values():
+            ipfs.pubsub_publish(topic, m.encode())
+        s.root_stand_by(run)
+        return s._reveals == {(0, f, a): m for (a, f), m in real.items()}
+
+    wait_until(revealed, 60, "the trainers' reveals kept by the stand-in")
+    s.root_stand_by(replace(run, status=RunStatus.SEALED, current_round=1))  # not Training: nothing changes
+    assert s._open[0] == 0 and len(s._reveals) == len(real)
+    s.root_stand_by(replace(run, current_round=1))  # round 1 is open: round 0's are dropped
+    assert s._open[0] == 1 and s._commitments == {} and s._reveals == {}
