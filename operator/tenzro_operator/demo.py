@@ -261,6 +261,7 @@ def register_syncer(syncer: ChainClient, deployer: ChainClient, s: DemoSettings)
     return syncer.syncer_info().stake
 
 
+SYNCER_ROLES = ("syncer", "standin")  # the syncer candidates a demo registers (the second with `stand_in`)
 Spawn = Callable[[str, list[str], Path], Proc]  # (role name, argv, log file) -> the started process
 
 
@@ -274,16 +275,12 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
     in its party's host); ``role_config[name]`` (names ``syncer``, ``standin``, ``trainer-<i>``, ``watcher``) adds
     or replaces keys of that daemon's config file, e.g. its own ``ipfs_api`` and ``ipfs_bootstrap``."""
     extra = role_config or {}
-    syncer_cfg = _write_yaml(work / "config" / "syncer.yaml", {
-        **_common(s, keys["syncer"], work / "syncer"), "task_id": task, **s.syncer_options, **extra.get("syncer", {})})
-    procs = [spawn("syncer", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(syncer_cfg)],
-                   work / "logs" / "syncer.log")]
-    if "standin" in keys:  # the second candidate, same options, its own key and data
-        cfg = _write_yaml(work / "config" / "standin.yaml", {
-            **_common(s, keys["standin"], work / "standin"), "task_id": task, **s.syncer_options,
-            **extra.get("standin", {})})
-        procs.append(spawn("standin", [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(cfg)],
-                           work / "logs" / "standin.log"))
+    procs = []
+    for role in (r for r in SYNCER_ROLES if r in keys):  # the candidates: same options, each its own key and data
+        cfg = _write_yaml(work / "config" / f"{role}.yaml", {
+            **_common(s, keys[role], work / role), "task_id": task, **s.syncer_options, **extra.get(role, {})})
+        procs.append(spawn(role, [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(cfg)],
+                           work / "logs" / f"{role}.log"))
     for i in range(s.trainers):
         cfg = _write_yaml(work / "config" / f"trainer-{i}.yaml", {
             **_common(s, keys[f"trainer-{i}"], work / f"trainer-{i}"), "task_id": task,
@@ -303,7 +300,6 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
 
 
 RoundHook = Callable[[int, list[Proc]], None]
-SYNCER_ROLES = ("syncer", "standin")  # the syncer candidates a demo registers (the second with `stand_in`)
 
 
 def check_alive(procs: list[Proc]) -> None:

@@ -485,7 +485,7 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
         s = replace(s, rpc=rpc, ipfs=nodes["chain"].api_url, deployments=deployments, workdir=work, task_id=task,
                     flow="root")
         syncer_pins_before = 0
-        for h in (h for h in names if h in SYNCER_ROLES):
+        for h in [h for h in SYNCER_ROLES if h in names]:
             with hosts.inside(h), IpfsClient(nodes[h].api_url, retries=1) as c:
                 syncer_pins_before += len(c.pins())
         before = counters(hosts)

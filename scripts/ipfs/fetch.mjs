@@ -30,14 +30,15 @@
  * WANT-BLOCK, until the deadline). A peer cut off while it sends a file stays
  * "connected" until its connection times out: waiting longer for it than the
  * request may last made one lost peer fail the whole request (`make
- * demo-hosts` with the syncer's host cut: a trainer's read of the weights). Sending WANT-BLOCK to every peer
- * first, as Helia's broker does, made every peer that held a block send it:
- * a trainer host of `make demo-hosts` received 5-6 copies of what it stored.
+ * demo-hosts` with the syncer's host cut: a trainer's read of the weights).
+ * Sending WANT-BLOCK to every peer first, as Helia's broker does, made every
+ * peer that held a block send it: a trainer host of `make demo-hosts`
+ * received 5-6 copies of what it stored.
  */
 
 /** ms: how long the connected peers have to say whether they hold a block (WANT-HAVE). */
 export const PRESENCE_TIMEOUT_MS = 3_000
-/** ms: how long the one peer asked for a block has to send it before the others are asked (a 1 MiB block at 1 Mbit/s: 8.4 s). */
+/** ms: most the one peer asked for a block has to send it before the others are asked (1 MiB at 1 Mbit/s: 8.4 s). */
 export const BLOCK_TIMEOUT_MS = 10_000
 
 /** ms: deadline of a request's network fetches when it names no `timeout`. */

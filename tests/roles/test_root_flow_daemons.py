@@ -70,6 +70,14 @@ def _run_with_a_faulty_syncer(net, tmp_path, fault: dict, prepare=None, **task) 
         runner.stop_all()
 
 
+def _sealed_run(client, tid: bytes, results: dict):
+    """The run ``tid``, checked sealed, after every daemon of ``results`` exited with 0."""
+    assert set(results.values()) == {0}, results
+    run = client.get_run(tid)
+    assert run.status == RunStatus.SEALED
+    return run
+
+
 def _copycat(dev, tid: bytes, index: int, stop: threading.Event) -> list:
     """An enrolled trainer that trains nothing: it listens on the submission topic and, for every
     honest reveal, publishes a commitment to the same payload signed as its own and then that
@@ -255,9 +263,7 @@ def test_a_syncer_gone_silent_mid_round_is_replaced_and_the_stand_in_commits_the
     with devnet_stack(tmp_path / "net") as net:
         tid, silent, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {"go_silent_at": 1})
         client = net.client()
-        assert set(results.values()) == {0}, results
-        run = client.get_run(tid)
-        assert run.status == RunStatus.SEALED
+        run = _sealed_run(client, tid, results)
         elected = [e["args"] for e in events(client, tid, "SyncerElected")]
         b = net.client(8).address
         assert [(e["syncer"], e["previous"]) for e in elected] == [(silent, "0x" + "0" * 40), (b, silent)]
@@ -289,9 +295,7 @@ def test_a_censored_trainer_forces_its_submissions_and_a_watcher_proves_the_omis
     with devnet_stack(tmp_path / "net") as net:
         tid, liar, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {"censor_trainer": 1})
         client = net.client()
-        assert set(results.values()) == {0}, results
-        run = client.get_run(tid)
-        assert run.status == RunStatus.SEALED
+        run = _sealed_run(client, tid, results)
         victim = client.trainers_of(tid)[1]
         daemon = next(d for k, d in runner.daemons.items() if k.startswith("t") and d.account.address == victim)
         # both fragments of round 1 on-chain, in each of its two openings (A's, then B's after the proof)
@@ -327,8 +331,7 @@ def test_a_false_loss_increase_is_rescored_by_its_trainer_which_forces_its_way_i
         tid, liar, _watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {"false_loss_increase": 1},
                                                                         score_min=0.0)
         client = net.client()
-        assert set(results.values()) == {0}, results
-        assert client.get_run(tid).status == RunStatus.SEALED
+        _sealed_run(client, tid, results)
         victim = client.trainers_of(tid)[1]
         daemons = {d.account.address: d for k, d in runner.daemons.items() if k.startswith("t")}
         assert daemons[victim].forced and daemons[victim].summary["forced"] == 2
@@ -364,9 +367,8 @@ def test_a_payload_delivered_both_ways_cannot_get_an_honest_syncer_convicted(tmp
         tid, syncer, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {}, prepare=attacker,
                                                                           score_min=0.0)
         client = net.client()
-        assert set(results.values()) == {0}, results
-        run = client.get_run(tid)
-        assert run.status == RunStatus.SEALED and run.syncer == syncer
+        run = _sealed_run(client, tid, results)
+        assert run.syncer == syncer
         assert events(client, tid, "RoundProvenWrong") == [] and watcher.proofs == []
         assert client.syncer_info(syncer).stake > 0
         me = runner.daemons["t2"].account.address
@@ -410,9 +412,7 @@ def test_every_cheat_of_the_adversarial_scenario_is_caught_and_honest_parties_lo
             results = runner.join(480)
         finally:
             runner.stop_all()
-        assert set(results.values()) == {0}, results
-        run = client.get_run(tid)
-        assert run.status == RunStatus.SEALED
+        run = _sealed_run(client, tid, results)
         trainers = [a.lower() for a in client.trainers_of(tid)]
         idx = {name: trainers.index(net.client(TRAINERS[k]).address.lower())
                for name, k in (("t0", 0), ("t1", 1), ("t2", 2), ("copycat", 3), ("flipper", 4))}

@@ -86,6 +86,7 @@ class RootSyncerMixin:
     _weights_next: int | None = None
     _weights_checker = None
     _norm_refs: dict  # (round, fragment) -> `_norm_reference`'s answer, the open round's only
+    _stand_by_phase: tuple  # (round, opened at, commit phase closes) a stand-in read last (`root_stand_by`)
 
     def root_prepare(self) -> None:
         """Whether the run is in the root flow (its topic is subscribed to by `root_listen`, once
@@ -93,7 +94,7 @@ class RootSyncerMixin:
         endpoint is served once this syncer collects)."""
         self.root_flow = self.chain.is_root_flow(self.task_id)
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
-        self._intake_lock, self._open = threading.Lock(), None
+        self._intake_lock, self._open, self._stand_by_phase = threading.Lock(), None, (None, None, None)
         self._weights_pending, self._weights_next, self._weights_checker = {}, None, None
         self._norm_refs = {}
         self.root_close()
@@ -119,14 +120,7 @@ class RootSyncerMixin:
         """Drain the submission topic into `root_intake` (the endpoint's threads feed it too, see
         `root_serve_endpoint`); after ``closes`` (chain seconds) turn every kept reveal that opens a
         timely commitment of its trainer into a `_Sub` (returned, for `validate_all`)."""
-        with self._intake_lock:
-            self._open = (run.current_round, closes)
-        self.root_listen()
-        self.root_serve_endpoint()
-        now = self.chain_now()
-        self._drain_pubsub(now)
-        if self._verifier is not None:
-            self._verifier.drain(INTAKE_BUDGET_S)  # what is left is kept on a later poll
+        now = self._take_in(run.current_round, closes, endpoint=True)
         if now <= closes:
             return []
         new = []
@@ -158,15 +152,33 @@ class RootSyncerMixin:
         only (older rounds are dropped each call)."""
         if not self.root_flow or run.status != RunStatus.TRAINING:
             return
-        closes = self.chain.commit_phase(self.task_id)[0]
+        opening = (run.current_round, run.round_opened_at)
+        if self._stand_by_phase[:2] != opening:  # the commit phase's end, read once per opening
+            self._stand_by_phase = (*opening, self.chain.commit_phase(self.task_id)[0])
+        self.root_drop_rounds_before(run.current_round)
+        self._take_in(run.current_round, self._stand_by_phase[2])
+
+    def root_drop_rounds_before(self, r: int) -> None:
+        """Forget the commitments and reveals of rounds before ``r`` (a round that closed)."""
         with self._intake_lock:
-            self._open = (run.current_round, closes)
-            self._reveals = {k: m for k, m in self._reveals.items() if k[0] >= run.current_round}
-            self._commitments = {k: c for k, c in self._commitments.items() if k[0] >= run.current_round}
+            self._reveals = {k: m for k, m in self._reveals.items() if k[0] >= r}
+            self._commitments = {k: c for k, c in self._commitments.items() if k[0] >= r}
+
+    def _take_in(self, r: int, closes: int, endpoint: bool = False) -> int:
+        """Open round ``r`` (its commit phase closing at ``closes``, chain seconds) for `root_intake`,
+        subscribe once, (``endpoint``) serve the JSON-RPC endpoint, and drain the topic and the
+        signature checks, each for at most `INTAKE_BUDGET_S` (what is left is kept on a later
+        poll). Returns the chain time the messages were judged at."""
+        with self._intake_lock:
+            self._open = (r, closes)
         self.root_listen()
-        self._drain_pubsub(self.chain_now())
+        if endpoint:
+            self.root_serve_endpoint()
+        now = self.chain_now()
+        self._drain_pubsub(now)
         if self._verifier is not None:
             self._verifier.drain(INTAKE_BUDGET_S)
+        return now
 
     def root_listen(self) -> None:
         """Subscribe to the run's submission topic, once: called by the elected syncer before it

@@ -757,8 +757,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self._round = _RoundState(run.current_round)
         if self.root_flow:
             self._round.closes = self.chain.commit_phase(self.task_id)[0]
-            self._reveals = {k: m for k, m in self._reveals.items() if k[0] >= run.current_round}
-            self._commitments = {k: c for k, c in self._commitments.items() if k[0] >= run.current_round}
+            self.root_drop_rounds_before(run.current_round)
         self.metrics.round.labels(task=task_label(self.task_id)).set(run.current_round)
         start = max(self._run_start, self.chain.first_block_at(run.round_opened_at))
         self._round.first_block = start
