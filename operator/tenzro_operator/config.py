@@ -91,6 +91,17 @@ class CommonConfig(BaseSettings):
                                       "(tenzro_operator.ipfs_peers); bitswap fetches from connected peers only")
     ipfs_peer_check_s: float = Field(default=10.0, gt=0, description="seconds between checks that the "
                                      "ipfs_bootstrap peers are still connected")
+    ipfs_announce: list[str] | None = Field(default=None, max_length=8, description="multiaddrs of this party's IPFS node "
+                                            "that it announces, signed, on each run's nodes topic (trainer, "
+                                            "syncer: tenzro_operator.peer_book), at most 8; None = the "
+                                            "node's own listen addresses (its /api/v0/id); [] = announce none")
+    ipfs_dial_announced: bool = Field(default=True, description="connect this party's IPFS node to the nodes "
+                                      "the run's parties announce (a syncer or watcher: every enrolled "
+                                      "trainer's and the syncer's; a trainer: the syncer's), beside "
+                                      "ipfs_bootstrap")
+    ipfs_dial_private: bool = Field(default=False, description="dial an announced node on a loopback, "
+                                    "private (RFC 1918, fc00::/7) or link-local address, or by DNS name, too; "
+                                    "false = public IP addresses only (ipfs_bootstrap is dialled as written)")
     deployments: Path = Path("deployments/local.json")
     keystore: Path | None = None
     password_env: str = "TENZRO_KEYSTORE_PASSWORD"
@@ -148,12 +159,12 @@ class CommonConfig(BaseSettings):
         """``max_fee_per_gas_gwei`` in wei per gas, or None."""
         return None if self.max_fee_per_gas_gwei is None else int(self.max_fee_per_gas_gwei * 10**9)
 
-    @field_validator("ipfs_bootstrap")
+    @field_validator("ipfs_bootstrap", "ipfs_announce")
     @classmethod
-    def _bootstrap(cls, v: list[str]) -> list[str]:
+    def _bootstrap(cls, v: list[str] | None) -> list[str] | None:
         from tenzro_operator.ipfs_peers import check_bootstrap_addr
 
-        return [check_bootstrap_addr(a) for a in v]
+        return v if v is None else [check_bootstrap_addr(a) for a in v]
 
     @field_validator("node_rpc", "ipfs_api")
     @classmethod

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 import torch
 
-from tenzro_operator.chain import RunStatus, RunView
+from tenzro_operator.chain import ZERO_ADDRESS, RunStatus, RunView
 from tenzro_operator.errors import ChainRevert, IpfsError, ServiceUnavailable, TenzroError, TxFailed
 from tenzro_operator.redact import redact_url
 from tenzro_operator.events import atomic_write_bytes  # re-exported: the one durable write
@@ -116,6 +116,8 @@ class Daemon:
     """
 
     role = "operator"
+    dials_trainers = True  # `track_peers`: connect to every enrolled trainer's node (a trainer: False)
+    announces_node = True  # `track_peers`: others fetch from this party's node (a watcher: False)
 
     def __init__(self, config, account, chain, ipfs, *, metrics: Any = None, stop: threading.Event | None = None,
                  max_consecutive_failures: int = 5) -> None:
@@ -137,6 +139,7 @@ class Daemon:
         self._run_ids: list[bytes] = []  # every task id posted so far (append-only on chain)
         self._over: set[bytes] = set()  # runs seen Sealed or Cancelled (terminal)
         self.ipfs_peers = None  # BootstrapPeers keeping the config's ipfs_bootstrap peers connected
+        self.peer_books: dict[bytes, Any] = {}  # task id -> its PeerBook (`track_peers`)
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -176,17 +179,51 @@ class Daemon:
         dials, logged), in a thread with its own client that ends with the daemon. Returns once the
         first dials are over (at most 30 s), so the role's first fetch finds its peers connected.
         Nothing when the list is empty; never raises for an unreachable peer."""
-        addrs = list(getattr(self.config, "ipfs_bootstrap", None) or [])
-        if not addrs or self.ipfs_peers is not None:
+        if getattr(self.config, "ipfs_bootstrap", None):
+            self.ipfs_keeper()
+
+    def ipfs_keeper(self):
+        """The `BootstrapPeers` keeping this daemon's node connected (the config's ``ipfs_bootstrap``
+        and the nodes its runs' parties announce, `track_peers`), started at the first call."""
+        if self.ipfs_peers is None:
+            from tenzro_operator.ipfs import IpfsClient
+            from tenzro_operator.ipfs_peers import BootstrapPeers
+
+            addrs = list(getattr(self.config, "ipfs_bootstrap", None) or [])
+            self.ipfs_peers = BootstrapPeers(IpfsClient(self.ipfs.api_url, timeout_s=30.0, retries=0), addrs,
+                                             check_interval_s=float(getattr(self.config, "ipfs_peer_check_s", 10.0)))
+            log.info("%s: keeping %d IPFS bootstrap peer(s) connected, checked every %.0f s", self.role, len(addrs),
+                     self.ipfs_peers.check_interval_s)
+            self.ipfs_peers.start(self.stop)
+        return self.ipfs_peers
+
+    def track_peers(self, task_id: bytes) -> None:
+        """Announce this party's IPFS node on run ``task_id``'s nodes topic and connect to the
+        nodes of the parties it fetches from (`tenzro_operator.peer_book.PeerBook`, in a thread of
+        its own until the run is over or the daemon stops): with ``dials_trainers`` every enrolled
+        trainer's and the run's syncer's, else the syncer's. Once per run; nothing with
+        ``ipfs_dial_announced`` off and nothing to announce (``announces_node``, an account)."""
+        dial = bool(getattr(self.config, "ipfs_dial_announced", True))
+        account = self.account if self.announces_node else None
+        if task_id in self.peer_books or (not dial and account is None):
             return
         from tenzro_operator.ipfs import IpfsClient
-        from tenzro_operator.ipfs_peers import BootstrapPeers
+        from tenzro_operator.peer_book import PeerBook
 
-        self.ipfs_peers = BootstrapPeers(IpfsClient(self.ipfs.api_url, timeout_s=30.0, retries=0), addrs,
-                                         check_interval_s=float(getattr(self.config, "ipfs_peer_check_s", 10.0)))
-        log.info("%s: keeping %d IPFS bootstrap peer(s) connected, checked every %.0f s", self.role, len(addrs),
-                 self.ipfs_peers.check_interval_s)
-        self.ipfs_peers.start(self.stop)
+        def parties() -> set[str] | None:
+            run = self.chain.get_run(task_id)
+            if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
+                return None
+            out = set(self.chain.trainers_of(task_id)) if self.dials_trainers else set()
+            out.add(run.syncer)
+            return {a.lower() for a in out} - {ZERO_ADDRESS.lower()}
+
+        book = PeerBook(IpfsClient(self.ipfs.api_url, timeout_s=10.0, retries=0), task_id, parties,
+                        keeper=self.ipfs_keeper if dial else lambda: None, account=account,
+                        announce_addrs=getattr(self.config, "ipfs_announce", None),
+                        allow_private=bool(getattr(self.config, "ipfs_dial_private", False)))
+        self.peer_books[task_id] = book
+        book.start(self.stop)
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -459,10 +496,12 @@ class Daemon:
 
     def open_task(self, task_id: bytes):
         """Make ``task_id`` the current run: set ``self.task_id`` and the log context, read the run
-        (``getRun``) and call the role's ``prepare(run)`` (spec, runtime, ...). Returns the `RunView`."""
+        (``getRun``), announce and find the parties' IPFS nodes (`track_peers`) and call the role's
+        ``prepare(run)`` (spec, runtime, ...). Returns the `RunView`."""
         self.task_id = task_id
         set_log_context(task=task_id)
         run = self.chain.get_run(task_id)
+        self.track_peers(task_id)
         self.prepare(run)
         return run
 

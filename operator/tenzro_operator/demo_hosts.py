@@ -17,8 +17,11 @@ host                  runs
 ``standin``           with a ``syncer`` cut only: a second syncer candidate (`DemoSettings.stand_in`)
 ====================  =======================================================================
 
-Every daemon's ``ipfs_bootstrap`` lists the other hosts' nodes, so payloads, weights and pubsub
-messages cross the links (bitswap, gossipsub). After the run it checks, for every accepted payload
+Every daemon's ``ipfs_bootstrap`` lists only the rendezvous nodes (`RENDEZVOUS`: the chain host's,
+where the sponsor pinned the spec and the data, and the watcher's); the trainers and the syncer
+announce their own nodes, signed, on the run's nodes topic, and each daemon dials the nodes it
+fetches from (`tenzro_operator.peer_book`), so payloads, weights and pubsub messages cross the
+links (bitswap, gossipsub) between nodes that were never configured to know each other. After the run it checks, for every accepted payload
 of the committed transcripts, that it was fetched across the link: pinned on its trainer's node and
 on no other trainer's, and present (offline read, sha256 as signed) on the syncer's node, whose repo
 was empty before the post. It prints each host's bytes sent and received (its ``eth0`` counters,
@@ -189,13 +192,19 @@ def start_nodes(hosts: Hosts, root: Path, timeout_s: float) -> dict[str, subproc
     return nodes
 
 
+RENDEZVOUS = ("chain", "watcher")  # the hosts whose nodes every daemon lists in ipfs_bootstrap
+
+
 def role_configs(nodes: dict[str, subprocess.Popen], trainers: int) -> dict[str, dict]:
-    """Each daemon's own node (``ipfs_api``) and the other hosts' nodes (``ipfs_bootstrap``)."""
+    """Each daemon's own node (``ipfs_api``) and the rendezvous nodes (``ipfs_bootstrap``: the
+    sponsor's, which holds the spec and the data, and the watcher's, subscribed to the run's topics);
+    every other node a daemon needs it learns from the run's signed node announcements
+    (`tenzro_operator.peer_book`; private addresses allowed: the hosts are on 10.77.0.0/24)."""
     out = {}
     for role in ["syncer", "watcher", *(f"trainer-{i}" for i in range(trainers)), *(["standin"] * ("standin" in nodes))]:
         host = host_of(role)
-        out[role] = {"ipfs_api": nodes[host].api_url,
-                     "ipfs_bootstrap": [p.swarm_addr for h, p in nodes.items() if h != host]}
+        out[role] = {"ipfs_api": nodes[host].api_url, "ipfs_dial_private": True,
+                     "ipfs_bootstrap": [nodes[h].swarm_addr for h in RENDEZVOUS if h != host]}
     return out
 
 

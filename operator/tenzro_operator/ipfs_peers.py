@@ -10,6 +10,10 @@ node to each at start and again whenever one drops out of ``swarm/peers``::
     keeper.check()                # later: re-dial the configured peers the node is not connected to
     keeper.start(stop_event)      # or both in a background thread until ``stop_event`` is set
 
+Peers learnt while it runs (the nodes a run's parties announce, `tenzro_operator.peer_book`) are
+handed over with ``keeper.want({peer id: [multiaddr, ...]})``: each check dials those not
+connected, one attempt per address, and the first check after a change runs at once.
+
 Retries are bounded: each peer gets at most ``attempts`` dials per check, ``backoff_s``,
 ``2*backoff_s``, ... apart; a peer still unreachable is logged (WARNING, its address and the last
 error) and dialled again at the next check, ``check_interval_s`` later. Log lines (logger
@@ -68,13 +72,27 @@ class BootstrapPeers:
         self.backoff_s, self.dial_timeout_s, self.check_interval_s = backoff_s, dial_timeout_s, check_interval_s
         self.dials = 0  # swarm/connect calls made (for tests and metrics)
         self._up: set[str] = set()  # peers seen connected at the last check
+        self._announced: dict[str, list[str]] = {}  # peer id -> its multiaddrs (`want`)
+        self._lock = threading.Lock()
+        self._kick = threading.Event()  # `want` changed the peers: check now
         self._stop = threading.Event()
         self._stops: list[threading.Event] = [self._stop]  # any of them set: stop dialling and checking
 
-    def connect(self, addr: str) -> bool:
-        """Dial ``addr`` up to ``attempts`` times; True once connected. Never raises: a failure is logged."""
+    def want(self, peers: dict[str, list[str]]) -> None:
+        """Keep these peers connected too (``{peer id: [multiaddr, ...]}``, each `check_bootstrap_addr`;
+        replaces the previous call's set); a change makes the thread of `start` check at once."""
+        peers = {p: [check_bootstrap_addr(a) for a in addrs] for p, addrs in peers.items() if addrs}
+        with self._lock:
+            changed, self._announced = peers != self._announced, peers
+        if changed:
+            self._kick.set()
+
+    def connect(self, addr: str, attempts: int | None = None, kind: str = "bootstrap") -> bool:
+        """Dial ``addr`` up to ``attempts`` (default ``self.attempts``) times; True once connected.
+        Never raises: a failure is logged."""
         peer, last = peer_id_of(addr), ""
-        for attempt in range(self.attempts):
+        attempts = self.attempts if attempts is None else attempts
+        for attempt in range(attempts):
             if attempt and self._wait(self.backoff_s * 2 ** (attempt - 1)):
                 return False
             self.dials += 1
@@ -83,17 +101,17 @@ class BootstrapPeers:
             except (IpfsError, ServiceUnavailable) as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
-            log.info("IPFS bootstrap peer %s connected (%s)", peer, addr)
+            log.info("IPFS %s peer %s connected (%s)", kind, peer, addr)
             self._up.add(peer)
             return True
         self._up.discard(peer)
-        log.warning("IPFS bootstrap peer %s unreachable after %d attempts (last: %s); next try in %.0f s",
-                    peer, self.attempts, last, self.check_interval_s)
+        log.warning("IPFS %s peer %s unreachable after %d attempts (last: %s); next try in %.0f s",
+                    kind, peer, attempts, last, self.check_interval_s)
         return False
 
     def connect_all(self) -> list[str]:
         """Dial every configured peer (`connect`, all at once: an unreachable one does not hold up
-        the others) but this node itself (one bootstrap list may serve every party); returns the
+        the others; the `want`ed ones are left to `check`) but this node itself (one bootstrap list may serve every party); returns the
         peer IDs now connected."""
         self._drop_self()
         if not self.addrs:
@@ -129,6 +147,15 @@ class BootstrapPeers:
                 log.warning("IPFS bootstrap peer %s dropped; reconnecting (%s)", peer, addr)
             if self.connect(addr):
                 back.append(peer)
+        with self._lock:
+            announced = dict(self._announced)
+        fixed = {peer_id_of(a) for a in self.addrs}
+        for peer, addrs in announced.items():
+            if peer in connected or peer in fixed:
+                self._up.add(peer)
+                continue
+            if any(self.connect(a, attempts=1, kind="announced") for a in addrs):
+                back.append(peer)
         return back
 
     def start(self, stop: threading.Event | None = None, first_wait_s: float = 30.0) -> threading.Thread:
@@ -146,7 +173,7 @@ class BootstrapPeers:
                 self.connect_all()
             finally:
                 first.set()
-            while not self._wait(self.check_interval_s):
+            while not self._wait(self.check_interval_s, kick=True):
                 self.check()
 
         thread = threading.Thread(target=loop, daemon=True, name="ipfs-peers")
@@ -154,14 +181,17 @@ class BootstrapPeers:
         first.wait(first_wait_s)
         return thread
 
-    def _wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds`` (in slices of at most 0.2 s); True as soon as a stop is set."""
+    def _wait(self, seconds: float, kick: bool = False) -> bool:
+        """Sleep up to ``seconds`` (in slices of at most 0.2 s); True as soon as a stop is set.
+        ``kick``: also end (False) as soon as `want` changed the peers."""
         deadline = time.monotonic() + max(0.0, seconds)
         while True:
             if any(e.is_set() for e in self._stops):
                 return True
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (kick and self._kick.is_set()):
+                if kick:
+                    self._kick.clear()
                 return False
             self._stop.wait(min(left, 0.2))
 

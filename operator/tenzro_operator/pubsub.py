@@ -10,12 +10,13 @@ RFC 4648 §5); ``sub`` streams one JSON object per line,
 ``--enable-pubsub-experiment``; the local Helia node always serves pubsub.
 
 Topics of tenzro-train (names of the Tenzro Train docs: ``tenzro/training/1.0.0``
-for trainer traffic, ``tenzro/training/syncer`` for the syncer's), one pair per
+for trainer traffic, ``tenzro/training/syncer`` for the syncer's), one of each per
 task, the task id being the registry's bytes32 as 64 lowercase hex digits
-without ``0x`` (``submission_topic`` / ``syncer_topic``)::
+without ``0x`` (``submission_topic`` / ``syncer_topic`` / ``nodes_topic``)::
 
     tenzro/training/1.0.0/<task id hex>          signed trainer submissions
     tenzro/training/syncer/1.0.0/<task id hex>   syncer announcements
+    tenzro/training/nodes/1.0.0/<task id hex>    the parties' IPFS node addresses (`peer_book`)
 
 One topic per task keeps a node from receiving (and gossiping) traffic of runs
 it does not follow. Pubsub delivery is best effort: a message published before
@@ -42,11 +43,13 @@ import httpx
 
 from tenzro_operator.errors import IpfsBadTopic, IpfsError, IpfsMessageTooLarge, IpfsPubsubError, IpfsUnavailable
 
-__all__ = ["MAX_MESSAGE_BYTES", "MAX_TOPIC_BYTES", "SUBMISSION_TOPIC", "SYNCER_TOPIC", "PubsubMessage",
-           "PubsubSubscription", "multibase_decode", "multibase_encode", "submission_topic", "syncer_topic"]
+__all__ = ["MAX_MESSAGE_BYTES", "MAX_TOPIC_BYTES", "NODES_TOPIC", "SUBMISSION_TOPIC", "SYNCER_TOPIC", "PubsubMessage",
+           "PubsubSubscription", "multibase_decode", "multibase_encode", "nodes_topic", "submission_topic",
+           "syncer_topic"]
 
 SUBMISSION_TOPIC = "tenzro/training/1.0.0"  # + "/<task id hex>": signed trainer submissions
 SYNCER_TOPIC = "tenzro/training/syncer/1.0.0"  # + "/<task id hex>": syncer announcements
+NODES_TOPIC = "tenzro/training/nodes/1.0.0"  # + "/<task id hex>": the parties' IPFS node announcements
 MAX_MESSAGE_BYTES = 1 << 20  # bytes of data per pubsub message (go-libp2p-pubsub's default cap, and the node's)
 MAX_TOPIC_BYTES = 1024  # bytes of UTF-8 per topic name (the local node's cap)
 
@@ -117,6 +120,12 @@ def syncer_topic(task_id: bytes | str) -> str:
     """``tenzro/training/syncer/1.0.0/<task id hex>``: the topic of a task's syncer announcements
     (same task id rules as `submission_topic`)."""
     return f"{SYNCER_TOPIC}/{_task_hex(task_id)}"
+
+
+def nodes_topic(task_id: bytes | str) -> str:
+    """``tenzro/training/nodes/1.0.0/<task id hex>``: the topic where a task's parties announce
+    their IPFS nodes (`tenzro_operator.peer_book`; same task id rules as `submission_topic`)."""
+    return f"{NODES_TOPIC}/{_task_hex(task_id)}"
 
 
 @dataclass(frozen=True)

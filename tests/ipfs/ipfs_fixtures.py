@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 from typing import Iterator
 
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+
+
+def wait_for(cond, timeout_s: float) -> bool:
+    """Poll ``cond()`` every 0.1 s until it is truthy or ``timeout_s`` seconds have passed; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
 
 
 class NodeHandle:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
 
-from ipfs_fixtures import NodeHandle
+from ipfs_fixtures import NodeHandle, wait_for
 from stack import free_port
 from tenzro_operator.config import TrainerConfig, load_config
 from tenzro_operator.errors import ConfigError
@@ -46,15 +45,6 @@ def two_nodes(tmp_path):
         cb.close()
         a.stop()
         b.stop()
-
-
-def wait_for(cond, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 def test_connects_at_start_redials_a_dropped_peer_bounded_and_reconnects(two_nodes, caplog):

@@ -356,10 +356,10 @@ def test_forged_announcements_cost_a_trainer_a_bounded_number_of_recoveries(monk
     poll of the trainer). Now per poll: at most `MAX_ANNOUNCEMENTS_PER_POLL` read, a few per peer,
     cheap fields first, at most `ANNOUNCEMENT_CHECKS_PER_POLL` recoveries, failures remembered;
     the syncer's own announcement, from its own peer, still wins."""
-    import tenzro_operator.roles.delivery as delivery
+    import tenzro_operator.signed_notice as notice
 
-    made, real = [], delivery.recover_signer
-    monkeypatch.setattr(delivery, "recover_signer", lambda d, s: made.append(1) or real(d, s))
+    made, real = [], notice.recover_signer
+    monkeypatch.setattr(notice, "recover_signer", lambda d, s: made.append(1) or real(d, s))
     syncer = Account.create()
     forged = [Announcement(task="0x" + TASK.hex(), syncer=syncer.address.lower(), url="http://127.0.0.1:9/",
                            issued=NOW + 1 + i % 60, signature="0x" + secrets.token_hex(65)) for i in range(1000)]

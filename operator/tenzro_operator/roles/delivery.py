@@ -36,11 +36,10 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, ClassVar, Literal, Sequence
 
 import httpx
-from eth_account.messages import defunct_hash_message, encode_defunct
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from tenzro_operator.errors import IpfsPubsubError, ServiceUnavailable, TenzroError
 from tenzro_operator.gateway.jsonrpc import BAD_SIGNATURE, INVALID_PARAMS, UNAVAILABLE, Dispatcher, RpcError
@@ -55,8 +54,8 @@ from tenzro_operator.root_flow import (
     RootFlowError,
     Signature,
     parse_message,
-    recover_signer,
 )
+from tenzro_operator.signed_notice import SignedNotice
 
 __all__ = ["ANNOUNCE_EVERY_S", "DEADLINE_S", "DELIVER", "MAX_BATCH", "MAX_RESPONSE_BYTES", "NOT_ACCEPTED", "REASONS",
            "Announcement", "DeliveryError", "DeliveryWorker", "EndpointRefused", "SubmissionEndpoint",
@@ -153,12 +152,12 @@ def decode_message(text: Any) -> bytes:
 # ----------------------------------------------------------------------------- the announcement
 
 
-class Announcement(BaseModel):
+class Announcement(SignedNotice):
     """The syncer's endpoint of a task, published on the task's syncer topic and signed by the
-    syncer (EIP-191 ``personal_sign`` of `body`): a trainer uses it only when it recovers to the
-    run's syncer, so nobody else can point trainers at a URL of their choosing."""
+    syncer (`SignedNotice`: EIP-191 ``personal_sign`` of `body`): a trainer uses it only when it
+    recovers to the run's syncer, so nobody else can point trainers at a URL of their choosing."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    what: ClassVar[str] = "an announcement"
 
     type: Literal["syncer_rpc"] = "syncer_rpc"
     task: Hex32
@@ -167,38 +166,10 @@ class Announcement(BaseModel):
     issued: int = Field(ge=0, lt=2**63)  # unix seconds: the latest one of a syncer wins
     signature: Signature
 
-    def body(self) -> bytes:
-        """What the syncer signs: the canonical JSON of every field but the signature."""
-        return json.dumps(self.model_dump(mode="json", exclude={"signature"}), sort_keys=True,
-                          separators=(",", ":")).encode()
-
-    def encode(self) -> bytes:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
-
     @classmethod
     def signed(cls, account, task_id: bytes, url: str, issued: int) -> "Announcement":
-        unsigned = cls.model_construct(task="0x" + task_id.hex(), syncer=account.address.lower(), url=url,
-                                       issued=issued, signature="0x" + "00" * 65)
-        sig = account.sign_message(encode_defunct(primitive=unsigned.body())).signature
-        return cls(task=unsigned.task, syncer=unsigned.syncer, url=url, issued=issued, signature="0x" + bytes(sig).hex())
-
-    @classmethod
-    def parse(cls, data: bytes) -> "Announcement":
-        """Raises RootFlowError: too large, not JSON, or a bad field."""
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise RootFlowError(f"announcement of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
-        try:
-            return cls.model_validate_json(data)
-        except ValidationError as exc:
-            raise RootFlowError(f"not an announcement: {exc.errors()[0]['msg']}") from None
-
-    def digest(self) -> bytes:
-        """The 32-byte EIP-191 digest its signature signs."""
-        return bytes(defunct_hash_message(primitive=self.body()))
-
-    def signer(self) -> str:
-        """The address that signed it (lower-case), or "" when the signature recovers to none."""
-        return recover_signer(self.digest(), bytes.fromhex(self.signature[2:]))
+        return cls.sign_fields(account, task="0x" + task_id.hex(), syncer=account.address.lower(), url=url,
+                               issued=issued)
 
 
 def announced_url(host: str, bound_url: str, configured: str | None) -> str | None:

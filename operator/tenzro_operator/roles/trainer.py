@@ -162,6 +162,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
     """
 
     role = "trainer"
+    dials_trainers = False  # a trainer fetches from the syncer's node only (`Daemon.track_peers`)
     _send_s = 0.0  # seconds of the current round in `_timed_send`
     # the run being served (reset_run clears them)
     spec: TaskSpec | None

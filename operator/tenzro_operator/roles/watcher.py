@@ -168,6 +168,7 @@ class WatcherDaemon(Daemon):
     """
 
     role = "watcher"
+    announces_node = False  # nobody fetches from a watcher's node (`Daemon.track_peers`)
 
     def __init__(self, config: WatcherConfig, account, chain, ipfs, *, metrics: WatcherMetrics | None = None,
                  stop=None, on_finding: Callable[[Finding], None] | None = None) -> None:
@@ -298,6 +299,7 @@ class WatcherDaemon(Daemon):
                              task_id=tid, start_block=start,
                              confirmations=self.config.confirmations, tail_blocks=self.config.reorg_tail_blocks)
         self.watches[tid] = _RunWatch(tid, start, cursor, max_rounds=run.max_rounds)
+        self.track_peers(tid)  # the trainers' and the syncer's nodes, to fetch payloads and weights from
         log.info("watching run %s (%s, %d rounds) from block %d", task_label(tid), run.status.name, run.max_rounds,
                  start)
 
