@@ -131,38 +131,6 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     // ------------------------------------------------------------ weights availability (root flow)
 
     /// @inheritdoc ITrainingRegistryEvidence
-    function challengeWeights(bytes32 taskId, uint32 round, uint16 fragment, bool momentum, uint32 chunkIndex)
-        external
-        nonReentrant
-    {
-        Run storage run = _existing(taskId);
-        RootRun storage rr = _rootOf(taskId);
-        RunStatus status = run.status;
-        if (status != RunStatus.Training && status != RunStatus.Completed) {
-            revert Registry__WrongStatus(taskId, status);
-        }
-        if (round >= _roundsFinalized(run)) revert ITrainingRegistryRounds.Registry__RoundNotCommitted(taskId, round);
-        uint64 until = _rounds[taskId][round].finalizedAt + run.challengeSeconds;
-        if (block.timestamp > until) {
-            revert ITrainingRegistryRounds.Registry__ChallengeWindowClosed(taskId, round, until);
-        }
-        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
-        if (chunkIndex >= (uint256(run.fragmentSizes[fragment]) + 15) / 16) revert Registry__BadOpening(chunkIndex);
-        SlotChallenge storage sc = _slotChallenges[taskId][round][_weightsKey(fragment, momentum, chunkIndex)];
-        if (sc.challenger != address(0)) revert Registry__ChallengePending(taskId, round, fragment, address(0));
-        uint256 bond = _challengeBond(run);
-        uint64 deadline = uint64(block.timestamp) + run.challengeSeconds;
-        sc.challenger = msg.sender;
-        sc.deadline = deadline;
-        sc.commitment = _rootCommitments[taskId][round];
-        sc.bond = bond;
-        rr.openSlotChallenges += 1; // the seal and cancelStalledRun wait for it, as for a slot challenge
-        _bondsHeld += bond;
-        emit WeightsChallenged(taskId, round, fragment, momentum, chunkIndex, msg.sender, deadline, bond);
-        _pullExact(msg.sender, bond);
-    }
-
-    /// @inheritdoc ITrainingRegistryEvidence
     function answerWeights(
         bytes32 taskId,
         uint32 round,
@@ -342,7 +310,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
             _requireChunkDefect(run, fragment, reason, s, o);
         }
         _reject(taskId, round, fragment, t.index);
-        _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason(reason), msg.sender);
+        _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason(reason), _committedProver(msg.sender));
     }
 
     /// @inheritdoc ITrainingRegistryEvidence
@@ -362,7 +330,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         _requireSigned(taskId, round, fragment, trainer, s);
         _requireReference(run, taskId, round - 1, fragment, s.payloadSumsq, ref);
         _reject(taskId, round, fragment, t.index);
-        _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason.NormOutlier, msg.sender);
+        _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason.NormOutlier, _committedProver(msg.sender));
     }
 
     /// @dev `ref` is round `previous`'s accepted set of `fragment`, each entry signed by its
@@ -634,7 +602,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
     }
 
     /// @dev Slashes INVALID_SLASH_BPS of the trainer's remaining stake: BOUNTY_BPS of it to
-    /// `prover` (withdrawable), the rest burned.
+    /// `prover` (withdrawable), the rest burned (all of it when `prover` is address(0)).
     function _slashWithBounty(
         Run storage run,
         bytes32 taskId,
@@ -647,7 +615,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         Trainer storage t = _trainers[taskId][trainer];
         uint256 remaining = uint256(t.stake) - t.slashed;
         uint256 amount = (remaining * INVALID_SLASH_BPS) / BPS;
-        uint256 bounty = (amount * BOUNTY_BPS) / BPS;
+        uint256 bounty = prover == address(0) ? 0 : (amount * BOUNTY_BPS) / BPS;
         // forge-lint: disable-next-line(unsafe-typecast) -- amount <= remaining <= stake < 2**128
         t.slashed += uint128(amount);
         run.stakeHeld -= amount;

@@ -4,6 +4,8 @@ pragma solidity 0.8.28;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
+import {AggregateReferee} from "./AggregateReferee.sol";
+import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.sol";
 import {RoundProofs} from "./lib/RoundProofs.sol";
 import {RunRoot} from "./lib/RunRoot.sol";
 import {RegistryStorage} from "./RegistryStorage.sol";
@@ -29,10 +31,14 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @dev Stateless receipt encoder (the same code as the registry's own).
     ReceiptBuilder private immutable _builder;
 
+    /// @dev Stateless aggregate recomputation (RoundProofs.aggregateMismatch) for proveAggregate.
+    AggregateReferee private immutable _referee;
+
     /// @param token_ the registry's ERC-20
     /// @param minSyncerFeePerRound_ the registry's minimum syncer pay per round, atto-units
     constructor(IERC20 token_, uint256 minSyncerFeePerRound_) RegistryStorage(token_, minSyncerFeePerRound_) {
         _builder = new ReceiptBuilder();
+        _referee = new AggregateReferee();
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -156,6 +162,11 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     }
 
     /// @inheritdoc ITrainingRegistryRounds
+    function commitProof(bytes32 commitment) external {
+        if (_proofCommits[commitment] == 0) _proofCommits[commitment] = block.number;
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
     function proveAggregate(RoundClaim calldata a, RoundProofs.AggregateOpening calldata o, bytes[] calldata signatures)
         external
         nonReentrant
@@ -177,7 +188,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
             mu: rr.mu,
             nesterovOn: rr.nesterov
         });
-        if (!RoundProofs.aggregateMismatch(o, ctx)) revert Registry__NoMismatch(o.fragment, o.coordinate);
+        if (!_referee.aggregateMismatch(o, ctx)) revert Registry__NoMismatch(o.fragment, o.coordinate);
         _convict(run, rr, a, prevRoot, committed, Finding(1, o.fragment, o.coordinate, msg.sender));
     }
 
@@ -255,6 +266,38 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @inheritdoc ITrainingRegistryRounds
     function expireSlot(RoundClaim calldata a, uint16 fragment, uint16 index) external nonReentrant {
         _expire(a, _slotKey(index, fragment), Finding(4, fragment, index, address(0)));
+    }
+
+    /// @inheritdoc ITrainingRegistryRounds
+    function challengeWeights(bytes32 taskId, uint32 round, uint16 fragment, bool momentum, uint32 chunkIndex)
+        external
+        nonReentrant
+    {
+        Run storage run = _existing(taskId);
+        RootRun storage rr = _rootOf(taskId);
+        RunStatus status = run.status;
+        if (status != RunStatus.Training && status != RunStatus.Completed) {
+            revert Registry__WrongStatus(taskId, status);
+        }
+        if (round >= _roundsFinalized(run)) revert Registry__RoundNotCommitted(taskId, round);
+        uint64 until = _rounds[taskId][round].finalizedAt + run.challengeSeconds;
+        if (block.timestamp > until) {
+            revert Registry__ChallengeWindowClosed(taskId, round, until);
+        }
+        if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
+        if (chunkIndex >= (uint256(run.fragmentSizes[fragment]) + 15) / 16) revert Registry__BadOpening(chunkIndex);
+        SlotChallenge storage sc = _slotChallenges[taskId][round][_weightsKey(fragment, momentum, chunkIndex)];
+        if (sc.challenger != address(0)) revert Registry__ChallengePending(taskId, round, fragment, address(0));
+        uint256 bond = _challengeBond(run);
+        uint64 deadline = uint64(block.timestamp) + run.challengeSeconds;
+        sc.challenger = msg.sender;
+        sc.deadline = deadline;
+        sc.commitment = _rootCommitments[taskId][round];
+        sc.bond = bond;
+        rr.openSlotChallenges += 1; // the seal and cancelStalledRun wait for it, as for a slot challenge
+        _bondsHeld += bond;
+        emit ITrainingRegistryEvidence.WeightsChallenged(taskId, round, fragment, momentum, chunkIndex, msg.sender, deadline, bond);
+        _pullExact(msg.sender, bond);
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -486,7 +529,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     /// @dev What a proof showed: `kind` 1 (aggregate: fragment, coordinate), 2 (bitmap:
     /// fragment, trainer index), 3 (omission: fragment, trainer index), 4 (slot preimage not
     /// shown: fragment, trainer index) or 5 (weights or momentum chunk not opened: fragment, chunk
-    /// index, 2^32 | chunk index for momentum); `prover` gets the bounty.
+    /// index, 2^32 | chunk index for momentum); `prover` gets the bounty (kinds 1 to 3: the proof's
+    /// sender, only when it committed to the proof; else address(0), the bounty burned).
     struct Finding {
         uint8 kind;
         uint16 fragment;
@@ -504,6 +548,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         uint32 committed,
         Finding memory what
     ) private {
+        if (what.kind < 4) what.prover = _committedProver(what.prover); // a proof's sender (PROTOCOL.md §5 "Bounties")
         (address syncer, uint256 slashed, uint256 bounty) =
             _slashCommitter(run, rr, a.taskId, a.round, committed, what.prover);
         _rewind(run, rr, a, prevRoot, committed);
@@ -598,8 +643,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
 
     /// @dev The committer of the proven round r (PROTOCOL.md §5 "Rewind"): every discarded round's
     /// fee (rounds r .. committed - 1) comes back to the pool from the committer it was paid to;
-    /// if round r's committer is still the run's syncer its bond is slashed (BOUNTY_BPS to the
-    /// caller, the rest burned) and the run has no syncer until an election. A committer already
+    /// if round r's committer is still the run's syncer its bond is slashed (BOUNTY_BPS to
+    /// `prover`, the rest burned; all burned when `prover` is address(0)) and the run has no syncer until an election. A committer already
     /// replaced lost its bond then; a later committer of the discarded rounds keeps its bond and
     /// its place. Returns round r's committer, the bond slashed and the bounty, atto-units.
     function _slashCommitter(
@@ -613,7 +658,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
         syncer = _refundDiscarded(run, rr, taskId, r, committed);
         if (syncer == address(0) || syncer != run.syncer) return (syncer, 0, 0);
         slashed = _forfeitBond(run, syncer);
-        bounty = (slashed * BOUNTY_BPS) / BPS;
+        bounty = prover == address(0) ? 0 : (slashed * BOUNTY_BPS) / BPS;
         _withdrawable[prover] += bounty;
         _burn(taskId, syncer, slashed - bounty);
         run.syncer = address(0);

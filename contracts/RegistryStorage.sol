@@ -243,6 +243,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     mapping(bytes32 taskId => mapping(uint64 opening => mapping(uint256 slot => uint8 count))) internal _availCounts;
     /// @dev Tier 1 (Allowlist) runs: the addresses the sponsor allowed to enroll (`allowTrainers`).
     mapping(bytes32 taskId => mapping(address trainer => bool)) internal _allowed;
+    /// @dev Proof commitments (PROTOCOL.md §5 "Bounties"): keccak256(abi.encode(keccak256(the
+    /// proof's calldata), prover)) -> the block it was first committed in (`commitProof`).
+    mapping(bytes32 commitment => uint256 blockNumber) internal _proofCommits;
 
     // ------------------------------------------------------------ constructor
 
@@ -255,6 +258,14 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     }
 
     // ------------------------------------------------------------ shared helpers
+
+    /// @dev Who a proof's bounty goes to: `prover` when it committed to this call's calldata
+    /// (`commitProof`) in an earlier block, else address(0) (the bounty is burned): a proof copied
+    /// from the mempool convicts as well, but pays its copier nothing.
+    function _committedProver(address prover) internal view returns (address) {
+        uint256 at = _proofCommits[keccak256(abi.encode(keccak256(msg.data), prover))];
+        return at != 0 && at < block.number ? prover : address(0);
+    }
 
     /// @dev The run of `taskId`; reverts Registry__UnknownTask when none was posted.
     function _existing(bytes32 taskId) internal view returns (Run storage run) {

@@ -120,18 +120,6 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
         address indexed answerer
     );
 
-    /// @notice Anyone, within committed root-flow round `round`'s challenge window
-    /// (challengeSeconds after its commit), demands chunk `chunkIndex` of fragment `fragment`'s new
-    /// weights (`momentum` false) or momentum buffer (true) as the round's fragment leaf commits
-    /// them (PROTOCOL.md §5 "Weights availability", issue #23 attack 2); pulls
-    /// challengeBond(taskId) atto-units (approve first). Anyone answers by the deadline
-    /// (challengeSeconds later) with answerWeights, or anyone convicts the round's committer with
-    /// expireWeights. One pending per (round, fragment, momentum, chunk); the seal waits for every
-    /// one. Reverts Registry__WrongStatus, Registry__RoundNotCommitted,
-    /// Registry__ChallengeWindowClosed, Registry__BadFragment, Registry__BadOpening (chunk >=
-    /// ceil(n / 16)), Registry__ChallengePending.
-    function challengeWeights(bytes32 taskId, uint32 round, uint16 fragment, bool momentum, uint32 chunkIndex) external;
-
     /// @notice Anyone (the syncer, a watcher) answers a pending weights challenge before its
     /// deadline: `roots` are round `round`'s (its commitment word) and `w` (WeightsOpening) opens
     /// fragment `fragment`'s leaf in roots.fragmentsRoot, the round's fragment hashes against its
@@ -219,7 +207,8 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     ///   this fragment in this round, in ascending trainer index; with the target's sum they give the
     ///   median m (CoordinateMedian, binary32), and s.payloadSumsq > fl(normScreenSq * m) in totalOrder.
     /// The submission becomes rejected and the trainer loses INVALID_SLASH_BPS of its remaining
-    /// stake: BOUNTY_BPS of that to the caller (withdrawable), the rest burned.
+    /// stake: BOUNTY_BPS of that to the caller (withdrawable) when it committed to this proof
+    /// (`commitProof`) in an earlier block, the rest (else all of it) burned.
     /// Reverts Registry__NotProven, Registry__BadOpening, Registry__NotSignedBy,
     /// Registry__NoSuchSubmission (not a live submission), Registry__UnknownReason.
     function proveInvalid(

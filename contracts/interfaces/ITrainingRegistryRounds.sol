@@ -209,12 +209,23 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// and outer step. On a mismatch the round and every round after it are discarded (the run's
     /// roots, weights and total credits go back to round - 1's), the committer's fees for its
     /// discarded rounds go back to the pool, and if the committer is still the run's syncer its
-    /// bond is slashed (BOUNTY_BPS to the caller, the rest burned) and a new syncer must be
-    /// elected. No bond: a proof that fails reverts. Reverts Registry__RoundNotCommitted,
+    /// bond is slashed (BOUNTY_BPS to the caller when it committed to this proof, `commitProof`,
+    /// in an earlier block; else all of it burned) and a new syncer must be elected. No bond: a
+    /// proof that fails reverts. Reverts Registry__RoundNotCommitted,
     /// Registry__ChallengeWindowClosed, Registry__WrongRoots, Registry__SignatureCount,
     /// Registry__NotSignedBy, Registry__NoMismatch and RoundProofs' errors.
     function proveAggregate(RoundClaim calldata a, RoundProofs.AggregateOpening calldata o, bytes[] calldata signatures)
         external;
+
+    /// @notice A prover's claim to the bounty of a proof it is about to send (PROTOCOL.md §5
+    /// "Bounties"): `commitment` = keccak256(abi.encode(keccak256(calldata), prover)), the
+    /// calldata being the proof transaction's exactly (selector and arguments: proveAggregate,
+    /// proveBitmap, proveOmission, proveInvalid, proveNormOutlier). A proof pays its bounty to
+    /// its sender only when that sender's commitment was recorded in an earlier block, so a copy
+    /// of the proof taken from the mempool (same calldata, another sender) still convicts but
+    /// pays its copier nothing (the bounty is burned), and the commitment shows nothing of the
+    /// proof. The first block a commitment is sent in is kept; anyone may commit; never reverts.
+    function commitProof(bytes32 commitment) external;
 
     /// @notice Anyone proves a committed round's bitmaps inconsistent with fragment b.fragment's
     /// accepted set, within the round's window (BitmapOpening). Proven when the slot is filled
@@ -269,6 +280,18 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// since the challenge). A challenge whose round was discarded is voided (bond back). Reverts
     /// Registry__NoChallenge, Registry__ChallengeDeadline, Registry__WrongRoots.
     function expireSlot(RoundClaim calldata a, uint16 fragment, uint16 index) external;
+
+    /// @notice Anyone, within committed root-flow round `round`'s challenge window
+    /// (challengeSeconds after its commit), demands chunk `chunkIndex` of fragment `fragment`'s new
+    /// weights (`momentum` false) or momentum buffer (true) as the round's fragment leaf commits
+    /// them (PROTOCOL.md §5 "Weights availability", issue #23 attack 2); pulls
+    /// challengeBond(taskId) atto-units (approve first). Anyone answers by the deadline
+    /// (challengeSeconds later) with answerWeights, or anyone convicts the round's committer with
+    /// expireWeights. Emits ITrainingRegistryEvidence.WeightsChallenged. One pending per (round, fragment, momentum, chunk); the seal waits for every
+    /// one. Reverts Registry__WrongStatus, Registry__RoundNotCommitted,
+    /// Registry__ChallengeWindowClosed, Registry__BadFragment, Registry__BadOpening (chunk >=
+    /// ceil(n / 16)), Registry__ChallengePending.
+    function challengeWeights(bytes32 taskId, uint32 round, uint16 fragment, bool momentum, uint32 chunkIndex) external;
 
     /// @notice After an unanswered weights challenge's deadline (challengeWeights, anyone): chunk
     /// `chunkIndex` of fragment `fragment`'s new weights (`momentum` false) or momentum (true) in

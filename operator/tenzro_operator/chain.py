@@ -40,6 +40,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, NamedTuple, Seque
 
 import requests
 from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
 from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
@@ -456,6 +457,12 @@ def _fmt_args(args: Any) -> str:
     if isinstance(args, dict):
         return "(" + ", ".join(f"{k}={_jsonable(v)}" for k, v in args.items()) + ")"
     return "(" + ", ".join(str(_jsonable(v)) for v in args) + ")"
+
+
+def proof_commitment(calldata: bytes, prover: str) -> bytes:
+    """``commitProof``'s argument for a proof transaction's ``calldata`` (selector and arguments)
+    sent by ``prover``: keccak256(abi.encode(keccak256(calldata), prover)), 32 bytes."""
+    return keccak(abi_encode(["bytes32", "address"], [keccak(calldata), to_checksum_address(prover)]))
 
 
 def _b32(v: Any) -> bytes:
@@ -1730,6 +1737,17 @@ class ChainClient:
         pending = self.send("submitOuterGradient", _b32(task_id), int(round), int(fragment), signed.to_abi())
         return self.wait(pending) if wait else pending
 
+    def prove(self, method: str, *args: Any) -> TxResult:
+        """Send a proof (``proveAggregate``, ``proveBitmap``, ``proveOmission``, ``proveInvalid``,
+        ``proveNormOutlier``) so that its bounty is this account's: first ``commitProof`` of
+        ``keccak256(abi.encode(keccak256(calldata), this address))`` (about 44k gas, mined), then
+        the proof itself, in a later block (PROTOCOL.md §5 "Bounties": a copy of the proof taken
+        from the mempool convicts as well but pays its sender nothing). Raises as `transact`; a
+        refused proof has cost the commitment's gas."""
+        data = bytes.fromhex(self._fn(REGISTRY, method, *args)._encode_transaction_data()[2:])
+        self.transact("commitProof", proof_commitment(data, self.address))
+        return self.transact(method, *args)
+
     def prove_norm_outlier(self, task_id: bytes, round: int, fragment: int, trainer: str, payload: SignedPayload,
                            reference: tuple) -> TxResult:
         """``proveNormOutlier`` (root flow): ``trainer``'s live forced submission of (round, fragment)
@@ -1740,7 +1758,7 @@ class ChainClient:
         Raises:
             ChainRevert: e.g. ``Registry__NotProven`` (not over the screen), ``Registry__NoNormReference``.
         """
-        return self.transact("proveNormOutlier", _b32(task_id), int(round), int(fragment), to_checksum_address(trainer),
+        return self.prove("proveNormOutlier", _b32(task_id), int(round), int(fragment), to_checksum_address(trainer),
                              payload.to_abi(), reference)
 
     def prove_invalid(self, task_id: bytes, round: int, fragment: int, trainer: str, reason: SlashReason | int,
@@ -1750,7 +1768,7 @@ class ChainClient:
         with every other submission of the fragment (ascending trainer index). The caller gets
         BOUNTY_BPS of the slash. Reverts ``Registry__NotProven`` when the evidence shows no defect."""
         o = opening or ChunkOpening(0, b"")
-        return self.transact("proveInvalid", _b32(task_id), int(round), int(fragment), to_checksum_address(trainer),
+        return self.prove("proveInvalid", _b32(task_id), int(round), int(fragment), to_checksum_address(trainer),
                              int(reason), payload.to_abi(), o.to_abi(), [p.to_abi() for p in others])
 
     def challenge_availability(self, task_id: bytes, round: int, fragment: int, trainer: str,
@@ -1860,7 +1878,7 @@ class ChainClient:
                 ``Registry__RoundNotCommitted`` (another proof won the race, or no such round),
                 ``Registry__ChallengeWindowClosed``, ``Registry__WrongRoots``, ``Registry__NotSignedBy``.
         """
-        return self.transact("proveAggregate", claim, opening, [bytes(s) for s in signatures])
+        return self.prove("proveAggregate", claim, opening, [bytes(s) for s in signatures])
 
     def prove_omission(self, claim: tuple, bitmaps: Sequence[int], fragment: int, index: int) -> TxResult:
         """``proveOmission`` (anyone, no bond, within the round's challenge window): trainer
@@ -1872,7 +1890,7 @@ class ChainClient:
             ChainRevert: ``Registry__NoMismatch`` (not live, or credited), ``Registry__RoundNotCommitted``,
                 ``Registry__ChallengeWindowClosed``, ``Registry__WrongRoots``, ``Registry__BadFragment``.
         """
-        return self.transact("proveOmission", claim, [int(b) for b in bitmaps], int(fragment), int(index))
+        return self.prove("proveOmission", claim, [int(b) for b in bitmaps], int(fragment), int(index))
 
     def challenge_weights(self, task_id: bytes, round: int, fragment: int, momentum: bool, chunk_index: int) -> TxResult:
         """``challengeWeights`` (anyone, within committed round ``round``'s challenge window; approves

@@ -14,6 +14,8 @@ import ape
 from eth_utils import keccak
 from ethpm_types import ContractType
 
+from tenzro_operator.chain import proof_commitment
+
 E18 = 10**18
 MIN_SYNCER_STAKE = 100 * E18
 SYNCER_TIMEOUT = 60  # seconds
@@ -217,6 +219,15 @@ def ledger(registry, token, accounts) -> dict:
     }
     terms["balance"] = token.balanceOf(registry)
     return terms
+
+
+def prove_committed(full, method: str, *args, sender):
+    """Send proof ``method`` of ``full`` (ape, the registry's whole ABI) as a prover after its
+    bounty does: ``commitProof`` of the proof's calldata first, mined a block before the proof
+    (PROTOCOL.md §5 "Bounties"); returns the proof's receipt."""
+    handler = getattr(full, method)
+    full.commitProof(proof_commitment(bytes(handler.encode_input(*args)), sender.address), sender=sender)
+    return handler(*args, sender=sender)
 
 
 def nan_payload(sign, trainer, task: bytes, rnd: int, fragment: int, n: int) -> tuple:

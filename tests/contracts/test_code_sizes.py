@@ -9,7 +9,8 @@ import pytest
 
 EIP170_RUNTIME = 24_576  # bytes
 EIP3860_INITCODE = 49_152  # bytes
-DEPLOYED = ["TenzroToken", "RegistryRounds", "RegistryEvidence", "TrainingRegistry", "ReceiptVerifier", "RewardEscrow"]
+DEPLOYED = ["TenzroToken", "RegistryRounds", "RegistryEvidence", "TrainingRegistry", "ReceiptVerifier", "RewardEscrow",
+            "AggregateReferee"]  # the last: deployed by RegistryRounds' constructor
 
 
 def _size(bytecode) -> int:

@@ -26,6 +26,7 @@ from registry_helpers import (
     commit,
     fee_per_round,
     ledger,
+    prove_committed,
     task_id,
 )
 
@@ -125,7 +126,7 @@ def test_cancelled_run_pays_no_fee(registry, full_registry, post_task, enroll, r
     assert state(task) == before
 
 
-def test_whole_run_with_replacement_conserves_tokens(registry, evidence, token, post_task, enroll, elect, submit,
+def test_whole_run_with_replacement_conserves_tokens(registry, full_registry, token, post_task, enroll, elect, submit,
                                                      sign, fund, roles, chain, conserved, everyone):
     """Three rounds, M = 3, K = 1, maxMisses = 0. Round 0: syncer A finalizes after its deadline
     (trainer 2 misses and is evicted: slash burned) after proving trainer 1's fragment 1 non-finite
@@ -157,7 +158,7 @@ def test_whole_run_with_replacement_conserves_tokens(registry, evidence, token, 
     nan_signed, opening = nan_payload(sign, t1, task, 0, 1, 2000)
     registry.submitOuterGradient(task, 0, 1, nan_signed, sender=t1)
     burned0 = registry.burned()
-    evidence.proveInvalid(task, 0, 1, t1, 3, nan_signed, opening, [], sender=a)  # NonFinite
+    prove_committed(full_registry, "proveInvalid", task, 0, 1, t1, 3, nan_signed, opening, [], sender=a)  # NonFinite
     invalid_slash = MIN_STAKE * 500 // 10_000
     assert registry.burned() - burned0 == invalid_slash - invalid_slash // 10  # A's bounty is 10 %
     conserved()

@@ -35,6 +35,7 @@ from registry_helpers import (
     fee_per_round,
     nan_payload,
     params,
+    prove_committed,
     sha,
     task_id,
 )
@@ -379,14 +380,16 @@ def test_misses_evict_and_slash(registry, token, start_run, submit, roles, chain
     assert token.balanceOf(registry) == balance0  # burned tokens stay in the registry
 
 
-def test_prove_invalid_slashes_pays_bounty_and_burns(registry, evidence, start_run, sign, roles):
-    """A NaN is proven by opening its committed chunk; 5 % slashed, 10 % of it to the prover."""
+def test_prove_invalid_slashes_pays_bounty_and_burns(registry, full_registry, start_run, sign, roles):
+    """A NaN is proven by opening its committed chunk; 5 % slashed, 10 % of it to the prover,
+    which committed to its proof's calldata a block before (`commitProof`)."""
     task = start_run("task-invalid", m=2, quorum=1)
     t = roles.trainers[1]
     signed, opening = nan_payload(sign, t, task, 0, 1, 2000)
     registry.submitOuterGradient(task, 0, 1, signed, sender=roles.relayer)
     burned0 = registry.burned()
-    tx = evidence.proveInvalid(task, 0, 1, t, 3, signed, opening, [], sender=roles.stranger)  # NonFinite
+    tx = prove_committed(full_registry, "proveInvalid", task, 0, 1, t, 3, signed, opening, [],  # NonFinite
+                         sender=roles.stranger)
     (ev,) = events(tx, "TrainerSlashed")
     assert (ev.trainer, ev.reason, ev.round, ev.fragment) == (t.address, 3, 0, 1)
     assert ev.amount == MIN_STAKE * 500 // 10_000

@@ -35,7 +35,7 @@ import os
 import pytest
 import test_root_flow_proofs as proofs
 import torch
-from registry_helpers import CHALLENGE_S, E18, gas_grid, sha, to_reveal_phase
+from registry_helpers import CHALLENGE_S, E18, gas_grid, prove_committed, sha, to_reveal_phase
 from test_root_flow_proofs import ZERO_ROOTS, _bitmap_opening, _commit, _proof, _slot_answer, _start
 
 from tenzro_trainer import round_commitment as rc
@@ -127,7 +127,7 @@ def test_challenge_gas_grid(full_registry, shape, roles, chain, sign, monkeypatc
     r1 = _commit(c, 1, r0, flip=(FRAGMENT, COORDINATE))
     a, o, sigs = _proof(c, 1, r1, r0, FRAGMENT, COORDINATE)
     assert len(sigs) == m  # K = M accepted entries
-    tx = reg.proveAggregate(a, o, sigs, sender=fresh())
+    tx = prove_committed(reg, "proveAggregate", a, o, sigs, sender=fresh())
     gas["proveAggregate"] = _proven(reg, tx, task, 1, 1, FRAGMENT, COORDINATE, syncer)
 
     # proveBitmap: trainer 1 credited with fragment 0, which its accepted set leaves out
@@ -136,7 +136,7 @@ def test_challenge_gas_grid(full_registry, shape, roles, chain, sign, monkeypatc
     r0 = _commit(c, 0, c["initial"], bitmaps=[full] * m, exclude=frozenset({(FRAGMENT, TRAINER)}))
     opening = _bitmap_opening(r0, [full] * m, FRAGMENT, TRAINER)
     assert opening[5] == bytes(32)  # an empty slot under a set bit
-    tx = reg.proveBitmap((task, 0, r0.roots, ZERO_ROOTS, bytes(32)), opening, sender=fresh())
+    tx = prove_committed(reg, "proveBitmap", (task, 0, r0.roots, ZERO_ROOTS, bytes(32)), opening, sender=fresh())
     gas["proveBitmap"] = _proven(reg, tx, task, 0, 2, FRAGMENT, TRAINER, syncer)
 
     # proveOmission: trainer 1's live forced submission of fragment 0 left out
@@ -156,7 +156,8 @@ def test_challenge_gas_grid(full_registry, shape, roles, chain, sign, monkeypatc
     r0 = _commit(c, 0, c["initial"], exclude=left_out)
     bitmaps = [full & ~(1 << FRAGMENT) if i == TRAINER else full for i in range(m)]
     assert rc.bitmaps_hash(bitmaps) == r0.roots[3]
-    tx = reg.proveOmission((task, 0, r0.roots, ZERO_ROOTS, bytes(32)), bitmaps, FRAGMENT, TRAINER, sender=fresh())
+    tx = prove_committed(reg, "proveOmission", (task, 0, r0.roots, ZERO_ROOTS, bytes(32)), bitmaps, FRAGMENT,
+                         TRAINER, sender=fresh())
     gas["proveOmission"] = _proven(reg, tx, task, 0, 3, FRAGMENT, TRAINER, syncer)
 
     # expireSlot: a slot challenge of an honest round nobody answers

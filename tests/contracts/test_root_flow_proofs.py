@@ -19,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import ape
+from eth_utils import keccak
 import pytest
 import torch
-from registry_helpers import CHALLENGE_S, E18, MIN_STAKE, as_tuple, fee_per_round, params, sha, to_reveal_phase
+from registry_helpers import (CHALLENGE_S, E18, MIN_STAKE, as_tuple, fee_per_round, params, prove_committed, sha,
+                              to_reveal_phase)
 
 from tenzro_operator import receipt
 from tenzro_trainer import canonical
@@ -189,8 +191,10 @@ def test_one_wrong_bit_costs_the_syncer_its_bond_and_rewinds_the_run(ctx, chain)
     bounty_before = reg.withdrawable(roles.stranger)
     burned_before = reg.burned()
     a, o, sigs = _proof(ctx, 1, ctx["r1"], ctx["r0"], 1, 5)
-    tx = reg.proveAggregate(a, o, sigs, sender=roles.stranger)
+    tx = prove_committed(reg, "proveAggregate", a, o, sigs, sender=roles.stranger)
     print(f"gas proveAggregate (M = 3, F = 2, n = 24, 3 entries): {tx.gas_used}")
+    print(f"gas commitProof (its bounty's commitment, a new word): "
+          f"{reg.commitProof(keccak(b'another proof'), sender=roles.stranger).gas_used}")
     bond = p["syncerBond"]
     bounty = bond * BOUNTY_BPS // BPS
     ev = tx.decode_logs(reg.RoundProvenWrong)[0]

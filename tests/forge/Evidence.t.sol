@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
 
 /// @notice No slash on anyone's word (PROTOCOL.md §4, issue "Protocol v2", attacks 4 and 5):
@@ -109,6 +110,11 @@ contract EvidenceTest is RegistryBase {
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(3)));
         ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 0), _noOthers());
 
+        // the prover commits to its proof a block before it sends it (the bounty's condition)
+        bytes memory proof = abi.encodeCall(ev.proveInvalid, (ID, 0, 0, trainers[1], 3, sp, _open(bad, 1), _noOthers()));
+        vm.prank(prover);
+        ITrainingRegistryFull(address(reg)).commitProof(keccak256(abi.encode(keccak256(proof), prover)));
+        vm.roll(block.number + 1);
         vm.prank(prover);
         ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 1), _noOthers());
         uint256 slash = MIN_STAKE / 20;

@@ -860,7 +860,7 @@ contract ProtocolV3Handler is TestBase {
         uint256 bond = ev.challengeBond(id);
         token.mint(WATCH, bond);
         vm.prank(WATCH);
-        try ev.challengeWeights(id, r, 0, momentum, chunk % 4) {
+        try rf.challengeWeights(id, r, 0, momentum, chunk % 4) {
             deposited += bond;
             ++weightsChallenges;
             if (lastSecond) ++lastSecondChallenges;

@@ -523,7 +523,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         _fund(WATCHER, SYNCER_BOND);
         uint256 bond = ev.challengeBond(ID);
         vm.prank(WATCHER);
-        ev.challengeWeights(ID, 0, 0, false, 0);
+        rf.challengeWeights(ID, 0, 0, false, 0);
         // the all-zero chunk does not open the committed root (its sum is not the tree's)
         ITrainingRegistryTypes.ChunkOpening memory o = _opening(new bytes(64));
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(0)));
@@ -567,15 +567,15 @@ contract ProtocolV3AttacksTest is RegistryBase {
         uint256 bond = ev.challengeBond(ID);
         vm.startPrank(WATCHER);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(1)));
-        ev.challengeWeights(ID, 0, 0, false, 1);
-        ev.challengeWeights(ID, 0, 0, false, 0);
-        ev.challengeWeights(ID, 0, 0, true, 0);
+        rf.challengeWeights(ID, 0, 0, false, 1);
+        rf.challengeWeights(ID, 0, 0, false, 0);
+        rf.challengeWeights(ID, 0, 0, true, 0);
         vm.expectRevert(
             abi.encodeWithSelector(
                 ITrainingRegistryTypes.Registry__ChallengePending.selector, ID, uint32(0), uint16(0), address(0)
             )
         );
-        ev.challengeWeights(ID, 0, 0, true, 0);
+        rf.challengeWeights(ID, 0, 0, true, 0);
         vm.stopPrank();
 
         uint256 before = reg.withdrawable(honest);
@@ -596,7 +596,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
                 reg.getRound(ID, 0).finalizedAt + CHALLENGE_SECONDS
             )
         );
-        ev.challengeWeights(ID, 0, 0, false, 0);
+        rf.challengeWeights(ID, 0, 0, false, 0);
         rf.sealRootRun(ID);
         (uint256 stake,,, uint256 locked) = reg.syncerInfo(honest);
         assertEq(stake, MIN_SYNCER_STAKE, "the honest syncer lost stake");
@@ -628,7 +628,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
 
         _fund(WATCHER, SYNCER_BOND);
         vm.prank(WATCHER);
-        ev.challengeWeights(ID, 0, 0, false, 0);
+        rf.challengeWeights(ID, 0, 0, false, 0);
         // the weights open, but the receipt names another model
         vm.prank(liar);
         vm.expectRevert(
@@ -749,16 +749,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         c.acceptedBitmaps[0] = 0;
         vm.prank(honest);
         rf.commitRound(c);
-        ITrainingRegistryRounds.RoundClaim memory a;
-        a.taskId = ID;
-        a.round = 0;
-        a.current.fragmentsRoot = c.fragmentsRoot;
-        uint256[] memory credits = new uint256[](3);
-        credits[1] = 64;
-        credits[2] = 64;
-        (a.current.creditsRoot,) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), 0);
-        a.current.totalCredits = 128;
-        a.current.bitmapsHash = keccak256(abi.encodePacked(c.acceptedBitmaps));
+        ITrainingRegistryRounds.RoundClaim memory a = _claimWithoutTrainer0(c);
         vm.expectRevert(
             abi.encodeWithSelector(ITrainingRegistryRounds.Registry__NoMismatch.selector, uint16(0), uint256(0))
         );
@@ -789,7 +780,21 @@ contract ProtocolV3AttacksTest is RegistryBase {
         c.acceptedBitmaps[0] = 0; // left out although wholly available
         vm.prank(elected);
         rf.commitRound(c);
-        ITrainingRegistryRounds.RoundClaim memory a;
+        ITrainingRegistryRounds.RoundClaim memory a = _claimWithoutTrainer0(c);
+        rf.proveOmission(a, c.acceptedBitmaps, 0, 0);
+        (uint256 stake,,,) = reg.syncerInfo(elected);
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the omission of an available payload went unpunished");
+    }
+
+    // ------------------------------------------------------------ a proof's bounty copied from the mempool
+
+    /// @dev The claim of round 0 committed as `c` (3 trainers, one 64-value fragment) with trainer
+    /// 0 left out: trainers 1 and 2 credited 64 each.
+    function _claimWithoutTrainer0(ITrainingRegistryRounds.RootCommit memory c)
+        internal
+        pure
+        returns (ITrainingRegistryRounds.RoundClaim memory a)
+    {
         a.taskId = ID;
         a.round = 0;
         a.current.fragmentsRoot = c.fragmentsRoot;
@@ -799,9 +804,78 @@ contract ProtocolV3AttacksTest is RegistryBase {
         (a.current.creditsRoot,) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), 0);
         a.current.totalCredits = 128;
         a.current.bitmapsHash = keccak256(abi.encodePacked(c.acceptedBitmaps));
-        rf.proveOmission(a, c.acceptedBitmaps, 0, 0);
+    }
+
+
+    address internal constant COPIER = address(0xc0b1);
+
+    /// @dev The honest side of attack 5 up to the proof: an available forced payload left out of
+    /// round 0; returns the convicted syncer and the proveOmission calldata that proves it.
+    function _omissionToProve() internal returns (address elected, bytes memory proof) {
+        ITrainingRegistryTypes.SignedPayload memory sp;
+        (elected, sp) = _forcedWhole();
+        _fund(WATCHER, SYNCER_BOND);
+        vm.prank(WATCHER);
+        ev.challengeAvailability(ID, 0, 0, trainers[0], sp, WHOLE);
+        vm.prank(trainers[0]);
+        ev.answerAvailability(ID, 0, 0, trainers[0], _whole(4));
+        vm.warp(reg.getRun(ID).roundDeadline + 1);
+        ITrainingRegistryRounds.RootCommit memory c = _fullCommit(0, 3, 1, 0);
+        c.acceptedBitmaps[0] = 0;
+        vm.prank(elected);
+        rf.commitRound(c);
+        ITrainingRegistryRounds.RoundClaim memory a = _claimWithoutTrainer0(c);
+        proof = abi.encodeCall(rf.proveOmission, (a, c.acceptedBitmaps, 0, 0));
+    }
+
+    /// @dev `who` sends `proof` (raw calldata) to the registry; returns whether it went through.
+    function _sendProof(address who, bytes memory proof) internal returns (bool ok) {
+        vm.prank(who);
+        (ok,) = address(reg).call(proof);
+    }
+
+    /// Before: a proof paid its bounty to whoever sent it, so a bot that copied a pending proof
+    /// from the mempool with a higher fee took the bounty (10 % of the syncer's 50 TNZO bond) and
+    /// the prover's own transaction reverted. Now the bounty goes only to a sender that committed
+    /// to the proof's calldata (`commitProof`) in an earlier block: the copy still convicts (the
+    /// network loses nothing) but pays its copier nothing and burns the bounty; a commitment in
+    /// the proof's own block does not count; the committed prover, mined first, is paid.
+    function test_bountyCopiedFromMempool_paysTheCopierNothing() public {
+        (address elected, bytes memory proof) = _omissionToProve();
+        uint256 snap = vm.snapshotState();
+        bytes32 mine = keccak256(abi.encode(keccak256(proof), WATCHER));
+
+        // the copier's transaction is mined first, with the watcher's calldata
+        vm.prank(WATCHER);
+        rf.commitProof(mine);
+        vm.roll(block.number + 1);
+        vm.prank(COPIER);
+        rf.commitProof(mine); // copying the commitment too names the watcher, not the copier
+        uint256 burned = reg.burned();
+        assertTrue(_sendProof(COPIER, proof), "the copy convicts");
         (uint256 stake,,,) = reg.syncerInfo(elected);
-        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the omission of an available payload went unpunished");
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the syncer lost its bond");
+        assertEq(reg.withdrawable(COPIER), 0, "the copier took the bounty");
+        assertEq(reg.burned() - burned, SYNCER_BOND, "the bond, bounty included, burned");
+        assertTrue(!_sendProof(WATCHER, proof), "proven once");
+
+        // a commitment in the proof's own block does not count
+        vm.revertToState(snap);
+        uint256 before = reg.withdrawable(WATCHER);
+        vm.prank(WATCHER);
+        rf.commitProof(mine);
+        assertTrue(_sendProof(WATCHER, proof), "the proof convicts");
+        assertEq(reg.withdrawable(WATCHER), before, "paid for a commitment of the same block");
+        assertEq(reg.burned() - burned, SYNCER_BOND, "the bond, bounty included, burned");
+
+        // the committed prover, mined first, is paid
+        vm.revertToState(snap);
+        vm.prank(WATCHER);
+        rf.commitProof(mine);
+        vm.roll(block.number + 1);
+        assertTrue(_sendProof(WATCHER, proof), "the proof convicts");
+        assertEq(reg.withdrawable(WATCHER) - before, SYNCER_BOND / 10, "the committed prover's bounty");
+        assertEq(reg.burned() - burned, SYNCER_BOND - SYNCER_BOND / 10, "the rest burned");
     }
 
     // ------------------------------------------------------------ attack 6: norm screen sybils
