@@ -132,7 +132,6 @@ class PeerBook:
         self._parties_fn, self._keeper_fn, self.account = parties, keeper, account
         self.announce_addrs, self.allow_private, self.clock = announce_addrs, allow_private, clock
         self.book: dict[str, NodeAnnouncement] = {}  # party (lower-case) -> its newest good announcement
-        self.announced = 0  # announcements published (for tests and logs)
         self._own_peer: str | None = None
         self._sub = None
         self._announced_at = -ANNOUNCE_EVERY_S
@@ -202,7 +201,6 @@ class PeerBook:
         ann = NodeAnnouncement.signed(self.account, self.task_id, peer_id_of(addrs[0]), addrs[:MAX_ADDRS],
                                       int(self.clock()))
         self.ipfs.pubsub_publish(self.topic, ann.encode())
-        self.announced += 1
         return ann
 
     def read(self) -> list[str]:
