@@ -225,6 +225,11 @@ class Daemon:
         self.peer_books[task_id] = book
         book.start(self.stop)
 
+    def close_peer_books(self) -> None:
+        """Stop every run's `track_peers` thread (the role's ``run`` ends: nothing more to announce)."""
+        for book in self.peer_books.values():
+            book.close()
+
     # -- stopping -------------------------------------------------------------------------
 
     def request_stop(self, *_: Any) -> None:

@@ -63,6 +63,7 @@ MAX_NOTICES_PER_TICK = 256  # messages read a tick (the subscription holds as ma
 CHECKS_PER_TICK = 32  # signature recoveries a tick at most
 ANNOUNCER_RATE_PER_S, ANNOUNCER_BURST = 1.0, 8.0  # messages a second (and burst) read from one peer
 FUTURE_S = 120  # seconds an announcement's issued time may be ahead of the reader's clock
+MAX_BACKOFF_S = 30.0  # seconds between two tries of a tick while the node or the chain does not answer
 
 
 class NodeAnnouncement(SignedNotice):
@@ -253,22 +254,27 @@ class PeerBook:
 
     def start(self, stop: threading.Event | None = None) -> threading.Thread:
         """`tick` every `TICK_S` seconds in a daemon thread until ``stop`` (or `close`) is set or
-        the run is over; a tick that fails is logged (DEBUG; an unexpected error: WARNING) and the
-        next one tries again."""
+        the run is over; a tick that fails is logged (DEBUG; an unexpected error: WARNING) and
+        tried again after a backoff (`MAX_BACKOFF_S` at most)."""
         stops = [self._stop] + ([stop] if stop is not None else [])
 
         def loop() -> None:
+            failures = 0
             while not any(e.is_set() for e in stops):
                 try:
                     self.tick()
+                    failures = 0
                 except (IpfsError, ServiceUnavailable, TenzroError) as exc:
+                    failures += 1
                     log.debug("run nodes topic: %s (retrying)", exc)
                     if isinstance(exc, IpfsError) and self._sub is not None:
                         self._sub.close()
                         self._sub = None
                 except Exception:  # noqa: BLE001 - a bug must not end the announcements silently
+                    failures += 1
                     log.warning("run nodes topic: unexpected error (retrying)", exc_info=True)
-                self._stop.wait(TICK_S)
+                # a dead node or chain is asked again after 1, 2, 4 .. at most 30 s
+                self._stop.wait(min(MAX_BACKOFF_S, TICK_S * 2 ** failures) if failures else TICK_S)
 
         self._thread = threading.Thread(target=loop, daemon=True, name=f"peer-book-{self.task_id.hex()[:8]}")
         self._thread.start()

@@ -362,6 +362,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                     self.serve_elected()
             except StopRequested:
                 log.info("stop requested: state saved, exiting")
+            finally:
+                self.close_peer_books()
         log.info("syncer done: %s", self.summary)
         return 0
 

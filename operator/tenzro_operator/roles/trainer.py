@@ -208,6 +208,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                 return 0
             finally:
                 self.close_worker()
+                self.close_peer_books()
         log.info("trainer done: %s", self.summary)
         return 0
 

@@ -227,6 +227,8 @@ class WatcherDaemon(Daemon):
                 self.watch()
             except StopRequested:
                 log.info("stop requested: exiting")
+            finally:
+                self.close_peer_books()
         log.info("watcher done: %d rounds checked, %d mismatched, in %d runs", len(self.checked),
                  len(self.findings), len(self.watches))
         return 0
