@@ -133,7 +133,8 @@ class PeerBook:
         self._parties_fn, self._keeper_fn, self.account = parties, keeper, account
         self.announce_addrs, self.allow_private, self.clock = announce_addrs, allow_private, clock
         self.book: dict[str, NodeAnnouncement] = {}  # party (lower-case) -> its newest good announcement
-        self._own_peer: str | None = None
+        self._own_peer: str | None = None  # this node's peer ID and listen multiaddrs (`_read_own`)
+        self._own_addrs: list[str] = []
         self._sub = None
         self._announced_at = -ANNOUNCE_EVERY_S
         self._parties: set[str] = set()
@@ -179,24 +180,30 @@ class PeerBook:
         return True
 
     def own_peer(self) -> str:
-        """This party's node's peer ID (``id``, asked once)."""
+        """This party's node's peer ID (`_read_own`)."""
         if self._own_peer is None:
-            self._own_peer = str(self.ipfs.id().get("ID", ""))
+            self._read_own()
         return self._own_peer
+
+    def _read_own(self) -> None:
+        """Ask the node once (``id``) for its peer ID and the listen multiaddrs of that peer."""
+        me = self.ipfs.id()
+        peer, addrs = str(me.get("ID", "")), []
+        for a in me.get("Addresses") or []:
+            try:
+                if peer_id_of(check_bootstrap_addr(str(a))) == peer:
+                    addrs.append(str(a))
+            except (ValueError, IndexError):
+                continue
+        self._own_peer, self._own_addrs = peer, addrs
 
     def announce(self) -> NodeAnnouncement | None:
         """Publish this party's node (`NodeAnnouncement`) on the run's nodes topic; None (nothing
         published) when there is no address to announce."""
         addrs = self.announce_addrs
         if addrs is None:
-            peer = self.own_peer()
-            addrs = []
-            for a in self.ipfs.id().get("Addresses") or []:
-                try:
-                    if peer_id_of(check_bootstrap_addr(str(a))) == peer:
-                        addrs.append(str(a))
-                except (ValueError, IndexError):
-                    continue
+            self.own_peer()
+            addrs = self._own_addrs
         if not addrs:
             return None
         ann = NodeAnnouncement.signed(self.account, self.task_id, peer_id_of(addrs[0]), addrs[:MAX_ADDRS],
