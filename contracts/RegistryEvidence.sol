@@ -484,7 +484,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
             address a = list[i];
             SyncerEntry storage e = _syncers[a];
             uint256 stake = e.stake;
-            if (a != exclude && stake >= _minSyncerStake && stake - e.locked >= bond) return a;
+            if (a != exclude && e.weight != 0 && stake >= _minSyncerStake && stake - e.locked >= bond) return a;
         }
         return address(0);
     }

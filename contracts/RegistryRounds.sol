@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
+import {ITrainingRegistryViews} from "./interfaces/ITrainingRegistryViews.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 import {AggregateReferee} from "./AggregateReferee.sol";
 import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.sol";
@@ -27,7 +28,7 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// (`proveOmission`), a credited slot whose signed preimage nobody shows after a bonded
 /// `challengeSlot` (`expireSlot`), a chunk of the new weights or momentum nobody opens after a
 /// bonded `challengeWeights` (RegistryEvidence; `expireWeights`).
-contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
+contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRegistryViews {
     /// @dev Stateless receipt encoder (the same code as the registry's own).
     ReceiptBuilder private immutable _builder;
 
@@ -307,6 +308,73 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
     {
         uint256 position = momentum ? (uint256(1) << 32) | chunkIndex : chunkIndex;
         _expire(a, _weightsKey(fragment, momentum, chunkIndex), Finding(5, fragment, position, address(0)));
+    }
+
+    // ------------------------------------------------------------ views (ITrainingRegistryViews)
+
+    /// @inheritdoc ITrainingRegistryViews
+    function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total) {
+        total = _runIds.length;
+        uint256 end = offset >= total ? offset : (limit > total - offset ? total : offset + limit);
+        taskIds = new bytes32[](end - offset);
+        for (uint256 i = offset; i < end; ++i) {
+            taskIds[i - offset] = _runIds[i];
+        }
+    }
+
+    /// @inheritdoc ITrainingRegistryViews
+    function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory m) {
+        Run storage run = _existing(taskId);
+        Trainer storage t = _trainers[taskId][trainer];
+        m.trainer = trainer;
+        m.index = t.index;
+        m.enrolled = t.enrolled;
+        m.evicted = t.evicted;
+        m.submitted = t.submitted;
+        if (t.enrolled && run.status == RunStatus.Training) {
+            // the open round is counted into `submitted` at its finalize; add it here
+            uint256 states = _subsOf(taskId, run.currentRound, run.epoch)[t.index];
+            m.submitted += uint32(_countNonZero(states, run.fragmentCount));
+        }
+        m.accepted = t.accepted;
+        m.missedRounds = t.missedRounds;
+        m.totalMissed = t.totalMissed;
+        m.stake = t.stake;
+        m.slashed = t.slashed;
+        m.credits = t.credits;
+        uint256 pool = run.status == RunStatus.Sealed ? run.distributedPool : run.poolLeft;
+        m.currentReward = run.totalCredits == 0 ? 0 : (pool * t.credits) / run.totalCredits;
+        m.did = _dids[taskId][trainer];
+    }
+
+    /// @inheritdoc ITrainingRegistryViews
+    function submissionsOf(bytes32 taskId, uint32 round, address trainer)
+        external
+        view
+        returns (uint256 submitted, uint256 rejected, uint256 accepted)
+    {
+        Run storage run = _existing(taskId);
+        Trainer storage t = _trainers[taskId][trainer];
+        if (!t.enrolled) return (0, 0, 0);
+        // a committed round's submissions are those of the opening it was committed in
+        uint16 epoch = round < _roundsFinalized(run) ? _roundEpochs[taskId][round] : run.epoch;
+        uint256 states = _subsOf(taskId, round, epoch)[t.index];
+        uint256 f = run.fragmentCount;
+        for (uint256 i = 0; i < f; ++i) {
+            uint256 s = (states >> (2 * i)) & 3;
+            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
+            if (s != 0) submitted |= 1 << i;
+            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
+            if (s == ST_REJECTED) rejected |= 1 << i;
+            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
+            if (s == ST_ACCEPTED) accepted |= 1 << i;
+        }
+    }
+
+    /// @inheritdoc ITrainingRegistryViews
+    function syncerWeight(address account) external view returns (uint256 weight, uint256 changeableFromBlock) {
+        SyncerEntry storage s = _syncers[account];
+        return (s.weight, _changeableFrom(s));
     }
 
     /// @inheritdoc ITrainingRegistryRounds
@@ -873,6 +941,13 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds {
             if (early && counts[j] < quorum) revert Registry__QuorumNotMet(uint16(j), uint16(counts[j]), quorum);
             // forge-lint: disable-next-line(unsafe-typecast) -- the sum is <= M * F <= MAX_SUBMISSION_SLOTS
             accepted += uint32(counts[j]);
+        }
+    }
+
+    /// @dev Number of fragments (of `f`) whose two state bits are not zero.
+    function _countNonZero(uint256 states, uint256 f) private pure returns (uint256 count) {
+        for (uint256 j = 0; j < f; ++j) {
+            if ((states >> (2 * j)) & 3 != 0) ++count;
         }
     }
 }

@@ -180,7 +180,10 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint32 listIndex;
         bool registered;
         uint128 locked; // sum of the bonds of the runs it is syncer of (<= stake)
-        uint64 stakedAtBlock; // block of its last registerSyncer: it draws only in elections requested later
+        uint64 changedAt; // block of the last change of its draw weight (registration, top-up, exit)
+        uint64 joinedAt; // block of its registration: it weighs 0 in draws requested at or before it
+        uint128 weight; // its draw weight in elections requested after changedAt: its stake, 0 once leaving
+        uint128 weightBefore; // its draw weight in elections requested at or before changedAt
     }
 
     /// @dev The ERC-20 of stakes, rewards and bonds.
@@ -516,6 +519,13 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @dev The syncer fee of one finalized round, atto-units.
     function _syncerFeePerRound(Run storage run) internal view returns (uint256) {
         return (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
+    }
+
+    /// @dev First block in which a syncer candidate's draw weight may change again (0: now; a
+    /// fresh entry or one whose only change was its registration; PROTOCOL.md §3).
+    function _changeableFrom(SyncerEntry storage s) internal view returns (uint256) {
+        uint64 at = s.changedAt;
+        return at == s.joinedAt ? 0 : at + ELECTION_WINDOW_BLOCKS + 1;
     }
 
     /// @dev Takes the run's bond from `syncer` for a failure (replacement or a proven lie): its

@@ -121,14 +121,15 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         SyncerEntry storage s = _syncers[msg.sender];
         if (!s.registered) {
             if (amount < _minSyncerStake) revert Registry__SyncerStakeTooLow(amount, _minSyncerStake);
-            if (_syncerList.length >= MAX_SYNCER_CANDIDATES) _displaceSmallest(amount);
+            _makeRoom(amount);
             s.registered = true;
             s.listIndex = uint32(_syncerList.length);
             _syncerList.push(msg.sender);
         }
         uint256 total = uint256(s.stake) + amount;
         s.stake = SafeCast.toUint128(total);
-        s.stakedAtBlock = uint64(block.number);
+        _reweigh(msg.sender, s, total);
+        if (s.joinedAt == 0) s.joinedAt = s.changedAt;
         emit SyncerRegistered(msg.sender, amount, total);
         _pullExact(msg.sender, amount);
     }
@@ -138,7 +139,13 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         SyncerEntry storage s = _syncers[msg.sender];
         if (!s.registered) revert Registry__NotSyncerCandidate(msg.sender);
         if (s.activeTasks != 0) revert Registry__SyncerBusy(msg.sender, s.activeTasks);
-        _removeCandidate(msg.sender);
+        if (s.weight != 0) {
+            _reweigh(msg.sender, s, 0); // asks to leave: it weighs 0 in draws requested from now on
+            emit SyncerLeaving(msg.sender, s.changedAt + ELECTION_WINDOW_BLOCKS + 1);
+        } else {
+            _settled(msg.sender, s);
+            _removeCandidate(msg.sender);
+        }
     }
 
     // ------------------------------------------------------------ lifecycle
@@ -384,16 +391,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total) {
-        total = _runIds.length;
-        uint256 end = offset >= total ? offset : (limit > total - offset ? total : offset + limit);
-        taskIds = new bytes32[](end - offset);
-        for (uint256 i = offset; i < end; ++i) {
-            taskIds[i - offset] = _runIds[i];
-        }
-    }
-
-    /// @inheritdoc ITrainingRegistry
     function getReceipt(bytes32 taskId)
         external
         view
@@ -416,58 +413,9 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory m) {
-        Run storage run = _existing(taskId);
-        Trainer storage t = _trainers[taskId][trainer];
-        m.trainer = trainer;
-        m.index = t.index;
-        m.enrolled = t.enrolled;
-        m.evicted = t.evicted;
-        m.submitted = t.submitted;
-        if (t.enrolled && run.status == RunStatus.Training) {
-            // the open round is counted into `submitted` at its finalize; add it here
-            uint256 states = _subsOf(taskId, run.currentRound, run.epoch)[t.index];
-            m.submitted += uint32(_countNonZero(states, run.fragmentCount));
-        }
-        m.accepted = t.accepted;
-        m.missedRounds = t.missedRounds;
-        m.totalMissed = t.totalMissed;
-        m.stake = t.stake;
-        m.slashed = t.slashed;
-        m.credits = t.credits;
-        uint256 pool = run.status == RunStatus.Sealed ? run.distributedPool : run.poolLeft;
-        m.currentReward = run.totalCredits == 0 ? 0 : (pool * t.credits) / run.totalCredits;
-        m.did = _dids[taskId][trainer];
-    }
-
-    /// @inheritdoc ITrainingRegistry
     function trainersOf(bytes32 taskId) external view returns (address[] memory) {
         _existing(taskId);
         return _trainerList[taskId];
-    }
-
-    /// @inheritdoc ITrainingRegistry
-    function submissionsOf(bytes32 taskId, uint32 round, address trainer)
-        external
-        view
-        returns (uint256 submitted, uint256 rejected, uint256 accepted)
-    {
-        Run storage run = _existing(taskId);
-        Trainer storage t = _trainers[taskId][trainer];
-        if (!t.enrolled) return (0, 0, 0);
-        // a committed round's submissions are those of the opening it was committed in
-        uint16 epoch = round < _roundsFinalized(run) ? _roundEpochs[taskId][round] : run.epoch;
-        uint256 states = _subsOf(taskId, round, epoch)[t.index];
-        uint256 f = run.fragmentCount;
-        for (uint256 i = 0; i < f; ++i) {
-            uint256 s = (states >> (2 * i)) & 3;
-            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
-            if (s != 0) submitted |= 1 << i;
-            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
-            if (s == ST_REJECTED) rejected |= 1 << i;
-            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
-            if (s == ST_ACCEPTED) accepted |= 1 << i;
-        }
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -528,22 +476,56 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         emit SyncerUnregistered(account, stake);
     }
 
-    /// @dev Makes room in a full pool for a newcomer staking `amount`: displaces the idle
-    /// candidate (no run) with the smallest stake, if that stake is below `amount`.
-    function _displaceSmallest(uint256 amount) private {
+    /// @dev Makes room for a newcomer staking `amount`: candidates whose exit has taken effect
+    /// leave the list; if MAX_SYNCER_CANDIDATES candidates still weigh, the idle one with the
+    /// smallest stake below `amount` (whose weight may change now) starts to leave, so it keeps
+    /// its weight in draws requested before. Reverts Registry__SyncerPoolFull when none can, or
+    /// when the list (leavers included) holds 2 * MAX_SYNCER_CANDIDATES.
+    function _makeRoom(uint256 amount) private {
         address victim;
         uint256 smallest = type(uint256).max;
+        uint256 weighing = 0;
         uint256 n = _syncerList.length;
-        for (uint256 i = 0; i < n; ++i) {
-            address a = _syncerList[i];
+        for (uint256 i = n; i > 0; --i) {
+            // backwards: a removal moves the last, already seen, entry into slot i - 1
+            address a = _syncerList[i - 1];
             SyncerEntry storage e = _syncers[a];
-            if (e.activeTasks == 0 && e.stake < smallest) {
-                smallest = e.stake;
-                victim = a;
+            bool free = e.activeTasks == 0 && _changeableFrom(e) <= block.number;
+            if (e.weight == 0) {
+                if (free) _removeCandidate(a);
+            } else {
+                ++weighing;
+                if (free && e.stake < smallest) (victim, smallest) = (a, e.stake);
             }
         }
-        if (victim == address(0) || amount <= smallest) revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
-        _removeCandidate(victim);
+        if (weighing < MAX_SYNCER_CANDIDATES) return;
+        if (victim == address(0) || amount <= smallest || _syncerList.length >= 2 * MAX_SYNCER_CANDIDATES) {
+            revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
+        }
+        _reweigh(victim, _syncers[victim], 0);
+        emit SyncerLeaving(victim, block.number + ELECTION_WINDOW_BLOCKS + 1);
+    }
+
+    /// @dev Sets candidate `a`'s draw weight to `w` for elections requested after this block;
+    /// those requested at or before it keep the weight it had (PROTOCOL.md §3). Several changes
+    /// in one block are one change, and the first change after the registration is free (draws
+    /// requested at or before the registration weigh 0 by joinedAt); otherwise reverts
+    /// Registry__SyncerChangePending until the window of the previous change has passed, so no
+    /// draw still open sees two weights.
+    function _reweigh(address a, SyncerEntry storage s, uint256 w) private {
+        if (s.changedAt != block.number) {
+            _settled(a, s);
+            s.weightBefore = s.weight;
+            s.changedAt = uint64(block.number);
+        }
+        s.weight = SafeCast.toUint128(w);
+    }
+
+    /// @dev Reverts Registry__SyncerChangePending while a draw requested at or before the
+    /// candidate's last change can still be resolved.
+    function _settled(address a, SyncerEntry storage s) private view {
+        uint256 from = _changeableFrom(s);
+        if (block.number < from) revert Registry__SyncerChangePending(a, from);
     }
 
     /// @dev Applies the accepted bitmaps of the open round: marks accepted submissions,
@@ -728,20 +710,17 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @dev A candidate's weight in a draw for a run with `bond` requested at `requestBlock`: its
-    /// stake when the stake is at least minSyncerStake, its unlocked part covers the bond and it
-    /// last staked before the request block (so nobody joins or tops up after seeing the seed),
-    /// else 0.
+    /// draw weight as of the request (0 when it joined at or after the request block, weightBefore
+    /// when it last changed at or after it, so nobody joins, tops up or leaves after seeing the
+    /// seed; at most its stake) when that is at least minSyncerStake and, less its locked bonds,
+    /// still covers the bond, else 0.
     function _eligibleStake(address a, uint256 bond, uint256 requestBlock) private view returns (uint256) {
         SyncerEntry storage e = _syncers[a];
         uint256 stake = e.stake;
-        if (e.stakedAtBlock >= requestBlock || stake < _minSyncerStake || stake - e.locked < bond) return 0;
-        return stake;
-    }
-
-    /// @dev Number of fragments (of `f`) whose two state bits are not zero.
-    function _countNonZero(uint256 states, uint256 f) private pure returns (uint256 count) {
-        for (uint256 j = 0; j < f; ++j) {
-            if ((states >> (2 * j)) & 3 != 0) ++count;
-        }
+        uint256 w = e.joinedAt >= requestBlock ? 0 : (e.changedAt >= requestBlock ? e.weightBefore : e.weight);
+        if (w > stake) w = stake; // a bond forfeited since
+        // the bond must fit in that weight too: a top-up after the request cannot make room
+        if (w < _minSyncerStake || w < uint256(e.locked) + bond) return 0;
+        return w;
     }
 }

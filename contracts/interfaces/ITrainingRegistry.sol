@@ -44,14 +44,23 @@ interface ITrainingRegistry is ITrainingRegistryTypes {
 
     /// @notice Join the syncer candidate pool or add stake; pulls `amount` token atto-units
     /// from the caller (approve first). A first registration needs amount >= minSyncerStake().
-    /// When the pool holds MAX_SYNCER_CANDIDATES, a newcomer with more stake than the smallest
-    /// idle candidate takes its place (that candidate's stake becomes withdrawable); otherwise
-    /// Registry__SyncerPoolFull. So a squatter must out-stake every candidate it keeps out.
+    /// The new stake weighs in elections requested from the next block on; those requested
+    /// before weigh the candidate as it was, and a second change of its weight (a top-up, an
+    /// exit) is refused with Registry__SyncerChangePending until ELECTION_WINDOW_BLOCKS after
+    /// the first, so no open draw can be steered (PROTOCOL.md §4). When MAX_SYNCER_CANDIDATES
+    /// candidates weigh, a newcomer with more stake than the smallest idle candidate makes that
+    /// candidate leave (SyncerLeaving; its stake becomes withdrawable once its exit takes
+    /// effect); otherwise Registry__SyncerPoolFull. So a squatter must out-stake every candidate
+    /// it keeps out.
     /// @param amount stake to add, token atto-units (> 0)
     function registerSyncer(uint256 amount) external;
 
-    /// @notice Leave the syncer pool; the whole stake becomes withdrawable. Reverts
-    /// Registry__SyncerBusy while the caller is the syncer of an unsealed run.
+    /// @notice Leave the syncer pool, in two calls: the first makes the caller weigh 0 in
+    /// elections requested from now on (SyncerLeaving); the second, from ELECTION_WINDOW_BLOCKS
+    /// + 1 blocks later, makes its whole stake withdrawable (SyncerUnregistered). Reverts
+    /// Registry__SyncerBusy while the caller is the syncer of an unsealed run (an election
+    /// requested before its exit may still pick it), Registry__SyncerChangePending before its
+    /// exit has taken effect or while a previous change is pending.
     function unregisterSyncer() external;
 
     // ------------------------------------------------------------- lifecycle
@@ -155,8 +164,6 @@ interface ITrainingRegistry is ITrainingRegistryTypes {
         view
         returns (bytes32);
     function getRun(bytes32 taskId) external view returns (RunView memory);
-    /// @notice Task ids in posting order, paged. @return taskIds page, total number of runs
-    function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total);
     /// @notice Receipt of a Sealed run and its serialized bytes (the verifier input minus the root).
     function getReceipt(bytes32 taskId) external view returns (TrainingReceipt memory receipt, bytes memory serialized);
     /// @notice The run root sealed for `taskId`, or bytes32(0) when the run is unknown or not
@@ -164,16 +171,8 @@ interface ITrainingRegistry is ITrainingRegistryTypes {
     /// (RewardEscrow), about 35k gas less than reading it through getReceipt.
     function sealedRunRoot(bytes32 taskId) external view returns (bytes32);
     function getRound(bytes32 taskId, uint32 round) external view returns (RoundRecord memory);
-    function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory);
     /// @notice Trainers in enrollment order (index i = shard i).
     function trainersOf(bytes32 taskId) external view returns (address[] memory);
-    /// @notice Fragment bitmaps of one trainer in one round (bit f = fragment f): submitted holds
-    /// every submitted fragment (including rejected and accepted ones), rejected those reported
-    /// invalid, accepted those accepted by finalizeRound.
-    function submissionsOf(bytes32 taskId, uint32 round, address trainer)
-        external
-        view
-        returns (uint256 submitted, uint256 rejected, uint256 accepted);
     /// @notice Token atto-units `account` can withdraw now.
     function withdrawable(address account) external view returns (uint256);
     /// @notice Syncer pool entry of `account`: stake and the part locked as bonds, atto-units.

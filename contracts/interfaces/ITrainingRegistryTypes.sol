@@ -192,6 +192,9 @@ interface ITrainingRegistryTypes {
     event SyncerRegistered(address indexed syncer, uint256 stake, uint256 totalStake);
     /// @notice A syncer candidate left the pool; its stake is now withdrawable.
     event SyncerUnregistered(address indexed syncer, uint256 stakeReleased);
+    /// @notice The candidate weighs 0 in elections requested from now on (its exit, or its
+    /// displacement by a larger newcomer); its stake leaves the pool from block `fromBlock`.
+    event SyncerLeaving(address indexed syncer, uint256 fromBlock);
     /// @notice A task was posted and its reward pool escrowed.
     event TaskPosted(bytes32 indexed taskId, address indexed sponsor, TaskParams params, uint32 graceWindowSeconds);
     /// @notice A tier 1 (Allowlist) run's sponsor allowed `trainer` to enroll.
@@ -354,6 +357,9 @@ interface ITrainingRegistryTypes {
     error Registry__SyncerPoolFull(uint256 max);
     error Registry__NotSyncerCandidate(address account);
     error Registry__SyncerBusy(address syncer, uint32 activeTasks);
+    /// @notice A change of the candidate's draw weight (a top-up, an exit) is refused until
+    /// `fromBlock`: draws requested before its last change may still weigh it as it was.
+    error Registry__SyncerChangePending(address account, uint256 fromBlock);
     error Registry__WrongRound(bytes32 taskId, uint32 given, uint32 open);
     error Registry__DeadlinePassed(bytes32 taskId, uint32 round, uint64 deadline);
     error Registry__BadFragment(uint16 fragment, uint16 fragmentCount);

@@ -1515,6 +1515,14 @@ class ChainClient:
         return self.transact("registerSyncer", amount)
 
     def unregister_syncer(self) -> TxResult:
+        """Leave the syncer pool: the first call emits ``SyncerLeaving`` (drawn in no election
+        requested from then on), the second, from its ``fromBlock`` on, ``SyncerUnregistered``
+        (the stake becomes withdrawable).
+
+        Raises:
+            ChainRevert: ``Registry__NotSyncerCandidate``, ``Registry__SyncerBusy``,
+                ``Registry__SyncerChangePending`` (before the exit has taken effect).
+        """
         return self.transact("unregisterSyncer")
 
     def request_syncer_election(self, task_id: bytes) -> TxResult:
@@ -2010,6 +2018,13 @@ class ChainClient:
         locked (bonds), a `SyncerInfo` (a tuple: ``syncer_info()[2]`` is ``registered``)."""
         s, n, r, locked = self.call("syncerInfo", to_checksum_address(address or self.address))
         return SyncerInfo(int(s), int(n), bool(r), int(locked))
+
+    def syncer_weight(self, address: str | None = None) -> tuple[int, int]:
+        """``syncerWeight`` of ``address`` (default this account): its draw weight in elections
+        requested from now on (atto-units; 0 while leaving or not a candidate) and the first block
+        its weight may change again (a top-up, an exit; 0: now)."""
+        w, from_block = self.call("syncerWeight", to_checksum_address(address or self.address))
+        return int(w), int(from_block)
 
     def syncer_fee_of(self, task_id: bytes, syncer: str | None = None) -> int:
         """Fees accrued to ``syncer`` (default this account) in run ``task_id``, not yet claimed,

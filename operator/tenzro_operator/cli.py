@@ -746,8 +746,10 @@ def register_syncer(ctx: Ctx, stake: str, fmt: str) -> None:
 @format_option
 @common_options
 def unregister_syncer(ctx: Ctx, fmt: str) -> None:
-    """Leave the syncer candidate pool; the whole pool stake is credited back (collect it with
-    `withdraw`). Refused while the account is the syncer of a run that is not sealed."""
+    """Leave the syncer candidate pool, in two calls: the first stops the account from being drawn
+    in elections requested from then on; the second, once the elections requested before can no
+    longer be resolved (ELECTION_WINDOW_BLOCKS later), credits the whole pool stake back (collect
+    it with `withdraw`). Refused while the account is the syncer of a run that is not sealed."""
     chain = ctx.chain(signer=True)
     info = chain.syncer_info()
     if not info.registered:
@@ -757,6 +759,14 @@ def unregister_syncer(ctx: Ctx, fmt: str) -> None:
                           f"unregister once they are (its bonds, {format_tokens(info.locked)}, are locked until then)")
     owed = chain.withdrawable()
     res = chain.unregister_syncer()
+    leaving = res.events_named("SyncerLeaving")
+    if leaving:
+        from_block = int(leaving[0]["fromBlock"])
+        _tx_out(fmt, "syncer leaving", {"syncer": chain.address, "stake": str(info.stake),
+                                        "stake_tokens": format_tokens(info.stake), "withdrawable_from_block": from_block,
+                                        "next": f"tenzro train unregister-syncer (from block {from_block})",
+                                        "tx": res.tx_hash})
+        return
     released = chain.withdrawable() - owed
     _tx_out(fmt, "syncer unregistered", {"syncer": chain.address, "stake_released": str(released),
                                          "stake_released_tokens": format_tokens(released),

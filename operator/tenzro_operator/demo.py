@@ -253,8 +253,10 @@ def register_syncer(syncer: ChainClient, deployer: ChainClient, s: DemoSettings)
     info = syncer.syncer_info()
     if not info.registered:
         syncer.register_syncer(_syncer_stake(deployer, s))
-    else:  # top up to the minimum (the daemon would) and to an unlocked stake that covers the bond
-        short = max(deployer.min_syncer_stake() - info.stake, s.syncer_bond - info.free, 0)
+    else:  # top up to the minimum (the daemon would) and to an unlocked stake that covers the bond;
+        # a leaving candidate (an earlier demo's unregisterSyncer) joins the draws again with a top-up
+        leaving = 1 if syncer.syncer_weight()[0] == 0 else 0
+        short = max(deployer.min_syncer_stake() - info.stake, s.syncer_bond - info.free, leaving)
         if short:
             deployer.wait(deployer.send("mint", syncer.address, short, contract="TenzroToken"))
             syncer.register_syncer(short)

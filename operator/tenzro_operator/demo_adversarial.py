@@ -200,7 +200,7 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL, cheats: Collection[str] = CHE
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
     summary = _summarize(s, cheats, syncers, sponsor, ipfs, task_id, posted_block, addr, work, t_start)
-    for r in syncers:  # leave the pool (best effort): this run's syncers take no part in others
+    for r in syncers:  # leave the pool (best effort): this run's syncers are drawn in no later election
         try:
             _client(s, anvil_account(roles[r])).unregister_syncer()
         except ChainRevert:

@@ -29,18 +29,30 @@ ENROLL_S = 3_600  # enrollment window of the default task, seconds
 SYNCER_FEE_BPS = 100  # 1 % of the pool to syncers
 SYNCER_BOND = E18  # 1 % of MIN_SYNCER_STAKE: a candidate can be syncer of 100 runs at once
 BPS = 10_000
+MAX_SYNCER_CANDIDATES = 64  # RegistryStorage.MAX_SYNCER_CANDIDATES
+ELECTION_WINDOW_BLOCKS = 256  # RegistryStorage.ELECTION_WINDOW_BLOCKS
 ZERO_ADDRESS = "0x" + "00" * 20
 
 
 def deploy_registry(project, owner, token, min_syncer_stake=MIN_SYNCER_STAKE, syncer_timeout=SYNCER_TIMEOUT,
                     min_syncer_fee_per_round=MIN_SYNCER_FEE_PER_ROUND):
     """A TrainingRegistry with its modules (RegistryRounds, then RegistryEvidence with it, deployed first
-    with the same parameters), as scripts/deploy.py deploys them."""
+    with the same parameters), as scripts/deploy.py deploys them; returned with its whole ABI
+    (ITrainingRegistryFull: the functions its modules serve through its fallback included)."""
     rounds = owner.deploy(project.RegistryRounds, token, min_syncer_fee_per_round)
     evidence = owner.deploy(project.RegistryEvidence, token, min_syncer_fee_per_round, rounds, min_syncer_stake,
                             syncer_timeout)
-    return owner.deploy(project.TrainingRegistry, token, min_syncer_stake, syncer_timeout, min_syncer_fee_per_round,
-                        evidence)
+    registry = owner.deploy(project.TrainingRegistry, token, min_syncer_stake, syncer_timeout,
+                            min_syncer_fee_per_round, evidence)
+    return project.ITrainingRegistryFull.at(registry.address)
+
+
+def leave_pool(registry, chain, candidate) -> None:
+    """Takes ``candidate`` out of the syncer pool: its exit (SyncerLeaving) once the window of its
+    last change has passed, then its stake (SyncerUnregistered) once the exit's has."""
+    for _ in range(2):
+        chain.mine(ELECTION_WINDOW_BLOCKS + 1)
+        registry.unregisterSyncer(sender=candidate)
 
 
 def sha(label: str) -> bytes:

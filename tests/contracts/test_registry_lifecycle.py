@@ -20,6 +20,7 @@ from tenzro_operator import receipt as rc
 
 from registry_helpers import (
     E18,
+    ELECTION_WINDOW_BLOCKS,
     ENROLL_S,
     GRACE_S,
     MIN_STAKE,
@@ -61,7 +62,7 @@ def events(tx, name):
 # ---------------------------------------------------------------- syncer pool
 
 
-def test_register_and_unregister_syncer(registry, token, fund, roles):
+def test_register_and_unregister_syncer(registry, token, fund, roles, chain):
     s = roles.other_syncer
     fund(s, 150 * E18)
     tx = registry.registerSyncer(100 * E18, sender=s)
@@ -73,6 +74,18 @@ def test_register_and_unregister_syncer(registry, token, fund, roles):
     assert s.address in registry.syncerCandidates()
     assert token.balanceOf(registry) == 150 * E18
 
+    # the top-up changed its weight: the exit waits until no draw requested before it is open
+    with ape.reverts(registry.Registry__SyncerChangePending, account=s.address, fromBlock=tx.block_number + 257):
+        registry.unregisterSyncer(sender=s)
+    chain.mine(ELECTION_WINDOW_BLOCKS + 1)
+    # leaving: out of draws requested from now on, the stake held while earlier draws may pick it
+    tx = registry.unregisterSyncer(sender=s)
+    (leaving,) = events(tx, "SyncerLeaving")
+    assert leaving.fromBlock == tx.block_number + ELECTION_WINDOW_BLOCKS + 1
+    with ape.reverts(registry.Registry__SyncerChangePending, account=s.address, fromBlock=leaving.fromBlock):
+        registry.unregisterSyncer(sender=s)
+    assert registry.withdrawable(s) == 0 and s.address in registry.syncerCandidates()
+    chain.mine(ELECTION_WINDOW_BLOCKS + 1)
     tx = registry.unregisterSyncer(sender=s)
     assert events(tx, "SyncerUnregistered")[0].stakeReleased == 150 * E18
     assert tuple(registry.syncerInfo(s)) == (0, 0, False, 0)

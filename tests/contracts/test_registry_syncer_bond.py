@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ape
 import pytest
-from registry_helpers import E18, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit, ledger
+from registry_helpers import E18, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit, leave_pool, ledger
 
 BIG_BOND = 60 * E18  # more than half of MIN_SYNCER_STAKE: one candidate can hold one such run
 ELECTION_WINDOW = 256  # blocks
@@ -183,7 +183,7 @@ def test_replacement_burns_the_bond_once(registry, token, one_syncer, open_run, 
     chain.mine(deltatime=GRACE_S + 1)
     registry.finalizeRound(commit(b, 0, 2, [0, 0]), sender=roles.syncer)
     registry.seal(b, sender=roles.stranger)
-    registry.unregisterSyncer(sender=roles.syncer)
+    leave_pool(registry, chain, roles.syncer)
     assert registry.withdrawable(roles.syncer) == MIN_SYNCER_STAKE  # 40 left + 60 topped up
     assert _balanced(registry, token, accounts_seen)
 

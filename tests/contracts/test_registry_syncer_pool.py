@@ -1,13 +1,15 @@
 """ape tests of TrainingRegistry's syncer candidate pool when it is full (64 candidates).
 
-A newcomer takes the place of the idle candidate with the smallest stake if it stakes more
-than that candidate; otherwise registerSyncer reverts Registry__SyncerPoolFull. A candidate
-that is the syncer of an unsealed run is never displaced. A displaced candidate's whole stake
-becomes withdrawable.
+A newcomer makes the idle candidate with the smallest stake leave if it stakes more than that
+candidate; otherwise registerSyncer reverts Registry__SyncerPoolFull. A candidate that is the
+syncer of an unsealed run is never displaced. A displaced candidate weighs 0 in elections
+requested from then on (SyncerLeaving) and its whole stake becomes withdrawable once the draws
+requested before can no longer be resolved (ELECTION_WINDOW_BLOCKS later).
 
 One module-scoped pool (built once, restored before each test by ape's chain isolation):
 `syncer` is the syncer of a one-round run and has the smallest stake (MIN_SYNCER_STAKE);
-63 generated candidates stake MIN_SYNCER_STAKE + (i + 1) TNZO, i = 0..62.
+63 generated candidates stake MIN_SYNCER_STAKE + (i + 1) TNZO, i = 0..62; then the election
+window of every registration passes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from types import SimpleNamespace
 
 import ape
 import pytest
-from registry_helpers import E18, GRACE_S, MIN_SYNCER_STAKE, commit, ledger
+from registry_helpers import E18, ELECTION_WINDOW_BLOCKS, GRACE_S, MAX_SYNCER_CANDIDATES, MIN_SYNCER_STAKE, commit, ledger
 
 
 def events(tx, name):
@@ -34,7 +36,7 @@ def full_pool(registry, accounts, fund, post_task, enroll, elect, roles, chain):
     elect(task)
     assert registry.getRun(task).syncer == roles.syncer.address
     idle = []
-    for i in range(registry.MAX_SYNCER_CANDIDATES() - 1):
+    for i in range(MAX_SYNCER_CANDIDATES - 1):
         a = accounts.generate_test_account()
         chain.provider.set_balance(a.address, 10 * E18)
         stake = MIN_SYNCER_STAKE + (i + 1) * E18
@@ -42,6 +44,7 @@ def full_pool(registry, accounts, fund, post_task, enroll, elect, roles, chain):
         registry.registerSyncer(stake, sender=a)
         idle.append(a)
     assert len(registry.syncerCandidates()) == 64
+    chain.mine(ELECTION_WINDOW_BLOCKS + 1)  # no draw requested before a registration is open any more
     return SimpleNamespace(task=task, idle=idle, smallest_idle=idle[0], smallest_idle_stake=MIN_SYNCER_STAKE + E18)
 
 
@@ -86,19 +89,32 @@ def test_busy_candidate_is_never_displaced(registry, full_pool, fund, roles, unc
     assert roles.syncer.address in registry.syncerCandidates()
 
 
-def test_newcomer_with_more_stake_displaces_the_smallest_idle(registry, token, full_pool, fund, roles):
+def leave_after_window(registry, chain, candidate):
+    """The displaced candidate's second unregisterSyncer, once its exit has taken effect."""
+    with ape.reverts(registry.Registry__SyncerChangePending):
+        registry.unregisterSyncer(sender=candidate)
+    chain.mine(ELECTION_WINDOW_BLOCKS + 1)
+    return registry.unregisterSyncer(sender=candidate)
+
+
+def test_newcomer_with_more_stake_displaces_the_smallest_idle(registry, token, full_pool, fund, roles, chain):
     newcomer, victim = roles.other_syncer, full_pool.smallest_idle
     stake = full_pool.smallest_idle_stake + 1
     fund(newcomer, stake)
     balance = token.balanceOf(registry)
     tx = registry.registerSyncer(stake, sender=newcomer)
-    (gone,) = events(tx, "SyncerUnregistered")
-    assert (gone.syncer, gone.stakeReleased) == (victim.address, full_pool.smallest_idle_stake)
+    (leaving,) = events(tx, "SyncerLeaving")
+    assert (leaving.syncer, leaving.fromBlock) == (victim.address, tx.block_number + ELECTION_WINDOW_BLOCKS + 1)
     (joined,) = events(tx, "SyncerRegistered")
     assert (joined.syncer, joined.stake, joined.totalStake) == (newcomer.address, stake, stake)
     cands = list(registry.syncerCandidates())
-    assert len(cands) == 64 and newcomer.address in cands and victim.address not in cands
+    # the victim stays listed, weighing only in draws requested before its exit, until the window passes
+    assert len(cands) == 65 and newcomer.address in cands and victim.address in cands
     assert roles.syncer.address in cands  # the busy one (smaller stake) stayed
+    assert registry.withdrawable(victim) == 0
+    (gone,) = events(leave_after_window(registry, chain, victim), "SyncerUnregistered")
+    assert (gone.syncer, gone.stakeReleased) == (victim.address, full_pool.smallest_idle_stake)
+    assert len(registry.syncerCandidates()) == 64 and victim.address not in registry.syncerCandidates()
     assert tuple(registry.syncerInfo(victim)) == (0, 0, False, 0)
     assert registry.withdrawable(victim) == full_pool.smallest_idle_stake
     assert token.balanceOf(registry) == balance + stake
@@ -120,7 +136,8 @@ def test_idle_again_after_the_seal_then_displaceable(registry, full_pool, fund, 
     newcomer = roles.other_syncer
     fund(newcomer, MIN_SYNCER_STAKE + 1)
     tx = registry.registerSyncer(MIN_SYNCER_STAKE + 1, sender=newcomer)
-    assert events(tx, "SyncerUnregistered")[0].syncer == roles.syncer.address
+    assert events(tx, "SyncerLeaving")[0].syncer == roles.syncer.address
+    leave_after_window(registry, chain, roles.syncer)
     assert registry.withdrawable(roles.syncer) == MIN_SYNCER_STAKE
 
 
@@ -130,7 +147,7 @@ def test_a_top_up_never_needs_room(registry, full_pool, fund):
     before = registry.syncerInfo(a)[0]
     fund(a, 1)
     tx = registry.registerSyncer(1, sender=a)
-    assert events(tx, "SyncerUnregistered") == []
+    assert events(tx, "SyncerUnregistered") == [] and events(tx, "SyncerLeaving") == []
     assert registry.syncerInfo(a)[0] == before + 1 and len(registry.syncerCandidates()) == 64
 
 

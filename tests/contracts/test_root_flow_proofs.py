@@ -22,7 +22,7 @@ import ape
 from eth_utils import keccak
 import pytest
 import torch
-from registry_helpers import (CHALLENGE_S, E18, MIN_STAKE, as_tuple, fee_per_round, params, prove_committed, sha,
+from registry_helpers import (CHALLENGE_S, E18, ELECTION_WINDOW_BLOCKS, MIN_STAKE, as_tuple, fee_per_round, params, prove_committed, sha,
                               to_reveal_phase)
 
 from tenzro_operator import receipt
@@ -119,6 +119,7 @@ def _start(reg, fund, elect, sign, roles, name: str, challenge_s: int = CHALLENG
     have cost the only candidate a bond), rounds challengeable for ``challenge_s`` seconds;
     returns the test's context."""
     fund(roles.syncer, 10 * E18)
+    ape.chain.mine(ELECTION_WINDOW_BLOCKS + 1)  # a top-up waits out the draws its last change may be in
     reg.registerSyncer(10 * E18, sender=roles.syncer)
     p = params(name, trainerCount=M, quorum=2, fragmentCount=len(SIZES), maxRounds=3, fragmentSizes=SIZES,
                challengeSeconds=challenge_s)
@@ -336,6 +337,7 @@ def test_a_forced_submission_of_a_discarded_opening_cannot_convict_the_next_sync
     reg.proveAggregate(a, o, sigs, sender=roles.stranger)  # round 0 goes back: rounds 0 and 1 reopen
     assert tuple(reg.submissionsOf(task, 1, trainer)) == (0, 0, 0)  # nothing in the openings to come
     fund(roles.syncer, 10 * E18)
+    ape.chain.mine(ELECTION_WINDOW_BLOCKS + 1)
     reg.registerSyncer(10 * E18, sender=roles.syncer)
     elect(task)
     c["credits"] = [0] * M

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {RegistryBase} from "./RegistryBase.sol";
-import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
@@ -13,9 +13,9 @@ import {RewardEscrow} from "../../contracts/RewardEscrow.sol";
 
 /// @dev Attack 8: tries to become syncer inside one transaction, reverting unless it wins.
 contract ElectionGrinder {
-    TrainingRegistry internal immutable reg;
+    ITrainingRegistryFull internal immutable reg;
 
-    constructor(TrainingRegistry reg_) {
+    constructor(ITrainingRegistryFull reg_) {
         reg = reg_;
     }
 
@@ -105,19 +105,29 @@ contract ProtocolV2AttacksTest is RegistryBase {
         reg.registerSyncer(1);
         // squatting now costs minSyncerStake a slot, and a better-staked newcomer still gets in
         for (uint256 i = 1; i < 64; ++i) {
-            _registerSyncer(address(uint160(0x10000 + i)), MIN_SYNCER_STAKE);
+            _registerSyncer(address(uint160(0x10000 + i)), MIN_SYNCER_STAKE + i);
         }
         assertEq(reg.syncerCandidates().length, 64, "pool full");
         address honest = address(0x40E57);
-        _fund(honest, MIN_SYNCER_STAKE);
+        _fund(honest, MIN_SYNCER_STAKE + 1);
         vm.prank(honest);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SyncerPoolFull.selector, 64));
         reg.registerSyncer(MIN_SYNCER_STAKE); // not more than the smallest: refused
-        _registerSyncer(honest, MIN_SYNCER_STAKE + 1);
-        assertEq(reg.syncerCandidates().length, 64, "still 64");
+        // the smallest idle candidate (`syncer`, MIN_SYNCER_STAKE) starts to leave; the newcomer is in
+        vm.expectEmit(true, false, false, true);
+        emit ITrainingRegistryTypes.SyncerLeaving(syncer, block.number + ELECTION_WINDOW + 1);
+        vm.prank(honest);
+        reg.registerSyncer(MIN_SYNCER_STAKE + 1);
         (,, bool registered,) = reg.syncerInfo(honest);
         assertTrue(registered, "newcomer admitted");
-        // the displaced squatter got its stake back to withdraw, nothing more
+        // the displaced candidate's stake comes back once its exit has taken effect, nothing more
+        vm.prank(syncer);
+        vm.expectRevert(); // its exit has not taken effect yet
+        reg.unregisterSyncer();
+        vm.roll(block.number + ELECTION_WINDOW + 1);
+        vm.prank(syncer);
+        reg.unregisterSyncer();
+        assertEq(reg.syncerCandidates().length, 64, "64 again");
         uint256 back;
         for (uint256 i = 1; i < 64; ++i) {
             back += reg.withdrawable(address(uint160(0x10000 + i)));
@@ -143,7 +153,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
     /// Before: tasks that could never fill (pool 0, huge minimum stake, M = K = 256) plus
     /// electSyncer locked any syncer's stake for ever.
     function test_attack3_freeStakeLock_fails() public {
-        TrainingRegistry strict = deployRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 1e15);
+        ITrainingRegistryFull strict = deployRegistry(token, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, 1e15);
         reg = strict;
         ev = ITrainingRegistryEvidence(address(strict));
         _registerSyncer(syncer, MIN_SYNCER_STAKE);
@@ -169,8 +179,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
         // after the enrollment deadline anyone ends it, and the syncer leaves freely
         vm.warp(block.timestamp + ENROLL_SECONDS + 1);
         ev.cancelTask(ID);
-        vm.prank(syncer);
-        reg.unregisterSyncer();
+        _leavePool(syncer);
         assertEq(reg.withdrawable(syncer), MIN_SYNCER_STAKE, "stake never locked");
     }
 

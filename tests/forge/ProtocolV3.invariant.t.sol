@@ -56,7 +56,7 @@ contract ProtocolV3Handler is TestBase {
     uint8 internal constant ATTACKER_CHALLENGES = 3;
 
     MockERC20 public token;
-    TrainingRegistry public reg;
+    ITrainingRegistryFull public reg;
     ITrainingRegistryFull public rf;
     ITrainingRegistryEvidence public ev;
 
@@ -1395,7 +1395,7 @@ contract ProtocolV3Handler is TestBase {
 /// before that fix too): ProtocolV3InvariantFindingsTest pins it.
 contract ProtocolV3InvariantTest is TestBase {
     ProtocolV3Handler internal h;
-    TrainingRegistry internal reg;
+    ITrainingRegistryFull internal reg;
 
     uint256 internal constant GRACE = 30;
     uint256 internal constant CH = 20;
@@ -1904,7 +1904,8 @@ contract ProtocolV3InvariantFindingsTest is RegistryBase {
 
     /// @dev The bounty of an Unavailable slash of trainer 0's full stake, atto-units.
     function _bounty() internal view returns (uint256) {
-        return (MIN_STAKE * reg.INVALID_SLASH_BPS() / 10_000) * reg.BOUNTY_BPS() / 10_000;
+        return (MIN_STAKE * TrainingRegistry(address(reg)).INVALID_SLASH_BPS() / 10_000)
+            * TrainingRegistry(address(reg)).BOUNTY_BPS() / 10_000;
     }
 
     /// @dev Opens the 3-trainer, one-fragment (64 values) root-flow run and reveals trainer 0's

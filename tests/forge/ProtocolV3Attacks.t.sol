@@ -353,8 +353,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ev.cancelStalledRun(ID);
 
         // the last other candidate leaves: nobody can be elected
-        vm.prank(other);
-        reg.unregisterSyncer();
+        _leavePool(other);
         reg.requestSyncerElection(ID);
         vm.roll(block.number + 1);
         vm.expectRevert(ITrainingRegistryTypes.Registry__NoSyncerCandidates.selector);
@@ -408,8 +407,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         _submit(id, 1, 0, 0);
         vm.prank(silent);
         reg.finalizeRound(_commit(id, 0, 1, _fill(2, 1)));
-        vm.prank(other);
-        reg.unregisterSyncer();
+        _leavePool(other);
         vm.warp(reg.getRun(id).syncerReplaceableAt + 1);
 
         uint256 sponsorBefore = reg.withdrawable(sponsor);

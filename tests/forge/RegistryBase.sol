@@ -3,7 +3,7 @@ pragma solidity 0.8.28;
 
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {TestBase} from "./lib/Cheats.sol";
-import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
@@ -19,9 +19,11 @@ abstract contract RegistryBase is TestBase {
     uint32 internal constant ENROLL_SECONDS = 1 days;
     uint256 internal constant SYNCER_BOND = 50e18;
     uint32 internal constant CHALLENGE_SECONDS = 20;
+    uint256 internal constant ELECTION_WINDOW = 256; // ELECTION_WINDOW_BLOCKS
 
     MockERC20 internal token;
-    TrainingRegistry internal reg;
+    /// @dev The registry with its whole ABI (its own functions and those its modules serve).
+    ITrainingRegistryFull internal reg;
     /// @dev The registry's evidence functions (served by its fallback).
     ITrainingRegistryEvidence internal ev;
     address internal sponsor = address(0x5905);
@@ -55,6 +57,17 @@ abstract contract RegistryBase is TestBase {
         vm.prank(who);
         reg.registerSyncer(amount);
         vm.roll(block.number + 1); // stake counts in elections requested from the next block on
+    }
+
+    /// @dev Takes `who` out of the syncer pool: its exit (SyncerLeaving), then, once the election
+    /// window of that change has passed, its stake (each step waits out the previous change's window).
+    function _leavePool(address who) internal {
+        vm.roll(block.number + ELECTION_WINDOW + 1);
+        vm.prank(who);
+        reg.unregisterSyncer();
+        vm.roll(block.number + ELECTION_WINDOW + 1);
+        vm.prank(who);
+        reg.unregisterSyncer();
     }
 
     function _params(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool)

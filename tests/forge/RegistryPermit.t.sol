@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {ITrainingRegistryPermit} from "../../contracts/interfaces/ITrainingRegistryPermit.sol";
 import {TenzroToken} from "../../contracts/TenzroToken.sol";
-import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 
@@ -21,7 +21,7 @@ contract RegistryPermitTest is RegistryBase {
     uint256 internal constant POOL = 1_000e18;
 
     TenzroToken internal tnzo;
-    TrainingRegistry internal preg;
+    ITrainingRegistryFull internal preg;
     ITrainingRegistryPermit internal pp;
     address internal payer;
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
@@ -87,7 +88,7 @@ contract RegistryWiringTest is TestBase {
     /// Wired as deployRegistry (and scripts/deploy.py) does, each module answers its parameters at
     /// the registry's address, through the fallbacks.
     function test_wired_modulesAnswerTheRegistrysParameters() public {
-        TrainingRegistry reg = deployRegistry(token, STAKE, TIMEOUT, FEE);
+        ITrainingRegistryFull reg = deployRegistry(token, STAKE, TIMEOUT, FEE);
         (address t, uint256 fee, uint256 stake, uint32 timeout) =
             ITrainingRegistryEvidence(address(reg)).evidenceModuleConfig();
         assertTrue(t == address(token) && fee == FEE && stake == STAKE && timeout == TIMEOUT, "evidence config");

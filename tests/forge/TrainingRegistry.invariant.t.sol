@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.28;
 
+import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
 import {TestBase, Vm} from "./lib/Cheats.sol";
-import {TrainingRegistry} from "../../contracts/TrainingRegistry.sol";
 import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
@@ -24,7 +24,7 @@ contract RegistryHandler is TestBase {
     uint256 internal constant N_TRAINERS = 5;
 
     MockERC20 public token;
-    TrainingRegistry public reg;
+    ITrainingRegistryFull public reg;
     ITrainingRegistryEvidence public ev;
     address public syncer = address(0x5c);
     address public syncer2 = address(0x5d);
@@ -470,7 +470,7 @@ contract RegistryHandler is TestBase {
 /// @notice Invariants of the registry under random call sequences.
 contract TrainingRegistryInvariantTest is TestBase {
     RegistryHandler internal h;
-    TrainingRegistry internal reg;
+    ITrainingRegistryFull internal reg;
 
     function setUp() public {
         vm.warp(1_700_000_000);

@@ -145,8 +145,7 @@ contract TrainingRegistryTest is RegistryBase {
         uint256[] memory acc = new uint256[](1);
         vm.prank(second);
         reg.finalizeRound(_commit(ID, 0, 1, acc));
-        vm.prank(first);
-        reg.unregisterSyncer();
+        _leavePool(first);
     }
 
     function test_syncerFee_accruesPerRound_claimableAfterSeal() public {

@@ -322,6 +322,8 @@ def test_submit_gradient_checks_the_payload_locally(run_cli, roles, keystores, r
 
 
 def test_unregister_syncer_returns_the_stake(run_cli, roles, tmp_path):
+    """Two calls: the first takes the candidate out of elections requested from then on, the
+    second, once the elections requested before can no longer be resolved, credits the stake."""
     ks = tmp_path / "a9.json"
     create_keystore(ks, "pw", anvil_account(9).key, scrypt_n=2**12)
     base = roles["base"]
@@ -329,6 +331,15 @@ def test_unregister_syncer_returns_the_stake(run_cli, roles, tmp_path):
     assert "is not a syncer candidate" in line
     assert run_cli("train", "register-syncer", "--stake", "10", keystore=ks).exit_code == 0
     owed = base.withdrawable(anvil_account(9).address)
+    res = run_cli("train", "unregister-syncer", "--format", "json", keystore=ks)
+    assert res.exit_code == 0, res.output
+    leaving = json.loads(res.output)
+    assert leaving["stake"] == str(10 * TOKEN)
+    assert leaving["withdrawable_from_block"] == base.w3.eth.block_number + 257
+    assert base.withdrawable(anvil_account(9).address) == owed
+    line = one_line_error(run_cli("train", "unregister-syncer", keystore=ks))
+    assert "SyncerChangePending" in line and str(leaving["withdrawable_from_block"]) in line
+    base.w3.provider.make_request("anvil_mine", [hex(257)])
     res = run_cli("train", "unregister-syncer", "--format", "json", keystore=ks)
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["stake_released"] == str(10 * TOKEN)

@@ -373,10 +373,12 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         it reverts); each run it is elected for locks that run's ``syncerBond`` of it."""
         info = self.chain.syncer_info()
         need = self.chain.min_syncer_stake()
-        if info.registered and info.stake >= need:
+        leaving = info.registered and self.chain.syncer_weight()[0] == 0
+        if info.registered and info.stake >= need and not leaving:
             log.info("syncer candidate with %d atto stake (%d locked as bonds)", info.stake, info.locked)
             return
-        amount = max(self.config.register_stake_atto or 0, need - info.stake)
+        # a leaving candidate (its first unregisterSyncer) joins the draws again with a top-up
+        amount = max(self.config.register_stake_atto or 0, need - info.stake, 1 if leaving else 0)
         self.chain.register_syncer(amount)
         log.info("registered as syncer candidate with %d atto stake", info.stake + amount)
 

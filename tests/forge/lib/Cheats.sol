@@ -30,6 +30,7 @@ interface Vm {
     function toString(uint256 value) external pure returns (string memory);
     function snapshotState() external returns (uint256 snapshotId);
     function revertToState(uint256 snapshotId) external returns (bool success);
+    function setBlockhash(uint256 blockNumber, bytes32 blockHash) external;
 }
 
 /// @notice Minimal base for forge tests: the cheatcode handle and assertions.
