@@ -268,6 +268,23 @@ def funded_devnet(tmp: Path, funded=range(1, 10), *, state: bool = False) -> Ite
         anvil.stop()
 
 
+def ensure_syncer_stake(client, bond: int, min_stake: int = MIN_SYNCER_STAKE) -> None:
+    """Make ``client``'s account a syncer candidate whose unlocked stake covers ``bond`` atto-units
+    (the runs of a shared session chain are left unsealed, each holding a bond): registers
+    ``max(min_stake, bond)`` the first time, else tops the stake up by the shortfall. A top-up
+    inside the election window of the candidate's last change is refused by the registry
+    (PROTOCOL.md §3), so on this devnet the helper mines up to the block it may come in first."""
+    info = client.syncer_info()
+    if not info.registered:
+        client.register_syncer(max(min_stake, bond))
+    elif info.free < bond:
+        _, from_block = client.syncer_weight()
+        head = client.block_number()
+        if from_block > head:
+            client.w3.provider.make_request("anvil_mine", [hex(from_block - head)])
+        client.register_syncer(bond - info.free)
+
+
 def small_dataset(n_series: int = 4):
     """A few real series of the default collection (200-800 points each, long enough for the demo
     model's windows), the first ``n_series`` by id; cached per size."""

@@ -103,15 +103,6 @@ def enroll_tx(client, task_id: bytes, stake: int, permit: bool = True) -> str:
     return signed_tx(client, "enrollTrainerWithPermit", task_id, stake, did, sig.deadline, sig.v, sig.r, sig.s)
 
 
-def ensure_syncer_stake(client, bond: int, min_stake: int) -> None:
-    """Make ``client``'s account a syncer candidate whose free stake covers ``bond`` (atto-units)."""
-    info = client.syncer_info()
-    if not info.registered:
-        client.register_syncer(max(min_stake, bond))
-    elif info.free < bond:
-        client.register_syncer(bond - info.free)
-
-
 def submission(trainer, task_id: bytes, round_: int, fragment: int, cid: str = "bafypayload") -> dict[str, Any]:
     """Params of ``submitGradient``: a made-up payload commitment signed (EIP-712) by ``trainer``
     over the run's current weights root."""

@@ -17,13 +17,12 @@ from gw_stack import (
     TX_REJECTED,
     Rpc,
     enroll_tx,
-    ensure_syncer_stake,
     fresh_spec,
     post_task_tx,
     signed_tx,
     submission,
 )
-from stack import MIN_SYNCER_STAKE, TOKEN
+from stack import MIN_SYNCER_STAKE, TOKEN, ensure_syncer_stake
 
 STAKE = 100 * TOKEN
 UNKNOWN = "0x" + "ab" * 32

@@ -9,7 +9,7 @@ import json
 import os
 import time
 
-from stack import REPO, Anvil, small_dataset  # noqa: F401  (Anvil, small_dataset: re-exported for the operator tests)
+from stack import REPO, Anvil, ensure_syncer_stake, small_dataset  # noqa: F401  (re-exported for the operator tests)
 
 EXAMPLE_SPEC = REPO / "operator/examples/task_spec.json"
 PW_ENV = "TEST_TENZRO_PW"  # the variable the CLI tests keep keystore passwords in
@@ -47,16 +47,3 @@ def make_spec(**overrides):
         raw["metadata"]["protocol"].update(proto)
     raw.update(overrides)
     return parse_spec(raw)
-
-
-
-
-def ensure_syncer_stake(client, bond: int, min_stake: int) -> None:
-    """Make ``client``'s account a syncer candidate whose unlocked stake covers ``bond`` atto-units
-    (the runs of the shared session chain are left unsealed, each holding a bond): registers
-    ``max(min_stake, bond)`` the first time, else tops the stake up by the shortfall."""
-    info = client.syncer_info()
-    if not info.registered:
-        client.register_syncer(max(min_stake, bond))
-    elif info.free < bond:
-        client.register_syncer(bond - info.free)

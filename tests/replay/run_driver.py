@@ -29,7 +29,7 @@ from typing import Callable
 import pandas as pd
 import torch
 
-from stack import MIN_SYNCER_STAKE, TOKEN
+from stack import TOKEN, ensure_syncer_stake
 from tenzro_operator.chain import ChainClient, RoundCommit, SignedPayload, SlashReason
 from tenzro_operator.evidence import non_finite_opening
 from tenzro_operator.ipfs import IpfsClient
@@ -131,11 +131,7 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
                                       min_stake=10 * TOKEN, max_missed_rounds=2), df)
     task_id, _ = post_task(sponsor, ipfs, spec)
     progress("posted", -1)
-    info = syncer.syncer_info()  # candidate with an unlocked stake that covers the run's bond
-    if not info.registered:
-        syncer.register_syncer(max(MIN_SYNCER_STAKE, spec.syncer_bond_atto))
-    elif info.free < spec.syncer_bond_atto:
-        syncer.register_syncer(spec.syncer_bond_atto - info.free)
+    ensure_syncer_stake(syncer, spec.syncer_bond_atto)  # an unlocked stake that covers the run's bond
     for t in trainers:  # the M-th enrollment opens round 0
         t.enroll_trainer(task_id, 10 * TOKEN, f"did:tenzro:machine:{t.address}")
     assert syncer.run_syncer_election(task_id) == syncer.address  # the only candidate; elections need Training
