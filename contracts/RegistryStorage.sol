@@ -539,6 +539,16 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         // forge-lint: disable-next-line(unsafe-typecast) -- bond <= locked < 2**128
         s.locked -= uint128(bond);
         s.activeTasks -= 1;
+        // its draw weights shrink with it, for open draws too (PROTOCOL.md §3): a weight never
+        // exceeds the stake, so a later top-up cannot bring back what the bond took
+        s.weight = _less(s.weight, bond);
+        s.weightBefore = _less(s.weightBefore, bond);
+    }
+
+    /// @dev `w - x`, or 0 when x >= w.
+    function _less(uint128 w, uint256 x) private pure returns (uint128) {
+        // forge-lint: disable-next-line(unsafe-typecast) -- x < w <= 2**128 - 1
+        return x >= w ? 0 : w - uint128(x);
     }
 
     /// @dev When a silent syncer of a Training run becomes replaceable (seconds): its clock

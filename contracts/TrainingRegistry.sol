@@ -712,13 +712,11 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     /// @dev A candidate's weight in a draw for a run with `bond` requested at `requestBlock`: its
     /// draw weight as of the request (0 when it joined at or after the request block, weightBefore
     /// when it last changed at or after it, so nobody joins, tops up or leaves after seeing the
-    /// seed; at most its stake) when that is at least minSyncerStake and, less its locked bonds,
-    /// still covers the bond, else 0.
+    /// seed; a forfeited bond lowers both at once) when that is at least minSyncerStake and, less
+    /// its locked bonds, still covers the bond, else 0.
     function _eligibleStake(address a, uint256 bond, uint256 requestBlock) private view returns (uint256) {
         SyncerEntry storage e = _syncers[a];
-        uint256 stake = e.stake;
         uint256 w = e.joinedAt >= requestBlock ? 0 : (e.changedAt >= requestBlock ? e.weightBefore : e.weight);
-        if (w > stake) w = stake; // a bond forfeited since
         // the bond must fit in that weight too: a top-up after the request cannot make room
         if (w < _minSyncerStake || w < uint256(e.locked) + bond) return 0;
         return w;
