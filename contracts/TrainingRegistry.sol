@@ -121,10 +121,13 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         SyncerEntry storage s = _syncers[msg.sender];
         if (!s.registered) {
             if (amount < _minSyncerStake) revert Registry__SyncerStakeTooLow(amount, _minSyncerStake);
-            _makeRoom(amount);
+            uint256 slot = _syncerList.length;
+            if (slot >= MAX_SYNCER_CANDIDATES) slot = _makeRoom(amount);
             s.registered = true;
-            s.listIndex = uint32(_syncerList.length);
-            _syncerList.push(msg.sender);
+            // forge-lint: disable-next-line(unsafe-typecast) -- slot < 2 * MAX_SYNCER_CANDIDATES fits uint32
+            s.listIndex = uint32(slot);
+            if (slot == _syncerList.length) _syncerList.push(msg.sender);
+            else _syncerList[slot] = msg.sender; // a hole (below)
         }
         uint256 total = uint256(s.stake) + amount;
         s.stake = SafeCast.toUint128(total);
@@ -434,8 +437,15 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     }
 
     /// @inheritdoc ITrainingRegistry
-    function syncerCandidates() external view returns (address[] memory) {
-        return _syncerList;
+    function syncerCandidates() external view returns (address[] memory list) {
+        list = _syncerList;
+        uint256 n = 0;
+        for (uint256 i = 0; i < list.length; ++i) {
+            if (list[i] != address(0)) list[n++] = list[i]; // the holes left out
+        }
+        assembly ("memory-safe") {
+            mstore(list, n)
+        }
     }
 
     // ------------------------------------------------------------ internal
@@ -463,45 +473,50 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         SyncerEntry storage s = _syncers[account];
         uint256 stake = s.stake;
         uint256 idx = s.listIndex;
-        uint256 last = _syncerList.length - 1;
-        if (idx != last) {
-            address moved = _syncerList[last];
-            _syncerList[idx] = moved;
-            // forge-lint: disable-next-line(unsafe-typecast) -- idx < MAX_SYNCER_CANDIDATES = 64 fits uint32
-            _syncers[moved].listIndex = uint32(idx);
-        }
-        _syncerList.pop();
+        // no other entry moves: the order the draws walk (PROTOCOL.md §3) stays as it was, and a
+        // removed candidate weighs 0 in every draw that can still be resolved, so a hole changes
+        // no pick; the next newcomer of a full list fills it
+        if (idx == _syncerList.length - 1) _syncerList.pop();
+        else _syncerList[idx] = address(0);
         delete _syncers[account];
         _withdrawable[account] += stake;
         emit SyncerUnregistered(account, stake);
     }
 
-    /// @dev Makes room for a newcomer staking `amount`: candidates whose exit has taken effect
-    /// leave the list; if MAX_SYNCER_CANDIDATES candidates still weigh, the idle one with the
-    /// smallest stake below `amount` (whose weight may change now) starts to leave, so it keeps
-    /// its weight in draws requested before. Reverts Registry__SyncerPoolFull when none can, or
-    /// when the list (leavers included) holds 2 * MAX_SYNCER_CANDIDATES.
-    function _makeRoom(uint256 amount) private {
+    /// @dev Makes room for a newcomer staking `amount` when the list is full (a walk of the list,
+    /// so only then) and returns its slot: the lowest hole, else the end of the list. Candidates
+    /// whose exit has taken effect (weight 0, idle, window passed) leave first; if
+    /// MAX_SYNCER_CANDIDATES candidates still weigh, the idle one with the smallest stake below
+    /// `amount` (whose weight may change now) starts to leave, so it keeps its weight in draws
+    /// requested before. Reverts Registry__SyncerPoolFull when none can, or when the list
+    /// (leavers included) holds 2 * MAX_SYNCER_CANDIDATES without a hole.
+    function _makeRoom(uint256 amount) private returns (uint256 slot) {
         address victim;
         uint256 smallest = type(uint256).max;
         uint256 weighing = 0;
-        uint256 n = _syncerList.length;
-        for (uint256 i = n; i > 0; --i) {
-            // backwards: a removal moves the last, already seen, entry into slot i - 1
+        slot = type(uint256).max;
+        for (uint256 i = _syncerList.length; i > 0; --i) {
             address a = _syncerList[i - 1];
+            if (a == address(0)) {
+                slot = i - 1; // backwards: the last one found is the lowest
+                continue;
+            }
             SyncerEntry storage e = _syncers[a];
             bool free = e.activeTasks == 0 && _changeableFrom(e) <= block.number;
             if (e.weight == 0) {
-                if (free) _removeCandidate(a);
+                if (!free) continue;
+                _removeCandidate(a);
+                if (i - 1 < _syncerList.length) slot = i - 1; // a hole now (else popped)
             } else {
                 ++weighing;
                 if (free && e.stake < smallest) (victim, smallest) = (a, e.stake);
             }
         }
-        if (weighing < MAX_SYNCER_CANDIDATES) return;
-        if (victim == address(0) || amount <= smallest || _syncerList.length >= 2 * MAX_SYNCER_CANDIDATES) {
-            revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
-        }
+        uint256 n = _syncerList.length;
+        if (slot > n) slot = n;
+        if (slot == n && n >= 2 * MAX_SYNCER_CANDIDATES) revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
+        if (weighing < MAX_SYNCER_CANDIDATES) return slot;
+        if (victim == address(0) || amount <= smallest) revert Registry__SyncerPoolFull(MAX_SYNCER_CANDIDATES);
         _reweigh(victim, _syncers[victim], 0);
         emit SyncerLeaving(victim, block.number + ELECTION_WINDOW_BLOCKS + 1);
     }
