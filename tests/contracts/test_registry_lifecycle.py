@@ -75,7 +75,7 @@ def test_register_and_unregister_syncer(registry, token, fund, roles, chain):
     assert token.balanceOf(registry) == 150 * E18
 
     # the top-up changed its weight: the exit waits until no draw requested before it is open
-    with ape.reverts(registry.Registry__SyncerChangePending, account=s.address, fromBlock=tx.block_number + 257):
+    with ape.reverts(registry.Registry__SyncerChangePending, account=s.address, fromBlock=tx.block_number + ELECTION_WINDOW_BLOCKS + 1):
         registry.unregisterSyncer(sender=s)
     chain.mine(ELECTION_WINDOW_BLOCKS + 1)
     # leaving: out of draws requested from now on, the stake held while earlier draws may pick it

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ape
 import pytest
 from registry_helpers import (
+    ELECTION_WINDOW_BLOCKS as ELECTION_WINDOW,
     ENROLL_S,
     GRACE_S,
     MIN_STAKE,
@@ -29,7 +30,6 @@ from registry_helpers import (
 )
 
 MAX_ENROLL_S = 30 * 86_400
-ELECTION_WINDOW = 256  # blocks
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import ape
 import pytest
-from registry_helpers import E18, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit, leave_pool, ledger
+from registry_helpers import E18, ELECTION_WINDOW_BLOCKS as ELECTION_WINDOW, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit, leave_pool, ledger
 
 BIG_BOND = 60 * E18  # more than half of MIN_SYNCER_STAKE: one candidate can hold one such run
-ELECTION_WINDOW = 256  # blocks
 
 
 def events(tx, name):
