@@ -70,9 +70,8 @@ deploy: devnet-up compile
 	APE_FOUNDRY_HOST=$(DEVNET_RPC) TENZRO_IPFS_API=$(IPFS_API) ape run deploy --network $(NETWORK)
 
 # `make demo TRAINERS=8 QUORUM=6`: M and K of the demo run (unset: the demo's defaults).
-# `make demo FLOW=v1`: protocol v1 (one transaction per submission) instead of the root flow.
 demo: deploy
-	$(BIN)/python -m tenzro_operator.demo --rpc $(DEVNET_RPC) --ipfs $(IPFS_API) $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM)) $(if $(FLOW),--flow $(FLOW))
+	$(BIN)/python -m tenzro_operator.demo --rpc $(DEVNET_RPC) --ipfs $(IPFS_API) $(if $(TRAINERS),--trainers $(TRAINERS)) $(if $(QUORUM),--quorum $(QUORUM))
 
 # The same job with every party on its own host: network namespaces (root and iproute2), a chain host
 # with its own anvil and deployment, one IPFS node per host; ends with the bytes per trainer host per round.

@@ -1,6 +1,6 @@
 """What a person sees on an explorer page, read in a real headless Chromium: the helpers that start
 tests/browser/watch_run.mjs (npm ``@sparticuz/chromium`` driven by ``playwright-core``, installed by
-``make bootstrap``; no download) and collect its JSON lines. Used by the live v1 page test
+``make bootstrap``; no download) and collect its JSON lines. Used by the live page test
 (tests/replay/test_explorer_browser.py) and the sealed root-flow check (tests/run_view_checks.py)."""
 
 from __future__ import annotations

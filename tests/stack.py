@@ -285,6 +285,13 @@ def ensure_syncer_stake(client, bond: int, min_stake: int = MIN_SYNCER_STAKE) ->
         client.register_syncer(bond - info.free)
 
 
+def past_commit_phase(client, tid: bytes) -> None:
+    """Mine the devnet past the open round's commit phase (chain time: ``evm_increaseTime``), so
+    forced reveals are taken and the round can be committed."""
+    closes = client.commit_phase(tid)[0]
+    client.mine(seconds=max(0, closes - client.block_timestamp("latest")) + 1)
+
+
 def small_dataset(n_series: int = 4):
     """A few real series of the default collection (200-800 points each, long enough for the demo
     model's windows), the first ``n_series`` by id; cached per size."""

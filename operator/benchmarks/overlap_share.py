@@ -64,7 +64,7 @@ def main(rounds: int, inner_steps: int, presets: str) -> None:
             task = f"overlap-{preset}-{overlap}-{int(time.time())}"
             workdir = REPO / ".devnet" / "demo" / task
             t0 = time.monotonic()
-            run_demo(DemoSettings(task_id=task, workdir=workdir, flow="v1", rounds=rounds, inner_steps=inner_steps,
+            run_demo(DemoSettings(task_id=task, workdir=workdir, rounds=rounds, inner_steps=inner_steps,
                                   overlap_steps=overlap, model_metadata={"preset": preset},
                                   out=REPO / "out" / "bench-overlap"))
             rows.append({"preset": preset, "overlap_steps": overlap, "run_s": time.monotonic() - t0,
@@ -73,7 +73,7 @@ def main(rounds: int, inner_steps: int, presets: str) -> None:
     lines = ["# Share of a round's wall time spent in inner steps, with and without overlap", "",
              f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`", "",
              f"Machine: {os.cpu_count()} CPU cores shared by 4 trainer processes, the syncer, the watcher, anvil and "
-             f"the IPFS node (the demo's set-up: M = 4, K = 3, F = 12, H = {inner_steps}, batch 64, v1 flow, "
+             f"the IPFS node (the demo's set-up: M = 4, K = 3, F = 12, H = {inner_steps}, batch 64, "
              f"{rounds} rounds; rounds 1.. counted). share = the mean trainer's inner-step seconds (early + after "
              "the weights came) / the rounds' wall seconds (opened to finalized, 1 s block time). With overlap the "
              "trainers run up to H of the next round's steps while a round settles.", "",

@@ -76,7 +76,7 @@ def main(workdir: Path | None) -> None:
 
         task = f"bench-{int(time.time())}"
         workdir = REPO / ".devnet" / "demo" / task
-        run_demo(DemoSettings(task_id=task, workdir=workdir, flow="v1"))  # results describe v1
+        run_demo(DemoSettings(task_id=task, workdir=workdir))
     rows = overhead_rows(workdir)
     t = Table(title="round overhead (seconds)")
     for c in rows[0]:

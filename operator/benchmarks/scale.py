@@ -58,7 +58,7 @@ RESULTS = REPO / "operator" / "benchmarks" / "results"
 TINY_MODEL = {"preset": "demo", "d_model": 32, "d_ff": 64, "n_layers": 2}  # 24,672 parameters at F >= 1
 ANALYSIS = "## Analysis"
 REFERENCE = (8, 12)  # (M, F) of the line the issue asks for
-SAVED_SETTINGS = ("rounds", "inner_steps", "batch_size", "grace_window_ms", "model_metadata", "syncer_options", "flow")
+SAVED_SETTINGS = ("rounds", "inner_steps", "batch_size", "grace_window_ms", "model_metadata", "syncer_options")
 console = Console()
 
 
@@ -158,7 +158,7 @@ def summarize(res: dict) -> dict:
         vals = [r[key] for r in steady if r.get(key) is not None]
         return statistics.mean(vals) if vals else float("nan")
 
-    fin = [r["by_method"].get("finalizeRound", {}).get("gas", 0) for r in rows]
+    fin = [r["by_method"].get("commitRound", r["by_method"].get("finalizeRound", {})).get("gas", 0) for r in rows]
     subs = [r["by_method"].get("submitOuterGradient", {}).get("txs", 0) for r in rows]
     return {"M": res["m"], "F": res["f"], "K": res["k"], "sealed": "yes" if res["sealed"] else "NO",
             "gas/round": round(statistics.mean(r["gas"] for r in rows)) if rows else 0,
@@ -333,14 +333,14 @@ def main(ms, fs, rounds, inner_steps, batch_size, straggler_wait_s, rpc, ipfs, d
     """Run the main job at every (M, F) of the grid on the devnet and report what each round costs."""
     if from_json is not None:
         saved = json.loads(from_json.read_text())
-        base = DemoSettings(**{"flow": "v1", **{k: v for k, v in saved["settings"].items() if k in SAVED_SETTINGS}})
+        base = DemoSettings(**{k: v for k, v in saved["settings"].items() if k in SAVED_SETTINGS})
         report([rebuild(r) for r in saved["results"]], saved["command"], base, write, saved["measured"])
         return
     if any(v is not None for v in (rpc, ipfs, deployments)) and None in (rpc, ipfs, deployments):
         raise click.UsageError("--rpc, --ipfs and --deployments go together (or none: a devnet of its own)")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = DemoSettings(rounds=rounds, inner_steps=inner_steps, batch_size=batch_size, grace_window_ms=600_000,
-                        flow="v1", model_metadata=dict(TINY_MODEL),
+    base = DemoSettings(rounds=rounds, inner_steps=inner_steps, batch_size=batch_size, grace_window_ms=120_000,
+                        challenge_window_ms=60_000, model_metadata=dict(TINY_MODEL),
                         syncer_options={"evaluate": False, "straggler_wait_s": straggler_wait_s},
                         workdir=REPO / ".devnet" / f"bench-scale-{stamp}", out=REPO / "out" / "bench-scale")
     try:

@@ -73,7 +73,6 @@ __all__ = [
     "Deployment",
     "EIP712_DOMAIN_NAME",
     "EIP712_DOMAIN_VERSION",
-    "RoundCommit",
     "RoundRecord",
     "RunStatus",
     "RunView",
@@ -346,49 +345,6 @@ class TrainingReceipt:
 
     def to_json(self) -> dict[str, Any]:
         return _view_json(self)
-
-
-@dataclass
-class RoundCommit:
-    """Input of ``finalizeRound``.
-
-    Attributes:
-        task_id: bytes32.
-        round: the open round.
-        fragment_hashes: F sha256 digests (32 bytes) of the new global safetensors per fragment.
-        fragment_cids: F IPFS CIDs of those bytes.
-        accepted_bitmaps: one int per enrolled trainer index; bit f set = fragment f accepted.
-        transcript_hash: sha256 of the round's canonical transcript JSON bytes.
-        transcript_cid: IPFS CID of the transcript.
-    """
-
-    task_id: bytes
-    round: int
-    fragment_hashes: list[bytes]
-    fragment_cids: list[str]
-    accepted_bitmaps: list[int]
-    transcript_hash: bytes
-    transcript_cid: str
-
-    def to_abi(self) -> dict[str, Any]:
-        return {"taskId": self.task_id, "round": self.round, "fragmentHashes": list(self.fragment_hashes),
-                "fragmentCids": list(self.fragment_cids), "acceptedBitmaps": list(self.accepted_bitmaps),
-                "transcriptHash": self.transcript_hash, "transcriptCid": self.transcript_cid}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RoundCommit":
-        """From a JSON object (hex strings for bytes32; snake_case or camelCase keys)."""
-        g = lambda *ks: next((d[k] for k in ks if k in d), None)  # noqa: E731
-        try:
-            return cls(task_id=_b32(g("task_id", "taskId")), round=int(g("round")),
-                       fragment_hashes=[_b32(h) for h in g("fragment_hashes", "fragmentHashes")],
-                       fragment_cids=list(g("fragment_cids", "fragmentCids")),
-                       accepted_bitmaps=[int(x, 0) if isinstance(x, str) else int(x)
-                                         for x in g("accepted_bitmaps", "acceptedBitmaps")],
-                       transcript_hash=_b32(g("transcript_hash", "transcriptHash")),
-                       transcript_cid=str(g("transcript_cid", "transcriptCid")))
-        except (TypeError, ValueError, KeyError) as exc:
-            raise ChainError(f"round commit JSON is malformed: {exc}") from None
 
 
 @dataclass
@@ -1711,8 +1667,8 @@ class ChainClient:
     def cancel_stalled_run(self, task_id: bytes) -> TxResult:
         """Anyone ends a Training run that cannot go on (PROTOCOL.md §4, "A run that cannot go on"):
         its syncer is replaceable and no other candidate could be elected. The silent syncer's bond
-        is burned, stakes are refunded, the trainers' pot for the committed rounds is paid (v1) or
-        claimable (root flow), the rest of the pool goes to the sponsor (``StalledRunCancelled``).
+        is burned, stakes are refunded, the trainers' pot for the committed rounds is
+        claimable with credit proofs, the rest of the pool goes to the sponsor (``StalledRunCancelled``).
 
         Raises:
             ChainRevert: ``Registry__WrongStatus`` (not Training), ``Registry__SyncerStillActive``,
@@ -1804,13 +1760,6 @@ class ChainClient:
         (out,) = self.call_named("availabilityChallenge", _b32(task_id), int(round), int(fragment),
                                  to_checksum_address(trainer)).values()
         return dict(out)
-
-    def finalize_round(self, commit: RoundCommit) -> TxResult:
-        """The syncer commits the open round."""
-        return self.transact("finalizeRound", self._struct("finalizeRound", 0, commit.to_abi()))
-
-    def seal(self, task_id: bytes) -> TxResult:
-        return self.transact("seal", _b32(task_id))
 
     # -- registry: the root flow (PROTOCOL.md §5) ---------------------------------------------
 

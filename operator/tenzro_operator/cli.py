@@ -1,15 +1,16 @@
 """``tenzro``: the operator's command line (click).
 
 ``tenzro train`` carries the verbs of the Tenzro Train docs: ``post-task``, ``list-runs``,
-``get-run``, ``get-receipt``, ``enroll-trainer``, ``submit-gradient``, ``finalize-round``,
-``withdraw``, ``verify-receipt`` (replay: ``tenzro_operator.replay``), plus ``register-syncer``,
-``elect-syncer``, ``close-enrollment``, ``cancel-task``, ``seal`` (either flow), ``claim`` and
-``reward`` (a root-flow trainer's reward, `tenzro_operator.reward`), ``claim-syncer-fee`` and
-``trainer-stats``, ``unregister-syncer``, ``new-spec`` (`tenzro_operator.spec_cli`) and
-``export-model`` (`tenzro_operator.forecast_cli`). ``tenzro keys`` makes keystores; ``tenzro
-balance`` / ``transfer`` / ``faucet`` (`tenzro_operator.wallet_cli`) fund accounts; ``tenzro
-explorer`` (`tenzro_operator.explorer`) serves a read-only run explorer to a browser; ``tenzro
-gateway run`` (`tenzro_operator.gateway`) serves the ``tenzro_training_*`` JSON-RPC methods.
+``get-run``, ``get-receipt``, ``enroll-trainer``, ``submit-gradient`` (the forced path: commit,
+then reveal), ``finalize-round`` (``commitRound`` by hand), ``withdraw``, ``verify-receipt``
+(replay: ``tenzro_operator.replay``), plus ``register-syncer``, ``elect-syncer``,
+``close-enrollment``, ``cancel-task``, ``seal``, ``claim`` and ``reward`` (a trainer's reward,
+`tenzro_operator.reward`), ``claim-syncer-fee`` and ``trainer-stats``, ``unregister-syncer``,
+``new-spec`` (`tenzro_operator.spec_cli`) and ``export-model`` (`tenzro_operator.forecast_cli`).
+``tenzro keys`` makes keystores; ``tenzro balance`` / ``transfer`` / ``faucet``
+(`tenzro_operator.wallet_cli`) fund accounts; ``tenzro explorer`` (`tenzro_operator.explorer`)
+serves a read-only run explorer to a browser; ``tenzro gateway run`` (`tenzro_operator.gateway`)
+serves the ``tenzro_training_*`` JSON-RPC methods.
 
 Every verb takes the common options ``--rpc``, ``--deployments``, ``--keystore``,
 ``--password-env`` and ``--ipfs`` (also from ``TENZRO_NODE_RPC``, ``TENZRO_DEPLOYMENTS``,
@@ -92,7 +93,7 @@ def cli(log_level: str, log_format: str) -> None:
 
 @cli.group(cls=_Group, epilog=ENVIRONMENT_HELP)
 def train() -> None:
-    """Tenzro Train verbs: post, enroll, submit, finalize, inspect, withdraw, verify."""
+    """Tenzro Train verbs: post, enroll, submit, finalize, seal, claim, inspect, withdraw, verify."""
 
 
 @cli.group(cls=_Group)
@@ -284,13 +285,11 @@ def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
     data = canonical_json(spec)
     cid = ipfs.add(data, pin=True)
     res = chain.post_task(spec, cid, approve=not no_approve)
-    flow = spec.require_protocol().flow
-    if flow == "root":
-        from tenzro_operator.root_flow import enable_root_flow
+    from tenzro_operator.root_flow import enable_root_flow
 
-        enable_root_flow(chain, ipfs, spec)
+    enable_root_flow(chain, ipfs, spec)  # the initial fragments root and the outer rule, before any enrollment
     _tx_out(fmt, "task posted", {"task_id": spec.task_id, "task_id_bytes32": _hex(spec.task_id_bytes),
-                                 "spec_cid": cid, "spec_hash": _hex(spec_hash(spec)), "flow": flow,
+                                 "spec_cid": cid, "spec_hash": _hex(spec_hash(spec)),
                                  "reward_pool": spec.reward_pool, "tx": res.tx_hash, "block": res.block_number})
 
 
@@ -352,8 +351,8 @@ def _when(ts: int) -> str:
 def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> None:
     """One run: status, parameters, its phase and when that next changes (ISO-8601 UTC), pool;
     per round: commit time, challenge window, accepted count, weights root, transcript; per
-    trainer: submitted / accepted / scored out / credits / reward / claimed (`tenzro_operator.run_view`,
-    both flows; submitted and scored out come from the transcripts on IPFS)."""
+    trainer: submitted / accepted / scored out / credits / reward / claimed (`tenzro_operator.run_view`;
+    submitted and scored out come from the transcripts on IPFS)."""
     from tenzro_operator.run_view import build
 
     chain = ctx.chain()
@@ -365,7 +364,7 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
         return
     amount = (lambda a: f"{a} atto") if atto else format_tokens
     run = view.run
-    rows = [("task id", _hex(run.task_id)), ("status", run.status.name), ("flow", view.flow),
+    rows = [("task id", _hex(run.task_id)), ("status", run.status.name),
             ("next change", f"{view.next_change} at {_when(view.next_change_at)}" if view.next_change_at
              else view.next_change),
             ("sponsor", run.sponsor),
@@ -468,13 +467,20 @@ def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> No
               help="the encoded outer gradient (safetensors bytes of tenzro_trainer.codec)")
 @click.option("--skip-check", is_flag=True,
               help="send without the local payload check (a payload the syncer rejects gets the trainer slashed)")
+@click.option("--no-wait", is_flag=True,
+              help="in the commit phase: commit and return; run the same command again after the phase to reveal")
 @format_option
 @common_options
 def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload: Path, skip_check: bool,
-                    fmt: str) -> None:
-    """Check the payload locally as the syncer will (codec, round and fragment, tensor names, shapes,
-    dtype, finite values; against the task's spec), then pin it to IPFS, sign (EIP-712) and submit
-    its CID, sha256 and chunk commitment."""
+                    no_wait: bool, fmt: str) -> None:
+    """The forced path by hand (contracts/PROTOCOL.md §5 "Forced inclusion"): check the payload
+    locally as the syncer will (codec, round and fragment, tensor names, shapes, dtype, finite
+    values, the norm screen against the previous round's accepted sums; against the task's spec),
+    pin it to IPFS and sign (EIP-712) its CID, sha256 and chunk commitment. In the round's commit
+    phase: commit to it on-chain (``commitSubmission``), wait for the phase to close (chain time)
+    and reveal it (``submitOuterGradient``); with ``--no-wait`` return after the commitment. After
+    the phase: reveal the commitment made before (the same command, the same payload). The syncer
+    must then accept it, prove it invalid or challenge its availability."""
     from tenzro_operator.chain import RunStatus, SignedPayload
 
     data = payload.read_bytes()
@@ -503,37 +509,90 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
         norm = check_payload(data, runtime, round_, fragment, source=str(payload))
     root, sumsq = _payload_commitment(data, runtime, fragment, skip_check)
     if not skip_check:
-        _check_norm_screen(chain, run, round_, fragment, sumsq, spec.require_protocol().norm_screen_sq_bits)
+        _check_norm_screen(chain, ipfs, run, round_, fragment, sumsq, spec.require_protocol().norm_screen_sq_bits)
     cid = ipfs.add(data, pin=True)
-    res = chain.submit_outer_gradient(run.task_id, round_, fragment, SignedPayload(root, sumsq, cid, digest))
+    res = _commit_and_reveal(chain, run, round_, fragment, SignedPayload(root, sumsq, cid, digest),
+                             say=fmt != "json", wait=not no_wait)
+    if res is None:
+        _tx_out(fmt, "committed", {"cid": cid, "payload_sha256": _hex(digest), "payload_root": _hex(root),
+                                   "round": round_, "fragment": fragment, "reveal_after": _when(chain.commit_phase(
+                                       run.task_id)[0])})
+        return
     _tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": _hex(digest), "payload_root": _hex(root),
                                "bytes": len(data),
                                "round": round_, "fragment": fragment, "tx": res.tx_hash, "gas": res.gas_used,
                                "l2_norm": norm if norm is None else round(norm, 6)})
 
 
-def _check_norm_screen(chain, run, round_: int, fragment: int, sumsq: int, screen_sq_bits: int) -> None:
-    """Refuse a payload the registry's norm screen would prove an outlier against the fragment's
-    submissions so far (`tenzro_operator.evidence.norm_outliers`, PROTOCOL.md §4): sending it would
-    get this trainer slashed. Later submissions can still move the median."""
-    from tenzro_operator.evidence import bits_to_f32, norm_outliers
+def _commit_and_reveal(chain, run, round_: int, fragment: int, payload, wait_s: float = 600.0, say: bool = True,
+                       wait: bool = True):
+    """Sign ``payload`` over the open round's input weights. In the commit phase: ``commitSubmission``
+    its commitment, then (``wait``) wait until the phase has closed in chain time (on a devnet an
+    empty block is mined to move the head's clock) and ``submitOuterGradient``; without ``wait``
+    return None after the commitment. After the phase: only the reveal. ``say``: print the wait to
+    stderr. Returns the reveal's `TxResult` (None: committed only).
 
-    me = chain.address
-    sums: dict[int, int] = {}
-    order = {a: i for i, a in enumerate(chain.trainers_of(run.task_id))}
-    for ev in chain.get_logs(chain.run_start_block(run), chain.block_number(), ["GradientSubmitted"],
-                             task_id=run.task_id):
-        a = ev["args"]
-        if int(a["round"]) == round_ and int(a["fragment"]) == fragment and a["trainer"] in order:
-            sums[order[a["trainer"]]] = int(a["payloadSumsq"])
-    if me not in order or len(sums) < 2:
-        return  # not enrolled (the registry will say so) or too few submissions to judge
-    sums[order[me]] = sumsq
-    if order[me] in norm_outliers(sums, screen_sq_bits):
+    Raises:
+        ChainRevert: a refusal (``Registry__NotCommitted`` for a reveal with no commitment of this
+            payload, ``Registry__DuplicateSubmission``, ``Registry__DeadlinePassed``, ...).
+        TenzroError: the phase did not close within ``wait_s`` seconds.
+    """
+    import time
+
+    from tenzro_operator.errors import ChainRevert
+    from tenzro_operator.root_flow import RevealMessage
+
+    signed = chain.sign_outer_gradient(run.task_id, round_, fragment, payload, base_root=run.weights_root)
+    m = RevealMessage.of(run.task_id, round_, fragment, chain.address, run.weights_root, signed)
+    closes = chain.commit_phase(run.task_id)[0]
+    if chain.block_timestamp("latest") < closes:  # the next block is still inside the phase (<= closes)
+        chain.commit_submission(run.task_id, round_, fragment, m.commitment())
+        if not wait:
+            return None
+        if say:
+            click.echo(f"committed; revealing once the commit phase closes ({_when(closes)})", err=True)
+    give_up = time.monotonic() + wait_s
+    while True:
+        if chain.block_timestamp("latest") <= closes:
+            time.sleep(min(2.0, max(0.2, closes + 1 - time.time())))
+            if chain.chain_id in (31337, 1337):  # a devnet mines only for transactions
+                chain.mine()
+        try:
+            return chain.submit_outer_gradient(run.task_id, round_, fragment, m.signed_payload())
+        except ChainRevert as exc:
+            if exc.error_name != "Registry__CommitPhaseOpen":
+                raise
+            if time.monotonic() > give_up:
+                raise TenzroError(f"the commit phase of round {round_} did not close within {wait_s:g} s "
+                                  f"(it closes at {_when(closes)} chain time)") from None
+
+
+def _check_norm_screen(chain, ipfs, run, round_: int, fragment: int, sumsq: int, screen_sq_bits: int) -> None:
+    """Refuse a payload the registry's norm screen would prove an outlier (``proveNormOutlier``,
+    PROTOCOL.md §4): its sum of squares over ``screen x`` the median of the previous committed
+    round's accepted sums of the fragment (from that round's transcript on IPFS); sending it would
+    get this trainer slashed. Round 0, or a previous round that accepted nothing on the fragment,
+    has no reference: nothing to check."""
+    from tenzro_operator.evidence import bits_to_f32, exceeds_reference
+    from tenzro_operator.root_flow import RootFlowError, committed_round
+    from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
+
+    if round_ == 0 or not screen_sq_bits:
+        return
+    try:
+        ev = committed_round(chain, run.task_id, chain.run_start_block(run), round_ - 1)
+    except RootFlowError:
+        return  # no committed round before (a rewind): no reference
+    tr = RoundTranscript.parse(ipfs.cat(ev["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
+                               bytes(ev["transcriptHash"]))
+    sums = [int(s.payload_sumsq) for fr in tr.fragments if fr.fragment == fragment for s in fr.accepted
+            if s.payload_sumsq is not None]
+    if exceeds_reference(sumsq, sums, screen_sq_bits):
         raise click.ClickException(
             f"--payload: its squared L2 norm {bits_to_f32(sumsq):.6g} is above the task's screen "
-            f"({bits_to_f32(screen_sq_bits):g} x the median of the {len(sums)} submissions of fragment {fragment} "
-            f"so far): it would be proven a NormOutlier and this trainer slashed; --skip-check sends it anyway")
+            f"({bits_to_f32(screen_sq_bits):g} x the median of round {round_ - 1}'s {len(sums)} accepted sums of "
+            f"fragment {fragment}): it would be proven a NormOutlier and this trainer slashed; --skip-check sends "
+            f"it anyway")
 
 
 def _payload_commitment(data: bytes, runtime, fragment: int, skip_check: bool) -> tuple[bytes, int]:
@@ -562,28 +621,39 @@ def _payload_commitment(data: bytes, runtime, fragment: int, skip_check: bool) -
 
 @train.command("finalize-round")
 @click.option("--commit", "commit_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="JSON: task_id, round, fragment_hashes, fragment_cids, accepted_bitmaps, "
+              help="JSON: task_id, round, fragments_root, accepted_bitmaps, previous_credits, fragment_hashes, "
                    "transcript_hash, transcript_cid")
 @format_option
 @common_options
 def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
-    """(Syncer, by hand) commit a round's result from a JSON file."""
-    from tenzro_operator.chain import RoundCommit
-
+    """(Syncer, by hand) commit the open round by root (``commitRound``, contracts/PROTOCOL.md §5)
+    from a JSON file: the fragments root, one accepted bitmap and the cumulative credits before the
+    round per trainer index, the F fragment hashes (the new weights' §2 roots), the transcript's
+    sha256 and CID. The syncer daemon does this itself; this is for when it cannot."""
     try:
         doc = json.loads(commit_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise TenzroError(f"{commit_path} is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise TenzroError(f"{commit_path}: expected a JSON object")
-    if isinstance(doc.get("task_id"), str):
-        doc["task_id"] = _hex(_task_id(doc["task_id"]))
-    commit = RoundCommit.from_json(doc)
+        if not isinstance(doc, dict):
+            raise TypeError("expected a JSON object")
+        ints = lambda k: [int(x, 0) if isinstance(x, str) else int(x) for x in doc[k]]  # noqa: E731
+
+        def b32(v) -> bytes:
+            b = bytes.fromhex(str(v).removeprefix("0x"))
+            if len(b) != 32:
+                raise ValueError(f"{v!r} is not 32 bytes of hex")
+            return b
+
+        args = dict(task_id=_task_id(str(doc["task_id"])), round=int(doc["round"]),
+                    fragments_root=b32(doc["fragments_root"]), accepted_bitmaps=ints("accepted_bitmaps"),
+                    previous_credits=ints("previous_credits"),
+                    fragment_hashes=[b32(h) for h in doc["fragment_hashes"]],
+                    transcript_hash=b32(doc["transcript_hash"]), transcript_cid=str(doc["transcript_cid"]))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise TenzroError(f"{commit_path}: not a round commit ({type(exc).__name__}: {exc})") from None
     chain = ctx.chain(signer=True)
-    res = chain.finalize_round(commit)
-    ev = res.event("RoundFinalized")
-    _tx_out(fmt, "round finalized", {"round": ev["round"], "weights_root": _hex(ev["weightsRoot"]),
-                                     "accepted": ev["acceptedCount"], "quorum_met": ev["quorumMet"],
+    res = chain.commit_round(**args)
+    ev = res.event("RoundCommitted")
+    _tx_out(fmt, "round committed", {"round": ev["round"], "weights_root": _hex(ev["weightsRoot"]),
+                                     "credits_root": _hex(ev["creditsRoot"]), "total_credits": str(ev["totalCredits"]),
                                      "tx": res.tx_hash, "gas": res.gas_used})
 
 
@@ -620,23 +690,16 @@ def close_enrollment(ctx: Ctx, task_id: str, fmt: str) -> None:
 @format_option
 @common_options
 def seal(ctx: Ctx, task_id: str, fmt: str) -> None:
-    """Anyone, once the last round is done (Completed): seal the run. Root flow: ``sealRootRun``
-    after the last round's challenge window (claims open: `tenzro train claim`); v1: ``seal``
-    (receipt stored, rewards and refunds credited). The daemons do this themselves; this is for
-    when they cannot."""
+    """Anyone, once the last round is done (Completed): seal the run with ``sealRootRun`` after the
+    last round's challenge window (the receipt is stored, stakes refunded, claims open: `tenzro
+    train claim`). The daemons do this themselves; this is for when they cannot."""
     chain = ctx.chain(signer=True)
     tid = _run(chain, task_id).task_id
-    if chain.is_root_flow(tid):
-        res = chain.seal_root_run(tid)
-        ev = res.event("RootRunSealed")
-        _tx_out(fmt, "run sealed", {"task_id": _hex(ev["taskId"]), "claimable": str(ev["claimable"]),
-                                    "claimable_tokens": format_tokens(ev["claimable"]),
-                                    "claim_deadline": _when(int(ev["claimDeadline"])), "tx": res.tx_hash})
-        return
-    res = chain.seal(tid)
-    ev = res.event("RunSealed")
-    _tx_out(fmt, "run sealed", {"task_id": _hex(ev["taskId"]), "run_root": _hex(ev["runRoot"]),
-                                "final_model_hash": _hex(ev["finalModelHash"]), "tx": res.tx_hash})
+    res = chain.seal_root_run(tid)
+    ev = res.event("RootRunSealed")
+    _tx_out(fmt, "run sealed", {"task_id": _hex(ev["taskId"]), "claimable": str(ev["claimable"]),
+                                "claimable_tokens": format_tokens(ev["claimable"]),
+                                "claim_deadline": _when(int(ev["claimDeadline"])), "tx": res.tx_hash})
 
 
 @train.command("reward")
@@ -646,7 +709,7 @@ def seal(ctx: Ctx, task_id: str, fmt: str) -> None:
 @format_option
 @common_options
 def reward(ctx: Ctx, task_id: str, trainer: str, atto: bool, fmt: str) -> None:
-    """A trainer's reward in a root-flow run, recomputed from the chain alone and shown with its
+    """A trainer's reward in a run, recomputed from the chain alone and shown with its
     working: credits per committed round (fragment sizes of its accepted bitmap), the total, the
     pool they share, ``pool * credits // total``, and whether the credits give the registry's
     credits root (`tenzro_operator.reward`). No key needed."""
@@ -806,7 +869,7 @@ def claim_syncer_fee(ctx: Ctx, task_id: str, fmt: str) -> None:
 @common_options
 def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, atto: bool, fmt: str) -> None:
     """Submitted / accepted / scored out (with reasons) / missed / credits / stake / slashed /
-    reward (claimable and claimed) of one trainer, in either flow (`tenzro_operator.run_view`;
+    reward (claimable and claimed) of one trainer (`tenzro_operator.run_view`;
     submitted and scored out come from the transcripts on IPFS: null when they cannot be read)."""
     from tenzro_operator.run_view import RunViewError, build
 
@@ -818,7 +881,7 @@ def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, atto: bool, fmt: 
         out = view.trainer(address).to_json()
     except RunViewError:  # not enrolled: the registry's zeros, as before
         out = chain.trainer_stats(tid, address).to_json()
-    out.update(flow=view.flow, phase=view.phase)
+    out.update(phase=view.phase)
     if view.transcript_errors:
         out["transcript_errors"] = view.transcript_errors
     if fmt != "json":

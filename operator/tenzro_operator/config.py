@@ -357,8 +357,6 @@ class WatcherConfig(CommonConfig):
                                  "before exiting; None = every run, until stopped")
     include_sealed: bool = Field(default=False, description="discovery also replays runs already sealed when "
                                  "first seen (default: only runs still training or completed)")
-    check_payloads: bool = Field(default=True, description="fetch every accepted payload and recompute the "
-                                 "weights; false checks only the commitments (transcripts, bitmaps, digests)")
     report_path: Path | None = Field(default=None, description="JSON-lines file of mismatches (one line per "
                                      "round that differs); None = <data_dir>/watcher-mismatches.jsonl")
     confirmations: int = Field(default=0, ge=0, description="blocks an event must be buried under before it is "

@@ -4,9 +4,7 @@ The run is posted on the root flow (contracts/PROTOCOL.md §5: trainers deliver 
 reveal messages over IPFS pubsub, the syncer commits each round with one ``commitRound``, a
 watcher re-checks every round within its challenge window, trainers seal and claim their rewards
 with Merkle credit proofs) with the defence of a new spec, `tenzro_trainer.config.ROBUST_DEFAULTS`
-(the rule, the norm screen, loss-improvement scoring). ``--flow v1`` runs protocol v1 instead (one
-transaction per submission, payouts at the seal; the same rule and screen, no scoring, which only
-the root flow allows).
+(the rule, the norm screen, loss-improvement scoring).
 
 Steps, each printed as it happens:
 
@@ -23,13 +21,13 @@ Steps, each printed as it happens:
 4. one syncer and M trainer daemons start as separate processes, each with its
    own key and config file, and a watcher (no key) that replays each round as it
    lands; the M-th enrollment opens round 0, the syncer is elected (two steps) and
-   the rounds run until the run is sealed, the trainers have claimed their rewards (root
-   flow) and the syncer its fee;
+   the rounds run until the run is sealed, the trainers have claimed their rewards and
+   the syncer its fee;
 5. the receipt is checked by the verifier at 0x…1008 and by an off-chain
    replay from IPFS; a RewardEscrow deposit bound to the run (task id, sponsor,
    spec hash, least accepted work) is released against it;
 6. a summary (per trainer: accepted, missed, reward, slashed, withdrawable, read by
-   `tenzro_operator.demo_results` from either flow's events;
+   `tenzro_operator.demo_results` from the run's events;
    held-out loss per round; what the watcher checked (an honest run has no mismatch,
    else the demo fails) and its lag; the sealed model's zero-shot relative MASE
    (:func:`tenzro_trainer.zeroshot.zero_shot_score`); the run's token accounting, which must balance to
@@ -88,7 +86,6 @@ MAX_TRAINERS = 256  # TrainingRegistry.MAX_TRAINERS
 MAX_FRAGMENTS = 128  # TrainingRegistry.MAX_FRAGMENTS
 MAX_ROUNDS = 1024  # TrainingRegistry.MAX_ROUNDS
 ETH = 10**18  # wei
-FLOWS = ("root", "v1")
 console = Console()
 
 
@@ -111,17 +108,15 @@ class DemoSettings:
     rounds: int = 8
     inner_steps: int = 24
     batch_size: int = 64
-    flow: str = "root"  # or "v1" (FLOWS)
-    # root flow: a round's commit phase lasts grace - min(challenge window, grace / 2) = 20 s, time
+    # a round's commit phase lasts grace - min(challenge window, grace / 2) = 20 s, time
     # for the trainers' inner steps on a loaded 2-core machine; the syncer commits once it has
     # closed and the reveals are in (about 17 s a round on the devnet); the seal waits one
-    # challenge window (30 s) after the last commit. v1 finalizes early on quorum: the grace
-    # window is only a bound.
+    # challenge window (30 s) after the last commit.
     grace_window_ms: int = 40_000
     challenge_window_ms: int = 30_000
     aggregation: str | dict = field(default_factory=robust_aggregation)  # ROBUST_DEFAULTS' rule
     norm_multiple: float = ROBUST_DEFAULTS["norm_multiple"]  # the norm screen
-    scoring: bool = ROBUST_DEFAULTS["scoring"]  # loss-improvement scoring (score_min 0; root flow only)
+    scoring: bool = ROBUST_DEFAULTS["scoring"]  # loss-improvement scoring (score_min 0)
     overlap_steps: int = 0  # the spec's overlap: early inner steps while a round settles (<= inner_steps)
     compression: str | dict | None = DEFAULT_COMPRESSION  # the payload codec (spec.DEFAULT_COMPRESSION: MXFP4)
     reward_pool: int = 1_000 * TOKEN
@@ -165,8 +160,6 @@ def check_settings(s: DemoSettings) -> None:
         problems.append(f"batch size is {s.batch_size}; it must be at least 1")
     if s.timeout_s <= 0:
         problems.append(f"--timeout-s is {s.timeout_s}; it must be positive")
-    if s.flow not in FLOWS:
-        problems.append(f"--flow is {s.flow!r}; it must be one of {', '.join(FLOWS)}")
     if problems:
         raise DemoError("bad demo options: " + "; ".join(problems))
 
@@ -388,8 +381,8 @@ def plot_loss(rows: list[dict], path: Path, title: str) -> Path:
 
 
 def spec_draft(s: DemoSettings, task: str, sponsor_address: str) -> SpecDraft:
-    """The demo's spec draft: its scale, its flow and its defence (rule, norm screen, and scoring
-    with ``score_min: 0`` on the root flow; the v1 flow cannot leave submissions out)."""
+    """The demo's spec draft: its scale and its defence (rule, norm screen, and scoring with
+    ``score_min: 0`` unless ``scoring`` is off)."""
     return SpecDraft(
         task_id=task, sponsor_address=sponsor_address, model_metadata=dict(s.model_metadata),
         fragment_count=s.fragments, trainer_count=s.trainers,
@@ -397,7 +390,7 @@ def spec_draft(s: DemoSettings, task: str, sponsor_address: str) -> SpecDraft:
         aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
         max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
         enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
-        norm_multiple=s.norm_multiple, flow=s.flow, score_min=default_score_min(s.flow, s.scoring),
+        norm_multiple=s.norm_multiple, score_min=default_score_min(s.scoring),
         overlap_steps=s.overlap_steps, compression=s.compression)
 
 
@@ -448,7 +441,7 @@ def post_demo_task(s: DemoSettings) -> PostedRun:
     task_id, spec_cid = post_task(sponsor, ipfs, spec)
     console.print(f"posted {task} (0x{task_id.hex()[:16]}…): {df.unique_id.nunique()} series, dataset "
                   f"{spec.dataset_ref}, spec {spec_cid}, pool {s.reward_pool / TOKEN:g} TNZO escrowed")
-    console.print(f"flow {s.flow}: aggregation {spec.aggregation_name} {spec.aggregation_params or ''}, norm screen "
+    console.print(f"aggregation {spec.aggregation_name} {spec.aggregation_params or ''}, norm screen "
                   f"x{s.norm_multiple:g}, loss-improvement scoring "
                   + ("on (score_min 0)" if spec.require_protocol().score_min is not None else "off"))
     return PostedRun(task, task_id, spec, df, work, keys, addresses, posted_block, syncer_stake, sponsor, ipfs)
@@ -477,7 +470,7 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
 
 def wait_settled(procs: list[Proc], timeout_s: float = 120.0) -> None:
     """After the seal, let every daemon finish its part and exit by itself: the trainers claim
-    their rewards (root flow), the syncer its fee, the watcher checks the last round. One still
+    their rewards, the syncer its fee, the watcher checks the last round. One still
     running after ``timeout_s`` is named (the summary's checks then say what is missing)."""
     deadline = time.monotonic() + timeout_s
     for p in procs:
@@ -534,14 +527,14 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
 
     run = chain.get_run(task_id)
     trainers = trainer_rows(chain, task_id, from_block, {a.lower(): r for r, a in addresses.items()})
-    # payloads that scoring (or a check) left out, from the committed transcripts (root flow; v1: None)
+    # payloads that scoring (or a check) left out, from the committed transcripts
     view = run_view.build(chain, task_id, ipfs=ipfs)
     for row in trainers:
         row["scored_out"] = view.trainer(row["address"]).scored_out
     unclaimed = unclaimed_credits(chain, task_id, from_block)
     acct = accounting(chain, task_id, from_block, addresses["sponsor"],
                       [addresses[r] for r in SYNCER_ROLES if r in addresses], syncer_stake_in)
-    summary = {"task": task, "task_id": "0x" + task_id.hex(), "flow": s.flow, "aggregation": spec.aggregation_name,
+    summary = {"task": task, "task_id": "0x" + task_id.hex(), "aggregation": spec.aggregation_name,
                "aggregation_params": spec.aggregation_params, "score_min": spec.require_protocol().score_min,
                "posted_block": from_block, "rounds": run.max_rounds,
                "trainers": trainers, "syncer": {"address": addresses["syncer"], "elected": run.syncer,
@@ -555,7 +548,7 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
     _print_summary(summary)
     s.out.mkdir(parents=True, exist_ok=True)
     (s.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    png = plot_loss(curve, s.out / "loss-curve.png", f"{task} ({s.flow} flow): {s.trainers} trainers, K={s.quorum}, "
+    png = plot_loss(curve, s.out / "loss-curve.png", f"{task}: {s.trainers} trainers, K={s.quorum}, "
                                                       f"F={s.fragments}, H={s.inner_steps}")
     console.print(f"summary: {s.out / 'summary.json'}; loss curve: {png}; total {summary['wall_s']:.0f} s")
     if not (on_chain_ok and report.ok):
@@ -572,8 +565,7 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
 
 
 def _print_summary(summary: dict) -> None:
-    t = Table(title=f"trainers ({summary['flow']} flow" + (": rewards claimed with credit proofs)"
-                                                          if summary["flow"] == "root" else ")"))
+    t = Table(title="trainers (rewards claimed with credit proofs)")
     for col in ("trainer", "accepted", "scored out", "missed", "reward (TNZO)", "slashed (TNZO)",
                 "withdrawable (TNZO)"):
         t.add_column(col, justify="right" if col != "trainer" else "left")
@@ -626,9 +618,6 @@ def _print_summary(summary: dict) -> None:
 @click.option("--fragments", default=DemoSettings.fragments, show_default=True, help="F")
 @click.option("--rounds", default=DemoSettings.rounds, show_default=True)
 @click.option("--inner-steps", default=DemoSettings.inner_steps, show_default=True, help="H")
-@click.option("--flow", type=click.Choice(FLOWS), default=DemoSettings.flow, show_default=True,
-              help="root: submissions over pubsub, one commitRound a round, Merkle claims (PROTOCOL.md §5); "
-                   "v1: one transaction per submission")
 @click.option("--timeout-s", default=DemoSettings.timeout_s, show_default=True,
               help="Seconds the run may take to seal.")
 @click.option("--out", type=click.Path(path_type=Path), default=DemoSettings.out, show_default=True)

@@ -153,7 +153,7 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL, cheats: Collection[str] = CHE
         fragment_count=s.fragments, trainer_count=s.trainers, quorum=s.quorum, inner_steps=s.inner_steps,
         max_rounds=s.rounds, grace_window_ms=s.grace_window_ms, reward_pool=s.reward_pool, min_stake=s.stake,
         syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond, challenge_window_ms=CHALLENGE_WINDOW_MS,
-        enrollment_window_ms=s.enrollment_window_ms, flow="root", score_min=0.0), spec_df)
+        enrollment_window_ms=s.enrollment_window_ms, score_min=0.0), spec_df)
     posted_block = sponsor.block_number()
     task_id, _ = post_task(sponsor, ipfs, spec)
     console.print(f"posted {task} on the root flow with scoring (score_min 0): M={s.trainers}, K={s.quorum}, "

@@ -440,8 +440,7 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
     """Run the main job with every party on its own host; returns the demo's summary with a
     ``network`` part (also written to ``<out>/summary.json``).
 
-    ``s.rpc``, ``s.ipfs`` and ``s.deployments`` are set here (the chain host's); the flow is the root
-    flow. Raises DemoError: namespaces unavailable (not root, no iproute2), bad options, a host's
+    ``s.rpc``, ``s.ipfs`` and ``s.deployments`` are set here (the chain host's). Raises DemoError: namespaces unavailable (not root, no iproute2), bad options, a host's
     service did not start, the run did not seal, the receipt did not verify, or an accepted payload
     was not fetched across the link. Everything it started is removed before it returns or raises.
     """
@@ -452,7 +451,7 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
     task = s.task_id or f"demo-hosts-{int(time.time())}"
     work = s.workdir or REPO_ROOT / ".devnet" / "demo-hosts" / task
     s = replace(s, stand_in=s.stand_in or any(h == "syncer" for h, _, _ in hs.cuts))
-    check_settings(replace(s, flow="root"))
+    check_settings(s)
     t_start = time.monotonic()
     names = host_names(s.trainers, s.stand_in)
     try:
@@ -491,8 +490,7 @@ def run_demo_hosts(s: DemoSettings, hs: HostsSettings | None = None) -> dict:
         console.print(f"chain host: anvil on {rpc}; {len(nodes)} IPFS nodes, one per host (API :{API_PORT}, "
                       f"swarm :{SWARM_PORT})")
         deployments = deploy_on_chain_host(hosts, rpc, work / "chain" / "deployments.json", hs.deploy_timeout_s)
-        s = replace(s, rpc=rpc, ipfs=nodes["chain"].api_url, deployments=deployments, workdir=work, task_id=task,
-                    flow="root")
+        s = replace(s, rpc=rpc, ipfs=nodes["chain"].api_url, deployments=deployments, workdir=work, task_id=task)
         syncer_pins_before = 0
         for h in [h for h in SYNCER_ROLES if h in names]:
             with hosts.inside(h), IpfsClient(nodes[h].api_url, retries=1) as c:

@@ -1,10 +1,8 @@
 """What the demo (`tenzro_operator.demo`) reads back from the chain and IPFS once its run is
-sealed, on either flow: the global weights after every round, one row per trainer and the run's
-token accounting.
+sealed: the global weights after every round, one row per trainer and the run's token
+accounting.
 
-The v1 flow records each trainer's accepted submissions, misses and reward in the registry
-(``trainerStats``, ``PayoutCredited`` at the seal). The root flow (contracts/PROTOCOL.md §5)
-records one ``RoundCommitted`` event a round with an accepted bitmap per trainer: accepted work
+A run (contracts/PROTOCOL.md §5) records one ``RoundCommitted`` event a round with an accepted bitmap per trainer: accepted work
 and credits are summed from those bitmaps (`tenzro_operator.root_flow.committed_rounds`,
 `cumulative_credits`), rewards are the trainers' ``RewardClaimed`` claims after the seal, and
 what nobody claims (the floor dust) stays in the registry for the sponsor's ``sweep``.
@@ -38,24 +36,18 @@ def _events(chain: ChainClient, task_id: bytes, from_block: int, name: str) -> l
 def round_weights(chain: ChainClient, ipfs: IpfsClient, runtime: TaskRuntime, task_id: bytes, spec,
                   from_block: int) -> list[dict]:
     """Global weights after every round (index 0 = initial), fetched from IPFS and checked against
-    their hashes and the committed weights root (v1: ``RoundFinalized``; root flow: the transcript
-    each round's last ``RoundCommitted`` names)."""
+    their hashes and the committed weights root (the transcript each round's last
+    ``RoundCommitted`` names)."""
     run = chain.get_run(task_id)
     states = [initial_weights(ipfs, spec, runtime, run.initial_weights_root)[0]]
-    if chain.is_root_flow(task_id):
-        for _, ev in sorted(committed_rounds(chain, task_id, from_block, run.max_rounds).items()):
-            cids, hashes = committed_weights(ipfs, ev)
-            states.append(fetch_weights(ipfs, runtime, cids, hashes, bytes(ev["weightsRoot"]), chunk_roots=True)[0])
-        return states
-    for ev in sorted(_events(chain, task_id, from_block, "RoundFinalized"), key=lambda e: e["args"]["round"]):
-        c = ev["args"]["commit"]
-        states.append(fetch_weights(ipfs, runtime, list(c["fragmentCids"]), [bytes(h) for h in c["fragmentHashes"]],
-                                    bytes(ev["args"]["weightsRoot"]))[0])
+    for _, ev in sorted(committed_rounds(chain, task_id, from_block, run.max_rounds).items()):
+        cids, hashes = committed_weights(ipfs, ev)
+        states.append(fetch_weights(ipfs, runtime, cids, hashes, bytes(ev["weightsRoot"]), chunk_roots=True)[0])
     return states
 
 
 def _root_work(chain: ChainClient, task_id: bytes, from_block: int) -> tuple[list[int], list[int]]:
-    """Root flow: per trainer index, (accepted fragment submissions, cumulative credits) over the
+    """Per trainer index, (accepted fragment submissions, cumulative credits) over the
     committed rounds' bitmaps."""
     run = chain.get_run(task_id)
     rounds = committed_rounds(chain, task_id, from_block, run.max_rounds)
@@ -65,16 +57,13 @@ def _root_work(chain: ChainClient, task_id: bytes, from_block: int) -> tuple[lis
 
 
 def _claims(chain: ChainClient, task_id: bytes, from_block: int) -> dict[str, int]:
-    """Root flow: trainer (lower-case) -> atto-units claimed (``RewardClaimed``)."""
+    """Trainer (lower-case) -> atto-units claimed (``RewardClaimed``)."""
     return {e["args"]["trainer"].lower(): int(e["args"]["reward"])
             for e in _events(chain, task_id, from_block, "RewardClaimed")}
 
 
 def unclaimed_credits(chain: ChainClient, task_id: bytes, from_block: int) -> list[str]:
-    """Root flow: the trainers (addresses) with credits that have not claimed their reward yet;
-    [] for a v1 run (paid at the seal)."""
-    if not chain.is_root_flow(task_id):
-        return []
+    """The trainers (addresses) with credits that have not claimed their reward yet."""
     _, credits = _root_work(chain, task_id, from_block)
     claimed = _claims(chain, task_id, from_block)
     return [t for t, c in zip(chain.trainers_of(task_id), credits) if c and t.lower() not in claimed]
@@ -83,32 +72,29 @@ def unclaimed_credits(chain: ChainClient, task_id: bytes, from_block: int) -> li
 def trainer_rows(chain: ChainClient, task_id: bytes, from_block: int, role_of: dict[str, str]) -> list[dict]:
     """One row per enrolled trainer, in index order: accepted fragment submissions, missed rounds,
     credits, reward, slashed and withdrawable (TNZO). ``role_of`` maps lower-case addresses to the
-    demo's role names. On the root flow the registry counts no misses (only forced submissions
-    could), so ``missed_rounds`` is 0 for a trainer that never forced one."""
-    root = chain.is_root_flow(task_id)
-    if root:
-        accepted, credits = _root_work(chain, task_id, from_block)
-        claims = _claims(chain, task_id, from_block)
+    demo's role names. The registry counts no misses (only forced submissions could), so
+    ``missed_rounds`` is 0 for a trainer that never forced one."""
+    accepted, credits = _root_work(chain, task_id, from_block)
+    claims = _claims(chain, task_id, from_block)
     rows = []
     for i, addr in enumerate(chain.trainers_of(task_id)):
         st = chain.trainer_stats(task_id, addr)
         rows.append({"trainer": role_of.get(addr.lower(), addr), "address": addr,
-                     "accepted": accepted[i] if root else st.accepted, "missed_rounds": st.total_missed,
-                     "evicted": st.evicted, "credits": credits[i] if root else st.credits,
-                     "reward_tnzo": (claims.get(addr.lower(), 0) if root else st.current_reward) / TOKEN,
+                     "accepted": accepted[i], "missed_rounds": st.total_missed,
+                     "evicted": st.evicted, "credits": credits[i],
+                     "reward_tnzo": claims.get(addr.lower(), 0) / TOKEN,
                      "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
     return rows
 
 
 def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str, syncers: Sequence[str],
                syncer_stake_in: int) -> dict:
-    """The run's token accounting from the chain (atto-units), exact, on either flow.
+    """The run's token accounting from the chain (atto-units), exact.
 
     In: the reward pool, the trainers' stakes, the syncer's pool stake before the run. Out: the
-    trainers' rewards (v1: ``PayoutCredited`` at the seal; root flow: ``RewardClaimed``), their
-    stake refunds (``PayoutCredited``), the dust left to the sponsor (v1: credited at the seal;
-    root flow: also what no claim took, the floor remainder the sponsor sweeps after the claim
-    period), the syncer fees the run accrued (``syncerFeesAccrued``), the stake burned by slashes
+    trainers' rewards (``RewardClaimed``), their stake refunds (``PayoutCredited`` at the seal),
+    the dust left to the sponsor (what no claim took, the floor remainder the sponsor sweeps after
+    the claim period, and any the seal credited it), the syncer fees the run accrued (``syncerFeesAccrued``), the stake burned by slashes
     (``StakeBurned``), the provers' bounties (``RoundProvenWrong`` against a syncer,
     ``InvalidProven`` against a trainer, an expired availability challenge included; none in an
     honest run) and the
@@ -119,7 +105,7 @@ def accounting(chain: ChainClient, task_id: bytes, from_block: int, sponsor: str
     ev = lambda name: _events(chain, task_id, from_block, name)  # noqa: E731
     payouts = ev("PayoutCredited")
     claimed = sum(_claims(chain, task_id, from_block).values())
-    claimable = sum(int(e["args"]["claimable"]) for e in ev("RootRunSealed"))  # root flow: the pool open to claims
+    claimable = sum(int(e["args"]["claimable"]) for e in ev("RootRunSealed"))  # the pool open to claims
     sponsor = sponsor.lower()
     a = {
         "pool": run.reward_pool,

@@ -26,7 +26,7 @@ exactly-once dispatch on top for handlers that are not.
 
 Usage::
 
-    cursor = EventCursor(chain, ["RoundFinalized"], task_id=tid, start_block=b, path=dir / "c.json")
+    cursor = EventCursor(chain, ["RoundCommitted"], task_id=tid, start_block=b, path=dir / "c.json")
     batch = cursor.poll()            # CursorBatch(events, reorg_from, stale)
     if batch.reorg_from is not None: ...   # forget what came from blocks >= reorg_from
     for ev in batch.events: ...

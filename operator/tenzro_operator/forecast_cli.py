@@ -1,8 +1,7 @@
 """Using what a run paid for: ``tenzro train export-model`` and ``tenzro forecast``.
 
 - ``tenzro train export-model --task-id ID --out DIR``: the sealed run's final global weights, fetched
-  from IPFS (the CIDs and hashes of the last round's ``RoundFinalized`` commit, or of a root-flow
-  run's last ``RoundCommitted`` transcript), checked against
+  from IPFS (the CIDs and hashes of the last round's ``RoundCommitted`` transcript), checked against
   the receipt's final model hash (the weights root of the last round, ``receipt.weights_root``),
   written as ``DIR/model.safetensors`` + ``DIR/config.json`` (:mod:`tenzro_trainer.model_dir`).
 - ``tenzro forecast (--task-id ID | --model DIR) --input data.csv --h N [--quantiles 0.1,0.5,0.9]
@@ -70,24 +69,14 @@ def export_model(chain, ipfs, task_id: bytes, out: Path) -> dict:
     runtime = TaskRuntime.from_spec(spec)
     last = run.max_rounds - 1
     start = chain.run_start_block(run)
-    root_flow = chain.is_root_flow(task_id)  # its final model hash is over the §2 roots (PROTOCOL.md §5)
-    if root_flow:
-        from tenzro_operator.root_flow import RootFlowError, committed_round, committed_weights
+    from tenzro_operator.root_flow import RootFlowError, committed_round, committed_weights
 
-        try:
-            cids, hashes = committed_weights(ipfs, committed_round(chain, task_id, start, last))
-        except RootFlowError as exc:
-            raise ForecastError(f"run {hx}: {exc}") from None
-    else:
-        commit = None
-        for ev in chain.get_logs(start, chain.block_number(), ["RoundFinalized"], task_id=task_id):
-            if int(ev["args"]["round"]) == last:
-                commit = ev["args"]["commit"]
-        if commit is None:
-            raise ForecastError(f"run {hx}: no RoundFinalized event for its last round {last}")
-        cids, hashes = list(commit["fragmentCids"]), [bytes(h) for h in commit["fragmentHashes"]]
     try:
-        state, _ = fetch_weights(ipfs, runtime, cids, hashes, bytes(rec.final_model_hash), chunk_roots=root_flow)
+        cids, hashes = committed_weights(ipfs, committed_round(chain, task_id, start, last))
+    except RootFlowError as exc:
+        raise ForecastError(f"run {hx}: {exc}") from None
+    try:  # the final model hash is over the weights' §2 roots (PROTOCOL.md §5)
+        state, _ = fetch_weights(ipfs, runtime, cids, hashes, bytes(rec.final_model_hash), chunk_roots=True)
     except WeightsError as exc:
         raise WeightsError(f"final weights of run {hx} do not match the receipt's final model hash "
                            f"0x{bytes(rec.final_model_hash).hex()}: {exc}") from None

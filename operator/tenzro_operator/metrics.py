@@ -15,7 +15,7 @@ Names (all prefixed ``tenzro_``). Every series about one run carries ``task``, t
 * watcher: ``watcher_rounds_checked_total{task}``, ``watcher_mismatches_total{task}`` (rounds
   whose replay differs from the commit), ``watcher_lag_blocks{task}`` and
   ``watcher_lag_seconds{task}`` (histograms: blocks and seconds between a round's
-  ``RoundFinalized`` block and its check), ``watcher_round{task}`` (gauge, last round checked).
+  ``RoundCommitted`` block and its check), ``watcher_round{task}`` (gauge, last round checked).
 * every role, about the daemon rather than one run: ``chain_tx_total{method}``,
   ``chain_tx_failures_total{method,reason}``, ``ipfs_bytes_total{direction="in"|"out"}``,
   ``handler_errors_total{event}``.
@@ -96,7 +96,7 @@ class TrainerMetrics(RoleMetrics):
         super().__post_init__()
         r = self.registry
         self.submitted = Counter("tenzro_trainer_submitted", "outer gradients submitted", _TASK, registry=r)
-        self.accepted = Counter("tenzro_trainer_accepted", "submissions accepted by finalizeRound", _TASK,
+        self.accepted = Counter("tenzro_trainer_accepted", "submissions accepted by commitRound", _TASK,
                                 registry=r)
         self.missed_rounds = Counter("tenzro_trainer_missed_rounds", "rounds with no accepted submission", _TASK,
                                      registry=r)

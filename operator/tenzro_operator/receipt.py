@@ -117,7 +117,7 @@ def round_digest(round_index: int, weights_root_: bytes, transcript_hash: bytes,
 
     Args:
         round_index: r, a uint32.
-        weights_root_: the weights root committed by finalizeRound of round r (32 bytes).
+        weights_root_: the weights root committed by commitRound of round r (32 bytes).
         transcript_hash: sha256 of the round's canonical transcript JSON bytes (32 bytes).
         accepted_count: accepted (trainer, fragment) submissions in round r, a uint32.
 

@@ -1,7 +1,7 @@
-"""A trainer's reward on the root flow, recomputed from the chain alone, with the working shown:
+"""A trainer's reward, recomputed from the chain alone, with the working shown:
 what ``tenzro train reward`` prints and what ``tenzro train claim`` sends.
 
-On the root flow (contracts/PROTOCOL.md §5) the registry stores only a Merkle root of the trainers'
+The registry (contracts/PROTOCOL.md §5) stores only a Merkle root of the trainers'
 cumulative credits. Each committed round's ``RoundCommitted`` event carries its accepted bitmaps;
 trainer i earns ``fragment_sizes[f]`` credits for every bit f of its bitmap (``commitRound``'s
 sum). The sum over the run's live rounds (a round discarded by a fraud proof and committed again
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.root_flow import RootFlowError, bitmap_credits, credits_proof
-from tenzro_operator.run_view import ROOT, build
+from tenzro_operator.run_view import build
 
 
 @dataclass
@@ -55,13 +55,10 @@ def reward_report(chain, task_id: bytes, trainer: str) -> RewardReport:
     getters (no IPFS, no key).
 
     Raises:
-        TenzroError: not a root-flow run (v1 credits rewards at the seal: `trainer-stats`), or the
-            trainer is not enrolled in it, or the recomputed credits do not give the registry's
+        TenzroError: not a root-flow run (`RunViewError`), or the trainer is not enrolled in it, or the recomputed credits do not give the registry's
             credits root (the chain or this reading disagrees: nothing should be claimed then).
     """
     view = build(chain, task_id, trainers=True)
-    if view.flow != ROOT:
-        raise TenzroError("a v1 run credits rewards at its seal: `tenzro train trainer-stats` shows them")
     row = view.trainer(trainer)
     sizes = view.run.fragment_sizes
     per_round = []

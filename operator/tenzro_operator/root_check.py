@@ -37,7 +37,7 @@ import torch
 
 from tenzro_operator import receipt
 from tenzro_operator.errors import IpfsError, IpfsUnavailable, TenzroError
-from tenzro_operator.replay import Mismatch, RoundReport
+from tenzro_operator.round_report import Mismatch, RoundReport
 from tenzro_operator.root_flow import committed_rounds, fragment_vectors
 from tenzro_operator.task_assets import initial_weights
 from tenzro_operator.task_runtime import TaskRuntime, outer_config
@@ -47,8 +47,9 @@ from tenzro_trainer import canonical
 from tenzro_trainer import round_commitment as rc
 from tenzro_trainer.codec import decode_fragment
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
+from tenzro_trainer.errors import PayloadError
 
-__all__ = ["RootCheck", "RootRoundChecker"]
+__all__ = ["NotTheSignedPayload", "RootCheck", "RootRoundChecker"]
 
 log = logging.getLogger("tenzro.watcher")
 
@@ -78,6 +79,10 @@ class RootCheck:
     detail: str = ""
     proof: tuple | None = None
     kind: str = "aggregate"
+
+
+class NotTheSignedPayload(TenzroError):
+    """An accepted payload whose bytes or vector are not what its trainer signed (says which)."""
 
 
 @dataclass
@@ -179,11 +184,13 @@ class RootRoundChecker:
     def _payload(self, r: int, f: int, s, struct: rc.OuterGradient) -> torch.Tensor:
         """The vector (float32, shape (n,)) of accepted submission ``s`` of round r, fragment f:
         from IPFS, else (a forced payload whose CID nobody serves) from its whole-payload answer
-        on-chain (`whole_answer`), which the syncer had to count.
+        on-chain (`whole_answer`), which the syncer had to count. The bytes must hash to the signed
+        ``payloadHash`` and decode to the vector of the signed chunk commitment (PROTOCOL.md §2).
 
         Raises:
             IpfsUnavailable: this checker's own node is down. IpfsError: the CID does not answer
-                and no whole answer on-chain holds the payload.
+                and no whole answer on-chain holds the payload. NotTheSignedPayload: the bytes
+                or their vector are not what the trainer signed.
         """
         try:
             raw = self.ipfs.cat(s.cid, max_bytes=self.runtime.payload_cap(f))
@@ -195,7 +202,17 @@ class RootRoundChecker:
             if vec is None:
                 raise
             return vec
-        return flatten_fragment(self.runtime.decode_payload(raw, f)[0])
+        who = f"round {r} fragment {f}: {s.trainer}'s accepted payload {s.cid}"
+        if hashlib.sha256(raw).digest() != struct.payload_hash:
+            raise NotTheSignedPayload(f"{who} does not hash to its signed payloadHash 0x{struct.payload_hash.hex()}")
+        try:
+            vec = flatten_fragment(self.runtime.decode_payload(raw, f)[0])
+        except PayloadError as exc:
+            raise NotTheSignedPayload(f"{who} does not decode: {exc}") from None
+        if ChunkTree(vec).root != (struct.payload_root, struct.payload_sumsq):
+            raise NotTheSignedPayload(f"{who} decodes to a vector that is not the signed chunk commitment "
+                                      f"0x{struct.payload_root.hex()}")
+        return vec
 
     def previous(self, r: int) -> _Committed:
         """Round r - 1's committed state (the initial state for r = 0): the one read last, else
@@ -291,7 +308,10 @@ class RootRoundChecker:
             for s in fr.accepted:
                 i = self.trainers.index(s.trainer.lower())
                 subs[i] = self._struct(r, f, s)
-                payloads[i] = self._payload(r, f, s, subs[i])
+                try:
+                    payloads[i] = self._payload(r, f, s, subs[i])
+                except NotTheSignedPayload as exc:  # aggregated, yet not the data the trainer signed
+                    return RootCheck(r, False, f, detail=f"{exc} (unprovable by an aggregate proof)")
             g = self._aggregate([payloads[i] for i in sorted(payloads)], n)
             pw, pm = prev.vectors[f]
             w, m = canonical.nesterov_step(pw, pm, g, self.lr, self.mu, self.nesterov)

@@ -17,7 +17,7 @@ A root-flow round, as the daemons run it:
    arrived in the commit phase: a copier sees a payload only after the phase, too late to commit
    to it (attack 6). Pubsub is best effort, so a trainer publishes again every poll until the
    round is committed.
-3. The syncer validates each payload as in v1 (IPFS fetch, hash, decode, §2 commitment),
+3. The syncer validates each payload (IPFS fetch, hash, decode, §2 commitment),
    aggregates in trainer-index order, applies the outer step and calls ``commitRound`` with the
    fragments root of `fragment_states`, one accepted bitmap per trainer and the cumulative
    credits before the round (`cumulative_credits`). The transcript lists every accepted
@@ -255,8 +255,8 @@ def fragment_states(outers: Sequence, accepted: Mapping[int, Mapping[int, bytes]
 
 
 def enable_root_flow(client: ChainClient, ipfs, spec) -> None:
-    """``useRootFlow`` for a just-posted spec with ``metadata.protocol.flow: root`` (the sponsor,
-    before anyone enrolls; trainers of such a spec enroll only once the run is in the root flow).
+    """``useRootFlow`` for a just-posted spec (the sponsor, before anyone enrolls; trainers
+    enroll only once the run is in the root flow): the initial fragments root and the outer rule.
 
     Raises:
         ChainRevert: ``Registry__OuterRuleNotProvable`` (Krum, a trim of half or more),

@@ -1,12 +1,11 @@
-"""One read model of a run, for both flows: what ``tenzro train get-run`` / ``trainer-stats``,
-the explorer and the gateway's reads show.
+"""One read model of a run: what ``tenzro train get-run`` / ``trainer-stats``, the explorer and
+the gateway's reads show.
 
-The registry keeps the v1 flow's per-trainer figures in storage (``trainerMetrics``), but a
-root-flow run (contracts/PROTOCOL.md §5, the default) keeps only roots: its accepted bitmaps,
-credits, rewards and challenges are in its events. This module folds the run's events
+A run (contracts/PROTOCOL.md §5) keeps only roots in the registry's storage: its accepted
+bitmaps, credits, rewards and challenges are in its events. This module folds the run's events
 (``RoundOpened``, ``RoundCommitted``, ``RoundsDiscarded``, ``RoundProvenWrong``,
 ``SlotChallenged`` / ``SlotAnswered`` / ``SlotChallengeVoided``, ``RootRunSealed``,
-``RewardClaimed``, ``PoolSwept``; v1: ``RoundFinalized``, ``PayoutCredited``) with the registry's
+``RewardClaimed``, ``PoolSwept``) with the registry's
 getters (``getRun``, ``trainerMetrics``, ``getRound``, ``rootState``) into one shape, and, when
 an IPFS client is given, the committed transcripts (what each trainer submitted and what scoring
 left out, with the reasons).
@@ -30,7 +29,6 @@ from tenzro_operator.errors import TenzroError
 __all__ = ["RoundRow", "RunReadModel", "TrainerRow", "build", "fold_root_rounds", "fold_root_trainers",
            "phase_of", "quorum_met"]
 
-ROOT, V1 = "root", "v1"
 # RoundProvenWrong.kind (ITrainingRegistryRounds)
 PROOF_KINDS = {1: "aggregate", 2: "bitmap", 3: "omission", 4: "slot-unanswered"}
 MAX_TRANSCRIPTS = 256  # committed rounds whose transcripts are read for submitted / scored-out counts
@@ -49,10 +47,10 @@ class RunViewError(TenzroError):
 class RoundRow:
     """One round. Times unix seconds (None: not yet), amounts atto-units.
 
-    ``status``: ``open`` (opened, not committed), ``committed`` (root flow, live commit),
-    ``finalized`` (v1), ``discarded`` (a fraud proof rewound the run past it and it is not
-    committed again). ``challenge_window_ends_at``: root flow, last second a proof of the round is
-    accepted (``finalizedAt + challengeSeconds``)."""
+    ``status``: ``open`` (opened, not committed), ``committed`` (a live commit), ``discarded`` (a
+    fraud proof rewound the run past it and it is not committed again).
+    ``challenge_window_ends_at``: the last second a proof of the round is accepted
+    (``finalizedAt + challengeSeconds``)."""
 
     round: int
     status: str = "open"
@@ -61,7 +59,7 @@ class RoundRow:
     committed_at: int | None = None
     challenge_window_ends_at: int | None = None
     accepted_count: int | None = None  # accepted (trainer, fragment) pairs
-    accepted_bitmaps: list[int] | None = None  # root flow: per trainer index, bit f = accepted on fragment f
+    accepted_bitmaps: list[int] | None = None  # per trainer index, bit f = accepted on fragment f
     quorum_met: bool | None = None
     weights_root: str | None = None
     fragments_root: str | None = None
@@ -76,7 +74,7 @@ class RoundRow:
 
     @property
     def live(self) -> bool:
-        return self.status in ("committed", "finalized")
+        return self.status == "committed"
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -90,13 +88,12 @@ class RoundRow:
 
 @dataclass
 class TrainerRow:
-    """One trainer. Amounts atto-units; ``submitted`` / ``scored_out``: None when unknown (a
-    root-flow run read without its transcripts).
+    """One trainer. Amounts atto-units; ``submitted`` / ``scored_out``: None when unknown (a run
+    read without its transcripts).
 
-    ``current_reward``: what the trainer's credits are worth now (sealed root flow: its claim,
+    ``current_reward``: what the trainer's credits are worth now (sealed: its claim,
     ``claimable * credits // totalCredits``; before the seal: the same share of the pool left,
-    which later rounds change); ``claimed_reward``: what was paid to it (root: ``RewardClaimed``;
-    v1: ``PayoutCredited`` at the seal)."""
+    which later rounds change); ``claimed_reward``: what was paid to it (``RewardClaimed``)."""
 
     trainer: str
     index: int
@@ -128,7 +125,6 @@ class RunReadModel:
     """A run as `build` read it at block ``head_block`` (time ``now``, seconds)."""
 
     task_id: bytes
-    flow: str
     run: Any  # chain.RunView
     head_block: int
     now: int
@@ -138,11 +134,11 @@ class RunReadModel:
     trainers: list[TrainerRow]
     rounds: list[RoundRow]
     total_credits: int = 0
-    claimable_pool: int | None = None  # sealed root flow: RootRunSealed.claimable, atto-units
-    claim_deadline: int | None = None  # sealed root flow, seconds
+    claimable_pool: int | None = None  # sealed: RootRunSealed.claimable, atto-units
+    claim_deadline: int | None = None  # sealed, seconds
     claimed_total: int = 0
     swept: int | None = None  # PoolSwept amount, atto-units
-    commit_phase_closes_at: int | None = None  # root flow, training: the open round's commit phase
+    commit_phase_closes_at: int | None = None  # training: the open round's commit phase
     transcript_errors: list[str] = field(default_factory=list)
 
     def trainer(self, address: str) -> TrainerRow:
@@ -161,7 +157,7 @@ class RunReadModel:
 
     def summary_json(self) -> dict[str, Any]:
         """The run-level figures (no trainers, no rounds)."""
-        return {"flow": self.flow, "phase": self.phase, "next_change_at": self.next_change_at,
+        return {"phase": self.phase, "next_change_at": self.next_change_at,
                 "next_change": self.next_change, "now": self.now, "head_block": self.head_block,
                 "total_credits": str(self.total_credits),
                 "claimable_pool": None if self.claimable_pool is None else str(self.claimable_pool),
@@ -195,7 +191,7 @@ def quorum_met(bitmaps: Sequence[int], fragment_count: int, quorum: int) -> bool
 
 def fold_root_rounds(events: Iterable[Mapping[str, Any]], block_time: Callable[[int], int], *,
                      fragment_count: int, quorum: int, challenge_seconds: int) -> dict[int, RoundRow]:
-    """Rounds of a root-flow run from its events in chain order (`ChainClient.get_logs` dicts).
+    """Rounds of a run from its events in chain order (`ChainClient.get_logs` dicts).
     ``block_time(block_number)`` gives a block's timestamp (s): a commit's time is its block's,
     as the registry's ``finalizedAt``. A later ``RoundCommitted`` of a round replaces the earlier
     one (after a rewind); ``RoundsDiscarded(from, to)`` marks rounds from..to-1 discarded and keeps
@@ -283,9 +279,9 @@ def fold_root_trainers(rounds: Mapping[int, RoundRow], sizes: Sequence[int], enr
     return [(a, c) for a, c in out]
 
 
-def phase_of(run, flow: str, now: int, *, last_commit_at: int | None = None, claim_deadline: int | None = None,
+def phase_of(run, now: int, *, last_commit_at: int | None = None, claim_deadline: int | None = None,
              swept: bool = False) -> tuple[str, int | None, str]:
-    """(phase, when it next changes (unix s, None: not by time), what changes). A root-flow run is
+    """(phase, when it next changes (unix s, None: not by time), what changes). A run is
     COMPLETED until its last round's challenge window ends (``finalizedAt + challengeSeconds``),
     then sealable; sealed, its claims are open until ``claim_deadline``, then the rest is sweepable."""
     s = run.status.name
@@ -294,12 +290,12 @@ def phase_of(run, flow: str, now: int, *, last_commit_at: int | None = None, cla
     if s == "TRAINING":
         return s, run.round_deadline or None, f"round {run.current_round}'s deadline"
     if s == "COMPLETED":
-        if flow == ROOT and last_commit_at is not None:
+        if last_commit_at is not None:
             until = last_commit_at + run.challenge_seconds
             if now <= until:
                 return s, until + 1, "sealable (the last round's challenge window ends)"
         return s, None, "sealable now"
-    if s == "SEALED" and flow == ROOT and claim_deadline and not swept:
+    if s == "SEALED" and claim_deadline and not swept:
         if now <= claim_deadline:
             return s, claim_deadline + 1, "claims close; the unclaimed rest can be swept to the sponsor"
         return s, None, "claims closed; the unclaimed rest can be swept to the sponsor"
@@ -314,22 +310,23 @@ def build(chain, task_id: bytes, *, ipfs=None, trainers: bool = True, events: li
 
     Args:
         chain: a `ChainClient` (no key needed).
-        ipfs: an `IpfsClient` or None; root flow: fills ``submitted`` / ``scored_out``.
+        ipfs: an `IpfsClient` or None; fills ``submitted`` / ``scored_out`` from the transcripts.
         trainers: False skips the per-trainer rows (and their getters).
         events: the run's events if the caller has them already (``get_logs(..., task_id=...)``).
 
     Raises:
         ChainRevert: ``Registry__UnknownTask``. RpcUnavailable: the node does not answer.
-        RunViewError: the events do not fold.
+        RunViewError: the events do not fold, or the run was never put in the root flow (a
+            protocol v1 run, which this read model does not fold).
     """
     run = chain.get_run(task_id)
     head = chain.block_number()
     now = chain.block_timestamp(head)
     if events is None:
         events = chain.get_logs(chain.run_start_block(run), head, task_id=task_id)
-    flow = ROOT if chain.root_state(task_id)[0] else V1
-    fold = _build_root if flow == ROOT else _build_v1
-    return fold(chain, run, task_id, events, head, now, ipfs, trainers)
+    if not chain.root_state(task_id)[0]:
+        raise RunViewError(f"run 0x{task_id.hex()} was never put in the root flow (a protocol v1 run): no read model")
+    return _build(chain, run, task_id, events, head, now, ipfs, trainers)
 
 
 def _times(chain) -> Callable[[int], int]:
@@ -354,7 +351,7 @@ def _row(s) -> TrainerRow:
                       current_reward=s.current_reward)
 
 
-def _build_root(chain, run, task_id, events, head, now, ipfs, want) -> RunReadModel:
+def _build(chain, run, task_id, events, head, now, ipfs, want) -> RunReadModel:
     rounds = fold_root_rounds(events, _times(chain), fragment_count=run.fragment_count, quorum=run.quorum,
                               challenge_seconds=run.challenge_seconds)
     sealed = next((e["args"] for e in events if e["event"] == "RootRunSealed"), None)
@@ -368,7 +365,7 @@ def _build_root(chain, run, task_id, events, head, now, ipfs, want) -> RunReadMo
         folded = fold_root_trainers(rounds, run.fragment_sizes, run.enrolled_count)
         for t in rows:
             t.accepted, t.credits = folded[t.index] if t.index < len(folded) else (0, 0)
-            t.submitted = None  # off-chain in the root flow: the transcripts say
+            t.submitted = None  # delivered off-chain: the transcripts say
             pool = claimable if claimable is not None else run.reward_pool_left
             t.current_reward = pool * t.credits // total if total else 0
             t.claimed_reward, t.claimed = claims.get(t.index, 0), t.index in claims
@@ -378,12 +375,12 @@ def _build_root(chain, run, task_id, events, head, now, ipfs, want) -> RunReadMo
     live = [x for x in rounds.values() if x.live]
     last = max(live, key=lambda x: x.round) if live else None
     deadline = int(sealed["claimDeadline"]) if sealed else None
-    phase, at, what = phase_of(run, ROOT, now, last_commit_at=last.committed_at if last else None,
+    phase, at, what = phase_of(run, now, last_commit_at=last.committed_at if last else None,
                                claim_deadline=deadline, swept=any_swept)
     closes = None
     if run.status.name == "TRAINING":
         closes = chain.commit_phase(task_id)[0]
-    return RunReadModel(task_id=task_id, flow=ROOT, run=run, head_block=head, now=now, phase=phase,
+    return RunReadModel(task_id=task_id, run=run, head_block=head, now=now, phase=phase,
                         next_change_at=at, next_change=what, trainers=rows,
                         rounds=[rounds[r] for r in sorted(rounds)], total_credits=total, claimable_pool=claimable,
                         claim_deadline=deadline, claimed_total=sum(claims.values()),
@@ -432,36 +429,3 @@ def _fold_transcripts(ipfs, rounds: Mapping[int, RoundRow], rows: list[TrainerRo
         for a, t in by_addr.items():
             t.submitted, t.scored_out, t.scored_out_reasons = sub[a], len(out[a]), out[a]
     return errors
-
-
-def _build_v1(chain, run, task_id, events, head, now, ipfs, want) -> RunReadModel:
-    rounds: dict[int, RoundRow] = {}
-    for e in events:
-        a = e["args"]
-        if e["event"] == "RoundOpened":
-            x = rounds.setdefault(int(a["round"]), RoundRow(round=int(a["round"])))
-            x.opened_at, x.deadline = int(a["openedAt"]), int(a["deadline"])
-        elif e["event"] == "RoundFinalized":
-            r = int(a["round"])
-            x = rounds.setdefault(r, RoundRow(round=r))
-            c = a.get("commit") or {}
-            x.status, x.weights_root = "finalized", _hex(a["weightsRoot"])
-            x.accepted_count, x.quorum_met = int(a["acceptedCount"]), bool(a["quorumMet"])
-            x.transcript_cid = c.get("transcriptCid")
-            x.transcript_hash = _hex(c["transcriptHash"]) if c.get("transcriptHash") is not None else None
-            x.tx = e["tx_hash"]
-            x.committed_at = chain.get_round(task_id, r).finalized_at
-    paid: dict[str, int] = {}
-    for e in events:
-        if e["event"] == "PayoutCredited":
-            k = str(e["args"]["account"]).lower()
-            paid[k] = paid.get(k, 0) + int(e["args"]["reward"])
-    rows = [_row(s) for s in _stats(chain, task_id, want)]
-    sealed = run.status.name == "SEALED"
-    for t in rows:
-        t.claimed_reward = paid.get(t.trainer.lower(), 0)
-        t.claimed = sealed and t.claimed_reward > 0
-    phase, at, what = phase_of(run, V1, now)
-    return RunReadModel(task_id=task_id, flow=V1, run=run, head_block=head, now=now, phase=phase, next_change_at=at,
-                        next_change=what, trainers=rows, rounds=[rounds[r] for r in sorted(rounds)],
-                        total_credits=run.total_credits, claimed_total=sum(t.claimed_reward for t in rows))

@@ -266,13 +266,13 @@ class ProtocolParams(_Strict):
     norm_multiple: float = Field(gt=0)
     shards: int = Field(ge=1)
     seed: int = Field(ge=0)
-    flow: Literal["v1", "root"] = Field(
-        default="v1", description="how rounds are settled (contracts/PROTOCOL.md §5): 'v1' = one transaction per "
-                                  "submission and a finalize; 'root' = submissions off-chain, one commitRound per "
-                                  "round, fraud proofs, Merkle claims")
+    flow: Literal["root"] = Field(
+        default="root", description="how rounds are settled (contracts/PROTOCOL.md §5): 'root' = submissions "
+                                    "off-chain, one commitRound per round, fraud proofs, Merkle claims (the one flow; "
+                                    "protocol v1's per-submission flow was removed)")
     score_min: float | None = Field(
         default=None, allow_inf_nan=False,
-        description="root flow: the syncer leaves out an off-chain payload whose loss-improvement score "
+        description="the syncer leaves out an off-chain payload whose loss-improvement score "
                     "(tenzro_trainer.scoring, on the round's fixed batch of training windows) is at or below this; "
                     "None = no scoring")
 
@@ -298,12 +298,13 @@ class ProtocolParams(_Strict):
         """The payload codec (`resolve_codec`): ``NoCompression`` when ``compression`` is absent."""
         return resolve_codec(self.compression)
 
-    @model_validator(mode="after")
-    def _scoring_needs_root_flow(self) -> "ProtocolParams":
-        if self.score_min is not None and self.flow != "root":
-            raise ValueError("@score_min: scoring leaves submissions out, which only the root flow allows (the v1 "
-                             "registry refuses a finalize that leaves out a live submission): set flow: root")
-        return self
+    @field_validator("flow", mode="before")
+    @classmethod
+    def _one_flow(cls, v: Any) -> Any:
+        if v == "v1":
+            raise ValueError("the v1 flow (one transaction per submission, finalizeRound) was removed in protocol v3: "
+                             "every run is settled by root (contracts/PROTOCOL.md §5); drop the field or set flow: root")
+        return v
 
     @field_validator("min_stake", mode="before")
     @classmethod

@@ -145,14 +145,10 @@ def register(train: click.Group) -> None:
     @click.option("--syncer-bond", default="10", show_default=True, help="TNZO the elected syncer locks")
     @click.option("--max-missed-rounds", default=2, show_default=True, type=click.IntRange(min=0))
     @click.option("--seed", default=0, show_default=True, type=int, help="seed of the initial weights")
-    @click.option("--flow", default="root", show_default=True, type=click.Choice(["v1", "root"]),
-                  help="round settlement: v1 (a transaction per submission) or root (submissions over pubsub, "
-                       "one commitRound per round, fraud proofs, Merkle claims; contracts/PROTOCOL.md §5)")
     @click.option("--score-min", type=float, default=None,
-                  help="root flow: leave out payloads whose loss-improvement score on the trainer's own shard is at "
-                       "or below this  [default: 0 on the root flow (any payload that makes the loss worse), none "
-                       "on v1]")
-    @click.option("--no-scoring", is_flag=True, help="no loss-improvement scoring (the root flow's default is on)")
+                  help="leave out payloads whose loss-improvement score on the trainer's own shard is at or below "
+                       "this  [default: 0 (any payload that makes the loss worse)]")
+    @click.option("--no-scoring", is_flag=True, help="no loss-improvement scoring (on by default)")
     @click.option("--overlap-steps", default=0, show_default=True, type=click.IntRange(min=0),
                   help="inner steps a trainer may run before the previous round's weights arrive (overlap; <= H)")
     @click.option("--compression", default=DEFAULT_COMPRESSION, show_default=True,
@@ -170,7 +166,7 @@ def register(train: click.Group) -> None:
                  preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
                  grace_window: float, enrollment_window: float, aggregation: str, trim_bps: int,
                  norm_multiple: float, reward_pool: str, min_stake: str, syncer_fee_bps: int, syncer_bond: str,
-                 max_missed_rounds: int, seed: int, flow: str, score_min: float | None, no_scoring: bool,
+                 max_missed_rounds: int, seed: int, score_min: float | None, no_scoring: bool,
                  overlap_steps: int, compression: str | None, allowlist: tuple[str, ...], out: Path,
                  fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
@@ -180,7 +176,7 @@ def register(train: click.Group) -> None:
         if score_min is not None and no_scoring:
             raise click.UsageError("--score-min and --no-scoring contradict each other")
         if score_min is None and not no_scoring:
-            score_min = default_score_min(flow)
+            score_min = default_score_min()
         draft = SpecDraft(
             task_id=task_name, sponsor_address=_sponsor_address(sponsor, ctx.keystore), sponsor_did=sponsor_did,
             family=family, model_metadata={"preset": preset}, fragment_count=fragments,
@@ -190,7 +186,7 @@ def register(train: click.Group) -> None:
             aggregation={aggregation: {"alpha_bps": trim_bps}} if aggregation == "TrimmedMean" else aggregation,
             norm_multiple=norm_multiple, overlap_steps=overlap_steps, reward_pool=_tokens(reward_pool, "--reward-pool"),
             min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed,
-            flow=flow, score_min=score_min, compression=_compression(compression), enrollment_allowlist=allowlist,
+            score_min=score_min, compression=_compression(compression), enrollment_allowlist=allowlist,
             metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
         try:

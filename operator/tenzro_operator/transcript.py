@@ -1,11 +1,11 @@
 """The round transcript: what the syncer did in one round, pinned to IPFS.
 
 Its sha256 (over the canonical JSON bytes) is the `transcriptHash` that
-`finalizeRound` commits and that enters the round digest and the run root
+`commitRound` commits and that enters the round digest and the run root
 (contracts/RECEIPT.md). With the transcripts and the payloads they name,
 anyone can replay a run: fetch each accepted payload, check its sha256,
 aggregate with the same rule in the same order, apply the outer optimizer and
-compare the new weights' hashes with the committed ones (`replay.py`).
+compare the new weights and momentum with the committed roots (`root_check.py`).
 
 Canonical JSON: keys sorted, separators (",", ":"), UTF-8, no NaN; lists in a
 fixed order (fragments by index, submissions by trainer address, lowercase hex).
@@ -36,9 +36,9 @@ class _Strict(BaseModel):
 
 
 class Submission(_Strict):
-    """One trainer's pseudo-gradient for one fragment, as posted on-chain (v1) or delivered to the
-    syncer (root flow: with the rest of the signed EIP-712 struct, so that anyone can open the
-    accepted set's slot and prove the round wrong; contracts/PROTOCOL.md §5)."""
+    """One trainer's pseudo-gradient for one fragment, as delivered to the syncer (off-chain or
+    forced on-chain); an accepted one carries the rest of the signed EIP-712 struct, so that anyone
+    can open the accepted set's slot and prove the round wrong (contracts/PROTOCOL.md §5)."""
 
     trainer: str = Field(description="trainer address, lowercase 0x-hex")
     cid: str
@@ -91,7 +91,7 @@ class RoundTranscript(_Strict):
 
     def canonical_bytes(self) -> bytes:
         """The bytes that are pinned and hashed."""
-        obj = self.model_dump(mode="json", exclude_none=True)  # a v1 transcript has no root-flow fields
+        obj = self.model_dump(mode="json", exclude_none=True)  # a rejection carries no signed fields
         for fr in obj["fragments"]:
             fr["accepted"].sort(key=lambda s: s["trainer"])
             fr["rejected"].sort(key=lambda s: s["trainer"])

@@ -114,3 +114,34 @@ def submission(trainer, task_id: bytes, round_: int, fragment: int, cid: str = "
     return {"task_id": "0x" + task_id.hex(), "round": round_, "fragment": fragment,
             "payload_root": "0x" + s.payload_root.hex(), "payload_sumsq": s.payload_sumsq, "cid": s.cid,
             "payload_hash": "0x" + s.payload_hash.hex(), "signature": "0x" + s.signature.hex()}
+
+
+def use_root_flow_tx(client, spec) -> str:
+    """The sponsor's signed ``useRootFlow`` of posted ``spec`` (an arbitrary initial fragments root:
+    these tests commit rounds by hand and prove nothing)."""
+    from tenzro_operator.root_flow import outer_rule
+
+    return signed_tx(client, "useRootFlow", spec.task_id_bytes, b"\x01" * 32, outer_rule(spec))
+
+
+def commit_for(trainer, params: dict[str, Any]) -> None:
+    """``trainer`` commits on-chain (``commitSubmission``, in the commit phase) to the submission
+    ``params`` of `submission` signs: what the gateway's ``submitGradient`` then reveals."""
+    from tenzro_operator.chain import SignedPayload
+    from tenzro_operator.root_flow import RevealMessage
+
+    tid = bytes.fromhex(params["task_id"][2:])
+    sp = SignedPayload(bytes.fromhex(params["payload_root"][2:]), params["payload_sumsq"], params["cid"],
+                       bytes.fromhex(params["payload_hash"][2:]), bytes.fromhex(params["signature"][2:]))
+    base_root = trainer.get_run(tid).weights_root
+    m = RevealMessage.of(tid, params["round"], params["fragment"], trainer.address, base_root, sp)
+    trainer.commit_submission(tid, params["round"], params["fragment"], m.commitment())
+
+
+def commit_round_tx(syncer, tid: bytes, round_: int, bitmaps: list[int], credits: list[int]) -> str:
+    """The syncer's signed ``commitRound`` of round ``round_`` (made-up roots and hashes)."""
+    h = [hashlib.sha256(f"{tid.hex()}/{round_}/{f}".encode()).digest() for f in range(2)]
+    c = {"taskId": tid, "round": round_, "fragmentsRoot": hashlib.sha256(b"fragments%d" % round_).digest(),
+         "acceptedBitmaps": bitmaps, "previousCredits": credits, "fragmentHashes": h,
+         "transcriptHash": hashlib.sha256(f"t{round_}".encode()).digest(), "transcriptCid": f"bafyt{round_}"}
+    return signed_tx(syncer, "commitRound", syncer._struct("commitRound", 0, c))

@@ -1,5 +1,6 @@
-"""The seven methods against the real devnet: a run posted, enrolled, trained for two rounds and
-sealed entirely through the gateway (users sign, the gateway relays), reads equal to the CLI's
+"""The seven methods against the real devnet: a run posted, enrolled, its forced submissions
+revealed, two rounds committed and the run sealed through the gateway (users sign, the gateway
+relays), reads equal to the CLI's
 JSON, and the refusals: unknown task, forged or misdirected transactions, bad signatures,
 reverts decoded by name (before broadcasting, and once mined)."""
 
@@ -16,13 +17,16 @@ from gw_stack import (
     REVERTED,
     TX_REJECTED,
     Rpc,
+    commit_for,
+    commit_round_tx,
     enroll_tx,
     fresh_spec,
     post_task_tx,
     signed_tx,
     submission,
+    use_root_flow_tx,
 )
-from stack import MIN_SYNCER_STAKE, TOKEN, ensure_syncer_stake
+from stack import MIN_SYNCER_STAKE, TOKEN, ensure_syncer_stake, past_commit_phase
 
 STAKE = 100 * TOKEN
 UNKNOWN = "0x" + "ab" * 32
@@ -32,24 +36,19 @@ def _nonce(client) -> int:
     return client.w3.eth.get_transaction_count(client.address)
 
 
-def _commit_tx(syncer, tid: bytes, round_: int, bitmaps: list[int]) -> str:
-    from tenzro_operator.chain import RoundCommit
-
-    h = [hashlib.sha256(f"{tid.hex()}/{round_}/{f}".encode()).digest() for f in range(2)]
-    c = RoundCommit(tid, round_, h, [f"bafyw{round_}{f}" for f in range(2)], bitmaps,
-                    hashlib.sha256(f"t{round_}".encode()).digest(), f"bafyt{round_}")
-    return signed_tx(syncer, "finalizeRound", syncer._struct("finalizeRound", 0, c.to_abi()))
-
-
 @pytest.fixture
 def posted(rpc, roles):
-    """A run posted through the gateway (postTaskWithPermit signed by the sponsor): (spec, tid)."""
+    """A run posted through the gateway (postTaskWithPermit, then useRootFlow, signed by the
+    sponsor): (spec, tid)."""
     spec = fresh_spec()
     res = rpc.result("postTask", {"raw_transaction": post_task_tx(roles["sponsor"], spec)})
     assert res["status"] == "success" and res["function"] == "postTaskWithPermit"
     assert res["from"] == roles["sponsor"].address
     assert res["task_id"] == "0x" + spec.task_id_bytes.hex()
     assert res["event"]["sponsor"] == roles["sponsor"].address
+    root = rpc.result("postTask", {"raw_transaction": use_root_flow_tx(roles["sponsor"], spec)})
+    assert root["function"] == "useRootFlow" and root["task_id"] == res["task_id"]
+    assert roles["base"].is_root_flow(spec.task_id_bytes)
     return spec, spec.task_id_bytes
 
 
@@ -82,8 +81,14 @@ def test_reads_equal_the_cli_json(rpc, roles, training, chain):
         assert res.exit_code == 0, res.output
         return json.loads(res.output)
 
+    def without_transcripts(run: dict) -> dict:  # what only the CLI reads, from the transcripts on IPFS
+        return {**run, "trainers": [{k: v for k, v in t.items() if k not in ("submitted", "scored_out")}
+                                    for t in run["trainers"]]}
+
     got = rpc.result("getRun", {"task_id": spec.task_id})  # by the spec's name, as --task-id
-    assert got == cli_json("get-run", "--task-id", spec.task_id)
+    cli_run = cli_json("get-run", "--task-id", spec.task_id)
+    assert without_transcripts(got) == without_transcripts(cli_run)
+    assert {t["submitted"] for t in got["trainers"]} == {None}  # the gateway reads no transcripts
     assert got["status"] == "TRAINING" and [t["trainer"] for t in got["trainers"]] == [roles["t0"].address,
                                                                                          roles["t1"].address]
     assert "trainers" not in rpc.result("getRun", {"task_id": "0x" + tid.hex(), "trainers": False})
@@ -104,20 +109,31 @@ def test_unknown_task_and_unsealed_receipt(rpc, training):
 
 def test_two_rounds_and_the_receipt_through_the_gateway(rpc, roles, training):
     _, tid = training
-    t0, syncer = roles["t0"], roles["syncer"]
+    t0, syncer, base = roles["t0"], roles["syncer"], roles["base"]
+    credits = [0, 0]
     for rnd in (0, 1):
-        for frag in (0, 1):
-            res = rpc.result("submitGradient", submission(t0, tid, rnd, frag))
+        subs = [submission(t0, tid, rnd, frag) for frag in (0, 1)]
+        for p in subs:  # the trainer's own commitments, in the commit phase
+            commit_for(t0, p)
+        err = rpc.error("submitGradient", subs[0], REVERTED)  # revealed too early: refused unsent
+        assert err["data"]["error"] == "Registry__CommitPhaseOpen"
+        past_commit_phase(base, tid)
+        for frag, p in enumerate(subs):  # the reveals, relayed
+            res = rpc.result("submitGradient", p)
             assert res["trainer"] == t0.address and res["relayer"] != t0.address
             assert res["event"]["fragment"] == frag and res["event"]["trainer"] == t0.address
-        assert roles["base"].submissions_of(tid, rnd, t0.address)[0] == 0b11  # bit f: fragment f submitted
-        fin = rpc.result("finalizeRound", {"raw_transaction": _commit_tx(syncer, tid, rnd, [0b11, 0])})
-        assert fin["round"] == rnd and fin["event"]["acceptedCount"] == 2 and fin["event"]["quorumMet"] is True
-    assert rpc.result("getRun", {"task_id": "0x" + tid.hex()})["status"] == "COMPLETED"
-    syncer.seal(tid)
+        assert base.submissions_of(tid, rnd, t0.address)[0] == 0b11  # bit f: fragment f submitted
+        com = rpc.result("finalizeRound", {"raw_transaction": commit_round_tx(syncer, tid, rnd, [0b11, 0], credits)})
+        credits = [credits[0] + 1000, 0]  # fragments of 600 + 400 coordinates
+        assert com["function"] == "commitRound" and com["round"] == rnd
+        assert com["event"]["totalCredits"] == str(sum(credits)) or com["event"]["totalCredits"] == sum(credits)
+    run = rpc.result("getRun", {"task_id": "0x" + tid.hex()})
+    assert run["status"] == "COMPLETED" and [r["accepted_bitmaps"] for r in run["rounds"]] == [[3, 0], [3, 0]]
+    base.mine(seconds=base.get_run(tid).challenge_seconds + 1)
+    syncer.seal_root_run(tid)
     rec = rpc.result("getReceipt", {"task_id": "0x" + tid.hex()})
     assert rec["verifier_accepts"] is True
-    assert rec["run_root"] == "0x" + roles["base"].get_receipt(tid).run_root.hex() and rec["rounds"] == 2
+    assert rec["run_root"] == "0x" + base.get_receipt(tid).run_root.hex() and rec["rounds"] == 2
 
 
 def test_misdirected_transactions_are_refused_unsent(rpc, roles, posted):
@@ -128,7 +144,7 @@ def test_misdirected_transactions_are_refused_unsent(rpc, roles, posted):
     err = rpc.error("postTask", {"raw_transaction": enroll}, TX_REJECTED)  # another function
     assert err["data"]["reason"] == "function" and err["data"]["got"] == "enrollTrainerWithPermit"
     err = rpc.error("finalizeRound", {"raw_transaction": enroll}, TX_REJECTED)
-    assert err["data"]["expected"] == ["finalizeRound"]
+    assert err["data"]["expected"] == ["commitRound"]
     token = t0.token.address  # a registry call sent to another contract
     err = rpc.error("enrollTrainer", {"raw_transaction": signed_tx(t0, "enrollTrainer", tid, STAKE, "did:x",
                                                                     to=token)}, TX_REJECTED)
@@ -192,6 +208,11 @@ def test_submit_gradient_refusals(rpc, roles, training, bare_gateway):
     err = Rpc(bare_gateway.url).error("submitGradient", good, NO_RELAYER)
     assert "relayer" in err["message"]
     assert roles["base"].submissions_of(tid, 0, t0.address)[0] == 0  # none of these reached the chain
+    commit_for(t0, good)  # the trainer commits to ``good`` in the commit phase, not to ``other``
+    other = submission(t0, tid, 0, 1)
+    past_commit_phase(roles["base"], tid)
+    err = rpc.error("submitGradient", other, REVERTED)  # a reveal of nothing the trainer committed to
+    assert err["data"]["error"] == "Registry__NotCommitted"
     assert rpc.result("submitGradient", dict(good, trainer=t0.address))["trainer"] == t0.address
     err = rpc.error("submitGradient", good, REVERTED)
     assert err["data"]["error"] == "Registry__DuplicateSubmission"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from op_stack import PW_ENV, ensure_syncer_stake, fresh_task_name, make_spec, small_dataset
+from op_stack import PW_ENV, ensure_syncer_stake, fresh_task_name, make_spec, post_root_run, small_dataset
 from stack import MIN_SYNCER_STAKE, TOKEN, DevStack, free_port, funded_devnet
 from tenzro_operator.keys import anvil_account
 
@@ -44,7 +44,7 @@ def running_task(roles):
     round 0) and then a syncer elected (two steps: request, elect): round 0 is open.
     Returns (spec, task id bytes)."""
     spec = make_spec()
-    roles["sponsor"].post_task(spec, "bafyspec")
+    post_root_run(roles["sponsor"], spec)
     syncer = roles["syncer"]
     ensure_syncer_stake(syncer, spec.syncer_bond_atto, MIN_SYNCER_STAKE)
     tid = spec.task_id_bytes
@@ -109,9 +109,8 @@ def real_spec(tmp_path, run_cli, keystores):
     (dataset and initial weights really pinned on the session IPFS node; M=2, K=1, F=2, 2 rounds,
     sponsor anvil 1) with a fresh task id; ``options`` are more new-spec flags, e.g. ``rounds="1"``
     (``True``: a bare flag).
-    The flow is v1 and the payloads dense unless ``flow="root"`` / ``compression=...`` is given
-    (these tests drive v1's per-submission transactions; new-spec's own defaults, the root flow
-    and MXFP4, are tested on their own)."""
+    The payloads are dense unless ``compression=...`` is given (new-spec's own default, MXFP4, is
+    tested on its own)."""
     from tenzro_operator.spec import load_spec
 
     data = tmp_path / "data.csv"
@@ -122,7 +121,7 @@ def real_spec(tmp_path, run_cli, keystores):
         out = tmp_path / f"spec-{fresh_task_name('s')}.json"
         args = ["train", "new-spec", "--data", str(data), "--task-id", fresh_task_name(), "--out", str(out),
                 "--trainers", "2", "--quorum", "1", "--fragments", "2", "--rounds", "2", "--inner-steps", "2"]
-        for k, v in {"flow": "v1", "compression": "none", **options}.items():
+        for k, v in {"compression": "none", **options}.items():
             flag = f"--{k.replace('_', '-')}"
             if v is not None:  # None: leave the option out (new-spec's own default)
                 args += [flag] if v is True else [flag, str(v)]

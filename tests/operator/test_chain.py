@@ -12,14 +12,13 @@ import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
-from op_stack import ensure_syncer_stake, make_spec
+from op_stack import ensure_syncer_stake, force_commit, make_spec, past_commit_phase, post_root_run
 from stack import MIN_SYNCER_STAKE, TOKEN, free_port
 import torch
 
 from tenzro_operator.chain import (
     ChainClient,
     ChunkOpening,
-    RoundCommit,
     RunStatus,
     SignedPayload,
     SlashReason,
@@ -99,53 +98,71 @@ def test_full_lifecycle_and_conservation(roles, running_task):
     escrowed = spec.reward_pool_atto + 2 * 100 * TOKEN
     fee_per_round = 1000 * TOKEN * 100 // 10_000 // 2  # pool 1000 TNZO, 1 %, over 2 rounds: 5 TNZO
 
+    from tenzro_operator import receipt as R
+    from tenzro_operator.root_flow import credits_proof
+    from tenzro_trainer.round_commitment import credits_tree
+
+    credits = [0, 0]
     for rnd in range(2):
-        # t1 submits both fragments with both transactions in flight; t2 submits fragment 0 only.
-        pend = [t1.submit_outer_gradient(tid, rnd, f, payload(f"bafk-{rnd}-{f}", sha(b"%d%d" % (rnd, f))),
-                                         wait=False)
-                for f in range(2)]
-        res = [t1.wait(p) for p in pend]
+        # the forced path: t1 commits to both fragments, t2 to fragment 0, in the commit phase ...
+        m1 = [force_commit(t1, tid, rnd, f, payload(f"bafk-{rnd}-{f}", sha(b"%d%d" % (rnd, f)))) for f in range(2)]
+        m2 = force_commit(t2, tid, rnd, 0, payload("bafk-t2", sha(b"t2")))
+        with pytest.raises(ChainRevert) as ei:  # nothing is revealed while the phase is open
+            t2.submit_outer_gradient(tid, rnd, 0, m2.signed_payload())
+        assert ei.value.error_name == "Registry__CommitPhaseOpen"
+        past_commit_phase(base, tid)
+        # ... and reveals after it, t1's two transactions in flight at once
+        res = [t1.wait(p) for p in [t1.submit_outer_gradient(tid, rnd, f, m.signed_payload(), wait=False)
+                                    for f, m in enumerate(m1)]]
         ev = res[1].event("GradientSubmitted")
         assert (ev["round"], ev["fragment"], ev["trainer"], ev["cid"]) == (rnd, 1, t1.address, f"bafk-{rnd}-1")
         assert ev["payloadHash"] == sha(b"%d1" % rnd)
-        t2.submit_outer_gradient(tid, rnd, 0, payload("bafk-t2", sha(b"t2")))
+        t2.submit_outer_gradient(tid, rnd, 0, m2.signed_payload())
         assert base.submissions_of(tid, rnd, t1.address) == (0b11, 0, 0)
-        commit = RoundCommit(tid, rnd, [sha(b"w%d0" % rnd), sha(b"w%d1" % rnd)], ["c0", "c1"], [0b11, 0b01],
-                             sha(b"transcript%d" % rnd), "tcid")
-        fin = syncer.finalize_round(commit).event("RoundFinalized")
-        assert fin["acceptedCount"] == 3 and fin["quorumMet"] is True
-        assert fin["commit"]["fragmentCids"] == ["c0", "c1"]  # a trainer gets the next weights from the event
-        assert base.submissions_of(tid, rnd, t2.address) == (0b01, 0, 0b01)
-        rec = base.get_round(tid, rnd)
-        from tenzro_operator import receipt as R
-
-        assert rec.weights_root == R.weights_root(commit.fragment_hashes) == fin["weightsRoot"]
-        assert rec.round_digest == R.round_digest(rnd, rec.weights_root, commit.transcript_hash, 3)
+        hashes = [sha(b"w%d0" % rnd), sha(b"w%d1" % rnd)]
+        com = syncer.commit_round(tid, rnd, sha(b"fragments%d" % rnd), [0b11, 0b01], credits, hashes,
+                                  sha(b"transcript%d" % rnd), "tcid").event("RoundCommitted")
+        credits = [credits[0] + 600 + 400, credits[1] + 600]
+        assert list(com["acceptedBitmaps"]) == [0b11, 0b01] and com["totalCredits"] == sum(credits)
+        assert com["weightsRoot"] == R.weights_root(hashes)
+        assert com["creditsRoot"] == credits_tree(credits).root
 
     done = base.get_run(tid)
     assert done.status == RunStatus.COMPLETED
-    # each finalized round moved one fee from the pool to the finalizing syncer
+    # each committed round moved one fee from the pool to the committing syncer
     assert done.syncer_fees_accrued == 2 * fee_per_round == base.syncer_fee_of(tid, syncer.address)
     assert done.reward_pool_left == spec.reward_pool_atto - 2 * fee_per_round
     with pytest.raises(ChainRevert, match="Registry__WrongStatus"):
         syncer.claim_syncer_fee(tid)  # only after the seal
-    sealed = sponsor.seal(tid)
-    assert sealed.event("RunSealed")["rounds"] == 2
+    with pytest.raises(ChainRevert, match="Registry__ChallengeWindowOpen"):
+        sponsor.seal_root_run(tid)  # the last round can be proven wrong until its window closes
+    base.mine(seconds=done.challenge_seconds + 1)
+    sealed = sponsor.seal_root_run(tid)
+    claimable = sealed.event("RootRunSealed")["claimable"]
+    assert claimable == spec.reward_pool_atto - 2 * fee_per_round
     receipt = base.get_receipt(tid)
-    from tenzro_operator import receipt as R
-
     assert R.run_root(receipt.serialized) == receipt.run_root
     assert receipt.task_id == tid and receipt.spec_hash == spec_hash(spec) and receipt.chain_id == 31337
+    assert receipt.final_model_hash == com["weightsRoot"]
     assert base.verify_receipt(receipt.serialized, receipt.run_root) is True
     assert base.verify_receipt(receipt.serialized, b"\x00" * 32) is False
 
-    # Payouts: t1 earned credits 2*(600+400), t2 2*600 of what the syncer fees left in the pool;
-    # rewards + refunds + dust + syncer fees == escrowed.
-    s1, s2 = base.trainer_stats(tid, t1.address), base.trainer_stats(tid, t2.address)
-    assert (s1.accepted, s2.accepted, s1.credits, s2.credits) == (4, 2, 2000, 1200)
-    assert s1.current_reward == (spec.reward_pool_atto - 2 * fee_per_round) * 2000 // 3200
-    credited = {ev["account"]: ev["reward"] + ev["stakeRefund"] for ev in sealed.events_named("PayoutCredited")}
-    assert sum(credited.values()) + 2 * fee_per_round == escrowed
+    # Payouts: stakes back at the seal; t1 claims for credits 2*(600+400), t2 for 2*600 of what the
+    # syncer fees left in the pool; rewards + refunds + fees + the floor dust == escrowed.
+    refunds = {ev["account"]: ev["stakeRefund"] for ev in sealed.events_named("PayoutCredited")}
+    assert refunds == {t1.address: 100 * TOKEN, t2.address: 100 * TOKEN}
+    root = base.root_state(tid)[2]
+    with pytest.raises(ChainRevert, match="Registry__BadCreditProof"):  # credits it did not earn
+        t2.claim_reward(tid, 1, credits[1] + 1, credits_proof(credits, 1, root))
+    rewards = {}
+    for i, t in enumerate((t1, t2)):
+        rewards[t.address] = t.claim_reward(tid, i, credits[i], credits_proof(credits, i, root)).event(
+            "RewardClaimed")["reward"]
+        assert rewards[t.address] == claimable * credits[i] // sum(credits)
+    with pytest.raises(ChainRevert, match="Registry__AlreadyClaimed"):
+        t1.claim_reward(tid, 0, credits[0], credits_proof(credits, 0, root))
+    dust = claimable - sum(rewards.values())
+    assert 0 <= dust < 2 and sum(rewards.values()) + dust + sum(refunds.values()) + 2 * fee_per_round == escrowed
     # the seal unlocked the syncer's bond; the fee is claimed once, to the withdrawable balance
     assert syncer.syncer_info().locked == bonded.locked - run.syncer_bond
     owed = syncer.withdrawable()
@@ -156,7 +173,7 @@ def test_full_lifecycle_and_conservation(roles, running_task):
     before = [base.token_balance(a) for a in (t1.address, t2.address)]
     got1 = t1.withdraw().event("Withdrawn")["amount"]
     got2 = t2.withdraw().event("Withdrawn")["amount"]
-    assert got1 == credited[t1.address] and got2 == credited[t2.address]
+    assert got1 == refunds[t1.address] + rewards[t1.address] and got2 == refunds[t2.address] + rewards[t2.address]
     assert [base.token_balance(a) for a in (t1.address, t2.address)] == [before[0] + got1, before[1] + got2]
 
 
@@ -179,7 +196,11 @@ def test_eip712_digest_and_signature_match_the_contract(roles, running_task):
     with pytest.raises(ChainRevert) as ei:
         roles["syncer"].prove_invalid(tid, 0, 1, t1.address, SlashReason.NON_FINITE, stale, ChunkOpening(0, b""))
     assert ei.value.error_name in ("Registry__NoSuchSubmission", "Registry__NotSignedBy")
-    # A relayer (the syncer) can submit the trainer's signed gradient.
+    # A relayer (the syncer) can reveal the trainer's signed gradient once the trainer committed to it.
+    from tenzro_operator.root_flow import RevealMessage
+
+    t1.commit_submission(tid, 0, 1, RevealMessage.of(tid, 0, 1, t1.address, base_root, signed).commitment())
+    past_commit_phase(t1, tid)
     res = roles["syncer"].submit_outer_gradient(tid, 0, 1, signed)
     ev = res.event("GradientSubmitted")
     assert ev["trainer"] == t1.address and ev["payloadRoot"] == p.payload_root
@@ -312,7 +333,8 @@ def test_prove_invalid_slashes_with_evidence_only(roles, running_task):
     values = torch.ones(600)
     values[37] = float("nan")
     tree = ChunkTree(values)
-    signed = t1.sign_outer_gradient(tid, 0, 0, payload("bafk-bad", sha(b"bad"), values))
+    signed = force_commit(t1, tid, 0, 0, payload("bafk-bad", sha(b"bad"), values)).signed_payload()
+    past_commit_phase(base, tid)
     t1.submit_outer_gradient(tid, 0, 0, signed)
     with pytest.raises(ChainRevert) as ei:
         syncer.prove_invalid(tid, 0, 0, t1.address, SlashReason.NON_FINITE, signed, ChunkOpening.of(tree, 0))
@@ -337,7 +359,8 @@ def test_availability_challenge_expires_into_a_slash(roles, running_task):
     expires it: the trainer is slashed and the challenger gets its bond back plus the bounty."""
     _, tid = running_task
     base, syncer, t1 = roles["base"], roles["syncer"], roles["trainers"][0]
-    signed = t1.sign_outer_gradient(tid, 0, 0, payload("bafk-gone", sha(b"gone")))
+    signed = force_commit(t1, tid, 0, 0, payload("bafk-gone", sha(b"gone"))).signed_payload()
+    past_commit_phase(base, tid)
     t1.submit_outer_gradient(tid, 0, 0, signed)
     res = syncer.challenge_availability(tid, 0, 0, t1.address, signed, 1)
     ch = res.event("AvailabilityChallenged")

@@ -1,5 +1,5 @@
-"""The demo refuses, before it touches the devnet, a shape the registry cannot run; its spec is
-the root flow with the robust defaults of a new spec unless ``--flow v1`` says otherwise."""
+"""The demo refuses, before it touches the devnet, a shape the registry cannot run; its spec has
+the robust defaults of a new spec, and it runs the one (root) flow."""
 
 import pytest
 from click.testing import CliRunner
@@ -13,7 +13,6 @@ from tenzro_trainer.config import ROBUST_DEFAULTS
     (dict(trainers=8, quorum=9), "between 1 and --trainers (8)"),
     (dict(trainers=200, quorum=150, fragments=12), "M x F = 200 x 12 = 2400"),
     (dict(fragments=129), "1 to 128"),
-    (dict(flow="v2"), "--flow is 'v2'; it must be one of root, v1"),
 ])
 def test_bad_shape_is_refused_up_front(kw, words):
     with pytest.raises(DemoError, match="bad demo options") as exc:
@@ -35,9 +34,8 @@ def test_the_cli_says_why_and_exits_1_without_a_devnet():
 SPONSOR = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 
 
-def test_the_default_spec_is_the_root_flow_with_the_robust_defaults():
+def test_the_default_spec_has_the_robust_defaults():
     d = spec_draft(DemoSettings(), "demo-x", SPONSOR)
-    assert d.flow == "root"
     assert d.aggregation == {ROBUST_DEFAULTS["rule"]: ROBUST_DEFAULTS["rule_params"]}
     assert d.norm_multiple == ROBUST_DEFAULTS["norm_multiple"]
     assert d.score_min == (0.0 if ROBUST_DEFAULTS["scoring"] else None)
@@ -46,17 +44,15 @@ def test_the_default_spec_is_the_root_flow_with_the_robust_defaults():
     assert s.grace_window_ms - min(s.challenge_window_ms, s.grace_window_ms // 2) >= 15_000
 
 
-def test_flow_v1_keeps_the_rule_and_screen_without_scoring():
-    d = spec_draft(DemoSettings(flow="v1"), "demo-x", SPONSOR)
-    assert d.flow == "v1" and d.score_min is None  # the v1 flow cannot leave a submission out
+def test_scoring_off_keeps_the_rule_and_screen():
+    d = spec_draft(DemoSettings(scoring=False), "demo-x", SPONSOR)
+    assert d.score_min is None and d.norm_multiple == ROBUST_DEFAULTS["norm_multiple"]
     assert d.aggregation == {ROBUST_DEFAULTS["rule"]: ROBUST_DEFAULTS["rule_params"]}
 
 
-def test_the_cli_takes_flow_v1_and_refuses_another():
-    res = CliRunner().invoke(main, ["--flow", "v1", "--trainers", "8", "--quorum", "9", "--rpc", "http://127.0.0.1:9"])
-    assert res.exit_code == 1 and "bad demo options" in res.output
-    res = CliRunner().invoke(main, ["--flow", "v2"])
-    assert res.exit_code == 2 and "'v2' is not one of 'root', 'v1'" in res.output
+def test_the_cli_has_no_flow_option_any_more():
+    res = CliRunner().invoke(main, ["--flow", "v1"])
+    assert res.exit_code == 2 and "No such option: --flow" in res.output
 
 
 def test_waiting_for_the_seal_prints_a_line_per_round(capsys, monkeypatch):

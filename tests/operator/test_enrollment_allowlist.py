@@ -1,5 +1,5 @@
 """A sponsor's enrollment allowlist (issue #26; the registry's tier 1) through the operator on a
-real anvil with the deployed contracts: `post_task` with ``enrollment_allowlist`` posts tier 1 and
+real anvil with the deployed contracts: `ChainClient.post_task` with ``enrollment_allowlist`` posts tier 1 and
 allows the listed addresses; an address not on the list is refused by name and keeps its tokens;
 an Open spec is unchanged (tier 0, anyone enrolls)."""
 
@@ -7,17 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from op_stack import make_spec
+from op_stack import make_spec, post_root_run
 from stack import TOKEN
 from tenzro_operator.errors import ChainRevert, SpecError
-from tenzro_operator.roles.sponsor import post_task
-
-
-class _NoIpfs:
-    """Stands in for the IPFS node in `post_task` (only ``add`` is called; not what is tested)."""
-
-    def add(self, data: bytes) -> str:
-        return "bafkreiallowlistspec"
 
 
 def _allowlist_spec(addresses, **overrides):
@@ -28,8 +20,7 @@ def test_only_listed_trainers_enroll_in_an_allowlist_run(roles):
     sponsor, (t0, t1, sybil) = roles["sponsor"], roles["trainers"]
     spec = _allowlist_spec([t0.address, t1.address])
     assert spec.registry_tier == 1
-    post_task(sponsor, _NoIpfs(), spec)
-    tid = spec.task_id_bytes
+    tid = post_root_run(sponsor, spec)
     assert sponsor.get_run(tid).tier == 1
     before = sybil.token_balance()
     with pytest.raises(ChainRevert) as ei:
@@ -71,9 +62,10 @@ def test_a_trainer_daemon_skips_an_allowlist_run_that_does_not_name_it(stack, ip
     sponsor = roles["base"].with_account(anvil_account(9))
     listed, other = roles["trainers"][0], roles["trainers"][2]
     spec = _allowlist_spec([listed.address], sponsor_address=sponsor.address)
-    with IpfsClient(ipfs_url) as ipfs:
-        post_task(sponsor, ipfs, spec)
-    tid = spec.task_id_bytes
+    from tenzro_operator.spec import canonical_json
+
+    with IpfsClient(ipfs_url) as ipfs:  # the daemons read the spec: pinned where they look
+        tid = post_root_run(sponsor, spec, ipfs.add(canonical_json(spec)))
 
     def daemon(client, name):
         cfg = TrainerDaemonConfig(node_rpc=stack.rpc_url, ipfs_api=ipfs_url, deployments=stack.deployments,

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from op_stack import PW_ENV, Anvil, one_line_error
+from op_stack import PW_ENV, Anvil, ensure_syncer_stake, one_line_error, past_commit_phase
 from stack import TOKEN
 from tenzro_operator.keys import anvil_account, create_keystore
 
@@ -156,26 +156,23 @@ def test_post_task_refuses_unfetchable_or_mismatched_assets_before_any_token_mov
     assert "dataset_ref" in line and "hash" in line
 
 
-def test_new_spec_defaults_to_the_benchmarked_defence_on_the_root_flow(real_spec):
+def test_new_spec_defaults_to_the_benchmarked_defence(real_spec):
     """A spec written without choices gets ROBUST_DEFAULTS (the rule that holds every attack of
-    trainer/benchmarks/results/attacks.md at 2 of 8): TrimmedMean 25 %, the norm screen, scoring
-    (which needs the root flow, so the root flow is the default too)."""
+    trainer/benchmarks/results/attacks.md at 2 of 8): TrimmedMean 25 %, the norm screen, scoring."""
     from tenzro_operator.spec import DEFAULT_COMPRESSION
     from tenzro_trainer.config import ROBUST_DEFAULTS
 
-    spec, _ = real_spec(flow="root")
+    spec, _ = real_spec()
     proto = spec.require_protocol()
     assert spec.aggregation_name == ROBUST_DEFAULTS["rule"] == "TrimmedMean"
     assert spec.aggregation_params == ROBUST_DEFAULTS["rule_params"] == {"alpha_bps": 2500}
     assert (proto.flow, proto.score_min, proto.norm_multiple) == ("root", 0.0, ROBUST_DEFAULTS["norm_multiple"])
     assert proto.overlap_steps == 0
-    spec, _ = real_spec(flow=None, compression=None)  # every default: the root flow, MXFP4 payloads
-    assert spec.require_protocol().flow == "root" and DEFAULT_COMPRESSION == "mx_fp4"
+    spec, _ = real_spec(compression=None)  # every default: MXFP4 payloads
+    assert DEFAULT_COMPRESSION == "mx_fp4"
     assert spec.require_protocol().compression == {"kind": "mx", "element": "fp4_e2m1", "block": 32,
                                                    "error_feedback": False}
-    spec, _ = real_spec()  # v1: no scoring (the v1 registry cannot leave a live submission out)
-    assert (spec.require_protocol().flow, spec.require_protocol().score_min) == ("v1", None)
-    spec, _ = real_spec(flow="root", no_scoring=True, aggregation="CoordinateMedian", norm_multiple="4",
+    spec, _ = real_spec(no_scoring=True, aggregation="CoordinateMedian", norm_multiple="4",
                         overlap_steps="2")
     proto = spec.require_protocol()
     assert (spec.aggregation_name, proto.score_min, proto.norm_multiple, proto.overlap_steps) == \
@@ -219,7 +216,7 @@ def test_submit_gradient_of_a_compressed_task_takes_the_codec_s_payloads_only(ru
     from tenzro_trainer.codec import encode_fragment
     from tenzro_trainer.commitment import ChunkTree
 
-    spec, path = real_spec(compression="mx_fp4")
+    spec, path = real_spec(compression="mx_fp4", grace_window="8")  # a commit phase of 4 s
     assert spec.require_protocol().compression == {"kind": "mx", "element": "fp4_e2m1", "block": 32,
                                                    "error_feedback": False}
     assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
@@ -280,7 +277,7 @@ def test_submit_gradient_checks_the_payload_locally(run_cli, roles, keystores, r
     from tenzro_operator.task_runtime import TaskRuntime
     from tenzro_trainer.codec import encode_fragment
 
-    spec, path = real_spec()
+    spec, path = real_spec(grace_window="8")
     assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
     for i, who in enumerate(("t0", "t1")):
         assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
@@ -363,12 +360,17 @@ def test_register_syncer_below_the_minimum_sends_nothing(run_cli, roles, tmp_pat
 
 
 def test_submit_gradient_refuses_a_payload_the_norm_screen_would_prove_an_outlier(run_cli, roles, keystores,
-                                                                                real_spec, tmp_path):
-    """With the fragment's submissions so far, the registry's norm rule (PROTOCOL.md §4) would prove a
-    100x payload an outlier and slash its trainer: the CLI says so and sends nothing."""
+                                                                                real_spec, tmp_path, ipfs_url):
+    """Against the previous round's accepted sums of the fragment (the reference the round's own
+    forcing sybils cannot move), the registry's norm rule (PROTOCOL.md §4) would prove a 100x
+    payload an outlier and slash its trainer: the CLI says so and sends nothing. Round 0 is
+    committed by hand, with t1's and t2's forced payloads accepted on fragment 1."""
+    from tenzro_operator.chain import SignedPayload
+    from tenzro_operator.ipfs import IpfsClient
     from tenzro_operator.task_runtime import TaskRuntime
+    from tenzro_operator.transcript import BlobRef, FragmentRecord, RoundTranscript, Submission
 
-    spec, path = real_spec(trainers="3")
+    spec, path = real_spec(trainers="3", grace_window="8")  # a commit phase of 4 s
     assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
     ks = dict(keystores)
     ks["t2"] = tmp_path / "t2.json"
@@ -376,23 +378,50 @@ def test_submit_gradient_refuses_a_payload_the_norm_screen_would_prove_an_outlie
     for i, who in enumerate(("t0", "t1", "t2")):
         assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
                        "--did", f"did:tenzro:machine:{i}", keystore=ks[who]).exit_code == 0
+    base, syncer = roles["base"], roles["syncer"]
+    tid = spec.task_id_bytes
+    ensure_syncer_stake(syncer, spec.syncer_bond_atto)
+    assert syncer.run_syncer_election(tid) == syncer.address
     runtime = TaskRuntime.from_spec(spec)
     f = tmp_path / "delta.safetensors"
+    f.write_bytes(_payload(runtime, 0, 1, fill=0.01))
+    submit = ["train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
+              "--payload", str(f), "--no-wait"]
+    for who in ("t1", "t2"):  # both commit in the phase; the same command after it reveals
+        assert run_cli(*submit, keystore=ks[who]).exit_code == 0
+    past_commit_phase(base, tid)
     for who in ("t1", "t2"):
-        f.write_bytes(_payload(runtime, 0, 1, fill=0.01))
-        res = run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
-                      "--payload", str(f), keystore=ks[who])
-        assert res.exit_code == 0, res.output
-    base, t0 = roles["base"], roles["trainers"][0]
-    f.write_bytes(_payload(runtime, 0, 1, fill=1.0))  # 100x the others' values: 10,000x their sums
+        res = run_cli(*submit, keystore=ks[who])
+        assert res.exit_code == 0 and "submitted" in res.output, res.output
+    input_root = base.get_run(tid).weights_root
+    accepted = []
+    for ev in base.get_logs(base.run_start_block(base.get_run(tid)), base.block_number(), ["GradientSubmitted"],
+                            task_id=tid):
+        sp = SignedPayload.from_event(ev["args"])
+        accepted.append(Submission(trainer=ev["args"]["trainer"].lower(), cid=sp.cid, sha256="0x" + sp.payload_hash.hex(),
+                                   base_root="0x" + input_root.hex(), payload_root="0x" + sp.payload_root.hex(),
+                                   payload_sumsq=sp.payload_sumsq, signature="0x" + sp.signature.hex()))
+    assert len(accepted) == 2
+    blob = BlobRef(cid="bafkreiweights", sha256="0x" + "00" * 32)
+    tr = RoundTranscript(task_id="0x" + tid.hex(), round=0, rule={}, outer={}, input_weights_root="0x" + input_root.hex(),
+                         weights_root="0x" + "55" * 32, accepted_count=2,
+                         fragments=[FragmentRecord(fragment=0, accepted=[], rejected=[], weights=blob, aggregated=False),
+                                    FragmentRecord(fragment=1, accepted=accepted, rejected=[], weights=blob,
+                                                   aggregated=True)])
+    with IpfsClient(ipfs_url) as ipfs:
+        tcid = ipfs.add(tr.canonical_bytes())
+    base.mine(seconds=10)  # past round 0's deadline: fragment 0 may stay without a submission
+    syncer.commit_round(tid, 0, b"\x66" * 32, [0, 2, 2], [0, 0, 0], [b"\x11" * 32, b"\x22" * 32], tr.hash(), tcid)
+    t0 = roles["trainers"][0]
+    f.write_bytes(_payload(runtime, 1, 1, fill=1.0))  # 100x round 0's accepted values: 10,000x their sums
     nonce = _nonce(base, t0.address)
-    line = one_line_error(run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0",
+    line = one_line_error(run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "1",
                                   "--fragment", "1", "--payload", str(f), keystore=ks["t0"]))
-    assert "NormOutlier" in line and "median of the 3 submissions" in line
+    assert "NormOutlier" in line and "median of round 0's 2 accepted sums" in line
     assert _nonce(base, t0.address) == nonce  # nothing sent
-    f.write_bytes(_payload(runtime, 0, 1, fill=0.02))  # within the screen: sent
-    assert run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "0", "--fragment", "1",
-                   "--payload", str(f), keystore=ks["t0"]).exit_code == 0
+    f.write_bytes(_payload(runtime, 1, 1, fill=0.02))  # within the screen: committed
+    assert run_cli("train", "submit-gradient", "--task-id", spec.task_id, "--round", "1", "--fragment", "1",
+                   "--payload", str(f), "--no-wait", keystore=ks["t0"]).exit_code == 0
     # list-runs names the run by its spec (fetched from IPFS and checked against the on-chain hash)
     table = run_cli("train", "list-runs", "--limit", "1000", env={"COLUMNS": "400"})
     row = next(line for line in table.output.splitlines() if spec.task_id_bytes.hex() in line)

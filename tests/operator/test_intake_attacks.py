@@ -334,6 +334,32 @@ def test_one_flooding_peer_does_not_crowd_out_the_others_on_pubsub(syncer, train
     assert honest.word() in syncer._commitments[(0, 0, t1.address.lower())]
 
 
+def test_a_broken_subscription_is_made_again_not_a_halt(syncer, trainers):
+    """The IPFS node restarted under the syncer (found by the chaos test once the syncer took its
+    submissions from pubsub): the dead stream raised on every later poll until the daemon halted.
+    Now the poll drops it and the next one subscribes again, and a trainer's commitment published
+    again (trainers publish every poll until the round is committed) is taken in."""
+    from tenzro_operator.errors import IpfsUnavailable
+
+    def broken(timeout_s=0):
+        raise IpfsUnavailable("http://127.0.0.1:1", "pubsub/sub ended")
+
+    closed, subscribed = [], []
+    syncer._pubsub = SimpleNamespace(get=broken, close=lambda: closed.append(1))
+    syncer._drain_pubsub(NOW)  # no exception: the poll goes on
+    assert closed == [1] and syncer._pubsub is None
+    t1 = trainers[1]
+    honest = commit_of(t1, reveal_of(t1))
+    queue = [PubsubMessage("peer", honest.encode(), b"", ("t",))]
+    fresh = SimpleNamespace(get=lambda timeout_s=0: queue.pop(0) if queue else None, close=lambda: None)
+    syncer.ipfs = SimpleNamespace(pubsub_subscribe=lambda topic, **kw: subscribed.append(topic) or fresh)
+    syncer.root_listen()
+    syncer._drain_pubsub(NOW)
+    assert len(subscribed) == 1 and syncer._pubsub is fresh
+    assert syncer._verifier.drain(10) == 0
+    assert honest.word() in syncer._commitments[(0, 0, t1.address.lower())]
+
+
 # ----------------------------------------------------------------------------- the trainer's side
 
 

@@ -11,8 +11,6 @@ import pytest
 
 from tenzro_operator.chain import RunStatus, RunView
 from tenzro_operator.run_view import (
-    ROOT,
-    V1,
     RunViewError,
     fold_root_rounds,
     fold_root_trainers,
@@ -95,25 +93,25 @@ def _run(status: RunStatus, **kw) -> RunView:
 
 
 def test_phase_names_the_next_change_and_its_time():
-    assert phase_of(_run(RunStatus.ENROLLING, enrollment_deadline=500), ROOT, 100) == \
+    assert phase_of(_run(RunStatus.ENROLLING, enrollment_deadline=500), 100) == \
         ("ENROLLING", 500, "enrollment closes")
-    assert phase_of(_run(RunStatus.TRAINING, current_round=2, round_deadline=900), ROOT, 100)[1:] == \
+    assert phase_of(_run(RunStatus.TRAINING, current_round=2, round_deadline=900), 100)[1:] == \
         (900, "round 2's deadline")
-    # a completed root-flow run waits for its last round's challenge window (sealable after it)
-    assert phase_of(_run(RunStatus.COMPLETED), ROOT, 1_020, last_commit_at=1_000)[1] == 1_031
-    assert phase_of(_run(RunStatus.COMPLETED), ROOT, 1_031, last_commit_at=1_000)[1:] == (None, "sealable now")
-    assert phase_of(_run(RunStatus.COMPLETED), V1, 0)[1:] == (None, "sealable now")
+    # a completed run waits for its last round's challenge window (sealable after it)
+    assert phase_of(_run(RunStatus.COMPLETED), 1_020, last_commit_at=1_000)[1] == 1_031
+    assert phase_of(_run(RunStatus.COMPLETED), 1_031, last_commit_at=1_000)[1:] == (None, "sealable now")
+    assert phase_of(_run(RunStatus.COMPLETED), 0)[1:] == (None, "sealable now")
     sealed = _run(RunStatus.SEALED)
-    assert phase_of(sealed, ROOT, 10, claim_deadline=99)[1] == 100
-    assert phase_of(sealed, ROOT, 100, claim_deadline=99)[1] is None
-    assert phase_of(sealed, ROOT, 100, claim_deadline=99, swept=True)[1:] == (None, "final")
-    assert phase_of(sealed, V1, 100)[1:] == (None, "final")
+    assert phase_of(sealed, 10, claim_deadline=99)[1] == 100
+    assert phase_of(sealed, 100, claim_deadline=99)[1] is None
+    assert phase_of(sealed, 100, claim_deadline=99, swept=True)[1:] == (None, "final")
+    assert phase_of(sealed, 100)[1:] == (None, "final")
 
 
 def test_trainer_lookup_names_the_run():
     from tenzro_operator.run_view import RunReadModel, TrainerRow
 
-    view = RunReadModel(task_id=b"\x01" * 32, flow=ROOT, run=SimpleNamespace(), head_block=1, now=1, phase="SEALED",
+    view = RunReadModel(task_id=b"\x01" * 32, run=SimpleNamespace(), head_block=1, now=1, phase="SEALED",
                         next_change_at=None, next_change="final", trainers=[TrainerRow(trainer="0xAbC", index=0)],
                         rounds=[])
     assert view.trainer("0xabc").index == 0

@@ -247,14 +247,14 @@ def test_spec_from_bytes_checks_the_on_chain_hash(raw):
         spec_from_bytes(pretty, hashlib.sha256(pretty).digest())
 
 
-def test_the_root_flow_and_scoring_are_spec_fields(raw):
-    assert parse_spec(raw).require_protocol().flow == "v1"  # a spec without the field
+def test_one_flow_and_scoring_are_spec_fields(raw):
+    assert parse_spec(raw).require_protocol().flow == "root"  # a spec without the field
     d = copy.deepcopy(raw)
-    d["metadata"]["protocol"].update(flow="root", score_min=0.0)
+    d["metadata"]["protocol"].update(score_min=0.0)
     proto = parse_spec(d).require_protocol()
     assert (proto.flow, proto.score_min) == ("root", 0.0)
-    d["metadata"]["protocol"]["flow"] = "v1"  # the v1 registry refuses to leave a live submission out
-    with pytest.raises(SpecError, match="score_min"):
+    d["metadata"]["protocol"]["flow"] = "v1"  # protocol v1's flow is gone: the error says so and what to do
+    with pytest.raises(SpecError, match="removed in protocol v3.*set flow: root"):
         parse_spec(d)
     d["metadata"]["protocol"].update(flow="roots", score_min=None)
     with pytest.raises(SpecError, match="flow"):

@@ -1,6 +1,7 @@
 """Fixtures of the replay tests: one devnet (anvil + the Helia IPFS node on free ports in a temp
-dir), the contracts deployed on it, and sealed runs played by `run_driver` (honest and faulty).
-Session-scoped: the runs are shared by the tests that read them."""
+dir), the contracts deployed on it, and sealed root-flow runs played by `run_driver` (honest and
+faulty). Session-scoped: the runs are shared by the tests that read them. The driver moves the
+devnet's clock forward (anvil time travel) through each commit phase and challenge window."""
 
 from __future__ import annotations
 
@@ -62,29 +63,26 @@ def _run(stack, dataset, name: str, **kw) -> drv.SealedRun:
 
 @pytest.fixture(scope="session")
 def honest_run(stack, dataset) -> drv.SealedRun:
-    """2 trainers, 2 fragments, 2 rounds, Mean, all honest."""
+    """2 trainers, 2 fragments, 2 rounds, Mean, all honest; both trainers claimed their rewards."""
     return _run(stack, dataset, "honest")
 
 
 @pytest.fixture(scope="session")
 def bad_hash_run(stack, dataset) -> drv.SealedRun:
-    """Trainer 1 posts a wrong payloadHash for round 1 fragment 0; the syncer accepts it anyway."""
+    """Trainer 1 signs a wrong payloadHash for round 1 fragment 0; the syncer accepts it anyway."""
     return _run(stack, dataset, "bad-hash", faults=drv.Faults(bad_hash=(1, 0, 1)))
 
 
 @pytest.fixture(scope="session")
 def perturbed_run(stack, dataset) -> drv.SealedRun:
-    """The syncer commits perturbed weights for round 0 fragment 1 (not the aggregate)."""
+    """The syncer commits perturbed weights for round 0 fragment 1 (not the outer step of the
+    aggregate), consistently with what it pinned; nobody proves it within the window."""
     return _run(stack, dataset, "perturbed", faults=drv.Faults(perturb=(0, 1)))
 
 
 @pytest.fixture(scope="session")
 def rejection_run(stack, dataset) -> drv.SealedRun:
-    """K=1: trainer 1 sends NaNs for round 0 fragment 1; the honest syncer rejects them (NonFinite)."""
-    return _run(stack, dataset, "nan-rejected", quorum=1, faults=drv.Faults(nan=(0, 1, 1)))
-
-
-@pytest.fixture(scope="session")
-def false_rejection_run(stack, dataset) -> drv.SealedRun:
-    """K=1: the syncer rejects trainer 0's valid round-1 fragment-0 payload as NonFinite (a lie)."""
-    return _run(stack, dataset, "false-reject", quorum=1, faults=drv.Faults(false_reject=(1, 0, 0)))
+    """K=1: trainer 1 delivers NaNs off-chain for round 0 fragment 1 (left out, NonFinite); trainer 0
+    forces a NaN payload on-chain for round 1 fragment 0 (proven invalid, slashed, NonFinite)."""
+    return _run(stack, dataset, "nan-rejected", quorum=1,
+                faults=drv.Faults(nan=(0, 1, 1), forced_nan=(1, 0, 0)))

@@ -1,4 +1,4 @@
-"""RewardEscrow payouts against sealed runs (`tenzro_operator.escrow`), on the devnet.
+"""RewardEscrow payouts against sealed root-flow runs (`tenzro_operator.escrow`), on the devnet.
 
 Balances are read from the token contract, not from the helper's return values, so a helper
 that reported a payout without making it would fail."""
@@ -29,8 +29,10 @@ def test_release_pays_the_beneficiary_with_a_valid_receipt(stack, honest_run):
     ben = anvil_account(BENEFICIARY).address
     amount = 7 * drv.TOKEN + 3
     p0, b0 = payer.token_balance(payer.address), payer.token_balance(ben)
-    # all of the run's work: 2 rounds x 2 trainers x every parameter (each fragment weighs its size)
+    # all of the run's work: 2 rounds x 2 trainers x every parameter (each fragment weighs its size),
+    # the credits the registry summed from the committed bitmaps
     work = 2 * 2 * honest_run.spec.architecture.param_count
+    assert work == sum(honest_run.credits) == payer.get_run(honest_run.task_id).total_credits
     eid = escrow.deposit(payer, ben, amount, honest_run.task_id, expiry_s=3600, **terms(honest_run, min_credits=work))
     e = escrow.get_escrow(payer, eid)
     assert (e.status, e.amount, e.beneficiary, e.task_id) == (EscrowStatus.OPEN, amount, ben, honest_run.task_id)
@@ -47,16 +49,16 @@ def test_release_pays_the_beneficiary_with_a_valid_receipt(stack, honest_run):
         escrow.release(anyone, eid, honest_run.task_id)
 
 
-def test_release_refuses_a_receipt_of_another_task(stack, honest_run, bad_hash_run):
+def test_release_refuses_a_receipt_of_another_task(stack, honest_run, perturbed_run):
     payer = stack.chain(PAYER)
     ben = anvil_account(BENEFICIARY).address
     eid = escrow.deposit(payer, ben, 2 * drv.TOKEN, honest_run.task_id, expiry_s=3600, **terms(honest_run))
     b0 = payer.token_balance(ben)
-    other = payer.get_receipt(bad_hash_run.task_id)
+    other = payer.get_receipt(perturbed_run.task_id)
     assert not escrow.can_release(payer, eid, other.serialized, other.run_root)
     with pytest.raises(ChainRevert, match="RewardEscrow__TaskMismatch") as exc:
-        escrow.release(payer, eid, bad_hash_run.task_id)
-    assert exc.value.args_["receiptTaskId"] == bad_hash_run.task_id
+        escrow.release(payer, eid, perturbed_run.task_id)
+    assert exc.value.args_["receiptTaskId"] == perturbed_run.task_id
     # A receipt of the right task with a root it was not sealed with is refused by the verifier.
     own = payer.get_receipt(honest_run.task_id)
     with pytest.raises(ChainRevert, match="RewardEscrow__ReceiptRejected"):

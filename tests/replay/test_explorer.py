@@ -1,5 +1,7 @@
 """`tenzro explorer` over HTTP against the replay suite's devnet (real anvil, real IPFS node) and
-its sealed runs: the pages show the chain's own figures, every page has a JSON twin, attacker-
+its sealed root-flow runs: the pages show the chain's own figures (the registry's getters, and
+what its ``RoundCommitted``, ``RootRunSealed`` and ``RewardClaimed`` events say: in the root flow
+a run's bitmaps, credits and claims live in its events), every page has a JSON twin, attacker-
 controlled spec text is escaped, unknown runs are 404s, and a dead RPC or IPFS node is a clear
 error page, never a traceback.
 
@@ -84,11 +86,22 @@ def test_sealed_run_pages_show_the_chains_figures(stack, honest_run, explorer, r
     assert doc["run"]["posted_at_iso"].endswith("Z")
     assert doc["spec"]["task_id"] == "replay-honest" and doc["live"] is False
     assert [t["trainer"].lower() for t in doc["trainers"]] == [a.lower() for a in chain.trainers_of(honest_run.task_id)]
-    for t in doc["trainers"]:
+    # the chain's figures: the committed bitmaps (accepted fragments, credits), the seal's claimable
+    # pool and the claims the trainers made; the registry's getters for stake, misses and slashes
+    bitmaps = [list(e["acceptedBitmaps"]) for _, e in sorted(drv.committed(chain, honest_run.task_id).items())]
+    sizes = run.fragment_sizes
+    (sealed,) = drv.events_named(chain, honest_run.task_id, "RootRunSealed")
+    claims = {c["index"]: c["reward"] for c in drv.events_named(chain, honest_run.task_id, "RewardClaimed")}
+    for i, t in enumerate(doc["trainers"]):
         s = chain.trainer_stats(honest_run.task_id, t["trainer"])
-        assert (t["accepted"], t["total_missed"], t["credits"], t["current_reward"], t["slashed"]) == \
-            (s.accepted, s.total_missed, str(s.credits), str(s.current_reward), "0")
-        assert s.accepted == 4  # 2 rounds x 2 fragments, all accepted
+        accepted = sum(bin(b[i]).count("1") for b in bitmaps)
+        credits = sum(n for b in bitmaps for f, n in enumerate(sizes) if b[i] >> f & 1)
+        reward = sealed["claimable"] * credits // run.total_credits
+        assert (t["index"], t["total_missed"], t["slashed"], t["stake"]) == (i, s.total_missed, "0", str(s.stake))
+        assert (t["accepted"], t["credits"], t["current_reward"]) == (accepted, str(credits), str(reward))
+        assert (t["claimed"], t["claimed_reward"]) == (True, str(claims[i]))
+        assert accepted == 4 and t["submitted"] == 4 and t["scored_out"] == 0  # 2 rounds x 2 fragments, all accepted
+        assert credits == honest_run.credits[i] and claims[i] == reward == honest_run.rewards[i] > 0
     assert [r["weights_root"] for r in doc["rounds"]] == ["0x" + w.hex() for w in honest_run.weights_roots]
     assert [r["transcript_cid"] for r in doc["rounds"]] == honest_run.transcript_cids
     assert [r["accepted_count"] for r in doc["rounds"]] == [4, 4]
@@ -99,7 +112,10 @@ def test_sealed_run_pages_show_the_chains_figures(stack, honest_run, explorer, r
     assert doc["receipt"]["verifier_accepts"] is True
     assert doc["receipt"]["verifier"].lower() == "0x0000000000000000000000000000000000001008"
     assert doc["evidence"] == []
-    assert {"TaskPosted", "TrainerEnrolled", "RoundFinalized", "RunSealed"} <= {e["event"] for e in doc["events"]}
+    names = {e["event"] for e in doc["events"]}
+    assert {"TaskPosted", "RootFlowEnabled", "TrainerEnrolled", "RoundCommitted", "RootRunSealed",
+            "RewardClaimed"} <= names
+    assert not names & {"GradientSubmitted", "RoundFinalized"}  # submissions went off-chain, rounds by root
 
     page = _html(explorer, f"/runs/{tid}")
     assert 'http-equiv="refresh"' not in page  # sealed: nothing changes any more
@@ -123,16 +139,24 @@ def test_sealed_run_pages_show_the_chains_figures(stack, honest_run, explorer, r
 
 @pytest.mark.slow
 def test_slash_and_rejection_are_shown(stack, rejection_run, explorer):
+    """Trainer 0's forced NaN payload was proven invalid on-chain (a slash); trainer 1's off-chain
+    NaN payload was only left out. Both rejections are in the transcripts and on the pages."""
     tid = "0x" + rejection_run.task_id.hex()
     doc = _api(explorer, f"/api/runs/{tid}")
     slashed = [e for e in doc["evidence"] if e["event"] == "TrainerSlashed"]
     assert len(slashed) == 1 and slashed[0]["args"]["reason_name"] == "NON_FINITE"
     offender = slashed[0]["args"]["trainer"]
+    assert offender.lower() == rejection_run.trainers[0]
     row = next(t for t in doc["trainers"] if t["trainer"] == offender)
     assert int(row["slashed"]) == int(slashed[0]["args"]["amount"]) > 0
+    for t, (r, f) in zip(doc["trainers"], ((1, 0), (0, 1))):  # each trainer's one rejected payload
+        assert t["submitted"] == 4 and t["accepted"] == 3 and t["scored_out"] == 1
+        assert [(x["round"], x["fragment"], x["reason"]) for x in t["scored_out_reasons"]] == [(r, f, "NonFinite")]
+    assert next(t for t in doc["trainers"] if t["trainer"] != offender)["slashed"] == "0"
     page = _html(explorer, f"/runs/{tid}")
     assert "TrainerSlashed" in page and "NON_FINITE" in page
-    assert "NonFinite" in _html(explorer, f"/runs/{tid}/rounds/0")
+    for r in (0, 1):
+        assert "NonFinite" in _html(explorer, f"/runs/{tid}/rounds/{r}")
 
 
 def test_hostile_spec_text_is_escaped(stack, dataset, explorer):

@@ -1,13 +1,14 @@
 """`tenzro explorer` in a real headless Chromium during a live devnet run.
 
-The replay suite's devnet (anvil + the Helia IPFS node) and run driver play a run of 3 rounds
-while the explorer serves it (``--refresh 1``) and tests/browser/watch_run.mjs keeps its page
-open in Chromium (npm ``@sparticuz/chromium``, driven by ``playwright-core``; no download). The
-browser never reloads by itself: the page's own ``<meta http-equiv="refresh">`` does, and each
-load is read back. The run waits after its post and after each ``finalizeRound`` until the
-browser has shown that state, so the test sees every round appear as it finalizes; at the end
-the figures on the page (rounds' accepted counts and weights roots, each trainer's submissions,
-acceptances, credits and reward) are checked against the chain."""
+The replay suite's devnet (anvil + the Helia IPFS node) and run driver play a root-flow run of 3
+rounds while the explorer serves it (``--refresh 1``) and tests/browser/watch_run.mjs keeps its
+page open in Chromium (npm ``@sparticuz/chromium``, driven by ``playwright-core``; no download).
+The browser never reloads by itself: the page's own ``<meta http-equiv="refresh">`` does, and each
+load is read back. The run waits after its post and after each ``commitRound`` until the browser
+has shown that state, so the test sees every round appear as it is committed (the page's
+"finalized" column); at the end the figures on the page (rounds' accepted counts and weights
+roots, each trainer's submissions, acceptances, credits and reward) are checked against the
+chain: the registry's getters and the run's ``RoundCommitted`` and ``RootRunSealed`` events."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def _finalized(snap: dict) -> int:
 
 
 @pytest.mark.slow
-def test_live_run_page_in_chromium_shows_rounds_as_they_finalize(stack, dataset, live_explorer):
+def test_live_run_page_in_chromium_shows_rounds_as_they_are_committed(stack, dataset, live_explorer):
     node(), node_env()  # fail at once, with what to run, when Node or the browser packages are missing
     name = f"browser-live-{os.getpid()}-{time.time_ns()}"
     watcher: dict[str, Watcher] = {}
@@ -105,8 +106,8 @@ def test_live_run_page_in_chromium_shows_rounds_as_they_finalize(stack, dataset,
         if step == "posted":  # open the page while the run is live, before any round
             w = watcher["w"] = Watcher(f"{live_explorer}/runs/{name}", timeout_s=600)
             w.wait_for("the posted run", lambda s: s["status"] in ("ENROLLING", "TRAINING"), 180)
-        elif step == "finalized":
-            watcher["w"].wait_for(f"round {rnd} finalized", lambda s: _finalized(s) == rnd + 1, 60)
+        elif step == "committed":
+            watcher["w"].wait_for(f"round {rnd} committed", lambda s: _finalized(s) == rnd + 1, 60)
 
     def play() -> None:
         try:
@@ -142,22 +143,31 @@ def test_live_run_page_in_chromium_shows_rounds_as_they_finalize(stack, dataset,
     chain = stack.chain()
     task_id = result["run"].task_id
     assert [r["weights_root"] for r in last["rounds"]] == ["0x" + h.hex() for h in result["run"].weights_roots]
+    events = drv.committed(chain, task_id)
     for r, row in enumerate(last["rounds"]):
         rec = chain.get_round(task_id, r)
         assert row["round"] == r and row["finalized"]
         assert row["accepted"] == rec.accepted_count == 4  # 2 trainers x 2 fragments
-        assert row["weights_root"] == "0x" + rec.weights_root.hex()
+        assert row["weights_root"] == "0x" + bytes(events[r]["weightsRoot"]).hex()  # getRound leaves it 0
         assert row["seconds"] is not None and row["seconds"] >= 0
     assert len(last["rounds"]) == ROUNDS
     order = chain.trainers_of(task_id)
     assert [t["trainer"].lower() for t in last["trainers"]] == [a.lower() for a in order]
-    for t in last["trainers"]:
+    run = chain.get_run(task_id)
+    (sealed,) = drv.events_named(chain, task_id, "RootRunSealed")
+    for i, t in enumerate(last["trainers"]):
         s = chain.trainer_stats(task_id, t["trainer"])
+        bitmaps = [events[r]["acceptedBitmaps"][i] for r in range(ROUNDS)]
+        accepted = sum(bin(b).count("1") for b in bitmaps)
+        credits = sum(n for b in bitmaps for f, n in enumerate(run.fragment_sizes) if b >> f & 1)
+        # every fragment delivered (the transcripts list them) and accepted
         assert (t["submitted"], t["accepted"], t["missed"], t["credits"]) == \
-            (s.submitted, s.accepted, s.total_missed, str(s.credits))
-        assert t["reward"] == format_tokens(s.current_reward) and t["slashed"] == format_tokens(0)
+            (2 * ROUNDS, accepted, s.total_missed, str(credits))
+        assert accepted == 2 * ROUNDS and credits == result["run"].credits[i]
+        reward = sealed["claimable"] * credits // run.total_credits
+        assert t["reward"] == format_tokens(reward) and t["slashed"] == format_tokens(0)
         assert t["state"] == "enrolled"
-    # a page seen mid-run showed the chain's figures of that moment too: round 0 as finalized
+    # a page seen mid-run showed the chain's figures of that moment too: round 0 as committed
     mid = next(s for s in snaps if _finalized(s) == 1)
     assert mid["rounds"][0]["weights_root"] == last["rounds"][0]["weights_root"]
     assert mid["status"] == "TRAINING" and mid["refresh"] is True

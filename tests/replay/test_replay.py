@@ -1,8 +1,9 @@
-"""`tenzro train verify-receipt`: the off-chain replay of sealed runs, honest and faulty.
+"""`tenzro train verify-receipt`: the off-chain replay of sealed root-flow runs, honest and faulty.
 
-The runs are played by `run_driver` (an independent implementation of the protocol's round);
-the replay must accept the honest one bit for bit and name the first thing that is wrong in
-the faulty ones."""
+The runs are played by `run_driver` (an independent implementation of the root-flow round:
+signed off-chain submissions, ``commitRound`` by root, ``sealRootRun``, Merkle claims); the replay
+must accept the honest one bit for bit, confirm the honest syncer's rejections, and name the
+first thing that is wrong in the faulty one."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from eth_utils import keccak, to_checksum_address
 import run_driver as drv
 from stack import free_port
 from tenzro_operator import receipt as rc
+from tenzro_operator.chain import SlashReason
 from tenzro_operator.cli import cli
 from tenzro_operator.errors import IpfsUnavailable
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account
 from tenzro_operator.replay import ReplayError, verify_receipt
+from tenzro_operator.root_check import RootRoundChecker
 from tenzro_operator.roles.sponsor import SpecDraft, build_spec, post_task
 
 pytestmark = pytest.mark.slow
@@ -27,46 +30,67 @@ pytestmark = pytest.mark.slow
 
 def test_honest_run_verifies_by_replay_and_on_chain(stack, honest_run):
     chain = stack.chain()
+    assert chain.is_root_flow(honest_run.task_id)
     seen = []
     report = verify_receipt(chain, stack.ipfs, honest_run.task_id, progress=lambda *a: seen.append(a))
     assert report.ok, report.first_mismatch
     assert report.verifier_ok and report.deployed_verifier_ok and report.tampered_refused
-    # 2 rounds x 2 trainers x 2 fragments, each fetched, hashed, decoded, aggregated.
+    # 2 rounds x 2 trainers x 2 fragments, each fetched, decoded and aggregated again.
     assert [r.round for r in report.rounds] == [0, 1]
     assert report.payloads_checked == 8 and all(r.accepted == 4 for r in report.rounds)
-    # The driver's own weights roots (computed while playing) are what the receipt commits to.
+    # The driver's own weights roots (computed while playing) are what the registry committed and
+    # what the receipt names.
+    events = drv.committed(chain, honest_run.task_id)
+    assert [bytes(events[r]["weightsRoot"]) for r in (0, 1)] == honest_run.weights_roots
+    assert [events[r]["transcriptCid"] for r in (0, 1)] == honest_run.transcript_cids
+    assert all(list(events[r]["acceptedBitmaps"]) == [0b11, 0b11] for r in (0, 1))
     rec = chain.get_receipt(honest_run.task_id)
     assert rec.final_model_hash == honest_run.weights_roots[-1]
     assert rc.decode_receipt(rec.serialized).rounds == 2
-    assert ("round", 2, 2) in seen and ("payload", 4, 4) in seen
+    assert ("receipt", 1, 1) in seen and ("round", 2, 2) in seen
     assert report.to_json()["ok"] is True and json.dumps(report.to_json())
+    # The seal opened the claims: each trainer was paid floor(claimable x credits / total) for the
+    # credits the registry summed from the committed bitmaps (each fragment weighs its size).
+    (sealed,) = drv.events_named(chain, honest_run.task_id, "RootRunSealed")
+    work = 2 * honest_run.spec.architecture.param_count
+    assert honest_run.credits == [work, work] and chain.get_run(honest_run.task_id).total_credits == 2 * work
+    assert honest_run.rewards == [sealed["claimable"] * work // (2 * work)] * 2 and honest_run.rewards[0] > 0
+    claims = drv.events_named(chain, honest_run.task_id, "RewardClaimed")
+    assert [(c["index"], c["credits"], c["reward"]) for c in claims] == \
+        [(i, work, honest_run.rewards[i]) for i in (0, 1)]
+    assert all(chain.claimed(honest_run.task_id, i) for i in (0, 1))
 
 
-def test_payload_that_does_not_hash_is_named(stack, bad_hash_run):
+def test_an_accepted_payload_that_does_not_hash_to_its_signed_hash_is_named(stack, bad_hash_run):
+    """The syncer accepted bytes that are not what the trainer signed (their sha256 is not the signed
+    payloadHash): every commitment is consistent, only hashing the payload shows it."""
     report = verify_receipt(stack.chain(), stack.ipfs, bad_hash_run.task_id)
-    assert not report.ok
+    assert not report.ok and report.rounds[0].ok and report.verifier_ok
     first = report.first_mismatch
-    bad_trainer = bad_hash_run.trainers[1]
-    assert first.round == 1
-    assert first.what.startswith(f"round 1 fragment 0 trainer {bad_trainer}") and "sha256 vs payloadHash" in first.what
-    assert report.rounds[0].ok
-    # Everything else in the run is consistent: that one payload is the only problem.
-    assert len(report.mismatches) == 1
-    # The receipt itself is well formed and the verifier accepts it: only a replay catches this.
-    assert report.verifier_ok
+    assert first.round == 1 and first.fragment == 0
+    assert "does not hash to its signed payloadHash" in first.got and bad_hash_run.trainers[1] in first.got
 
 
 def test_committed_weights_that_are_not_the_aggregate_are_named(stack, perturbed_run):
-    report = verify_receipt(stack.chain(), stack.ipfs, perturbed_run.task_id)
+    chain = stack.chain()
+    report = verify_receipt(chain, stack.ipfs, perturbed_run.task_id)
     assert not report.ok
     first = report.first_mismatch
-    assert first.round == 0 and first.what == "round 0 fragment 1 weights sha256 (recomputed vs committed)"
-    assert {m.what for m in report.rounds[0].mismatches} >= {
-        "round 0 weights root (recomputed vs getRound)", "round 0 round digest (recomputed vs receipt)"}
-    assert not any("fragment 0" in m.what for m in report.rounds[0].mismatches)
-    # The replay continues from the committed weights: round 1 (an honest round) checks out.
+    assert first.round == 0 and first.what == "round 0 fragment 1 state (recomputed vs committed)"
+    assert first.got.startswith("fragment 1 coordinate 0: committed weight")  # the first perturbed value
+    # The syncer's commitments agree with what it pinned (weights root, bitmaps, digests, receipt):
+    # only the recomputation of the round sees the lie, and the receipt itself verifies.
+    assert len(report.mismatches) == 1 and report.verifier_ok
+    # The replay goes on from the committed weights: round 1 (an honest round) checks out.
     assert report.rounds[1].ok
-    assert any(m.what == "run root (recomputed by replay vs receipt)" for m in report.receipt_checks)
+    # What the replay found is what a watcher proves within the window: an aggregate proof at
+    # fragment 1 (proveAggregate's arguments), not an unprovable difference.
+    run = chain.get_run(perturbed_run.task_id)
+    checker = RootRoundChecker.for_run(chain, stack.ipfs, perturbed_run.task_id, run, chain.run_start_block(run))
+    res = checker.check(0, drv.committed(chain, perturbed_run.task_id)[0])
+    assert (res.ok, res.kind, res.fragment, res.coordinate) == (False, "aggregate", 1, 0)
+    claim, opening, signatures = res.proof
+    assert claim[0] == perturbed_run.task_id and claim[1] == 0 and len(signatures) == 2
 
 
 def test_commitment_only_replay_cannot_see_wrong_weights(stack, perturbed_run, honest_run):
@@ -123,23 +147,36 @@ def test_cli_verify_receipt(stack, honest_run, perturbed_run):
     assert out["ok"] is True and out["first_mismatch"] is None and out["payloads_checked"] == 8
     bad = CliRunner().invoke(cli, ["train", "verify-receipt", "--task-id", perturbed_run.task_name, *common])
     assert bad.exit_code == 1
-    assert "first mismatch: round 0 fragment 1 weights sha256" in bad.output
+    assert "first mismatch: round 0 fragment 1 state (recomputed vs committed)" in bad.output
 
 
-def test_honest_rejection_is_confirmed(stack, rejection_run):
-    """A NaN payload rejected (and slashed) by the syncer: the replay re-checks the claim and passes."""
+def test_honest_rejections_pass_the_replay(stack, rejection_run):
+    """The honest syncer left both NaN payloads out: trainer 1's off-chain one (nothing on-chain,
+    no slash) and trainer 0's forced one (proven invalid on-chain, slashed). The committed rounds
+    aggregate only what was valid, and the replay passes."""
     chain = stack.chain()
-    bad = rejection_run.trainers[1]
-    assert chain.submissions_of(rejection_run.task_id, 0, to_checksum_address(bad))[1] == 0b10  # rejected on-chain
-    assert chain.trainer_stats(rejection_run.task_id, bad).slashed > 0
-    report = verify_receipt(chain, stack.ipfs, rejection_run.task_id)
+    task = rejection_run.task_id
+    t0, t1 = rejection_run.trainers
+    events = drv.committed(chain, task)
+    assert list(events[0]["acceptedBitmaps"]) == [0b11, 0b01]  # round 0: trainer 1's fragment 1 left out
+    assert list(events[1]["acceptedBitmaps"]) == [0b10, 0b11]  # round 1: trainer 0's fragment 0 left out
+    for r, f, who in ((0, 1, t1), (1, 0, t0)):
+        tr = drv.transcript(stack.ipfs, events[r]["transcriptCid"])
+        fr = tr.fragments[f]
+        assert [(x.trainer, x.reason) for x in fr.rejected] == [(who, "NonFinite")]
+        assert [x.trainer for x in fr.accepted] == [a for a in rejection_run.trainers if a != who]
+    # off-chain: the registry never saw trainer 1's payload
+    assert chain.submissions_of(task, 0, to_checksum_address(t1)) == (0, 0, 0)
+    assert chain.trainer_stats(task, t1).slashed == 0
+    # forced: submitted and rejected on-chain, its trainer slashed for NonFinite
+    assert chain.submissions_of(task, 1, to_checksum_address(t0)) == (0b01, 0b01, 0)
+    (slash,) = drv.events_named(chain, task, "TrainerSlashed")
+    assert slash["trainer"].lower() == t0 and slash["reason"] == SlashReason.NON_FINITE
+    assert chain.trainer_stats(task, t0).slashed == slash["amount"] > 0
+    # each lost one fragment's credits (both fragments have the same size here)
+    sizes = rejection_run.spec.require_protocol().fragment_sizes
+    work = 2 * sum(sizes)
+    assert rejection_run.credits == [work - sizes[0], work - sizes[1]]
+    report = verify_receipt(chain, stack.ipfs, task)
     assert report.ok, report.first_mismatch
-    assert report.rounds[0].accepted == 3 and report.rounds[1].accepted == 4
-
-
-def test_false_rejection_is_named(stack, false_rejection_run):
-    report = verify_receipt(stack.chain(), stack.ipfs, false_rejection_run.task_id)
-    assert not report.ok
-    honest = false_rejection_run.trainers[0]
-    assert [m.what for m in report.mismatches] == [f"round 1 fragment 0 trainer {honest} rejection 'NonFinite'"]
-    assert report.first_mismatch.got == "a valid payload"
+    assert [r.accepted for r in report.rounds] == [3, 3] and report.payloads_checked == 6

@@ -1,7 +1,8 @@
 """Issue #24: the replay (``verify-receipt``, the watcher) read every object under the IPFS
-client's 1 GiB default cap, so a 768 MiB payload went into memory whole. Each read now has the
-cap of what it reads: `TaskRuntime.payload_cap` for payloads and weights, the transcript cap for
-transcripts; a larger object is cut off at the cap (real local IPFS node)."""
+client's 1 GiB default cap, so a 768 MiB payload went into memory whole. Each read of the
+root-flow checker (`tenzro_operator.root_check`) now has the cap of what it reads:
+`TaskRuntime.payload_cap` for payloads, weights and momentum, the transcript cap for transcripts;
+a larger object is cut off at the cap (real local IPFS node)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,23 @@ import tracemalloc
 
 import pytest
 
+from tenzro_operator.errors import IpfsTooLarge
 from tenzro_operator.ipfs import DEFAULT_MAX_BYTES
-from tenzro_operator.replay import _fetch, verify_receipt
+from tenzro_operator.replay import verify_receipt
 
 
-def test_fetch_refuses_an_object_over_its_cap_without_reading_it_whole(stack):
+def test_a_capped_read_refuses_an_object_over_its_cap_without_reading_it_whole(stack):
     data = os.urandom(3 * 1024 * 1024)
     cid = stack.ipfs.add(data)
     tracemalloc.start()
     try:
-        raw, why = _fetch(stack.ipfs, cid, 256 * 1024)
+        with pytest.raises(IpfsTooLarge, match=f"more than {256 * 1024} bytes"):
+            stack.ipfs.cat(cid, max_bytes=256 * 1024)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert raw is None and str(256 * 1024) in why, why
     assert peak < 1024 * 1024, f"peak {peak} bytes held for a 256 KiB cap"
-    assert _fetch(stack.ipfs, cid, len(data)) == (data, "")
+    assert stack.ipfs.cat(cid, max_bytes=len(data)) == data
 
 
 class _Recording:

@@ -89,11 +89,14 @@ _n = {"i": 0}
 
 
 def post_small_task(dev: Devnet, *, trainers: int = 3, quorum: int = 2, fragments: int = 2, rounds: int = 2,
-                    inner_steps: int = 3, grace_window_ms: int = 30_000, spec_cid: str | None = None,
+                    inner_steps: int = 3, grace_window_ms: int = 16_000, spec_cid: str | None = None,
                     **extra) -> bytes:
     """The sponsor (anvil 1) pins a real dataset and a tiny model's initial weights and posts the
     task (`roles.sponsor.build_spec` + `post_task`). Returns the task id (bytes32).
-    ``spec_cid``: post this CID instead of the spec's (a run whose spec cannot be fetched)."""
+    ``spec_cid``: post this CID instead of the spec's (a run whose spec cannot be fetched).
+    Windows short enough for a test: by default a 16 s grace window and a 4 s challenge window
+    (a 12 s commit phase, a 4 s reveal phase; the seal waits 4 s after the last commit)."""
+    extra.setdefault("challenge_window_ms", 4_000)
     from tenzro_operator.roles.sponsor import SpecDraft, build_spec, post_task
 
     _n["i"] += 1
@@ -185,6 +188,14 @@ def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, account: i
     return SyncerDaemon(config, anvil_account(account), dev.client(account), dev.ipfs())
 
 
+def accepted_counts(client: ChainClient, task_id: bytes) -> dict[str, int]:
+    """Accepted fragment submissions per trainer (checksummed address) of run ``task_id``, summed
+    over its committed rounds' bitmaps (`tenzro_operator.run_view`: the registry keeps roots only)."""
+    from tenzro_operator.run_view import build
+
+    return {t.trainer: t.accepted for t in build(client, task_id).trainers}
+
+
 def events(client: ChainClient, task_id: bytes, name: str) -> list:
     """Every ``name`` event of run ``task_id`` since the deployment (decoded, in chain order)."""
     return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=task_id)
@@ -226,7 +237,7 @@ def collecting(dev, tmp_path):
     at the end."""
     with log_context():  # the syncer sets its task and round in the log context: restored after the test
         tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=60_000,
-                              challenge_window_ms=4_000, flow="root")
+                              challenge_window_ms=4_000)
         trainers = [dev.client(TRAINERS[k]) for k in range(2)]
         for c in trainers:
             c.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{c.address}")

@@ -29,7 +29,7 @@ MXFP4_EF = {"kind": "mx", "element": "fp4_e2m1", "error_feedback": True}
 @pytest.mark.slow
 def test_a_root_flow_run_with_mxfp4_payloads_seals_replays_and_pins_fewer_bytes(dev, runner, tmp_path):
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                          challenge_window_ms=4_000, flow="root", compression="mx_fp4")
+                          challenge_window_ms=4_000, compression="mx_fp4")
     # the draft's name is pinned as the full codec object
     client, ipfs = dev.client(), dev.ipfs()
     run = client.get_run(tid)
@@ -38,7 +38,7 @@ def test_a_root_flow_run_with_mxfp4_payloads_seals_replays_and_pins_fewer_bytes(
                                                           "error_feedback": False}
     # ... and a codec object the same way (error feedback on): this is the run served below
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                          challenge_window_ms=4_000, flow="root", compression=MXFP4_EF)
+                          challenge_window_ms=4_000, compression=MXFP4_EF)
     runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", straggler_wait_s=30.0, evaluate=False))
     for k in range(2):
         runner.start(f"t{k}", trainer_daemon(dev, TRAINERS[k], tid, tmp_path / f"t{k}"))

@@ -1,20 +1,25 @@
-"""Hostile submissions against the syncer daemon on a real devnet (issue 14: H1, M6, M8): every
+"""Hostile forced submissions against the syncer daemon on a real devnet (issue 14: H1, M6): every
 fault of a submission is that submission's rejection, never a reason for the syncer to halt; the
-run finalizes and seals, the faulty trainers are slashed where the fault is provable (here: an
-availability challenge nobody answers, PROTOCOL.md §4), the honest ones lose nothing, and tokens
-are conserved."""
+run commits and seals, the faulty trainers are slashed where the fault is provable (here: a
+whole-payload availability challenge nobody answers, PROTOCOL.md §4), the honest ones lose
+nothing, and tokens are conserved. (A copy of an honest payload, M8, cannot be forced in the
+one flow: payloads are public only after the commit phase; the copycat is
+tests/roles/test_root_flow_daemons.py's.)"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
 
 import pytest
 
-from roles_stack import TRAINERS, events, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, accepted_counts, events, post_small_task, syncer_daemon, trainer_daemon
 from stack import TOKEN, wait_until
 from tenzro_operator.chain import RunStatus, SignedPayload
 from tenzro_operator.ipfs import Cid, kubo_cid
+from tenzro_operator.root_flow import RevealMessage
 from tenzro_operator.transcript import RoundTranscript
 
 pytestmark = pytest.mark.timeout(300)
@@ -22,9 +27,29 @@ pytestmark = pytest.mark.timeout(300)
 BLAKE2B_RAW_CID = str(Cid(1, 0x55, 0xB220, hashlib.blake2b(b"x", digest_size=32).digest()))
 
 
+def _junk(cid: str) -> SignedPayload:
+    return SignedPayload(os.urandom(32), 0x3F800000, cid, b"\x00" * 32)
+
+
+def _commit(trainer, tid: bytes, fragment: int, payload: SignedPayload) -> RevealMessage:
+    """``trainer`` signs ``payload`` for round 0 and commits to it on-chain (the forced path's first half)."""
+    base_root = trainer.get_run(tid).weights_root
+    m = RevealMessage.of(tid, 0, fragment, trainer.address, base_root,
+                         trainer.sign_outer_gradient(tid, 0, fragment, payload, base_root=base_root))
+    trainer.commit_submission(tid, 0, fragment, m.commitment())
+    return m
+
+
+def _reveal_after_the_phase(client, trainer, tid: bytes, m: RevealMessage, delay_s: float = 0.0) -> None:
+    closes = client.commit_phase(tid)[0]
+    wait_until(lambda: client.block_timestamp("latest") > closes or client.mine() or False, 60, "the commit phase")
+    time.sleep(delay_s)
+    trainer.submit_outer_gradient(tid, 0, m.fragment, m.signed_payload())
+
+
 @pytest.mark.slow
-def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals(dev, runner, tmp_path):
-    tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=1, challenge_window_ms=3_000)
+def test_bad_cids_and_unavailable_forced_payloads_are_rejected_and_the_run_seals(dev, runner, tmp_path):
+    tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=1, grace_window_ms=30_000)
     a, b = dev.client(TRAINERS[2]), dev.client(TRAINERS[3])  # the attackers, enrolled by hand
     for t in (a, b):
         t.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{t.address}")
@@ -33,24 +58,12 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
     client = dev.client()
     wait_until(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
-    zero = b"\x00" * 32
-
-    def junk(cid: str) -> SignedPayload:
-        return SignedPayload(os.urandom(32), 0x3F800000, cid, zero)
-
-    # H1: a CID that is not one, and one with a multihash this operator can not verify
-    a.submit_outer_gradient(tid, 0, 0, junk("not-a-cid"))
-    a.submit_outer_gradient(tid, 0, 1, junk(BLAKE2B_RAW_CID))
-    # M6: a well-formed CID nobody can serve
-    b.submit_outer_gradient(tid, 0, 0, junk(kubo_cid(os.urandom(1000))))
-    # M8: a copy of an honest trainer's payload (its CID and hash, signed by the copier)
-    honest = dev.client(TRAINERS[0]).address
-    ev = wait_until(lambda: next((e for e in events(client, tid, "GradientSubmitted")
-                             if e["args"]["trainer"] == honest and e["args"]["fragment"] == 1), None),
-               180, "an honest submission to copy")
-    copied = SignedPayload.from_event(ev["args"])
-    b.submit_outer_gradient(tid, 0, 1, SignedPayload(copied.payload_root, copied.payload_sumsq, copied.cid,
-                                                     copied.payload_hash))
+    # H1: a CID that is not one, and one with a multihash this operator can not verify;
+    # M6: a well-formed CID nobody can serve. Committed in the commit phase, revealed after it.
+    forced = [(a, _commit(a, tid, 0, _junk("not-a-cid"))), (a, _commit(a, tid, 1, _junk(BLAKE2B_RAW_CID))),
+              (b, _commit(b, tid, 0, _junk(kubo_cid(os.urandom(1000)))))]
+    for t, m in forced:
+        _reveal_after_the_phase(client, t, tid, m)
 
     results = runner.join(240)
     assert results == {"syncer": 0, "honest0": 0, "honest1": 0}, results
@@ -58,58 +71,60 @@ def test_bad_cids_unavailable_and_copied_payloads_are_rejected_and_the_run_seals
     assert run.status == RunStatus.SEALED
     slashes = sorted((e["args"]["trainer"], e["args"]["fragment"], e["args"]["reason"])
                      for e in events(client, tid, "TrainerSlashed"))
-    # none of them is provable from its bytes, so the syncer challenged each for availability; the
-    # attackers did not answer, and the syncer expired the challenges before the seal (5 = Unavailable)
-    assert slashes == sorted([(a.address, 0, 5), (a.address, 1, 5), (b.address, 0, 5), (b.address, 1, 5)])
-    assert len(events(client, tid, "AvailabilityChallenged")) == 4
+    # none of them is provable from its bytes, so the syncer demanded each whole; the attackers did
+    # not answer, and the syncer expired the challenges before it committed (5 = Unavailable)
+    assert slashes == sorted([(a.address, 0, 5), (a.address, 1, 5), (b.address, 0, 5)])
+    assert len(events(client, tid, "AvailabilityChallenged")) == 3
+    accepted = accepted_counts(client, tid)
     for idx in TRAINERS[:2]:
-        st = client.trainer_stats(tid, dev.client(idx).address)
-        assert (st.accepted, st.slashed) == (2, 0)
+        who = dev.client(idx).address
+        assert (accepted[who], client.trainer_stats(tid, who).slashed) == (2, 0)
     ipfs = dev.ipfs()
-    fin = events(client, tid, "RoundFinalized")[0]["args"]["commit"]
-    tr = RoundTranscript.parse(ipfs.cat(fin["transcriptCid"]), bytes(fin["transcriptHash"]))
+    (com,) = events(client, tid, "RoundCommitted")
+    tr = RoundTranscript.parse(ipfs.cat(com["args"]["transcriptCid"]), bytes(com["args"]["transcriptHash"]))
     rej = {(fr.fragment, r.trainer): (r.reason, r.detail) for fr in tr.fragments for r in fr.rejected}
     assert rej[(0, a.address.lower())][0] == "Malformed" and "not a valid CID" in rej[(0, a.address.lower())][1]
     assert rej[(1, a.address.lower())][0] == "Malformed" and "0xb220" in rej[(1, a.address.lower())][1]
     assert rej[(0, b.address.lower())][0] == "Unavailable"
-    assert rej[(1, b.address.lower())][0] == "Malformed" and "trainer" in rej[(1, b.address.lower())][1]
-    # conservation: payouts + syncer fees + burned == pool + the four stakes
-    payouts = events(client, tid, "PayoutCredited")
-    credited = sum(p["args"]["reward"] + p["args"]["stakeRefund"] for p in payouts)
-    burned = sum(e["args"]["amount"] for e in events(client, tid, "TrainerSlashed"))
-    assert burned > 0
-    assert credited + run.syncer_fees_accrued + burned == run.reward_pool + 4 * 100 * TOKEN
+    # conservation: refunds + claims + syncer fees + slashes + dust == pool + the four stakes
+    refunds = sum(e["args"]["stakeRefund"] for e in events(client, tid, "PayoutCredited"))
+    claims = sum(e["args"]["reward"] for e in events(client, tid, "RewardClaimed"))
+    claimable = events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
+    slashed = sum(e["args"]["amount"] for e in events(client, tid, "TrainerSlashed"))
+    assert slashed > 0 and 0 <= claimable - claims < 4
+    assert refunds + claimable + run.syncer_fees_accrued + slashed == run.reward_pool + 4 * 100 * TOKEN
 
 
 @pytest.mark.slow
-def test_a_submission_landing_just_before_the_finalize_is_collected_not_a_halt(dev, runner, tmp_path):
-    """A trainer's submission mined after the syncer's last read and before its finalize (the
-    race every straggler can win, and a lagging node widens): the registry refuses the commit
-    (``Registry__SubmissionOmitted``); the syncer reads the late submission, handles it (here an
-    unservable payload: rejected and challenged) and finalizes again, instead of halting."""
-    tid = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=1, challenge_window_ms=3_000)
+def test_a_forced_reveal_landing_late_holds_the_commit_until_it_is_handled(dev, runner, tmp_path):
+    """A trainer commits on-chain in the commit phase and reveals only a second after it, while the
+    syncer has every off-chain submission in hand (the race every straggler can win, and a lagging
+    node widens): the registry takes no commit while a commitment is unrevealed, and a reveal left
+    out would be an omission anyone proves. The syncer waits for it, reads it, handles it (here an
+    unservable payload: demanded whole, unanswered, expired and slashed) and commits, instead of
+    committing without it or halting."""
+    tid = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=1, grace_window_ms=30_000)
     late = dev.client(TRAINERS[2])
     late.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{late.address}")
-    sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_timeout_s=1.0, fetch_retries=1)
-    original, calls = sync.chain.finalize_round, []
-
-    def finalize_after_a_late_submission(commit):
-        if not calls:  # the first attempt: the straggler's transaction is mined just before it
-            late.submit_outer_gradient(tid, 0, 1, SignedPayload(os.urandom(32), 0x3F800000,
-                                                                kubo_cid(os.urandom(1000)), b"\x00" * 32))
-        calls.append(commit.round)
-        return original(commit)
-
-    sync.chain.finalize_round = finalize_after_a_late_submission
-    runner.start("syncer", sync)
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_timeout_s=1.0,
+                                         fetch_retries=1))
     runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
     runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
-    assert runner.join(240) == {"syncer": 0, "honest0": 0, "honest1": 0}
     client = dev.client()
+    wait_until(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
+    m = _commit(late, tid, 1, _junk(kubo_cid(os.urandom(1000))))
+    t = threading.Thread(target=_reveal_after_the_phase, args=(client, late, tid, m, 1.0), daemon=True)
+    t.start()
+    assert runner.join(240) == {"syncer": 0, "honest0": 0, "honest1": 0}
+    t.join(5)
     assert client.get_run(tid).status == RunStatus.SEALED
-    assert calls == [0, 0]  # refused once, then committed with the late submission handled
+    (revealed,) = events(client, tid, "GradientSubmitted")
+    (com,) = events(client, tid, "RoundCommitted")
+    assert com["block_number"] > revealed["block_number"]  # committed only once the reveal was in
     slashes = [(e["args"]["trainer"], e["args"]["fragment"]) for e in events(client, tid, "TrainerSlashed")]
-    assert slashes == [(late.address, 1)]  # its challenge expired unanswered
+    assert slashes == [(late.address, 1)]  # its whole-payload challenge expired unanswered
+    assert not events(client, tid, "RoundProvenWrong")  # nothing left out: no omission to prove
+    accepted = accepted_counts(client, tid)
     for idx in TRAINERS[:2]:
-        st = client.trainer_stats(tid, dev.client(idx).address)
-        assert (st.accepted, st.slashed) == (2, 0)
+        who = dev.client(idx).address
+        assert (accepted[who], client.trainer_stats(tid, who).slashed) == (2, 0)

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(400)
 @pytest.mark.slow
 def test_a_two_rank_trainer_daemon_is_credited_on_the_root_flow(dev, runner, tmp_path, caplog):
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=60_000,
-                          challenge_window_ms=4_000, flow="root")
+                          challenge_window_ms=4_000)
     runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", straggler_wait_s=30.0, evaluate=False))
     multi = trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0", devices=2)
     runner.start("t0", multi)

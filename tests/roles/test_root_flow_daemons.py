@@ -53,7 +53,7 @@ def _run_with_a_faulty_syncer(net, tmp_path, fault: dict, prepare=None, **task) 
     runner = Runner()
     try:
         tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                              challenge_window_ms=20_000, flow="root", **task)
+                              challenge_window_ms=20_000, **task)
         liar = net.client(SYNCER).address
         runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,
                                         register_stake="10", fault=fault))
@@ -109,7 +109,7 @@ def _copycat(dev, tid: bytes, index: int, stop: threading.Event) -> list:
 @pytest.mark.slow
 def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(dev, runner, tmp_path):
     tid = post_small_task(dev, trainers=4, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                          challenge_window_ms=4_000, flow="root")
+                          challenge_window_ms=4_000)
     client = dev.client()
     assert client.is_root_flow(tid)
     copier = dev.client(TRAINERS[3])
@@ -183,7 +183,7 @@ def test_a_restarted_root_flow_syncer_rebuilds_its_rounds_from_the_transcripts(d
     import logging
 
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                          challenge_window_ms=4_000, flow="root")
+                          challenge_window_ms=4_000)
     sdir = tmp_path / "syncer"
     for k in range(2):
         runner.start(f"t{k}", trainer_daemon(dev, TRAINERS[k], tid, tmp_path / f"t{k}"))
@@ -395,7 +395,7 @@ def test_every_cheat_of_the_adversarial_scenario_is_caught_and_honest_parties_lo
         runner = Runner()
         try:
             tid = post_small_task(net, trainers=5, quorum=2, fragments=2, rounds=2, inner_steps=8,
-                                  grace_window_ms=20_000, challenge_window_ms=20_000, flow="root", score_min=0.0)
+                                  grace_window_ms=20_000, challenge_window_ms=20_000, score_min=0.0)
             client = net.client()
             liar = net.client(SYNCER).address
             runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.mark.slow
 def test_commitments_sent_while_the_syncer_gets_ready_are_taken(dev, runner, tmp_path):
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=16_000,
-                          challenge_window_ms=6_000, flow="root")
+                          challenge_window_ms=6_000)
     client = dev.client()
     sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, straggler_wait_s=30.0)
     restore, waited = sync.restore, []

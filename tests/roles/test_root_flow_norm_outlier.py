@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(400)
 @pytest.mark.slow
 def test_a_forced_norm_outlier_is_proven_against_the_previous_rounds_accepted_sums(dev, runner, tmp_path):
     tid = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=20_000,
-                          challenge_window_ms=10_000, flow="root")
+                          challenge_window_ms=10_000)
     runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, straggler_wait_s=30.0))
     for k in range(2):
         runner.start(f"t{k}", trainer_daemon(dev, TRAINERS[k], tid, tmp_path / f"t{k}"))

@@ -151,7 +151,7 @@ def test_a_run_without_pubsub_delivery_seals_over_json_rpc(dev, runner, tmp_path
     configured ``syncer_rpc`` URL, t1 to the URL the syncer announces on its topic. Both rounds
     are committed with every submission accepted, and the run seals."""
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                          challenge_window_ms=4_000, flow="root")
+                          challenge_window_ms=4_000)
     port = free_port()
     runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", straggler_wait_s=30.0, evaluate=False,
                                          submission_rpc_port=port))

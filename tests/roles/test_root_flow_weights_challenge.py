@@ -31,7 +31,7 @@ def test_an_outsiders_weights_challenges_are_answered_by_the_honest_syncer_and_t
     the syncer, nothing is proven wrong, the run seals; the committed fragment hashes are the §2
     roots of the pinned weights (a downloader checks them so, `fetch_weights(chunk_roots=True)`)."""
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
-                          challenge_window_ms=10_000, flow="root")
+                          challenge_window_ms=10_000)
     runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", straggler_wait_s=30.0, evaluate=False))
     for k in range(2):
         runner.start(f"t{k}", trainer_daemon(dev, TRAINERS[k], tid, tmp_path / f"t{k}"))

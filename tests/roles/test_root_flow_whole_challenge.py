@@ -32,7 +32,7 @@ def _withheld_forced_run(dev, runner, tmp_path, quorum: int, answer_mid_finalize
     the syncer aggregates. Returns (task id, client, trainer 0's address, the failed
     fetches' CIDs, the daemons' exit codes)."""
     tid = post_small_task(dev, trainers=2, quorum=quorum, fragments=2, rounds=1, grace_window_ms=30_000,
-                          challenge_window_ms=20_000, flow="root")
+                          challenge_window_ms=20_000)
     client = dev.client()
     forced = dev.client(TRAINERS[0]).address
     sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)
@@ -137,7 +137,7 @@ def test_a_syncer_that_cannot_pay_the_bond_holds_the_commit_until_it_can(dev, ru
     waits for the report: once the wallet is funded the challenge goes out, is answered whole, the
     payload is credited and nobody is slashed."""
     tid = post_small_task(dev, trainers=2, quorum=2, fragments=2, rounds=1, grace_window_ms=30_000,
-                          challenge_window_ms=20_000, flow="root")
+                          challenge_window_ms=20_000)
     client = dev.client()
     forced = dev.client(TRAINERS[0]).address
     sync = syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False, fetch_retries=1, straggler_wait_s=30.0)

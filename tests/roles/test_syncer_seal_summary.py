@@ -20,10 +20,8 @@ class _SealedElsewhere:
     def __init__(self, status: RunStatus):
         self.status = status
 
-    def seal(self, task_id):
+    def seal_root_run(self, task_id):
         raise ChainRevert("Registry__WrongStatus")
-
-    seal_root_run = seal
 
     def get_run(self, task_id):
         return SimpleNamespace(status=self.status)
@@ -31,24 +29,22 @@ class _SealedElsewhere:
 
 def _syncer(status: RunStatus):
     s = SimpleNamespace(task_id=b"\x01" * 32, chain=_SealedElsewhere(status), summary={"runs_sealed": 0},
-                        _tally_lock=threading.Lock(), settle_challenges=lambda: None, nudge_devnet=lambda t: None,
+                        _tally_lock=threading.Lock(), nudge_devnet=lambda t: None,
                         chain_now=lambda: 0)
     s._tally = lambda key, n: SyncerDaemon._tally(s, key, n)
     return s
 
 
-@pytest.mark.parametrize("seal", [SyncerDaemon.seal, SyncerDaemon.root_seal])
-def test_a_run_sealed_by_someone_else_counts_as_sealed(seal, caplog):
+def test_a_run_sealed_by_someone_else_counts_as_sealed(caplog):
     s = _syncer(RunStatus.SEALED)
     with caplog.at_level(logging.INFO, logger="tenzro"):
-        seal(s)
+        assert SyncerDaemon.root_seal(s) is True
     assert s.summary["runs_sealed"] == 1 and "by another account" in caplog.text
 
 
-@pytest.mark.parametrize("seal", [SyncerDaemon.seal, SyncerDaemon.root_seal])
-def test_a_cancelled_run_is_not_counted_as_sealed(seal):
+def test_a_cancelled_run_is_not_counted_as_sealed():
     s = _syncer(RunStatus.CANCELLED)
-    seal(s)
+    SyncerDaemon.root_seal(s)
     assert s.summary["runs_sealed"] == 0
 
 

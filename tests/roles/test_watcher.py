@@ -2,13 +2,13 @@
 compiled contracts), every daemon in a thread of this process (`roles_stack.Runner`):
 
 * a syncer that commits one wrong coordinate (``wrong_aggregate_at: [1, 0]``) is caught by a
-  watcher in round 1, fragment 0 only: the later rounds, built on the wrong weights, check out
-  given their committed inputs;
-* a syncer that leaves a live submission out (``drop_submission``) is refused by the registry
-  (``Registry__SubmissionOmitted``), gives the cheat up and the run seals; a watcher in discovery
-  mode finds nothing wrong with that honest run;
+  watcher without a key (it reports, it proves nothing) in round 1, fragment 0 only: the later
+  rounds, built on the wrong weights, check out given their committed inputs;
+* a syncer that leaves an off-chain submission out (``drop_submission``) commits a consistent
+  round (a watcher in discovery mode finds nothing wrong with it); the trainer it left out sees
+  the omission and delivers on-chain too from then on (the forced path), so it is credited again;
 * a syncer that goes silent (``go_silent_at``) is replaced after ``syncerTimeout`` (chain time moved
-  forward) by a second syncer, which finalizes the rest and seals; the silent one's bond is burned.
+  forward) by a second syncer, which commits the rest and seals; the silent one's bond is burned.
 
 The module has a devnet of its own: the last test registers a second syncer candidate, which
 must not be drawn for the runs of other test modules.
@@ -25,7 +25,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roles_stack import TRAINERS, Devnet, devnet_stack, events, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import (
+    TRAINERS,
+    Devnet,
+    accepted_counts,
+    devnet_stack,
+    events,
+    post_small_task,
+    syncer_daemon,
+    trainer_daemon,
+)
+from tenzro_operator.root_flow import committed_rounds
 from stack import REPO, wait_until
 from tenzro_operator.chain import ZERO_ADDRESS, RunStatus
 from tenzro_operator.keys import anvil_account
@@ -94,8 +104,8 @@ def test_watcher_catches_a_wrong_aggregate_in_its_round_and_fragment_only(wdev, 
     assert w.checked == [(tid, 0, True), (tid, 1, False), (tid, 2, True)]
     assert [(f.round, f.fragments) for f in w.findings] == [(1, [0])]
     f = w.findings[0]
-    assert any(m.what == "round 1 fragment 0 weights sha256 (recomputed vs committed)" for m in f.mismatches)
-    assert {m.fragment for m in f.mismatches} <= {0, None}  # fragment 1 is right
+    assert [m.what for m in f.mismatches] == ["round 1 fragment 0"] and "coordinate 0" in f.mismatches[0].got
+    assert not events(wdev.client(), tid, "RoundProvenWrong")  # a watcher without a key proves nothing
     assert f.syncer == anvil_account(2).address and f.tx and f.block > 0
     # one clear log line and one report record
     lines = [r.getMessage() for r in caplog.records if r.name == "tenzro.watcher" and "MISMATCH" in r.getMessage()]
@@ -150,9 +160,9 @@ def _cli(config: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_false_invalid_report_is_refused_and_nobody_is_slashed(wdev, runner, tmp_path, caplog):
-    """A syncer reports an honest trainer's valid submission as a norm outlier: the registry
-    checks the signed sums, refuses (Registry__NotProven), nobody is slashed and the run seals
-    with every honest submission accepted."""
+    """A syncer reports an honest trainer's valid (forced) submission as a norm outlier: the
+    registry checks the evidence and refuses, nobody is slashed and the run seals with every honest
+    submission accepted."""
     caplog.set_level(logging.WARNING, logger="tenzro.syncer")
     tid = post_small_task(wdev, trainers=3, quorum=2, fragments=2, rounds=2, inner_steps=2)
     runner.start("syncer", syncer_daemon(wdev, tid, tmp_path / "syncer", evaluate=False, straggler_wait_s=30.0,
@@ -163,15 +173,15 @@ def test_false_invalid_report_is_refused_and_nobody_is_slashed(wdev, runner, tmp
     assert client.get_run(tid).status == RunStatus.SEALED
     msgs = [r.getMessage() for r in caplog.records if r.name == "tenzro.syncer"]
     refused = [m for m in msgs if "refused the false report" in m]
-    assert len(refused) == 1 and "Registry__NotProven" in refused[0], msgs
-    assert events(client, tid, "InvalidProven") == []
-    for idx in TRAINERS[:3]:
-        st = client.trainer_stats(tid, anvil_account(idx).address)
-        assert (st.accepted, st.total_missed, st.slashed) == (4, 0, 0)
+    assert len(refused) == 1 and "Registry__" in refused[0], msgs
+    assert events(client, tid, "InvalidProven") == [] and events(client, tid, "TrainerSlashed") == []
+    accepted = accepted_counts(client, tid)
+    assert [accepted[anvil_account(idx).address] for idx in TRAINERS[:3]] == [4, 4, 4]
 
 
 @pytest.mark.slow
-def test_dropped_submission_is_refused_and_the_run_seals_honestly(wdev, runner, tmp_path, caplog):
+def test_a_dropped_submission_sends_its_trainer_to_the_forced_path_and_the_run_seals(wdev, runner, tmp_path,
+                                                                                    caplog):
     caplog.set_level(logging.WARNING, logger="tenzro.syncer")
     caplog.set_level(logging.WARNING, logger="tenzro.watcher")
     tid = post_small_task(wdev, trainers=3, quorum=2, fragments=2, rounds=2, inner_steps=2)
@@ -185,14 +195,19 @@ def test_dropped_submission_is_refused_and_the_run_seals_honestly(wdev, runner, 
     client = wdev.client()
     assert client.get_run(tid).status == RunStatus.SEALED
     msgs = [r.getMessage() for r in caplog.records if r.name == "tenzro.syncer"]
-    refused = [m for m in msgs if "Registry__SubmissionOmitted" in m]
-    assert len(refused) == 1 and "giving the cheat up" in refused[0], msgs
-    # the honest commit that followed accepted trainer 2's fragment 1 in round 0 (and everything else)
-    for idx in TRAINERS[:3]:
-        st = client.trainer_stats(tid, anvil_account(idx).address)
-        assert (st.accepted, st.total_missed, st.slashed) == (4, 0, 0)
+    assert any("FAULT INJECTION: leaving trainer 2's live submission of fragment 1 out of round 0" in m
+               for m in msgs), msgs
+    # round 0 left trainer 2's fragment 1 out; it delivered on-chain too from then on, and round 1
+    # (which the fault leaves alone) credits everything
+    rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+    index = client.trainers_of(tid).index(anvil_account(TRAINERS[2]).address)
+    assert int(rounds[0]["acceptedBitmaps"][index]) == 0b01
+    assert [int(b) for b in rounds[1]["acceptedBitmaps"]] == [0b11, 0b11, 0b11]
+    assert runner.daemons["trainer2"].forced
+    assert {e["args"]["trainer"] for e in events(client, tid, "GradientSubmitted")} == {anvil_account(TRAINERS[2]).address}
     assert runner.daemons["syncer"].summary["rounds_finalized"] == 2
-    # a watcher finds nothing wrong with an honest run
+    # a watcher finds nothing wrong: the round is what its commit says (leaving an off-chain
+    # submission out is the trainer's to answer, by the forced path)
     w = runner.daemons["watcher"]
     assert list(w.watches) == [tid]
     assert w.checked == [(tid, 0, True), (tid, 1, True)] and w.findings == []
@@ -215,9 +230,9 @@ def test_silent_syncer_is_replaced_after_the_timeout(wdev, runner, tmp_path, cap
                              task_id="0x" + tid.hex(), data_dir=tmp_path / "second", metrics_port=None,
                              poll_interval_s=0.3, register_stake="100", evaluate=False, straggler_wait_s=1.0)
     runner.start("second", SyncerDaemon(cfg, anvil_account(SECOND_SYNCER), wdev.client(SECOND_SYNCER), wdev.ipfs()))
-    # round 1 opens; every trainer submits; the syncer stays silent
-    wait_until(lambda: len([e for e in events(client, tid, "GradientSubmitted") if e["args"]["round"] == 1]) == 6, 120,
-          "round 1's submissions")
+    # round 1 opens; every trainer delivers; the syncer stays silent
+    wait_until(lambda: client.get_run(tid).current_round == 1 and
+               all(1 in runner.daemons[f"trainer{i}"]._outbox for i in range(3)), 120, "round 1's deliveries")
     run = client.get_run(tid)
     assert run.current_round == 1 and run.syncer == silent.account.address
     # move chain time past syncerReplaceableAt (round deadline + syncerTimeout) instead of waiting for it

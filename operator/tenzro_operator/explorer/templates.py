@@ -68,7 +68,7 @@ RUN = """{% extends "base.html" %}{% block body %}
 <tr><th>syncer fee</th><td>{{ run.syncer_fee_bps }} bps ({{ run.syncer_fees_accrued | tokens }} accrued)</td>
 <th>syncer bond</th><td>{{ run.syncer_bond | tokens }}</td></tr>
 <tr><th>posted</th><td>{{ run.posted_at_iso | dash }}</td><th>enrollment deadline</th><td>{{ run.enrollment_deadline_iso | dash }}</td></tr>
-<tr><th>phase</th><td colspan="3">{{ p.phase }} ({{ p.flow }} flow){% if p.next_change %}: {{ p.next_change }}{% if
+<tr><th>phase</th><td colspan="3">{{ p.phase }}{% if p.next_change %}: {{ p.next_change }}{% if
 p.next_change_at_iso %} at {{ p.next_change_at_iso }}{% endif %}{% endif %}</td></tr>
 {% if p.claimable_pool is not none %}<tr><th>claimable pool</th><td>{{ p.claimable_pool | tokens }} ({{ p.claimed_total
 | tokens }} claimed)</td><th>claims close</th><td>{{ p.claim_deadline_iso | dash }}</td></tr>{% endif %}

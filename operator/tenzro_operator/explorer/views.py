@@ -9,11 +9,11 @@ verifier's ``eth_call``, and ``cat`` on the IPFS node.
 - `run_view`: one run: chain parameters, the spec, trainers, rounds (timing, accepted count,
   weights root, transcript CID, held-out loss when the syncer's records are given), slashes and
   challenge evidence events, every event of the run, and the receipt with the verifier's answer.
-- `round_view`: one finalized (v1) or committed (root flow) round with its transcript from IPFS,
+- `round_view`: one committed round with its transcript from IPFS,
   checked against the committed ``transcriptHash`` (accepted and rejected submissions per
   fragment, reasons included).
 
-Runs, trainers and rounds are read through `tenzro_operator.run_view` (both flows, one shape).
+Runs, trainers and rounds are read through `tenzro_operator.run_view` (one shape).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def _is_evidence(e: dict[str, Any]) -> bool:
 
 
 def _rounds(view, losses: dict[int, dict]) -> list[dict[str, Any]]:
-    """Per round, opened or committed, in either flow (`tenzro_operator.run_view.RoundRow`):
+    """Per round, opened or committed (`tenzro_operator.run_view.RoundRow`):
     timing (unix seconds, with ``*_iso``), accepted count, weights root, transcript CID and hash,
     challenge window, proofs and challenges, held-out loss (None unless the syncer's records carry it)."""
     out = []
@@ -220,38 +220,32 @@ def _receipt(chain, task_id: bytes) -> dict[str, Any]:
 
 
 def round_view(chain, ipfs, task_id: bytes, round_: int) -> dict[str, Any]:
-    """A finalized (v1) or committed (root flow) round and its transcript (``transcript`` None and
+    """A committed round and its transcript (``transcript`` None and
     ``transcript_error`` set when it cannot be fetched or does not match the committed hash).
 
     Raises:
-        PageNotFound: no such run, or no finalized / committed round ``round_`` (or it was
+        PageNotFound: no such run, or no committed round ``round_`` (or it was
             discarded by a fraud proof). IpfsUnavailable: the node is down.
     """
     from tenzro_operator.errors import IpfsContentError, IpfsNotFound
-    from tenzro_operator.run_view import ROOT, build
+    from tenzro_operator.run_view import build
     from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript, TranscriptError
 
     run = _get_run(chain, task_id)
     view = build(chain, task_id, trainers=False)
     row = view.round(round_)
     if row is None or not row.live:
-        what = "committed" if view.flow == ROOT else "finalized"
         state = f"; round {round_} was discarded by a fraud proof" if row is not None and row.status == "discarded" \
             else ""
-        raise PageNotFound(f"run 0x{task_id.hex()} has no {what} round {round_} (current round "
+        raise PageNotFound(f"run 0x{task_id.hex()} has no committed round {round_} (current round "
                            f"{run.current_round}, status {run.status.name}{state})")
     cid, thash = row.transcript_cid or "", bytes.fromhex((row.transcript_hash or "0x")[2:])
-    out = _with_iso({**row.to_json(), "task_id": "0x" + task_id.hex(), "flow": view.flow,
+    out = _with_iso({**row.to_json(), "task_id": "0x" + task_id.hex(),
                      "fragment_cids": [], "transcript": None, "transcript_error": None})
-    if view.flow != ROOT:
-        found = [e for e in chain.get_logs(chain.run_start_block(run), chain.block_number(), ["RoundFinalized"],
-                                           task_id=task_id) if int(e["args"]["round"]) == round_]
-        out["fragment_cids"] = list((found[-1]["args"].get("commit") or {}).get("fragmentCids", []))
     try:
         t = RoundTranscript.parse(ipfs.cat(cid, max_bytes=MAX_TRANSCRIPT_BYTES), expected_hash=thash)
         out["transcript"] = t.model_dump(mode="json")
-        if view.flow == ROOT:  # the root flow's commit names no CIDs: its transcript lists them
-            out["fragment_cids"] = [f.weights.cid for f in t.fragments]
+        out["fragment_cids"] = [f.weights.cid for f in t.fragments]  # the commit names no CIDs: its transcript does
     except (IpfsNotFound, IpfsContentError, TranscriptError) as exc:
         out["transcript_error"] = f"transcript ipfs://{cid}: {exc}"
     return out

@@ -2,12 +2,13 @@
 
 Reads answer what ``tenzro train list-runs / get-run / get-receipt --format json`` print: the
 registry's views through `ChainClient` and the views' own ``to_json``; ``getRun`` through the run
-read model (`tenzro_operator.run_view`, both flows). Writes never use a user's
-key: ``postTask``, ``enrollTrainer`` and ``finalizeRound`` relay a transaction the user signed
-(`rawtx` checks it, `relay` sends it); ``submitGradient`` takes a trainer's EIP-712 signed
-submission, checks that it recovers to an enrolled trainer of the run and sends it from the
-gateway's relayer account (``submitOuterGradient`` recovers the trainer from the signature, so
-the sender does not matter).
+read model (`tenzro_operator.run_view`). Writes never use a user's key: ``postTask`` (and the
+sponsor's ``useRootFlow`` after it), ``enrollTrainer`` and ``finalizeRound`` (the syncer's
+``commitRound``) relay a transaction the user signed (`rawtx` checks it, `relay` sends it);
+``submitGradient`` takes a trainer's EIP-712 signed submission, checks that it recovers to an
+enrolled trainer of the run and sends it from the gateway's relayer account: the reveal of the
+commitment the trainer made on-chain in the round's commit phase (``submitOuterGradient``
+recovers the trainer from the signature, so the sender does not matter).
 """
 
 from __future__ import annotations
@@ -123,9 +124,8 @@ class TrainingMethods:
 
     def getRun(self, task_id: Any, trainers: Any = True) -> dict[str, Any]:  # noqa: N802
         """One run as ``tenzro train get-run --format json`` prints it (`run_view.RunReadModel.to_json`,
-        either flow): the run's fields, its phase and next change, ``rounds`` and, with
-        ``trainers``, ``"trainers"`` (submitted / scored out are null in the root flow: the
-        gateway reads no transcripts). Reverts ``Registry__UnknownTask`` for a task id never posted."""
+        the run's fields, its phase and next change, ``rounds`` and, with ``trainers``,
+        ``"trainers"`` (submitted / scored out are null: the gateway reads no transcripts). Reverts ``Registry__UnknownTask`` for a task id never posted."""
         from tenzro_operator.run_view import build
 
         tid = P.task_id(task_id)
@@ -144,32 +144,38 @@ class TrainingMethods:
 
     # -- writes: users' signed transactions ----------------------------------------------
 
-    def _relay_signed(self, raw_transaction: Any, allowed: tuple[str, ...], event: str) -> tuple[dict, dict]:
+    def _relay_signed(self, raw_transaction: Any, events: dict[str, str]) -> tuple[dict, dict]:
+        """Relay a signed call of one of the registry functions ``events`` names (function ->
+        the event its result carries)."""
         raw = P.hex_bytes(raw_transaction, "raw_transaction")
         tx = decode_raw_tx(raw)
-        function, args = check_registry_call(tx, self.chain, allowed)
+        function, args = check_registry_call(tx, self.chain, tuple(events))
         res = self.relay_.relay(tx, function)
-        return _tx_result(res, event, **{"from": tx.sender}), args
+        return _tx_result(res, events[function], **{"from": tx.sender}), args
 
     def postTask(self, raw_transaction: Any) -> dict[str, Any]:  # noqa: N802
-        """Relay a sponsor's signed ``postTask`` or ``postTaskWithPermit`` transaction; the result
-        carries ``task_id`` and the ``TaskPosted`` event."""
-        out, args = self._relay_signed(raw_transaction, ("postTask", "postTaskWithPermit"), "TaskPosted")
-        out["task_id"] = to_json(args["p"]["taskId"])
+        """Relay a sponsor's signed ``postTask`` or ``postTaskWithPermit`` transaction (the result
+        carries ``task_id`` and the ``TaskPosted`` event), or its ``useRootFlow`` right after (the
+        run's initial fragments root and outer rule, before any enrollment; the ``RootFlowEnabled``
+        event)."""
+        out, args = self._relay_signed(raw_transaction, {"postTask": "TaskPosted", "postTaskWithPermit": "TaskPosted",
+                                                         "useRootFlow": "RootFlowEnabled"})
+        out["task_id"] = to_json(args["p"]["taskId"] if "p" in args else args["taskId"])
         return out
 
     def enrollTrainer(self, raw_transaction: Any) -> dict[str, Any]:  # noqa: N802
         """Relay a trainer's signed ``enrollTrainer`` or ``enrollTrainerWithPermit`` transaction;
         the result carries ``task_id`` and the ``TrainerEnrolled`` event (index, shard, stake)."""
-        out, args = self._relay_signed(raw_transaction, ("enrollTrainer", "enrollTrainerWithPermit"),
-                                       "TrainerEnrolled")
+        out, args = self._relay_signed(raw_transaction, {"enrollTrainer": "TrainerEnrolled",
+                                                         "enrollTrainerWithPermit": "TrainerEnrolled"})
         out["task_id"] = to_json(args["taskId"])
         return out
 
     def finalizeRound(self, raw_transaction: Any) -> dict[str, Any]:  # noqa: N802
-        """Relay the syncer's signed ``finalizeRound`` transaction; the result carries ``task_id``,
-        ``round`` and the ``RoundFinalized`` event."""
-        out, args = self._relay_signed(raw_transaction, ("finalizeRound",), "RoundFinalized")
+        """Relay the elected syncer's signed ``commitRound`` transaction (the round committed by
+        root, contracts/PROTOCOL.md §5); the result carries ``task_id``, ``round`` and the
+        ``RoundCommitted`` event."""
+        out, args = self._relay_signed(raw_transaction, {"commitRound": "RoundCommitted"})
         out["task_id"] = to_json(args["c"]["taskId"])
         out["round"] = int(args["c"]["round"])
         return out
@@ -181,13 +187,16 @@ class TrainingMethods:
                        trainer: Any = None) -> dict[str, Any]:
         """Check a trainer's EIP-712 signed submission (``SignedPayload`` + task, round, fragment;
         signed over the run's current weights root) and send it with ``submitOuterGradient`` from
-        the relayer account. ``trainer``, when given, must be the address the signature recovers.
+        the relayer account: the reveal, after the round's commit phase, of the commitment the
+        trainer sent itself in the phase (``commitSubmission``, the forced path). ``trainer``,
+        when given, must be the address the signature recovers.
 
         Raises:
             RpcError: `NO_RELAYER`; `BAD_SIGNATURE` (does not recover, recovers to someone who is
                 not an enrolled trainer of the run, or not to ``trainer``); `INVALID_PARAMS`.
             ChainRevert: the registry refuses it (``Registry__UnknownTask``, ``Registry__WrongRound``,
-                ``Registry__DuplicateSubmission``, ``Registry__DeadlinePassed``...).
+                ``Registry__CommitPhaseOpen``, ``Registry__NotCommitted``, ``Registry__DuplicateSubmission``,
+                ``Registry__DeadlinePassed``...).
         """
         tid = P.task_id(task_id)
         rnd, frag = P.uint(round, "round", 32), P.uint(fragment, "fragment", 16)

@@ -4,9 +4,8 @@ syncer's JSON-RPC endpoint (`tenzro_operator.roles.delivery`), both into one int
 (`RootSyncerMixin.root_intake`); one ``commitRound`` per round, the seal after the last challenge
 window.
 
-`SyncerDaemon` mixes this in and calls it where a root-flow run differs from a v1 run; the
-validation of payloads, the norm screen, the aggregation and the outer step are the v1 code's, so
-a root-flow round is bit-identical to the v1 round over the same accepted set.
+`SyncerDaemon` mixes this in; the validation of payloads, the norm screen, the aggregation and
+the outer step are `tenzro_operator.roles.syncer`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import time
 from eth_utils import to_checksum_address
 
 from tenzro_operator.chain import ChunkOpening, RunStatus
-from tenzro_operator.errors import ChainRevert, IpfsError, TenzroError
+from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable, TenzroError
 from tenzro_operator.pubsub import submission_topic, syncer_topic
 from tenzro_operator.roles.delivery import (
     ANNOUNCE_EVERY_S,
@@ -64,7 +63,6 @@ NOT_YET = ("Registry__CommitPhaseOpen", "Registry__RevealsPending", "Registry__C
 class RootSyncerMixin:
     """Root-flow state and steps of `SyncerDaemon` (see the module docstring)."""
 
-    root_flow: bool = False
     _pubsub = None  # PubsubSubscription of the task's submission topic
     _commitments: dict  # (round, fragment, trainer lower) -> set of commitment words received in time
     _reveals: dict  # (round, fragment, trainer lower) -> the latest RevealMessage
@@ -89,10 +87,9 @@ class RootSyncerMixin:
     _stand_by_phase: tuple  # (round, opened at, commit phase closes) a stand-in read last (`root_stand_by`)
 
     def root_prepare(self) -> None:
-        """Whether the run is in the root flow (its topic is subscribed to by `root_listen`, once
-        elected or while standing in, `root_stand_by`, which drains it every poll; the JSON-RPC
-        endpoint is served once this syncer collects)."""
-        self.root_flow = self.chain.is_root_flow(self.task_id)
+        """The run's intake state (its topic is subscribed to by `root_listen`, once elected or
+        while standing in, `root_stand_by`, which drains it every poll; the JSON-RPC endpoint is
+        served once this syncer collects)."""
         self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
         self._intake_lock, self._open, self._stand_by_phase = threading.Lock(), None, (None, None, None)
         self._weights_pending, self._weights_next, self._weights_checker = {}, None, None
@@ -150,7 +147,7 @@ class RootSyncerMixin:
         round with every delivered submission instead of an empty one. Pubsub only: the trainers
         post to the serving syncer's endpoint, and none is announced here. Kept: the open round
         only (older rounds are dropped each call)."""
-        if not self.root_flow or run.status != RunStatus.TRAINING:
+        if run.status != RunStatus.TRAINING:
             return
         opening = (run.current_round, run.round_opened_at)
         if self._stand_by_phase[:2] != opening:  # the commit phase's end, read once per opening
@@ -184,22 +181,33 @@ class RootSyncerMixin:
         """Subscribe to the run's submission topic, once: called by the elected syncer before it
         rebuilds its state (`restore`: weights fetched, evaluated), so that the commitments sent
         while it gets ready wait in the subscription, and by `root_collect`."""
-        if self.root_flow and self._pubsub is None:
+        if self._pubsub is None:
             self._pubsub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id), max_bytes=MAX_MESSAGE_BYTES,
                                                       queue_size=SUBSCRIPTION_QUEUE)
-            log.info("root flow: submissions on pubsub topic %s", submission_topic(self.task_id))
+            log.info("submissions on pubsub topic %s", submission_topic(self.task_id))
 
     def _drain_pubsub(self, now: int) -> None:
         """Read the submission topic into `root_intake` for at most `INTAKE_BUDGET_S` seconds and
         `MAX_MESSAGES_PER_POLL` messages (the rest wait in the subscription's small queue; beyond it
         the node drops them), at most `PEER_RATE_PER_S` per sending peer. Each message is judged at
         the chain time it arrived (``now`` less the seconds it waited in the subscription), so a
-        commitment that came in before the commit phase closed counts though it is read after."""
+        commitment that came in before the commit phase closed counts though it is read after.
+
+        A subscription whose stream broke (the IPFS node restarted) is dropped and made again on the
+        next poll (`root_listen`, which raises `IpfsUnavailable` while the node is still down); what
+        was published meanwhile comes again, as trainers publish every poll until the round is
+        committed. Before, the dead stream failed every later poll until the daemon halted."""
         end = time.monotonic() + INTAKE_BUDGET_S
         for _ in range(MAX_MESSAGES_PER_POLL):
             if time.monotonic() > end:
                 break
-            msg = self._pubsub.get(timeout_s=0)
+            try:
+                msg = self._pubsub.get(timeout_s=0)
+            except IpfsUnavailable as exc:
+                self._pubsub.close()
+                self._pubsub = None
+                log.warning("the submission topic's subscription broke (%s): subscribing again on the next poll", exc)
+                return
             if msg is None:
                 break
             if self._peer_limits is not None and not self._peer_limits.take(msg.from_peer):
@@ -468,8 +476,6 @@ class RootSyncerMixin:
         registry no longer holds (answered by someone else, voided, expired) is dropped; one that
         cannot be answered yet (a lagging node, IPFS) is retried on the next poll until its
         deadline. Returns the number answered by this call."""
-        if not self.root_flow:
-            return 0
         if self._weights_next is None:
             self._weights_next = self._run_start
         head = self.chain.block_number()

@@ -11,7 +11,7 @@ run in ``<data_dir>/trainer-<task>.forced.json`` (written atomically at each cha
 `RootTrainerMixin.root_prepare`), so a restart loses no round to the omission again.
 
 `TrainerDaemon` mixes this in; the inner steps, the pseudo-gradients, their payloads and pins
-are the v1 code's.
+are `tenzro_operator.roles.trainer`'s.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ log = logging.getLogger("tenzro.trainer")
 class RootTrainerMixin:
     """Root-flow state and steps of `TrainerDaemon` (see the module docstring)."""
 
-    root_flow: bool = False
     _outbox: dict  # round -> [(fragment, RevealMessage)]: what this trainer delivers for the round
     _closes: dict  # round -> (its opening's roundOpenedAt, the commit phase's last second), chain time
     _copy_sub = None  # fault copycat: the subscription it copies from
@@ -77,7 +76,6 @@ class RootTrainerMixin:
     _scorer = None  # the run's ShardScorer
 
     def root_prepare(self) -> None:
-        self.root_flow = self.spec.require_protocol().flow == "root"
         self._outbox, self._closes, self._committed, self._onchain, self._onchain_at = {}, {}, {}, {}, {}
         self.forced = bool(getattr(self.config, "force_onchain", False))
         self.load_forced()
@@ -121,17 +119,17 @@ class RootTrainerMixin:
             log.info("the forced path is on (restored from %s): delivering on-chain too", path)
 
     def wait_root_flow(self, run: RunView) -> None:
-        """Before enrolling in a run whose spec asks for the root flow: wait until the sponsor's
-        ``useRootFlow`` has landed (it must come before any enrollment), at most until the
-        enrollment deadline.
+        """Before enrolling: wait until the sponsor's ``useRootFlow`` has landed (the transaction
+        after ``postTask`` that gives the run its initial fragments root and outer rule; it must
+        come before any enrollment), at most until the enrollment deadline.
 
         Raises:
-            TenzroError: the enrollment deadline passed and the run is still in the v1 flow.
+            TenzroError: the enrollment deadline passed and the sponsor never called useRootFlow.
         """
         while not self.chain.is_root_flow(self.task_id):
             if self.chain_now() >= run.enrollment_deadline:
-                raise TenzroError(f"run 0x{self.task_id.hex()}'s spec asks for the root flow, but its sponsor never "
-                                  "called useRootFlow: not enrolling")
+                raise TenzroError(f"run 0x{self.task_id.hex()}'s sponsor never called useRootFlow (the run has "
+                                  "no initial fragments root): not enrolling")
             log.info("waiting for the sponsor to put the run in the root flow before enrolling")
             self.sleep(self.poll_s)
 

@@ -69,8 +69,7 @@ class SpecDraft:
     norm_multiple: float = 10.0
     shards: int | None = None  # default: one shard per trainer
     seed: int = 0
-    flow: str = "v1"  # "root": rounds committed by root (contracts/PROTOCOL.md §5)
-    score_min: float | None = None  # root flow: loss-improvement scoring threshold (None = off)
+    score_min: float | None = None  # loss-improvement scoring threshold (None = off)
     compression: str | dict | None = None  # payload codec: a name ("mx_fp4", "topk") or codec object; None = dense
     overlap_steps: int = 0  # inner steps a trainer may run before the previous round's weights arrive
     enrollment_allowlist: tuple[str, ...] = ()  # only these addresses may enroll (tier 1); empty: Open
@@ -85,11 +84,10 @@ def robust_aggregation(defaults: dict = ROBUST_DEFAULTS) -> str | dict:
     return {defaults["rule"]: params} if params else defaults["rule"]
 
 
-def default_score_min(flow: str, scoring: bool = ROBUST_DEFAULTS["scoring"]) -> float | None:
+def default_score_min(scoring: bool = ROBUST_DEFAULTS["scoring"]) -> float | None:
     """The spec's ``score_min`` when the sponsor chose none: 0 (leave out any payload that makes the
-    loss on its trainer's shard worse) with scoring on the root flow; None (no scoring) on v1,
-    whose registry cannot leave a live submission out."""
-    return 0.0 if scoring and flow == "root" else None
+    loss on its trainer's shard worse) with scoring on; None without."""
+    return 0.0 if scoring else None
 
 
 def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
@@ -137,7 +135,7 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
             "metadata": {**d.metadata, "protocol": {
                 "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
                 "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
-                "shards": d.shards or d.trainer_count, "seed": d.seed, "flow": d.flow,
+                "shards": d.shards or d.trainer_count, "seed": d.seed,
                 **({"score_min": d.score_min} if d.score_min is not None else {}),
                 **({"overlap_steps": d.overlap_steps} if d.overlap_steps else {}), **compression}},
         }, source=f"draft {d.task_id}")
@@ -154,14 +152,13 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
 def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:
     """Pin the canonical spec JSON and post the task, escrowing the reward pool (an ERC-2612 permit
     in the same transaction; approve first for a token without permits; a spec's
-    ``enrollment_allowlist`` allowed next, `ChainClient.post_task`); a spec with
-    ``metadata.protocol.flow: root`` is then put in the root flow (`enable_root_flow`).
+    ``enrollment_allowlist`` allowed next, `ChainClient.post_task`), then put in the root flow
+    (`enable_root_flow`: the initial fragments root and the outer rule).
 
     Returns (task id bytes32, spec CID). Raises `ChainRevert` (e.g. Registry__TaskExists) with the
     error's name, or `RpcUnavailable` / `IpfsError` when a service is down.
     """
     spec_cid = ipfs.add(canonical_json(spec))
     client.post_task(spec, spec_cid)
-    if spec.require_protocol().flow == "root":
-        enable_root_flow(client, ipfs, spec)
+    enable_root_flow(client, ipfs, spec)
     return spec.task_id_bytes, spec_cid

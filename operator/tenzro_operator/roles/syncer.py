@@ -1,40 +1,47 @@
 """The syncer daemon: collect the round's outer gradients, validate, aggregate with the task's
-rule, apply the outer Nesterov step, pin the new weights and the transcript, finalize; seal.
+rule, apply the outer Nesterov step, pin the new weights, momentum and transcript, commit the
+round by root (``commitRound``, contracts/PROTOCOL.md §5); seal.
 
 One round r (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 10-12; DESIGN.md "Data flow"):
 
-1. collect the ``GradientSubmitted`` events of (task, r) from the chain (they are on-chain, so a
-   restarted syncer loses nothing) and validate each as it arrives: fetch the CID from IPFS
-   (bounded retries; unavailable -> rejected ``Unavailable``, not slashed), sha256 of the bytes ==
-   payloadHash (else ``HashMismatch``), decodes as a ``pseudo_gradient`` payload of this task,
-   round and fragment (else ``Malformed``), names / shapes / dtype (``Malformed``), finite
-   (``NonFinite``), and the bytes decode to the vector of the signed chunk commitment. Nothing is
-   reported on the syncer's word (contracts/PROTOCOL.md §4): a non-finite payload is proven with
-   ``proveInvalid`` by opening the chunk that holds the value, a norm outlier with every signed
-   sum of squares of the fragment; a payload it cannot fetch, decode or match with its commitment
-   is challenged with ``challengeAvailability`` (the trainer must open a chunk within the task's
-   challenge window, or is slashed when the syncer calls ``expireAvailability`` before the seal).
-   The registry refuses a finalize that leaves out a live submission on any other ground;
-2. finalize when every fragment has >= K valid submissions and either every active trainer has
-   submitted every fragment or ``straggler_wait_s`` more seconds passed; or, whatever arrived,
-   once the round deadline (chain time) has passed. Before finalizing, the registry's norm
-   screen (`tenzro_operator.evidence.norm_outliers`: signed sum of squares > fl(norm_multiple^2
-   x the binary32 median of every submission's sum) -> ``NormOutlier``) runs over the fragment;
+1. take in the trainers' signed commitments during the round's commit phase and the reveals
+   that open them after it (pubsub and the JSON-RPC endpoint, `tenzro_operator.roles.root_syncer`),
+   and the forced submissions on-chain (``GradientSubmitted`` events, read with a reorg-safe
+   `EventCursor`); validate each: fetch the CID from IPFS (bounded retries; unavailable ->
+   ``Unavailable``), sha256 of the bytes == payloadHash (else ``HashMismatch``), decodes as a
+   ``pseudo_gradient`` payload of this task, round and fragment under the spec's codec (else
+   ``Malformed``), names / shapes / dtype, finite (``NonFinite``), and the bytes decode to the
+   vector of the signed chunk commitment. An off-chain submission found invalid is simply left
+   out (the transcript says why). A forced one binds the syncer (PROTOCOL.md §4): a non-finite
+   payload is proven with ``proveInvalid`` by opening the chunk that holds the value, a norm
+   outlier with ``proveNormOutlier`` against the previous round's accepted sums; one it cannot
+   fetch, decode or match with its commitment is challenged whole with ``challengeAvailability``
+   (the trainer must publish the whole payload within the challenge window, or is slashed by an
+   ``expireAvailability``); the registry refuses a commit that leaves out a live forced
+   submission on any other ground;
+2. commit once the commit phase has closed, the reveals and forced submissions have settled and
+   no challenge is pending, when every fragment has >= K valid submissions and either every
+   active trainer has submitted every fragment or ``straggler_wait_s`` more seconds passed; or,
+   whatever arrived, once the round deadline (chain time) has passed. The norm screen
+   (`tenzro_operator.evidence.norm_outliers`) and the spec's loss-improvement scoring
+   (``score_min``) run first;
 3. aggregate each fragment's accepted submissions with ``build_rule(spec.aggregation_name,
-   spec.aggregation_params)``, keyed by lower-case trainer address (the rules order by key, so a
-   replay is bit-identical), apply `OuterOptimizer` (lr / momentum / nesterov from the spec's
+   spec.aggregation_params)``, keyed by trainer index (the rules order by key, so a replay is
+   bit-identical), apply `OuterOptimizer` (lr / momentum / nesterov from the spec's
    ``metadata.outer``, else 0.7 / 0.9 / Nesterov); a fragment without accepted submissions keeps
    its weights and its momentum;
-4. encode the new weights (`TaskRuntime.encode_weights`), pin them, pin the `RoundTranscript`,
-   call ``finalizeRound`` with one accepted bitmap per trainer index (``trainersOf`` order);
-5. persist ``<data_dir>/syncer-<task>.pt`` (round, outer optimizer state dicts, weights root)
-   atomically, append the timing split to ``<data_dir>/syncer-rounds.jsonl``.
+4. encode the new weights (`TaskRuntime.encode_weights`), pin them with the momentum and the
+   `RoundTranscript`, call ``commitRound`` with the fragments root, one accepted bitmap per
+   trainer index (``trainersOf`` order) and the cumulative credits before the round;
+5. persist ``<data_dir>/syncer-<task>.pt`` (round, outer optimizer state dicts) atomically,
+   append the timing split to ``<data_dir>/syncer-rounds.jsonl``; answer any ``challengeWeights``
+   of its committed rounds within their windows.
 
 Restarts: the saved state continues when the chain's open round is the one after the saved
-round. When the state file is missing or one finalized round behind (a crash after the
-``finalizeRound`` transaction), the missing rounds are rebuilt by replaying their transcripts
-from IPFS (accepted payloads, same rule, same outer step) and every rebuilt fragment's sha256 is
-checked against the committed one; a mismatch stops the daemon with a clear error.
+round. When the state file is missing or one committed round behind (a crash after the
+``commitRound`` transaction), the missing rounds are rebuilt by replaying their transcripts
+from IPFS (accepted payloads, same rule, same outer step) and the rebuilt weights are checked
+against the committed root; a mismatch stops the daemon with a clear error.
 
 Election (contracts/PROTOCOL.md §4): a syncer is elected only for a Training run, in two steps
 (``requestSyncerElection``, then ``electSyncer`` from the next block, `ChainClient.run_syncer_election`).
@@ -49,9 +56,9 @@ the trainers delivered). A silent syncer is replaced the same way once
 ``syncerBond`` of its pool stake until the seal, so its unlocked stake must cover the bond to be
 drawn at all.
 
-After the last round the syncer calls ``seal`` (anyone may), claims the fees it accrued (one per
-round it finalized: ``rewardPool * syncerFeeBps / 10000 / maxRounds``) with ``claimSyncerFee``,
-and returns; ``summary`` counts rounds, seals and fees.
+After the last round's challenge window the syncer calls ``sealRootRun`` (anyone may), claims
+the fees it accrued (one per round it committed: ``rewardPool * syncerFeeBps / 10000 /
+maxRounds``) with ``claimSyncerFee``, and returns; ``summary`` counts rounds, seals and fees.
 
 Fault injection (tests and demos only, off by default): ``fault: {wrong_aggregate_at: [round,
 fragment], go_silent_at: round, drop_submission: [round, fragment, trainer_index]}`` in the config
@@ -79,7 +86,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tenzro_operator.chain import ZERO_ADDRESS, ChunkOpening, RoundCommit, RunStatus, RunView, SignedPayload, SlashReason
+from tenzro_operator.chain import ZERO_ADDRESS, ChunkOpening, RunStatus, RunView, SignedPayload, SlashReason
 from tenzro_operator.config import SyncerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import (
@@ -136,7 +143,7 @@ _CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
 # challengeSeconds, at most MAX_AVAILABILITY_CHALLENGES per submission).
 _STALE = ("Registry__NoSuchSubmission", "Registry__ChallengePending")
 _CLOSED = ("Registry__DeadlinePassed", "Registry__ChallengeLimit")
-_UNUSABLE = "unusable"  # root flow: answered, yet neither its CID nor a whole answer on-chain gives the payload
+_UNUSABLE = "unusable"  # answered, yet neither its CID nor a whole answer on-chain gives the payload
 
 
 class SyncerFaultSettings(BaseModel):
@@ -150,26 +157,25 @@ class SyncerFaultSettings(BaseModel):
             are pinned and committed. The perturbed weights stay the syncer's own state (saved in
             its state file), so later rounds build on them, as a real liar's would. A restarted
             syncer without its state file cannot rebuild them from the transcripts and halts.
-        go_silent_at: ``round``: from that round on, never finalize: the daemon idles (polls,
+        go_silent_at: ``round``: from that round on, never commit: the daemon idles (polls,
             logs once) until the registry replaces it after ``syncerTimeout`` (its bond burned),
             then it stops serving the run as any replaced syncer does.
         drop_submission: ``[round, fragment, trainer_index]``: leave that trainer's live
             submission out of that round's commit (neither accepted nor rejected). The registry
             refuses such a commit (``Registry__SubmissionOmitted``); the syncer logs the refusal
-            at ERROR, gives the cheat up and finalizes the round honestly on its next step (the
+            at ERROR, gives the cheat up and commits the round honestly on its next step (the
             refusal is counted once, not as a failed step, so it never halts the daemon).
         censor_trainer: ``trainer_index``: from round 0 on, leave every submission of that trainer
-            out of each commit, off-chain and forced alike. In the v1 flow the registry refuses the
-            first such commit, as for ``drop_submission``; in the root flow an off-chain omission
-            is invisible on-chain (the trainer sees it in the commit and turns to the forced path,
+            out of each commit, off-chain and forced alike. An off-chain omission is invisible
+            on-chain (the trainer sees it in the commit and turns to the forced path,
             `RootTrainerMixin.check_left_out`) and a forced one is convicted by a watcher's
             ``proveOmission``.
-        false_invalid_report: ``[round, fragment, trainer_index]``: before finalizing that round,
+        false_invalid_report: ``[round, fragment, trainer_index]``: before committing that round,
             report that trainer's valid submission of that fragment as a norm outlier
             (``proveInvalid`` with every other signed sum of the fragment). The registry checks
             the evidence and refuses (``Registry__NotProven``): nobody is slashed; the syncer logs
-            the refusal at ERROR once and finalizes the round honestly.
-        false_loss_increase: ``trainer_index``: root flow with ``score_min``: reject every
+            the refusal at ERROR once and commits the round honestly.
+        false_loss_increase: ``trainer_index``: with ``score_min``: reject every
             off-chain submission of that trainer as ``LossIncrease`` whatever its score. Nothing
             on-chain can tell; the trainer scores its own payload, finds the verdict false and
             delivers on-chain from the next round on (`RootTrainerMixin.check_left_out`), where
@@ -226,22 +232,22 @@ class SyncerDaemonConfig(SyncerConfig):
 
 @dataclass
 class _Sub:
-    """One on-chain submission of the open round and what the syncer made of it."""
+    """One submission of the open round (a forced one on-chain, or an off-chain reveal) and what
+    the syncer made of it."""
 
     fragment: int
     trainer: str  # checksummed
     signed: SignedPayload  # the trainer's signed commitment, from the event
-    block: int = 0  # the block of its GradientSubmitted event
+    block: int = 0  # the block of its GradientSubmitted event (0: off-chain)
     reason: str | None = None  # None = structurally valid
     detail: str = ""
     tensors: dict[str, torch.Tensor] | None = None
     tree: ChunkTree | None = None  # commitment of the decoded vector (kept for a non-finite proof)
     flat: torch.Tensor | None = None
     reported: bool = False  # proven invalid or challenged on-chain (or found so already)
-    offchain: bool = False  # root flow: delivered over pubsub, not on-chain (nothing to report)
-    challenges: int = 0  # availability challenges after the first (one more per answered one)
-    closed: str = ""  # the revert that ended its challenges (_CLOSED): not challenged again
-    unprovable: bool = False  # root flow: a norm outlier the registry would not convict (accepted instead)
+    offchain: bool = False  # delivered over pubsub or the endpoint, not on-chain (nothing to report)
+    closed: str = ""  # the revert that ended its challenges (_CLOSED), or _UNUSABLE: not challenged again
+    unprovable: bool = False  # a forced norm outlier the registry would not convict (accepted instead)
     unpaid: bool = False  # a challenge's bond this account could not pay (logged once; tried every poll)
 
     @property
@@ -541,6 +547,9 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 if self.guarded("close enrollment", lambda: self.maybe_close_enrollment(run)) is None:
                     self.sleep(self.backoff_s() if self.consecutive_failures else self.poll_s)
                 continue
+            if not self.chain.is_root_flow(task_id):  # never draw a bond for a run this daemon cannot settle
+                raise TenzroError(f"run 0x{task_id.hex()} was never put in the root flow (useRootFlow): protocol v1 "
+                                  "runs are not served")
             if self.ensure_elected(run):
                 break
             if self.leave_to_others and run.syncer != ZERO_ADDRESS:
@@ -609,12 +618,12 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
     def restore(self) -> None:
         """Bring the outer optimizers to the chain's open round (see the module docstring).
 
-        A saved state ahead of the chain (a reorg dropped a finalize this syncer saved, or the
+        A saved state ahead of the chain (a reorg dropped a commit this syncer saved, or the
         transaction never made it) is not trusted: the rounds are rebuilt from the transcripts the
-        chain does hold, and the dropped round is finalized again.
+        chain does hold, and the dropped round is committed again.
 
         Raises:
-            TenzroError: a finalized round without its event, or a rebuilt round that does not
+            TenzroError: a committed round without its event, or a rebuilt round that does not
                 match its committed weights.
         """
         run = self.chain.get_run(self.task_id)
@@ -627,10 +636,10 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                     break
                 saved = None
         if saved is not None and saved["round"] > done:
-            self.chain.resync_nonce()  # the dropped finalize's nonce is free again
-            log.warning("syncer state %s is at round %d but the chain has finalized only up to round %d (a reorg "
-                        "dropped a finalize, or it never landed): rebuilding from the chain's transcripts and "
-                        "finalizing again", self.state_path, saved["round"], done)
+            self.chain.resync_nonce()  # the dropped commit's nonce is free again
+            log.warning("syncer state %s is at round %d but the chain has committed only up to round %d (a reorg "
+                        "dropped a commit, or it never landed): rebuilding from the chain's transcripts and "
+                        "committing again", self.state_path, saved["round"], done)
             saved = None
         self._round = None  # the open round's submissions are read again from the chain
         if saved is not None:
@@ -645,20 +654,19 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             if done >= 0:
                 log.warning("no state file %s: rebuilding rounds 0..%d from their transcripts", self.state_path, done)
         if done > self.last_finalized:
-            commits = self._finalized_commits()  # one event scan for every round to rebuild
+            commits = self.root_commits()  # one event scan for every round to rebuild
             for r in range(self.last_finalized + 1, done + 1):
                 if r not in commits:
-                    raise TenzroError(f"no RoundFinalized event for round {r} of task 0x{self.task_id.hex()}")
+                    raise TenzroError(f"no RoundCommitted event for round {r} of task 0x{self.task_id.hex()}")
                 self.rebuild_round(r, commits[r])
                 self.last_finalized = r
                 self.persist()
 
     def rebuild_round(self, r: int, commit: dict) -> None:
         """Re-run round r's aggregation and outer step from its pinned transcript and payloads
-        (``commit``: the round's ``RoundFinalized`` commit, or for a root-flow round its
-        transcript and ``weightsRoot``, `root_commits`); checks the result against the committed
-        fragment hashes (root flow: the committed weights root over the §2 roots of the rebuilt
-        weights, PROTOCOL.md §5, and the transcript's blob SHA-256s, bound by its hash)."""
+        (``commit``: its transcript and ``weightsRoot``, `root_commits`); checks the result against
+        the committed weights root (over the §2 roots of the rebuilt weights, PROTOCOL.md §5) and
+        the transcript's blob SHA-256s (bound by its hash)."""
         tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                    bytes(commit["transcriptHash"]))
         index = {a.lower(): i for i, a in enumerate(self.chain.trainers_of(self.task_id))}
@@ -673,13 +681,10 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             outer.step(self.rule(updates) if updates else outer.zero_aggregate())
         blobs = self.runtime.encode_weights(self._state(), r)
         got = [hashlib.sha256(b).digest() for b in blobs]
-        if "fragmentHashes" in commit:
-            want = [bytes(h) for h in commit["fragmentHashes"]]
-        else:  # root flow: the committed root is over the §2 roots of the weights (PROTOCOL.md §5)
-            want = tr.weights_refs()[1]
-            if weights_root(fragment_weights_roots(self._state(), self.runtime.fragments)) != commit["weightsRoot"]:
-                raise TenzroError(f"rebuilding round {r} from its transcript gives other weights than the "
-                                  "committed root; cannot continue this run safely")
+        want = tr.weights_refs()[1]
+        if weights_root(fragment_weights_roots(self._state(), self.runtime.fragments)) != commit["weightsRoot"]:
+            raise TenzroError(f"rebuilding round {r} from its transcript gives other weights than the "
+                              "committed root; cannot continue this run safely")
         if got != want:
             bad = [f for f in range(len(got)) if got[f] != want[f]]
             raise TenzroError(f"rebuilding round {r} from its transcript gives other weights (fragments {bad}) "
@@ -692,15 +697,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             state.update(o.weights())
         return state
 
-    def _finalized_commits(self) -> dict[int, dict]:
-        """``round -> commit`` of the run's ``RoundFinalized`` events so far (root flow: of its
-        committed rounds, `root_commits`)."""
-        if self.root_flow:
-            return self.root_commits()
-        head = self.chain.block_number()
-        return {int(ev["args"]["round"]): ev["args"]["commit"]
-                for ev in self.chain.get_logs(self._run_start, head, ["RoundFinalized"], task_id=self.task_id)}
-
     # ------------------------------------------------------------------ a round
 
     def step(self) -> str:
@@ -708,18 +704,19 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         round and finalize it when it is time. Returns ``"done"`` after the seal."""
         self.check_stop()
         run = self.chain.get_run(self.task_id)
-        if self.root_flow and run.status in (RunStatus.TRAINING, RunStatus.COMPLETED):
+        if run.status in (RunStatus.TRAINING, RunStatus.COMPLETED):
             self.root_answer_weights()  # before the seal, which waits for every weights challenge
         if run.status == RunStatus.COMPLETED:
-            if self.root_flow and not self.root_seal():
+            if not self.root_seal():
                 self.sleep(self.poll_s)
                 return "next"
-            if not self.root_flow:
-                self.seal()
             self.claim_fee()
             self.root_close()
             return "done"
         if run.status in (RunStatus.SEALED, RunStatus.CANCELLED):
+            if run.status == RunStatus.SEALED:  # sealed by another account (a trainer claiming) first
+                log.info("sealed by another account: the run ended sealed")
+                self._tally("runs_sealed", 1)
             self.claim_fee()  # cancelStalledRun leaves the fees of committed rounds claimable
             self.root_close()
             return "done"
@@ -743,8 +740,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self.collect(run)
         if self._round is None:  # a reorg: read the run again first
             return "next"
-        if self.root_flow:
-            self.expire_lapsed(run)
+        self.expire_lapsed(run)
         if self.ready(run):
             if self.finalize(run):
                 if self.opt("exit_after_rounds", None) and self.finalized_here >= self.opt("exit_after_rounds", None):
@@ -759,9 +755,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         """Start the round state of the chain's open round, its submissions read from the block the
         round opened in (`ChainClient.first_block_at` its ``round_opened_at``: early, never late)."""
         self._round = _RoundState(run.current_round)
-        if self.root_flow:
-            self._round.closes = self.chain.commit_phase(self.task_id)[0]
-            self.root_drop_rounds_before(run.current_round)
+        self._round.closes = self.chain.commit_phase(self.task_id)[0]
+        self.root_drop_rounds_before(run.current_round)
         self.metrics.round.labels(task=task_label(self.task_id)).set(run.current_round)
         start = max(self._run_start, self.chain.first_block_at(run.round_opened_at))
         self._round.first_block = start
@@ -795,16 +790,16 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             sub = _Sub(int(a["fragment"]), a["trainer"], SignedPayload.from_event(a), block=int(ev["block_number"]))
             held = rs.subs.get((sub.fragment, sub.key))
             if held is not None and held.offchain:
-                # root flow: a forced submission replaces the off-chain copy read before it; the
+                # a forced submission replaces the off-chain copy read before it; the
                 # registry requires the on-chain one accepted or proven invalid (left out, it is
                 # an omission anyone proves), and no score may leave it out
                 del rs.subs[(sub.fragment, sub.key)]
             elif held is not None or any((s.fragment, s.key) == (sub.fragment, sub.key) for s in new):
                 continue
             new.append(sub)
-        if self.root_flow:  # off-chain submissions: the reveals that open a timely commitment
-            new += [s for s in self.root_collect(run, rs.closes)
-                    if not any((o.fragment, o.key) == (s.fragment, s.key) for o in new)]
+        # off-chain submissions: the reveals that open a timely commitment
+        new += [s for s in self.root_collect(run, rs.closes)
+                if not any((o.fragment, o.key) == (s.fragment, s.key) for o in new)]
         try:
             self.validate_all(new, run)
         except BaseException:  # an IPFS outage, a stop: what was not recorded is read again next time
@@ -982,7 +977,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         rs = self._round
         t0 = time.perf_counter()
         try:
-            if sub.reason == "NormOutlier" and self.root_flow:
+            if sub.reason == "NormOutlier":
                 ref = self._norm_reference(sub.fragment)
                 res = self.chain.prove_norm_outlier(self.task_id, rs.round, sub.fragment, sub.trainer, sub.signed,
                                                     ref[0])
@@ -1002,15 +997,13 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 log.warning("proved invalid trainer=%s fragment=%d reason=%s: slashed %d atto (bounty %d)",
                             sub.trainer, sub.fragment, sub.reason, ev["slashed"], ev["bounty"])
             else:
-                # root flow: the whole payload (PROTOCOL.md §4 "Whole payload", issue #23 attack 5). A
-                # forced payload counts against the syncer only once it is wholly public; after a
-                # one-chunk challenge a trainer could answer that chunk alone, withhold the rest, and
-                # leave this syncer to be convicted whether it aggregates the payload or omits it.
-                chunk = ChunkOpening.WHOLE_PAYLOAD if self.root_flow else 0
-                ev = self._challenge(sub, chunk).event("AvailabilityChallenged")
-                log.warning("challenged availability of %s trainer=%s fragment=%d (%s) until %d",
-                            "the whole payload" if self.root_flow else "chunk 0", sub.trainer, sub.fragment,
-                            sub.reason, ev["deadline"])
+                # the whole payload (PROTOCOL.md §4 "Whole payload", issue #23 attack 5). A forced
+                # payload counts against the syncer only once it is wholly public; after a one-chunk
+                # challenge a trainer could answer that chunk alone, withhold the rest, and leave
+                # this syncer to be convicted whether it aggregates the payload or omits it.
+                ev = self._challenge(sub, ChunkOpening.WHOLE_PAYLOAD).event("AvailabilityChallenged")
+                log.warning("challenged availability of the whole payload trainer=%s fragment=%d (%s) until %d",
+                            sub.trainer, sub.fragment, sub.reason, ev["deadline"])
         except InsufficientTokens as exc:  # the bond: nothing sent; reported again on the next poll
             (log.debug if sub.unpaid else log.error)(
                 "trainer=%s fragment=%d (%s): cannot pay the availability challenge's bond, the round's commit "
@@ -1018,7 +1011,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             sub.unpaid = True
             return
         except ChainRevert as exc:
-            if sub.reason == "NormOutlier" and self.root_flow and exc.error_name not in _STALE:
+            if sub.reason == "NormOutlier" and exc.error_name not in _STALE:
                 # not convicted: the submission stays live, so it must be aggregated (finalize screens again)
                 log.error("trainer=%s fragment=%d: the registry refuses the norm-outlier proof (%s): accepting it",
                           sub.trainer, sub.fragment, exc.error_name)
@@ -1035,52 +1028,30 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         rs.split["chain_s"] = rs.split.get("chain_s", 0.0) + time.perf_counter() - t0
 
     def _rechallenge_answered(self) -> None:
-        """A challenged submission whose trainer opened the chunk is live again, and the registry
-        would refuse a finalize that leaves it out: fetch and check it again (`_revalidate`), and if
-        it is still unusable challenge its next chunk (another bond, paid to the trainer if it
-        answers again). Sampling more chunks is the syncer's only remedy for a payload it still
-        cannot use (PROTOCOL.md §4, residual), until the registry's bounds refuse one more
-        (`Registry__DeadlinePassed`, `Registry__ChallengeLimit`): logged once, then left as it is.
-        On the root flow the answer is the whole payload (this syncer's challenge, or anyone's that
-        took the submission's one whole-payload place): a payload still not fetchable from IPFS is
-        read from the answer's on-chain bytes (`_use_whole_answer`).
+        """A challenged forced submission whose trainer answered is live again, and the registry
+        would refuse a commit that leaves it out: fetch and check it again (`_revalidate`), and if
+        it is still not fetchable from IPFS read it from the whole-payload answer's on-chain bytes
+        (`_use_whole_answer`: this syncer's challenge, or anyone's that took the submission's one
+        whole-payload place). One that neither gives stays live, logged once (PROTOCOL.md §4,
+        residual).
 
         Raises:
             ChainRevert: any other refusal of the registry.
         """
         rs = self._round
         for sub in rs.subs.values():
-            if sub.offchain or not (sub.reported and sub.reason in _CHALLENGE):
-                continue
-            if sub.closed == _UNUSABLE or (sub.closed and not self.root_flow):
+            if sub.offchain or not (sub.reported and sub.reason in _CHALLENGE) or sub.closed == _UNUSABLE:
                 continue
             pending = self.chain.availability_challenge(self.task_id, rs.round, sub.fragment, sub.trainer)
             if str(pending["challenger"]).lower() != ZERO_ADDRESS:
                 continue
             if self.chain.submissions_of(self.task_id, rs.round, sub.trainer)[1] >> sub.fragment & 1:
                 continue  # expired: rejected and slashed
-            if self._revalidate(sub) or (self.root_flow and self._use_whole_answer(sub)):
+            if self._revalidate(sub) or self._use_whole_answer(sub):
                 continue
-            if self.root_flow:  # no whole answer commits to it: nothing left to sample
-                sub.closed = _UNUSABLE
-                log.error("trainer=%s fragment=%d: its payload is not usable here (%s) and no whole-payload answer "
-                          "on-chain holds it: it stays live", sub.trainer, sub.fragment, sub.reason)
-                continue
-            sub.challenges += 1
-            chunks = -(-self.runtime.sizes[sub.fragment] // 16)
-            chunk = sub.challenges % chunks
-            log.warning("trainer=%s answered the availability challenge of fragment %d: challenging chunk %d",
-                        sub.trainer, sub.fragment, chunk)
-            try:
-                self._challenge(sub, chunk)
-            except ChainRevert as exc:  # a stale read (_STALE), or v3's bounds closed its challenges (_CLOSED)
-                if exc.error_name not in _STALE + _CLOSED:
-                    raise
-                sub.challenges -= 1
-                if exc.error_name in _CLOSED:
-                    sub.closed = exc.error_name
-                    log.warning("trainer=%s fragment=%d: no further availability challenge, the registry refuses "
-                                "(%s); the answered submission stays live", sub.trainer, sub.fragment, exc.error_name)
+            sub.closed = _UNUSABLE
+            log.error("trainer=%s fragment=%d: its payload is not usable here (%s) and no whole-payload answer "
+                      "on-chain holds it: it stays live", sub.trainer, sub.fragment, sub.reason)
 
     def _challenge(self, sub: _Sub, chunk: int):
         """``challengeAvailability`` of chunk ``chunk`` of ``sub`` (its bond from this account's
@@ -1164,19 +1135,17 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
 
     def _norm_screen(self) -> dict[int, list[_Sub]]:
         """Accepted submissions per fragment: the structurally valid ones that are not norm
-        outliers under the registry's rule over every submission of the fragment (`norm_outliers`).
-
-        Root flow: the off-chain submissions are screened against their own median; a forced one
-        against the previous committed round's accepted sums of the fragment (the reference of
-        ``proveNormOutlier``, which the round's forcing sybils cannot move: the registry refuses
-        v1's proof over the round's own submissions there, issue #23 attack 6), unless the
-        registry refused to convict it (`_Sub.unprovable`: left out, it would be proven omitted)."""
+        outliers. The off-chain submissions are screened against their own median (`norm_outliers`);
+        a forced one against the previous committed round's accepted sums of the fragment (the
+        reference of ``proveNormOutlier``, which the round's forcing sybils cannot move, issue #23
+        attack 6), unless the registry refused to convict it (`_Sub.unprovable`: left out, it
+        would be proven omitted)."""
         out: dict[int, list[_Sub]] = {f: [] for f in range(len(self.runtime.fragments))}
         for f in out:
             subs = self._fragment_subs(f)
-            screened = [s for s in subs if s.offchain] if self.root_flow else subs
+            screened = [s for s in subs if s.offchain]
             outliers = norm_outliers({self._index(s): s.signed.payload_sumsq for s in screened}, self.norm_screen_sq)
-            if self.root_flow and any(not s.offchain for s in subs):
+            if any(not s.offchain for s in subs):
                 ref = self._norm_reference(f)
                 outliers |= {self._index(s) for s in subs if not s.offchain and not s.unprovable and ref is not None
                              and exceeds_reference(s.signed.payload_sumsq, ref[1], self.norm_screen_sq)}
@@ -1185,18 +1154,18 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         return out
 
     def ready(self, run: RunView) -> bool:
-        """Time to finalize? (quorum + all in or straggler wait passed; or the deadline passed).
+        """Time to commit? (quorum + all in or straggler wait passed; or the deadline passed).
 
-        Root flow: never inside the commit phase, and only after a step whose collect began once
+        Never inside the commit phase, and only after a step whose collect began once
         no forced submission could arrive any more (`_root_inputs_settled`) and no availability
         challenge was pending: ``run``, read before the collect, shows none open and the collect
         sent none. An answer mined after the collect read the chain makes a submission left out as
         unavailable live again, and the registry, which then waits for no challenge, would take a
         commit that omits it (an omission anyone proves; issue #23, found by the CI's timing)."""
         rs = self._round
-        if self.root_flow and not self._root_inputs_settled(run):
+        if not self._root_inputs_settled(run):
             return False
-        if self.root_flow and (run.open_challenges or rs.challenged or any(s.owes_report for s in rs.subs.values())):
+        if (run.open_challenges or rs.challenged or any(s.owes_report for s in rs.subs.values())):
             return False  # a report still to make (a bond it could not pay, a refused transaction) holds it too
         if self.chain_now() > run.round_deadline:
             self.nudge_devnet(run.round_deadline)
@@ -1232,22 +1201,21 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         return False
 
     def finalize(self, run: RunView) -> bool:
-        """Norm screen, slash outliers, aggregate + outer step, pin, ``finalizeRound``, persist.
-        Returns False (state untouched) when the chain refuses for a quorum reason."""
+        """Norm screen, prove forced outliers, scoring, aggregate + outer step, pin, ``commitRound``
+        (`root_commit`), persist. Returns False (state untouched) when the chain refuses for a
+        reason that a later poll can mend (not yet, stale credits, quorum, a late submission)."""
         rs, r, F = self._round, self._round.round, len(self.runtime.fragments)
         accepted = self._norm_screen()  # answered challenges were re-checked by collect, just before
         for s in rs.subs.values():
             if s.reason is None and s not in accepted[s.fragment]:
-                median = "the median of round %d's accepted sums" % (r - 1) if self.root_flow and not s.offchain \
-                    else "the fragment's median"
+                median = "the fragment's median" if s.offchain else "the median of round %d's accepted sums" % (r - 1)
                 self._reject(s, "NormOutlier", f"sum of squares {bits_to_f32(s.signed.payload_sumsq):.6g} exceeds "
                                                f"{self.norm_multiple:g}^2 x {median}")
             if s.reason == "NormOutlier":
                 self.report(s)
         if any(s.unprovable and s.reason is None and s not in accepted[s.fragment] for s in rs.subs.values()):
-            accepted = self._norm_screen()  # a refused root-flow proof: that submission is aggregated
-        if self.root_flow:
-            self.root_score(r, accepted)  # the spec's score_min, if any
+            accepted = self._norm_screen()  # a refused proof: that submission is aggregated
+        self.root_score(r, accepted)  # the spec's score_min, if any
         self._fault_false_report(r, accepted)
         dropping = self._fault_drop(r, accepted)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
@@ -1263,11 +1231,11 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         try:
             cids = [self.ipfs.add(b) for b in blobs]
             shas = [hashlib.sha256(b).digest() for b in blobs]  # the blobs' (the transcript's transport check)
-            # the committed fragment hashes: the blobs' SHA-256 (v1), the §2 roots of the new
-            # weights in the root flow (PROTOCOL.md §5, the leaves' weightsRoot)
-            hashes = fragment_weights_roots(self._state(), self.runtime.fragments) if self.root_flow else shas
+            # the committed fragment hashes: the §2 roots of the new weights (PROTOCOL.md §5, the
+            # leaves' weightsRoot)
+            hashes = fragment_weights_roots(self._state(), self.runtime.fragments)
             wroot = weights_root(hashes)
-            momentum, signed = self.root_extras(r, accepted, run) if self.root_flow else ({}, {})
+            momentum, signed = self.root_extras(r, accepted, run)
             transcript = RoundTranscript(
                 task_id="0x" + self.task_id.hex(), round=r,
                 rule={"name": self.spec.aggregation_name, "params": dict(self.spec.aggregation_params)},
@@ -1295,12 +1263,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 for s in subs:
                     bitmaps[index[s.key]] |= 1 << f
             t2 = time.perf_counter()
-            if self.root_flow:
-                res = self.root_commit(run, r, accepted, bitmaps, hashes, transcript, tcid)
-            else:
-                res = self.chain.finalize_round(RoundCommit(
-                    task_id=self.task_id, round=r, fragment_hashes=hashes, fragment_cids=cids, accepted_bitmaps=bitmaps,
-                    transcript_hash=transcript.hash(), transcript_cid=tcid))
+            res = self.root_commit(run, r, accepted, bitmaps, hashes, transcript, tcid)
             t_chain = time.perf_counter() - t2 + rs.split.get("chain_s", 0.0)
         except ChainRevert as exc:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
@@ -1334,7 +1297,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         except BaseException:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
             raise
-        fin = res.event("RoundCommitted" if self.root_flow else "RoundFinalized")
+        fin = res.event("RoundCommitted")
         self.last_finalized = r
         self.finalized_here += 1
         self._tally("rounds_finalized", 1)
@@ -1446,12 +1409,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         if run.open_challenges:
             self._expire_challenges(self._round.first_block, self._round.round, wait=False)
 
-    def settle_challenges(self) -> None:
-        """Before the seal: every availability challenge of the run still pending is waited out
-        (chain time past its deadline) and expired, which slashes the trainer that did not answer.
-        Read from the ``AvailabilityChallenged`` events, so a restarted syncer finds them too."""
-        self._expire_challenges(self._run_start, None, wait=True)
-
     def _expire_challenges(self, from_block: int, round_: int | None, wait: bool) -> None:
         """Expire the availability challenges named by ``AvailabilityChallenged`` events from
         ``from_block`` on (of round ``round_`` only, unless None) that are still pending: each once
@@ -1484,23 +1441,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 continue
             log.warning("availability challenge unanswered: trainer=%s round=%d fragment=%d expired, slashed %d atto",
                         trainer, r, f, res.event("InvalidProven")["slashed"])
-
-    def seal(self) -> None:
-        """Settle pending availability challenges, then ``seal`` the Completed run (tolerates
-        someone else sealing first)."""
-        self.settle_challenges()
-        try:
-            res = self.chain.seal(self.task_id)
-            ev = res.event("RunSealed")
-            self._tally("runs_sealed", 1)
-            log.info("sealed: run root 0x%s, %d rounds, rewards credited %d atto", bytes(ev["runRoot"]).hex(),
-                     ev["rounds"], ev["rewardsCredited"])
-        except ChainRevert as exc:
-            if exc.error_name != "Registry__WrongStatus":
-                raise
-            if self.chain.get_run(self.task_id).status == RunStatus.SEALED:  # not cancelled
-                log.info("already sealed (by another account): the run ended sealed")
-                self._tally("runs_sealed", 1)
 
     def claim_fee(self) -> int:
         """After the seal, or a cancel (`cancelStalledRun` keeps committed rounds' fees): ``claimSyncerFee``

@@ -1,14 +1,15 @@
 """The trainer daemon: discover a run, enroll, and for every round train H inner steps on the
-assigned shard and submit one outer gradient per fragment, until the run is sealed or this
-trainer is evicted.
+assigned shard and deliver one signed outer gradient per fragment, until the run is sealed and
+its reward claimed.
 
-One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9):
+One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9; the delivery is
+contracts/PROTOCOL.md §5, `tenzro_operator.roles.root_trainer`):
 
-1. read the open round r from ``getRun``; skip it when ``submissionsOf`` shows every fragment
-   already submitted (a restart) or its deadline has passed;
+1. read the open round r from ``getRun``; skip it when this process already delivered it (a
+   restart) or its commit phase has closed;
 2. fetch round r's input weights: r == 0 the spec's initial weights (checked against the
-   on-chain ``initialWeightsRoot``), r > 0 the CIDs and hashes of the ``RoundFinalized`` event
-   of round r-1 (checked against ``getRun.weightsRoot``);
+   on-chain ``initialWeightsRoot``), r > 0 the weights the ``RoundCommitted`` transcript of
+   round r-1 pins (checked against ``getRun.weightsRoot``, over their §2 chunk roots);
 3. run H AdamW steps (`tenzro_trainer.inner.InnerTrainer`, or with ``devices: N > 1`` one torchrun
    job of N ranks, `tenzro_trainer.worker_group.TorchrunWorker`; its AdamW state and sampler are kept
    across rounds and saved to ``<data_dir>/trainer-state.pt`` after each round);
@@ -17,9 +18,10 @@ One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9):
    unless ``metadata.protocol.compression`` names a codec; with error feedback its residuals are
    saved to ``<data_dir>/trainer-ef-<task>.safetensors`` before the round's submissions are sent,
    and loaded again on a restart), pinned to IPFS, signed (EIP-712) over the chunk commitment of
-   the vector the payload decodes to, and sent with ``submitOuterGradient``: all F transactions
-   are sent, then awaited (the chain client owns the nonces);
-5. wait for the syncer's ``finalizeRound`` of round r and count the accepted fragments; with the
+   the vector the payload decodes to, and delivered: a commitment in the commit phase, the
+   reveal after it (pubsub, and the syncer's endpoint when it announces one; on-chain too once
+   left out without a reason, the forced path);
+5. wait for the syncer's ``commitRound`` of round r and count the accepted fragments; with the
    spec's ``overlap_steps`` the wait runs up to that many of round r+1's inner steps from this
    trainer's own weights, rebased on round r's committed weights when they come
    (`tenzro_operator.roles.overlap`).
@@ -34,9 +36,8 @@ config; ``nan`` sends non-finite values, ``scale100`` / ``sign_flip`` scale the 
 ``wrong_hash`` posts a payloadHash that is not the sha256 of the pinned bytes.
 
 Timings per round go to ``<data_dir>/trainer-rounds.jsonl`` (seconds): ``fetch_s`` (weights
-from IPFS), ``inner_s`` (H inner steps), ``submit_s`` (encode + pin + sign + send + mined),
-``chain_s`` (the part of ``submit_s`` spent estimating, sending and awaiting the transactions; the
-rest is encoding and pinning), ``loss`` (mean inner training loss), ``payload_bytes`` (bytes of the
+from IPFS), ``inner_s`` (H inner steps), ``submit_s`` (encode + pin + sign + publish the
+commitments), ``loss`` (mean inner training loss), ``payload_bytes`` (bytes of the
 payloads pinned in the round, all fragments).
 """
 
@@ -52,7 +53,7 @@ import pandas as pd
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenzro_operator.chain import RunStatus, RunView, SignedPayload, SlashReason
+from tenzro_operator.chain import RunStatus, RunView, SignedPayload
 from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
@@ -80,7 +81,7 @@ from tenzro_trainer.worker_group import TorchrunWorker
 __all__ = ["FaultSettings", "TrainerDaemon", "TrainerDaemonConfig", "apply_fault"]
 
 log = logging.getLogger("tenzro.trainer")
-# Fragments encoded and pinned at once (IPFS adds are I/O-bound; transactions still go out in order).
+# Fragments encoded and pinned at once (IPFS adds are I/O-bound; they are signed in fragment order).
 PIN_WORKERS = 4
 
 FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "copycat", "withhold", "challenge_loop"]
@@ -91,8 +92,8 @@ class FaultSettings(BaseModel):
 
     Attributes:
         kind: ``nan`` (every value NaN), ``wrong_hash`` (payloadHash of other bytes),
-            ``scale100`` (delta x 100), ``sign_flip`` (-delta); ``copycat`` (root flow only: trains
-            nothing, re-signs every other trainer's reveal as its own, `RootTrainerMixin.copy_round`);
+            ``scale100`` (delta x 100), ``sign_flip`` (-delta); ``copycat`` (trains nothing,
+            re-signs every other trainer's reveal as its own, `RootTrainerMixin.copy_round`);
             ``withhold`` (its payload's CID is computed, the bytes go to no IPFS node, and no
             availability challenge of it is answered: with ``force_onchain`` and ``publish_pubsub:
             false``, the withheld forced payload of issue #23 attack 5); ``challenge_loop`` (with
@@ -145,10 +146,6 @@ def apply_fault(kind: str, delta: dict[str, torch.Tensor]) -> dict[str, torch.Te
     return delta
 
 
-def _popcount(x: int) -> int:
-    return bin(int(x)).count("1")
-
-
 class TrainerDaemon(RootTrainerMixin, Daemon):
     """One trainer (see the module docstring).
 
@@ -163,7 +160,6 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
 
     role = "trainer"
     dials_trainers = False  # a trainer fetches from the syncer's node only (`Daemon.track_peers`)
-    _send_s = 0.0  # seconds of the current round in `_timed_send`
     # the run being served (reset_run clears them)
     spec: TaskSpec | None
     runtime: TaskRuntime | None
@@ -171,8 +167,8 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
     index: int | None
     _global: dict[str, torch.Tensor] | None  # the round's input weights, cached by weights root
     _global_root: bytes | None
-    events: EventCursor | None  # RoundFinalized, AvailabilityChallenged, InvalidProven of the run (after prepare)
-    _skipped: set[int]  # rounds whose deadline passed before this trainer submitted
+    events: EventCursor | None  # AvailabilityChallenged of the run (after prepare)
+    _skipped: set[int]  # rounds whose commit phase closed before this trainer delivered
     challenges: ChallengeAnswerer  # answers availability challenges against this trainer (after prepare)
     encoder: PayloadEncoder | None  # the run's payload encoder, error feedback restored (after prepare)
     _payload_bytes = 0  # bytes pinned in the current round
@@ -257,12 +253,9 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         self._global = self._global_root = None
         self.events = None
         self._skipped = set()
-        self._landed: dict[int, int] = {}  # round -> bitmap of fragments whose submission was mined
-        # this trainer's proven rejections: (round, fragment, reason, prover, slashed atto, block)
-        self._rejections: list[tuple[int, int, str, str, int, int]] = []
         self._early: EarlySteps | None = None  # the next round's early inner steps (spec overlap_steps)
-        self._round_input = None  # (round, its input weights) of the last round trained (root flow: rescoring)
-        self._scorer = None  # ShardScorer of the run (root flow with score_min: checking a LossIncrease)
+        self._round_input = None  # (round, its input weights) of the last round trained (rescoring)
+        self._scorer = None  # ShardScorer of the run (with score_min: checking a LossIncrease)
 
     def _discover(self) -> bytes | None:
         runs = self.live_runs()
@@ -324,7 +317,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec, max_params=self.config.max_model_params)
         start = self.chain.run_start_block(run)
-        self.events = EventCursor(self.chain, ["RoundFinalized", "AvailabilityChallenged", "InvalidProven"],
+        self.events = EventCursor(self.chain, ["AvailabilityChallenged"],
                                   task_id=self.task_id, start_block=start,
                                   confirmations=getattr(self.config, "confirmations", 0),
                                   tail_blocks=getattr(self.config, "reorg_tail_blocks", 64),
@@ -351,8 +344,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                 raise TenzroError(f"run {self.spec.task_id} enrolls only its sponsor's allowlist "
                                   f"({len(self.spec.enrollment_allowlist)} addresses), which does not name "
                                   f"{self.account.address}: nothing sent")
-            if self.root_flow:
-                self.wait_root_flow(run)
+            self.wait_root_flow(run)
             stake = self.config.stake_atto or run.min_stake
             did = self.config.did
             if did == TrainerConfig.model_fields["did"].default:
@@ -421,35 +413,21 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
 
     def poll_events(self) -> None:
         """Read the run's new events (`EventCursor`: verified against a lagging node, rewound on a
-        reorg) into what the trainer keeps: the commits of the last rounds finalized, the open
-        availability challenges against it, its proven rejections; then save the cursor with them
-        (a restarted trainer answers a challenge read by its previous life).
+        reorg): the open availability challenges against this trainer's forced submissions; then
+        save the cursor with them (a restarted trainer answers a challenge read by its previous life).
 
         Raises:
             RpcUnavailable: the RPC endpoint is down.
         """
         batch = self.events.poll()
-        extra = self.events.extra
-        commits: dict[str, dict] = extra.get("commits", {})
-        if batch.reorg_from is not None:  # what came from replaced blocks is read again
-            self.chain.resync_nonce()  # transactions of ours may have gone with them
-            commits = {k: c for k, c in commits.items() if c["block"] < batch.reorg_from}
-            self._rejections = [x for x in self._rejections if x[5] < batch.reorg_from]
+        if batch.reorg_from is not None:  # transactions of ours may have gone with the replaced blocks
+            self.chain.resync_nonce()
         me = self.account.address
         for ev in batch.events:
-            a, b = ev["args"], int(ev["block_number"])
-            if ev["event"] == "RoundFinalized":
-                c = a["commit"]
-                commits[str(int(a["round"]))] = {"block": b, "cids": [str(x) for x in c["fragmentCids"]],
-                                                 "hashes": ["0x" + bytes(h).hex() for h in c["fragmentHashes"]]}
-            elif ev["event"] == "AvailabilityChallenged" and a["trainer"] == me:
+            a = ev["args"]
+            if ev["event"] == "AvailabilityChallenged" and a["trainer"] == me:
                 self.challenges.note(int(a["round"]), int(a["fragment"]))
-            elif ev["event"] == "InvalidProven" and a["trainer"] == me:
-                self._rejections.append((int(a["round"]), int(a["fragment"]), SlashReason(int(a["reason"])).name,
-                                         a["prover"], int(a["slashed"]), b))
-        keep = sorted(commits, key=int)[-3:]  # a round needs only the commit of the one before
-        extra["commits"] = {k: commits[k] for k in keep}
-        extra["challenges"] = sorted(self.challenges.open)
+        self.events.extra["challenges"] = sorted(self.challenges.open)
         self.events.save()
 
     def answer_challenges(self) -> None:
@@ -475,22 +453,15 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
     # ------------------------------------------------------------------ a round
 
     def step(self) -> str:
-        """One unit of work: train + submit the open round (if not done yet) and wait for it to be
-        finalized. Returns ``"done"`` when the run is over for this trainer, else ``"next"``."""
+        """One unit of work: train + deliver the open round (if not done yet) and wait for it to be
+        committed; after the last round, seal and claim (`root_finish`). Returns ``"done"`` when
+        the run is over for this trainer, else ``"next"``."""
         self.check_stop()
         run = self.chain.get_run(self.task_id)
-        if self.root_flow and run.status in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
-            return self.root_finish(run)  # a cancelled stalled run pays its committed rounds by claims too
-        if self.root_flow and run.status == RunStatus.TRAINING and self.fault is not None \
-                and self.fault.kind == "copycat":
-            return self.copy_round(run)
-        if run.status == RunStatus.COMPLETED and run.open_challenges and self._may_be_challenged(run):
-            self.answer_challenges()  # the last round's challenges are answerable until the seal
-            self.sleep(self.poll_s)
-            return "next"
         if run.status in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
-            log.info("run is %s: done", run.status.name)
-            return "done"
+            return self.root_finish(run)  # a cancelled stalled run pays its committed rounds by claims too
+        if run.status == RunStatus.TRAINING and self.fault is not None and self.fault.kind == "copycat":
+            return self.copy_round(run)
         if run.status == RunStatus.ENROLLING and self.settle_enrollment(run, open_round=False) == "cancelled":
             return "done"  # the deadline passed short of K: cancelled, this trainer's stake refunded
         if run.status != RunStatus.TRAINING:
@@ -498,30 +469,16 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
             return "next"
         if self.end_stalled_run(run):
             return "done"
-        stats = self.chain.trainer_stats(self.task_id)
-        if stats.evicted:
-            log.warning("this trainer was evicted (%d missed rounds): leaving the run", stats.total_missed)
-            return "done"
         r = run.current_round
         set_log_context(round=r)
-        full = (1 << run.fragment_count) - 1
-        if self.root_flow:  # delivered off-chain: this process's outbox says what is done
-            submitted = full if r in self._outbox else 0
-        else:
-            submitted, _, _ = self.chain.submissions_of(self.task_id, r, self.account.address)
-        if (submitted & full) != full and r not in self._skipped:
-            # root flow: commitments end with the commit phase
-            last = self.closes_of(r, run.round_opened_at) if self.root_flow else run.round_deadline
+        if r not in self._outbox and r not in self._skipped:  # this process's outbox says what is delivered
+            last = self.closes_of(r, run.round_opened_at)  # commitments end with the commit phase
             if self.chain_now() > last:
-                log.warning("round %d: %s %d passed before submission; skipping the round", r,
-                            "commit phase" if self.root_flow else "deadline", last)
+                log.warning("round %d: commit phase %d closed before delivery; skipping the round", r, last)
                 self._skipped.add(r)
             else:
-                self.train_and_submit(run, r, submitted)
-        if self.root_flow:
-            self.root_wait(r)
-        else:
-            self.wait_finalized(r)  # False: submit again on the next step
+                self.train_and_submit(run, r)
+        self.root_wait(r)
         return "next"
 
     #: seconds between two attempts at moving a run whose syncer went silent (each is a call and
@@ -577,37 +534,20 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         if r == 0:
             state, blobs = initial_weights(self.ipfs, self.spec, self.runtime, run.initial_weights_root)
         else:
-            commit = self.root_commit_weights(r - 1) if self.root_flow else self._finalized_commit(r - 1)
+            commit = self.root_commit_weights(r - 1)
             state, blobs = fetch_weights(self.ipfs, self.runtime, list(commit["fragmentCids"]),
                                          [bytes(h) for h in commit["fragmentHashes"]], run.weights_root,
-                                         chunk_roots=self.root_flow)  # root flow: §2 roots (PROTOCOL.md §5)
+                                         chunk_roots=True)  # §2 roots (PROTOCOL.md §5)
         self.metrics.ipfs_in(sum(len(b) for b in blobs))
         self._global, self._global_root = state, run.weights_root
         return state, time.perf_counter() - t0
 
-    def _finalized_commit(self, r: int, attempts: int = 20) -> dict:
-        """The ``commit`` of the ``RoundFinalized`` event of round r (CIDs and hashes of its weights),
-        read by `poll_events`; a lagging node may not show it at once: polls ``attempts`` times,
-        ``poll_s`` apart.
-
-        Raises:
-            TenzroError: still not read after that (the step is retried).
-        """
-        for i in range(attempts):
-            self.poll_events()
-            c = self.events.extra["commits"].get(str(r))
-            if c is not None:
-                return {"fragmentCids": c["cids"], "fragmentHashes": [bytes.fromhex(h[2:]) for h in c["hashes"]]}
-            if i + 1 < attempts:
-                self.sleep(self.poll_s)
-        raise TenzroError(f"no RoundFinalized event for round {r} read up to block {self.events.next_block - 1}")
-
-    def _pin_and_submit(self, r: int, global_state, res, already: int, sent: list, tick) -> None:
-        """Encode and pin the outer gradient of every fragment not yet submitted (PIN_WORKERS at a
-        time), then sign and send one transaction per fragment in fragment order (not waited for).
-        With error feedback every fragment is encoded and the residuals saved before the first is
-        sent (a restart then finds the residuals of what it sent)."""
-        todo = [(f, names) for f, names in enumerate(self.runtime.fragments) if not already >> f & 1]
+    def _pin_and_sign(self, r: int, global_state, res, tick) -> None:
+        """Encode and pin the outer gradient of every fragment (PIN_WORKERS at a time), then sign
+        each for delivery in fragment order (`sign_for_delivery`). With error feedback every
+        fragment is encoded and the residuals saved before the first is signed (a restart then
+        finds the residuals of what it delivered)."""
+        todo = list(enumerate(self.runtime.fragments))
 
         def pin(item):
             f, names = item
@@ -637,23 +577,11 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                 self._payload_bytes += size
                 if fault:
                     log.warning("FAULT INJECTION: fragment %d of round %d sent with fault %r", f, r, fault)
-                if self.root_flow:
-                    self.sign_for_delivery(r, f, payload)
-                    continue
-                try:
-                    sent.append((f, payload.cid, self._timed_send(r, f, payload)))
-                except ChainRevert as exc:
-                    if exc.error_name == "Registry__DeadlinePassed":
-                        log.warning("round %d: deadline passed while submitting fragment %d; the rest is skipped",
-                                    r, f)
-                        self._skipped.add(r)
-                        break
-                    if exc.error_name == "Registry__DuplicateSubmission":
-                        continue
-                    raise
+                self.sign_for_delivery(r, f, payload)
 
-    def train_and_submit(self, run: RunView, r: int, already: int) -> None:
-        """H inner steps from round r's weights, then one submission per fragment not yet submitted."""
+    def train_and_submit(self, run: RunView, r: int) -> None:
+        """H inner steps from round r's weights, then one signed submission per fragment, whose
+        commitments are published at once (a round trained past its commit phase is skipped)."""
         t_round = time.perf_counter()
         global_state, fetch_s = self.round_weights(run, r)
         self._round_input = (r, global_state)
@@ -675,40 +603,24 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         log.info("round %d: %d inner steps in %.2f s, loss %.4f", r, len(res.step_times), inner_s, res.mean_loss)
 
         t1 = time.perf_counter()
-        self._send_s = 0.0
         self._payload_bytes = 0
-        sent = []
-        with progress_bar(f"round {r}: pin + submit", len(self.runtime.fragments)) as tick:
-            self._pin_and_submit(r, global_state, res, already, sent, tick)
+        with progress_bar(f"round {r}: pin + sign", len(self.runtime.fragments)) as tick:
+            self._pin_and_sign(r, global_state, res, tick)
         n_ok = 0
-        if self.root_flow:
-            # a late commitment would be refused by an honest syncer
-            if self.chain_now() > self.closes_of(r, run.round_opened_at):
-                log.warning("round %d: training ended after the commit phase closed: the round is skipped", r)
-                self._outbox.pop(r, None)
-                self._skipped.add(r)
-            else:
-                n_ok = len(self._outbox.get(r, []))
-                self.summary["submitted"] += n_ok
-                self.publish(r, run.round_opened_at)  # the commitments, at once
-        t_mined = time.perf_counter()
-        for f, cid, pending in sent:
-            try:
-                self.chain.wait(pending)
-            except ChainError as exc:  # e.g. mined after the deadline: the fragment is simply missing
-                log.warning("round %d: submission of fragment %d failed on-chain: %s", r, f, exc)
-                continue
-            n_ok += 1
-            self._landed[r] = self._landed.get(r, 0) | 1 << f
-            self.metrics.submitted.labels(task=task_label(self.task_id)).inc()
-            self.summary["submitted"] += 1
-            log.info("submitted fragment %d cid=%s", f, cid)
-        chain_s = self._send_s + time.perf_counter() - t_mined
+        if self.chain_now() > self.closes_of(r, run.round_opened_at):  # an honest syncer refuses a late commitment
+            log.warning("round %d: training ended after the commit phase closed: the round is skipped", r)
+            self._outbox.pop(r, None)
+            self._skipped.add(r)
+        else:
+            n_ok = len(self._outbox.get(r, []))
+            self.summary["submitted"] += n_ok
+            self.metrics.submitted.labels(task=task_label(self.task_id)).inc(n_ok)
+            self.publish(r, run.round_opened_at)  # the commitments, at once
         submit_s = time.perf_counter() - t1
         self.summary["rounds_trained"] += 1
         append_jsonl(self.rounds_path, {"task": "0x" + self.task_id.hex(), "trainer": self.account.address,
                                         "round": r, "fetch_s": round(fetch_s, 6), "inner_s": round(inner_s, 6),
-                                        "submit_s": round(submit_s, 6), "chain_s": round(chain_s, 6),
+                                        "submit_s": round(submit_s, 6),
                                         "loss": res.mean_loss, "payload_bytes": self._payload_bytes,
                                         "steps": len(res.step_times), "fragments_submitted": n_ok,
                                         "early_steps": early.steps if early else 0,
@@ -729,72 +641,13 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
             seconds = t_end - time.monotonic()
         super().sleep(seconds)
 
-    def _timed_send(self, r: int, f: int, payload: SignedPayload):
-        """`ChainClient.submit_outer_gradient` (signed over the weights this round started from)
-        without waiting; its seconds add to ``_send_s``."""
-        t0 = time.perf_counter()
-        try:
-            return self.chain.submit_outer_gradient(self.task_id, r, f, payload, base_root=self._global_root,
-                                                    wait=False)
-        finally:
-            self._send_s += time.perf_counter() - t0
-
-    def _may_be_challenged(self, run: RunView) -> bool:
-        """After the last round, a challenge against this trainer can only have been opened before
-        the run completed, so its deadline is at most ``challenge_seconds`` after this trainer first
-        saw the run Completed: wait that long at most (a silent syncer cannot hold it for ever)."""
-        if self._completed_seen_at is None:
-            self._completed_seen_at = self.chain_now()
-        return self.chain_now() <= self._completed_seen_at + run.challenge_seconds + 1
-
-    def wait_finalized(self, r: int) -> bool:
-        """Poll until round r is finalized (or the run ends); count accepted / missed. Returns
-        False, counting nothing, when the chain no longer holds a submission this trainer made
-        in round r before its deadline (a reorg dropped it): the caller submits again."""
-        landed = self._landed.get(r, 0)  # fragments whose submission this trainer saw mined
-        while True:
-            run = self.chain.get_run(self.task_id)
-            if run.status != RunStatus.TRAINING or run.current_round > r:
-                break
-            if landed and r not in self._skipped and self.chain_now() <= run.round_deadline:
-                if self.chain.submissions_of(self.task_id, r, self.account.address)[0] & landed != landed:
-                    self._landed.pop(r, None)
-                    self.chain.resync_nonce()  # the nonces of the dropped transactions are free again
-                    log.warning("round %d: the chain no longer holds every submission of this trainer (a reorg?): "
-                                "submitting again", r)
-                    return False
-            self.answer_challenges()
-            self.sleep(self.poll_s)
-        _, rejected, accepted = self.chain.submissions_of(self.task_id, r, self.account.address)
-        n = self.count_accepted(accepted)
-        log.info("round %d finalized: %d fragment(s) accepted, %d rejected", r, n, _popcount(rejected))
-        if rejected:
-            self.explain_rejections(r)
-        return True
-
     def count_accepted(self, accepted: int) -> int:
         """Count a round's accepted bitmap of this trainer in the metrics and the summary (none
         accepted: a missed round); returns how many fragments were accepted."""
-        n = _popcount(accepted)
+        n = bin(int(accepted)).count("1")
         self.metrics.accepted.labels(task=task_label(self.task_id)).inc(n)
         self.summary["accepted"] += n
         if n == 0:
             self.metrics.missed_rounds.labels(task=task_label(self.task_id)).inc()
             self.summary["missed"] += 1
         return n
-
-    def explain_rejections(self, r: int) -> list[tuple[int, str]]:
-        """Log why this trainer's submissions of round r were rejected, from the chain's own record
-        (``InvalidProven``: the reason the registry checked, the slash, who proved it); returns
-        ``[(fragment, reason name)]``. A rejection still under an availability challenge shows once
-        the challenge expires."""
-        out = []
-        self.poll_events()
-        for rr, f, reason, prover, slashed, _block in self._rejections:
-            if rr != r:
-                continue
-            out.append((f, reason))
-            log.warning("round %d fragment %d rejected on-chain: %s, proven by %s (slashed %d atto)", r, f, reason,
-                        prover, slashed)
-        return out
-

@@ -1,44 +1,34 @@
-"""The watcher daemon: replay each committed round as it lands and report every mismatch.
+"""The watcher daemon: check each committed round as it lands, report every mismatch and prove
+a wrong round on-chain.
 
 A permissionless run is only as honest as the parties who check it (DESIGN.md "Trust model": the
 syncer is a sequencer, not a judge; watchers re-check each round as it lands). The watcher follows
 one run (``task_id``) or every run posted to the registry (discovery, at most ``max_runs``), and for
-each run keeps one `tenzro_operator.replay.RoundReplayer`, the same code ``tenzro train
+each run keeps one `tenzro_operator.root_check.RootRoundChecker`, the same code ``tenzro train
 verify-receipt`` runs over a sealed run, fed incrementally:
 
-1. an `EventCursor` (reorg- and lag-safe) reads the run's ``GradientSubmitted`` and
-   ``RoundFinalized`` events in chain order; submissions go into the replayer's table, commits
-   wait in order;
-2. once the run trains (its trainer list is fixed), the replayer is built from the spec and the
-   initial weights (both checked against their on-chain commitments), and each ``RoundFinalized``
-   is replayed in round order (`RoundReplayer.replay`): transcript hash and fields, accepted and
-   rejected bitmaps against the registry's, each accepted payload fetched, hashed, decoded and
-   validated, each claimed rejection re-checked, the aggregate and the outer Nesterov step
-   recomputed, the new weights encoded and their sha256, the weights root and the round digest
-   compared with the commit;
-3. every round is checked *given its committed inputs*: after a round whose committed weights
-   differ from the recomputed ones, the replayer continues from the committed weights (momentum
-   kept, it depends only on the aggregates), so a lie in round r is reported in round r only, and
-   the later rounds of an honest syncer building on it check out;
+1. an `EventCursor` (reorg- and lag-safe) reads the run's ``RoundCommitted`` and
+   ``RoundsDiscarded`` events in chain order;
+2. once the run trains (its trainer list is fixed), the checker is built from the spec and the
+   initial weights (both checked against their on-chain commitments), and each committed round
+   is checked in order (contracts/PROTOCOL.md §5): the round's committed weights and momentum
+   against their recomputation from the previous committed state and the accepted signed
+   payloads, and every forced submission live on-chain against the committed bitmaps;
+3. every round is checked *given its committed inputs*, so a lie in round r is reported in round
+   r only;
 4. a round that differs is logged as one ``MISMATCH`` line (run, round, fragments, first
    difference, how many more) and appended to the JSON-lines report (``report_path``, default
    ``<data_dir>/watcher-mismatches.jsonl``; one object per round: task, round, fragments,
-   commit block and transaction, committing syncer, lag, every mismatch); the watcher goes on
-   with the run and the others. Every round checked, matching or not, is one line of
-   ``<data_dir>/watcher-rounds.jsonl`` (task, round, ok, accepted, payloads, replay seconds,
-   lag in blocks and seconds).
+   commit block and transaction, committing syncer, lag, every mismatch). Every round checked,
+   matching or not, is one line of ``<data_dir>/watcher-rounds.jsonl`` (task, round, ok, replay
+   seconds, lag in blocks and seconds).
 
-A root-flow run (contracts/PROTOCOL.md §5) is checked by `tenzro_operator.root_check` on each
-``RoundCommitted`` instead: the round's committed weights and momentum against their
-recomputation from the previous committed state and the accepted signed payloads, and every
-forced submission live on-chain against the committed bitmaps. A watcher with a key sends the
-proof at once: of a left-out forced submission (``proveOmission``), else of the first wrong
-coordinate (``proveAggregate``); no bond, the bounty is 10 % of the syncer's bond; the run goes
-back to the round before, and the watcher checks that round again when it is committed anew
-(``RoundsDiscarded`` rewinds it too). Several watchers may race: the first proof wins, the
-others revert (``Registry__RoundNotCommitted``) and lose only their gas. A v1 run has no on-chain remedy for
-a wrong round: its mismatch is only reported (`WatcherDaemon.on_mismatch`), and the watcher
-needs no key.
+A watcher with a key sends the proof at once: of a left-out forced submission
+(``proveOmission``), else of the first wrong coordinate (``proveAggregate``); no bond, the bounty
+is 10 % of the syncer's bond; the run goes back to the round before, and the watcher checks that
+round again when it is committed anew (``RoundsDiscarded`` rewinds it too). Several watchers may
+race: the first proof wins, the others revert (``Registry__RoundNotCommitted``) and lose only
+their gas. A watcher without a key only reports.
 
 Prometheus (`tenzro_operator.metrics.WatcherMetrics`, port 9103 by default), per ``task``:
 rounds checked, mismatches, lag behind the chain (blocks and seconds between a round's commit
@@ -74,8 +64,8 @@ from tenzro_operator.errors import ServiceUnavailable, TenzroError
 from tenzro_operator.events import EventCursor
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import WatcherMetrics, task_label
-from tenzro_operator.replay import Finalized, Mismatch, RoundReplayer, RoundReport, submission_of
 from tenzro_operator.root_check import RootCheck, RootRoundChecker
+from tenzro_operator.round_report import Mismatch
 from tenzro_operator.spec import task_id_bytes32
 
 __all__ = ["Finding", "WatcherDaemon"]
@@ -93,8 +83,8 @@ class Finding:
         task_id: bytes32 task id.
         round: the round.
         fragments: fragments named by the mismatches (sorted; empty when none names one).
-        mismatches: every check of the round that failed (`tenzro_operator.replay.Mismatch`).
-        block: block of the ``RoundFinalized`` event; ``tx``: its transaction hash.
+        mismatches: every check of the round that failed (`tenzro_operator.round_report.Mismatch`).
+        block: block of the ``RoundCommitted`` event; ``tx``: its transaction hash.
         syncer: the address that sent the commit (None when the node cannot say).
         lag_blocks / lag_s: blocks / chain seconds between the commit and the end of its check.
     """
@@ -131,11 +121,7 @@ class _RunWatch:
     task_id: bytes
     start_block: int
     cursor: EventCursor
-    subs: dict = field(default_factory=dict)  # (round, fragment, trainer) -> (cid, payloadHash)
-    pending: dict[int, tuple[Finalized, dict[str, Any]]] = field(default_factory=dict)  # round -> (commit, event)
-    replayer: RoundReplayer | None = None
-    root: RootRoundChecker | None = None  # a root-flow run's checker (built once the run trains)
-    is_root: bool | None = None  # in the root flow (read once)
+    root: RootRoundChecker | None = None  # the run's checker (built once the run trains)
     root_pending: dict[int, dict[str, Any]] = field(default_factory=dict)  # round -> RoundCommitted event
     next_round: int = 0
     max_rounds: int = 0
@@ -144,8 +130,7 @@ class _RunWatch:
 
     def reset(self) -> None:
         """Forget everything derived from events (a reorg): read and replay again from the run's start."""
-        self.subs, self.pending, self.replayer, self.next_round = {}, {}, None, 0
-        self.root_pending = {}
+        self.root, self.root_pending, self.next_round = None, {}, 0
         self.cursor.rewind(self.start_block)
 
 
@@ -154,7 +139,7 @@ class WatcherDaemon(Daemon):
 
     Args:
         config: `WatcherConfig`.
-        account: an unlocked account (sends the fraud proofs of root-flow runs), or None (reports only).
+        account: an unlocked account (sends the fraud proofs), or None (reports only).
         chain: a `ChainClient` (read-only is enough).
         ipfs: an `IpfsClient`.
         metrics: `WatcherMetrics` (default: a fresh one).
@@ -189,7 +174,7 @@ class WatcherDaemon(Daemon):
     @classmethod
     def run_cli(cls, config_cls, config_path, role: str = "watcher", **overrides: Any) -> int:
         """``tenzro watcher run``: load the config, configure logging, open the chain read-only
-        (the keystore, if configured, is unlocked to send root-flow fraud proofs) and IPFS, run in
+        (the keystore, if configured, is unlocked to send fraud proofs) and IPFS, run in
         the foreground with SIGTERM/SIGINT handlers. Every `TenzroError` becomes one line on
         stderr and exit code 1; returns the exit code."""
         from tenzro_operator.chain import ChainClient
@@ -297,7 +282,7 @@ class WatcherDaemon(Daemon):
 
     def _add(self, tid: bytes, run: RunView) -> None:
         start = self.chain.run_start_block(run)
-        cursor = EventCursor(self.chain, ["GradientSubmitted", "RoundFinalized", "RoundCommitted", "RoundsDiscarded"],
+        cursor = EventCursor(self.chain, ["RoundCommitted", "RoundsDiscarded"],
                              task_id=tid, start_block=start,
                              confirmations=self.config.confirmations, tail_blocks=self.config.reorg_tail_blocks)
         self.watches[tid] = _RunWatch(tid, start, cursor, max_rounds=run.max_rounds)
@@ -349,39 +334,18 @@ class WatcherDaemon(Daemon):
             w.reset()
             return True
         for ev in batch.events:
-            if ev["event"] == "GradientSubmitted":  # w.subs is the replayer's table once it exists
-                key, value = submission_of(ev)
-                w.subs[key] = value
-            elif ev["event"] == "RoundFinalized":
-                fin = Finalized.from_event(ev)
-                w.pending[fin.round] = (fin, ev)
-            elif ev["event"] == "RoundCommitted":
+            if ev["event"] == "RoundCommitted":
                 w.root_pending[int(ev["args"]["round"])] = ev
             elif ev["event"] == "RoundsDiscarded":  # a proof (ours or another's) rewound the run
                 start = int(ev["args"]["fromRound"])
                 w.root_pending = {r: e for r, e in w.root_pending.items() if r < start}
                 w.next_round = min(w.next_round, start)
-        if w.is_root is None:
-            w.is_root = self.chain.is_root_flow(w.task_id)
-        if w.is_root:
-            return self._poll_root(w, run)
-        if w.replayer is None and run.status in _TRAINED:
-            w.replayer = RoundReplayer.for_run(self.chain, self.ipfs, w.task_id, run, submissions=w.subs,
-                                               check_payloads=self.config.check_payloads,
-                                               max_params=self.config.max_model_params)
-        while w.replayer is not None and w.next_round in w.pending:
-            self.check_stop()
-            self.check_round(w, *w.pending.pop(w.next_round))
-            w.next_round += 1
-        if run.status == RunStatus.CANCELLED or (run.status == RunStatus.SEALED and w.next_round >= run.max_rounds):
-            w.done = True
-            log.info("run %s is %s: %d rounds checked, watching it no more", task_label(w.task_id), run.status.name,
-                     w.next_round)
-        return True
-
-    def _poll_root(self, w: _RunWatch, run: RunView) -> bool:
-        """`poll_run` for a root-flow run: check each committed round in order (`check_root_round`)."""
         if w.root is None and run.status in _TRAINED:
+            if not self.chain.is_root_flow(w.task_id):
+                log.warning("run %s was never put in the root flow (a protocol v1 run): not watched",
+                            task_label(w.task_id))
+                w.done = True
+                return True
             w.root = RootRoundChecker.for_run(self.chain, self.ipfs, w.task_id, run, w.start_block,
                                               self.config.max_model_params)
         while w.root is not None and w.next_round in w.root_pending:
@@ -395,7 +359,7 @@ class WatcherDaemon(Daemon):
         return True
 
     def check_root_round(self, w: _RunWatch, ev: dict[str, Any]) -> bool:
-        """Check one committed root-flow round (`RootRoundChecker.check`); on a provable mismatch
+        """Check one committed round (`RootRoundChecker.check`); on a provable mismatch
         report it and, with a key, send the proof (`prove`). Returns True when the round was
         proven wrong (by this watcher or by another first): it will be committed again."""
         r, tid, label = int(ev["args"]["round"]), w.task_id, task_label(w.task_id)
@@ -403,8 +367,7 @@ class WatcherDaemon(Daemon):
         t0 = time.perf_counter()
         res = w.root.check(r, ev["args"])
         block = int(ev["block_number"])
-        lag_blocks, lag_s = self._record_check(tid, r, block, res.ok, {"flow": "root",
-                                                                      "replay_s": round(time.perf_counter() - t0, 3)})
+        lag_blocks, lag_s = self._record_check(tid, r, block, res.ok, {"replay_s": round(time.perf_counter() - t0, 3)})
         if res.ok:
             log.info("round %d checked: matches the commit (lag %d blocks, %.0f s)", r, lag_blocks, lag_s)
             return False
@@ -446,36 +409,10 @@ class WatcherDaemon(Daemon):
                     res.round, res.fragment, at, ev["syncer"], ev["slashed"], ev["bounty"], tx.tx_hash)
         return True
 
-    def check_round(self, w: _RunWatch, fin: Finalized, ev: dict[str, Any]) -> RoundReport:
-        """Replay round ``fin.round`` against its commit (`RoundReplayer.replay`), record the
-        metrics, and report a mismatch (`on_mismatch`). Returns the round's `RoundReport`."""
-        r, tid = fin.round, w.task_id
-        set_log_context(round=r)
-        label = task_label(tid)
-        record = self.chain.get_round(tid, r)
-        rep, *_ = w.replayer.replay(r, fin, record, None)
-        block = int(ev["block_number"])
-        lag_blocks, lag_s = self._record_check(tid, r, block, rep.ok, {
-            "accepted": rep.accepted, "payloads": rep.payloads_checked, "replay_s": round(rep.seconds, 3)})
-        if rep.ok:
-            log.info("round %d checked: matches the commit (%d accepted, %d payloads, %.2f s; lag %d blocks, %.0f s)",
-                     r, rep.accepted, rep.payloads_checked, rep.seconds, lag_blocks, lag_s)
-            return rep
-        self.metrics.mismatches.labels(task=label).inc()
-        frags = sorted({m.fragment for m in rep.mismatches if m.fragment is not None})
-        tx = str(ev.get("tx_hash") or "")
-        finding = Finding(tid, r, frags, list(rep.mismatches), block, tx, self._sender(tx), lag_blocks, lag_s)
-        self.on_mismatch(finding)
-        return rep
-
     def on_mismatch(self, finding: Finding) -> None:
         """A committed round differs from its replay: log one line and append it to the report
-        (once per run and round, also across restarts), then call ``on_finding``.
-
-        HOOK for the fraud proof (issue 9, protocol v2): once the registry can challenge a round,
-        this is where the proof is built from ``finding`` (the round, the fragment, the committed
-        and the recomputed values) and sent within the challenge window. Not built yet: nothing is
-        sent today."""
+        (once per run and round, also across restarts), then call ``on_finding`` (the proof, if
+        any, is sent by `check_root_round` after this)."""
         self.findings.append(finding)
         key = (task_label(finding.task_id), finding.round)
         if key not in self._reported:
