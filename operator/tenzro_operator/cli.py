@@ -744,7 +744,7 @@ def reward(ctx: Ctx, task_id: str, trainer: str, atto: bool, fmt: str) -> None:
 @format_option
 @common_options
 def claim(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
-    """Root flow, after the seal: ``claim`` a trainer's reward with the Merkle proof of its credits
+    """After the seal: ``claim`` a trainer's reward with the Merkle proof of its credits
     (recomputed from the chain, `tenzro train reward` shows how); the reward becomes withdrawable
     by the trainer (`tenzro train withdraw`)."""
     from tenzro_operator.reward import reward_report

@@ -222,26 +222,26 @@ class TrainerConfig(CommonConfig):
     dataset_path: Path | None = Field(default=None, description="local copy of the dataset (else fetched from IPFS)")
     max_runs: int | None = Field(default=1, ge=1, description="runs to join before exiting (without task_id); "
                                  "None = forever")
-    # -- root flow: delivery of the signed submissions (`tenzro_operator.roles.delivery`)
-    syncer_rpc: HttpUrlText | None = Field(default=None, description="root flow: URL of the syncer's submission "
+    # -- delivery of the signed submissions (`tenzro_operator.roles.delivery`)
+    syncer_rpc: HttpUrlText | None = Field(default=None, description="URL of the syncer's submission "
                                            "endpoint (``tenzro_training_deliver``); every message published on "
                                            "pubsub is posted there too. None = the URL the run's syncer announces, "
                                            "signed, on its pubsub topic (none announced: pubsub only)")
-    syncer_rpc_allow_private: bool = Field(default=False, description="root flow: post to an announced endpoint "
+    syncer_rpc_allow_private: bool = Field(default=False, description="post to an announced endpoint "
                                            "on a loopback, private (RFC 1918, fc00::/7) or link-local host too; "
                                            "false = public hosts only (a configured syncer_rpc is taken as "
                                            "written either way)")
-    syncer_rpc_deadline_s: float = Field(default=3.0, gt=0, le=60, description="root flow: total time one "
+    syncer_rpc_deadline_s: float = Field(default=3.0, gt=0, le=60, description="total time one "
                                          "delivery to the syncer's endpoint may take (connect, send, answer), "
                                          "seconds")
-    syncer_rpc_max_response_bytes: int = Field(default=1 << 20, ge=1024, description="root flow: largest answer "
+    syncer_rpc_max_response_bytes: int = Field(default=1 << 20, ge=1024, description="largest answer "
                                                "read from the syncer's endpoint, bytes; a larger one is dropped "
                                                "unread")
-    force_onchain: bool = Field(default=False, description="root flow: also deliver every submission on-chain "
+    force_onchain: bool = Field(default=False, description="also deliver every submission on-chain "
                                 "(commitSubmission, then the reveal: two transactions per fragment, paid by the "
                                 "trainer) from the first round, where no syncer can leave it out; false = only "
                                 "after a commit left this trainer out without a true reason")
-    publish_pubsub: bool = Field(default=True, description="root flow: publish the submissions on the task's "
+    publish_pubsub: bool = Field(default=True, description="publish the submissions on the task's "
                                  "pubsub topic; false = deliver them only to the syncer's endpoint (a network "
                                  "where libp2p pubsub does not reach)")
 
@@ -307,7 +307,8 @@ class SyncerConfig(CommonConfig):
                                        "(tokens or '<n>atto') if not registered yet")
     outer_lr: float | None = Field(default=None, gt=0, description="None = OuterConfig default (0.7)")
     outer_momentum: float | None = Field(default=None, ge=0, lt=1, description="None = OuterConfig default (0.9)")
-    finalize_early: bool = Field(default=True, description="finalize as soon as every fragment has K valid")
+    finalize_early: bool = Field(default=True, description="commit as soon as the commit phase has closed and "
+                                 "every fragment has K valid submissions (false: at the round deadline)")
     close_enrollment: bool = Field(default=True, description="once a run's enrollment deadline has passed, open "
                                    "round 0 with the >= K trainers enrolled, or cancel a run short of K (refunds "
                                    "pool and stakes); anyone may, the registry refuses either before the deadline")
@@ -315,8 +316,8 @@ class SyncerConfig(CommonConfig):
     metrics_port: int | None = Field(default=9102, ge=0, le=65535)
     max_runs: int | None = Field(default=1, ge=1, description="runs to serve before exiting (without task_id; "
                                  "served at once); None = every run it is elected for, until stopped")
-    # -- root flow: the submission endpoint (`tenzro_operator.roles.delivery`, operator/RPC.md)
-    submission_rpc_port: int | None = Field(default=None, ge=0, le=65535, description="root flow: serve "
+    # -- the submission endpoint (`tenzro_operator.roles.delivery`, operator/RPC.md)
+    submission_rpc_port: int | None = Field(default=None, ge=0, le=65535, description="serve "
                                             "``tenzro_training_deliver`` (JSON-RPC 2.0 over HTTP) on this port "
                                             "while collecting a run's submissions, and announce it on the run's "
                                             "syncer topic; 0 = any free port; None = off (pubsub only). 9112 is "

@@ -461,6 +461,7 @@ def run_demo(s: DemoSettings, on_round: RoundHook | None = None) -> dict:
     try:
         train_s = wait_sealed(p.sponsor, p.task_id, procs, s, on_round)
         wait_settled(procs)
+        claim_for_the_stopped(p.sponsor, p.task_id, procs, p.addresses)
     finally:
         stop(procs)
     console.print(f"run sealed after {train_s:.0f} s")
@@ -481,6 +482,24 @@ def wait_settled(procs: list[Proc], timeout_s: float = 120.0) -> None:
         except subprocess.TimeoutExpired:
             console.print(f"[yellow]{p.name} had not finished {timeout_s:.0f} s after the seal[/] (log: {p.log})")
     check_alive(procs)
+
+
+def claim_for_the_stopped(chain: ChainClient, task_id: bytes, procs: list[Proc], addresses: dict[str, str]) -> None:
+    """Claim the reward of every trainer whose process was stopped on purpose (`Proc.killed`) and
+    that has credits from the rounds it delivered before: anyone may claim for a trainer, the
+    reward goes to the trainer (``claim`` with its credits proof, `tenzro_operator.reward`). The
+    summary's check that every trainer with credits claimed then holds for the living daemons,
+    which must claim by themselves."""
+    from tenzro_operator.reward import reward_report
+
+    for p in procs:
+        if not (p.killed and p.name in addresses):
+            continue
+        rep = reward_report(chain, task_id, addresses[p.name])
+        if rep.credits and not rep.claimed:
+            chain.claim_reward(task_id, rep.index, rep.credits, rep.proof)
+            console.print(f"claimed {p.name}'s reward for it (its process was stopped): {rep.reward / TOKEN:g} TNZO "
+                          f"for {rep.credits} credits")
 
 
 def watcher_rounds(data_dir: Path) -> dict:

@@ -24,8 +24,9 @@ syncer daemons. Every run is settled by root (contracts/PROTOCOL.md §5):
    does (sha256 vs payloadHash, decode, names / shapes / finite, the decoded vector is the signed
    §2 commitment). A rejected payload is left out and listed with its reason in the transcript; a
    forced non-finite one is proven invalid on-chain first (``proveInvalid`` with the opened
-   non-finite chunk: the trainer is slashed), as the registry holds the syncer to it. The accepted payloads are aggregated with the spec's rule (keyed by
-   trainer index), the outer Nesterov step is applied, the new weights and momentum are pinned,
+   non-finite chunk: the trainer is slashed), as the registry holds the syncer to it. The
+   accepted payloads are aggregated with the spec's rule (keyed by trainer index), the outer
+   Nesterov step is applied, the new weights and momentum are pinned,
    and so is a `RoundTranscript` that lists every accepted signed struct; ``commitRound`` carries
    the §6 fragments root (weights, momentum and accepted set per fragment), one accepted bitmap
    per trainer, the cumulative credits before the round (summed here from the driver's own
@@ -35,8 +36,8 @@ syncer daemons. Every run is settled by root (contracts/PROTOCOL.md §5):
    the syncer's fees) with the Merkle path of its credits leaf in the registry's credits root.
 
 The driver has no norm screen and no loss-improvement scoring (the specs set no ``score_min``,
-and the honest payloads here are far inside the daemon's norm screen). `Faults` makes the syncer or a trainer misbehave in
-ways only a replay can see, or that the honest syncer must handle.
+and the honest payloads here are far inside the daemon's norm screen). `Faults` makes the syncer
+or a trainer misbehave in ways only a replay can see, or that the honest syncer must handle.
 """
 
 from __future__ import annotations

@@ -204,7 +204,8 @@ def test_a_dropped_submission_sends_its_trainer_to_the_forced_path_and_the_run_s
     assert int(rounds[0]["acceptedBitmaps"][index]) == 0b01
     assert [int(b) for b in rounds[1]["acceptedBitmaps"]] == [0b11, 0b11, 0b11]
     assert runner.daemons["trainer2"].forced
-    assert {e["args"]["trainer"] for e in events(client, tid, "GradientSubmitted")} == {anvil_account(TRAINERS[2]).address}
+    forced = {e["args"]["trainer"] for e in events(client, tid, "GradientSubmitted")}
+    assert forced == {anvil_account(TRAINERS[2]).address}  # only the trainer left out went on-chain
     assert runner.daemons["syncer"].summary["rounds_finalized"] == 2
     # a watcher finds nothing wrong: the round is what its commit says (leaving an off-chain
     # submission out is the trainer's to answer, by the forced path)
