@@ -285,6 +285,20 @@ def ensure_syncer_stake(client, bond: int, min_stake: int = MIN_SYNCER_STAKE) ->
         client.register_syncer(bond - info.free)
 
 
+def force_commit(trainer, tid: bytes, rnd: int, fragment: int, payload):
+    """The first half of the forced path: ``trainer`` (a `ChainClient`) signs ``payload`` (a
+    `SignedPayload` without signature) over the open round's weights and commits to it on-chain.
+    Returns the `RevealMessage`; ``submit_outer_gradient(..., m.signed_payload())`` reveals it once
+    the commit phase has closed."""
+    from tenzro_operator.root_flow import RevealMessage
+
+    base_root = trainer.get_run(tid).weights_root
+    signed = trainer.sign_outer_gradient(tid, rnd, fragment, payload, base_root=base_root)
+    m = RevealMessage.of(tid, rnd, fragment, trainer.address, base_root, signed)
+    trainer.commit_submission(tid, rnd, fragment, m.commitment())
+    return m
+
+
 def past_commit_phase(client, tid: bytes) -> None:
     """Mine the devnet past the open round's commit phase (chain time: ``evm_increaseTime``), so
     forced reveals are taken and the round can be committed."""

@@ -2032,6 +2032,14 @@ class ChainClient:
 
     # -- devnet helpers -------------------------------------------------------------------
 
+    def nudge_devnet(self, deadline: int) -> None:
+        """On a devnet (chain id 31337 / 1337) blocks are mined only for transactions, so the head's
+        timestamp can stay at or before a deadline (unix seconds) long after it passed, and a
+        transaction that needs it passed would be refused at estimation; mine one empty block
+        (anvil stamps it with the current time). On other chains new blocks come by themselves."""
+        if self.chain_id in (31337, 1337) and self.block_timestamp("latest") <= deadline:
+            self.mine()
+
     def mine(self, seconds: int = 0, blocks: int = 1) -> None:
         """Devnet only (anvil): advance time by ``seconds`` and mine ``blocks`` blocks."""
         if seconds:

@@ -555,8 +555,7 @@ def _commit_and_reveal(chain, run, round_: int, fragment: int, payload, wait_s: 
     while True:
         if chain.block_timestamp("latest") <= closes:
             time.sleep(min(2.0, max(0.2, closes + 1 - time.time())))
-            if chain.chain_id in (31337, 1337):  # a devnet mines only for transactions
-                chain.mine()
+            chain.nudge_devnet(closes)  # a devnet mines only for transactions
         try:
             return chain.submit_outer_gradient(run.task_id, round_, fragment, m.signed_payload())
         except ChainRevert as exc:

@@ -569,12 +569,9 @@ class Daemon:
             return "moved"
 
     def nudge_devnet(self, deadline: int) -> None:
-        """On a devnet (chain id 31337 / 1337) blocks are mined only for transactions, so the head's
-        timestamp can stay at or before a deadline (unix seconds) long after it passed, and a
-        transaction that needs it passed would be refused at estimation; mine one empty block
-        (anvil stamps it with the current time). On other chains new blocks come by themselves."""
-        if self.chain.chain_id in (31337, 1337) and self.chain.block_timestamp("latest") <= deadline:
-            self.chain.mine()
+        """`ChainClient.nudge_devnet`: on a devnet, mine an empty block while the head is still
+        stamped at or before ``deadline`` (unix seconds)."""
+        self.chain.nudge_devnet(deadline)
 
     # -- time -----------------------------------------------------------------------------
 

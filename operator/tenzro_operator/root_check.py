@@ -181,8 +181,9 @@ class RootRoundChecker:
         return rc.OuterGradient(self.task_id, r, f, bytes.fromhex(s.base_root[2:]), bytes.fromhex(s.payload_root[2:]),
                                 s.payload_sumsq, s.cid, bytes.fromhex(s.sha256[2:]))
 
-    def _payload(self, r: int, f: int, s, struct: rc.OuterGradient) -> torch.Tensor:
-        """The vector (float32, shape (n,)) of accepted submission ``s`` of round r, fragment f:
+    def _payload(self, r: int, f: int, s, struct: rc.OuterGradient) -> tuple[torch.Tensor, ChunkTree]:
+        """The vector (float32, shape (n,)) of accepted submission ``s`` of round r, fragment f, and
+        its §2 chunk tree (the aggregate proof opens it):
         from IPFS, else (a forced payload whose CID nobody serves) from its whole-payload answer
         on-chain (`whole_answer`), which the syncer had to count. The bytes must hash to the signed
         ``payloadHash`` and decode to the vector of the signed chunk commitment (PROTOCOL.md §2).
@@ -201,7 +202,7 @@ class RootRoundChecker:
                                   self.runtime.sizes[f], struct.payload_root, struct.payload_sumsq)
             if vec is None:
                 raise
-            return vec
+            return vec, ChunkTree(vec)
         who = f"round {r} fragment {f}: {s.trainer}'s accepted payload {s.cid}"
         if hashlib.sha256(raw).digest() != struct.payload_hash:
             raise NotTheSignedPayload(f"{who} does not hash to its signed payloadHash 0x{struct.payload_hash.hex()}")
@@ -209,10 +210,11 @@ class RootRoundChecker:
             vec = flatten_fragment(self.runtime.decode_payload(raw, f)[0])
         except PayloadError as exc:
             raise NotTheSignedPayload(f"{who} does not decode: {exc}") from None
-        if ChunkTree(vec).root != (struct.payload_root, struct.payload_sumsq):
+        tree = ChunkTree(vec)
+        if tree.root != (struct.payload_root, struct.payload_sumsq):
             raise NotTheSignedPayload(f"{who} decodes to a vector that is not the signed chunk commitment "
                                       f"0x{struct.payload_root.hex()}")
-        return vec
+        return vec, tree
 
     def previous(self, r: int) -> _Committed:
         """Round r - 1's committed state (the initial state for r = 0): the one read last, else
@@ -304,12 +306,12 @@ class RootRoundChecker:
         prev = self.previous(r)
         for f, fr in enumerate(sorted(cur.transcript.fragments, key=lambda x: x.fragment)):
             n = self.runtime.sizes[f]
-            subs, payloads = {}, {}
+            subs, payloads, trees = {}, {}, {}
             for s in fr.accepted:
                 i = self.trainers.index(s.trainer.lower())
                 subs[i] = self._struct(r, f, s)
                 try:
-                    payloads[i] = self._payload(r, f, s, subs[i])
+                    payloads[i], trees[i] = self._payload(r, f, s, subs[i])
                 except NotTheSignedPayload as exc:  # aggregated, yet not the data the trainer signed
                     return RootCheck(r, False, f, detail=f"{exc} (unprovable by an aggregate proof)")
             g = self._aggregate([payloads[i] for i in sorted(payloads)], n)
@@ -320,7 +322,6 @@ class RootRoundChecker:
             if not bool(diff.any()):
                 continue
             c = int(diff.nonzero()[0])
-            trees = {i: ChunkTree(v) for i, v in payloads.items()}
             opening = rc.build_aggregate_opening(fragment=f, coordinate=c, current=cur.states[f],
                                                  previous=prev.states[f], current_leaves=cur.leaves,
                                                  previous_leaves=prev.leaves, submissions=subs, payloads=trees)

@@ -9,7 +9,14 @@ import json
 import os
 import time
 
-from stack import REPO, Anvil, ensure_syncer_stake, past_commit_phase, small_dataset  # noqa: F401  (re-exported)
+from stack import (  # noqa: F401  (re-exported for the operator tests)
+    REPO,
+    Anvil,
+    ensure_syncer_stake,
+    force_commit,
+    past_commit_phase,
+    small_dataset,
+)
 
 EXAMPLE_SPEC = REPO / "operator/examples/task_spec.json"
 PW_ENV = "TEST_TENZRO_PW"  # the variable the CLI tests keep keystore passwords in
@@ -58,16 +65,3 @@ def post_root_run(sponsor, spec, spec_cid: str = "bafyspec"):
     sponsor.post_task(spec, spec_cid)
     sponsor.use_root_flow(spec.task_id_bytes, b"\x01" * 32, outer_rule(spec))
     return spec.task_id_bytes
-
-
-def force_commit(trainer, tid: bytes, rnd: int, fragment: int, payload):
-    """The first half of the forced path: ``trainer`` (a `ChainClient`) signs ``payload`` (a
-    `SignedPayload` without signature) over the open round's weights and commits to it on-chain.
-    Returns the `RevealMessage` that `force_reveal` sends once the commit phase has closed."""
-    from tenzro_operator.root_flow import RevealMessage
-
-    base_root = trainer.get_run(tid).weights_root
-    signed = trainer.sign_outer_gradient(tid, rnd, fragment, payload, base_root=base_root)
-    m = RevealMessage.of(tid, rnd, fragment, trainer.address, base_root, signed)
-    trainer.commit_submission(tid, rnd, fragment, m.commitment())
-    return m

@@ -196,6 +196,19 @@ def accepted_counts(client: ChainClient, task_id: bytes) -> dict[str, int]:
     return {t.trainer: t.accepted for t in build(client, task_id).trainers}
 
 
+def assert_tokens_conserved(client: ChainClient, task_id: bytes, enrolled: int, stake: int = 100 * TOKEN) -> None:
+    """A sealed run's tokens balance: pool + stakes == stake refunds + claimed rewards + syncer fees +
+    trainer slashes + the claims' floor dust (under one atto-unit per trainer, left for the
+    sponsor's sweep)."""
+    run = client.get_run(task_id)
+    refunds = sum(e["args"]["stakeRefund"] for e in events(client, task_id, "PayoutCredited"))
+    claims = sum(e["args"]["reward"] for e in events(client, task_id, "RewardClaimed"))
+    slashed = sum(e["args"]["amount"] for e in events(client, task_id, "TrainerSlashed"))
+    claimable = events(client, task_id, "RootRunSealed")[0]["args"]["claimable"]
+    assert 0 <= claimable - claims < enrolled
+    assert refunds + claimable + run.syncer_fees_accrued + slashed == run.reward_pool + enrolled * stake
+
+
 def events(client: ChainClient, task_id: bytes, name: str) -> list:
     """Every ``name`` event of run ``task_id`` since the deployment (decoded, in chain order)."""
     return client.get_logs(client.deployment.deploy_block, client.block_number(), [name], task_id=task_id)

@@ -15,8 +15,16 @@ import time
 
 import pytest
 
-from roles_stack import TRAINERS, accepted_counts, events, post_small_task, syncer_daemon, trainer_daemon
-from stack import TOKEN, wait_until
+from roles_stack import (
+    TRAINERS,
+    accepted_counts,
+    assert_tokens_conserved,
+    events,
+    post_small_task,
+    syncer_daemon,
+    trainer_daemon,
+)
+from stack import TOKEN, force_commit, wait_until
 from tenzro_operator.chain import RunStatus, SignedPayload
 from tenzro_operator.ipfs import Cid, kubo_cid
 from tenzro_operator.root_flow import RevealMessage
@@ -29,15 +37,6 @@ BLAKE2B_RAW_CID = str(Cid(1, 0x55, 0xB220, hashlib.blake2b(b"x", digest_size=32)
 
 def _junk(cid: str) -> SignedPayload:
     return SignedPayload(os.urandom(32), 0x3F800000, cid, b"\x00" * 32)
-
-
-def _commit(trainer, tid: bytes, fragment: int, payload: SignedPayload) -> RevealMessage:
-    """``trainer`` signs ``payload`` for round 0 and commits to it on-chain (the forced path's first half)."""
-    base_root = trainer.get_run(tid).weights_root
-    m = RevealMessage.of(tid, 0, fragment, trainer.address, base_root,
-                         trainer.sign_outer_gradient(tid, 0, fragment, payload, base_root=base_root))
-    trainer.commit_submission(tid, 0, fragment, m.commitment())
-    return m
 
 
 def _reveal_after_the_phase(client, trainer, tid: bytes, m: RevealMessage, delay_s: float = 0.0) -> None:
@@ -60,8 +59,9 @@ def test_bad_cids_and_unavailable_forced_payloads_are_rejected_and_the_run_seals
     wait_until(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
     # H1: a CID that is not one, and one with a multihash this operator can not verify;
     # M6: a well-formed CID nobody can serve. Committed in the commit phase, revealed after it.
-    forced = [(a, _commit(a, tid, 0, _junk("not-a-cid"))), (a, _commit(a, tid, 1, _junk(BLAKE2B_RAW_CID))),
-              (b, _commit(b, tid, 0, _junk(kubo_cid(os.urandom(1000)))))]
+    forced = [(a, force_commit(a, tid, 0, 0, _junk("not-a-cid"))),
+              (a, force_commit(a, tid, 0, 1, _junk(BLAKE2B_RAW_CID))),
+              (b, force_commit(b, tid, 0, 0, _junk(kubo_cid(os.urandom(1000)))))]
     for t, m in forced:
         _reveal_after_the_phase(client, t, tid, m)
 
@@ -87,12 +87,8 @@ def test_bad_cids_and_unavailable_forced_payloads_are_rejected_and_the_run_seals
     assert rej[(1, a.address.lower())][0] == "Malformed" and "0xb220" in rej[(1, a.address.lower())][1]
     assert rej[(0, b.address.lower())][0] == "Unavailable"
     # conservation: refunds + claims + syncer fees + slashes + dust == pool + the four stakes
-    refunds = sum(e["args"]["stakeRefund"] for e in events(client, tid, "PayoutCredited"))
-    claims = sum(e["args"]["reward"] for e in events(client, tid, "RewardClaimed"))
-    claimable = events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
-    slashed = sum(e["args"]["amount"] for e in events(client, tid, "TrainerSlashed"))
-    assert slashed > 0 and 0 <= claimable - claims < 4
-    assert refunds + claimable + run.syncer_fees_accrued + slashed == run.reward_pool + 4 * 100 * TOKEN
+    assert sum(e["args"]["amount"] for e in events(client, tid, "TrainerSlashed")) > 0
+    assert_tokens_conserved(client, tid, 4)
 
 
 @pytest.mark.slow
@@ -112,7 +108,7 @@ def test_a_forced_reveal_landing_late_holds_the_commit_until_it_is_handled(dev, 
     runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
     client = dev.client()
     wait_until(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
-    m = _commit(late, tid, 1, _junk(kubo_cid(os.urandom(1000))))
+    m = force_commit(late, tid, 0, 1, _junk(kubo_cid(os.urandom(1000))))
     t = threading.Thread(target=_reveal_after_the_phase, args=(client, late, tid, m, 1.0), daemon=True)
     t.start()
     assert runner.join(240) == {"syncer": 0, "honest0": 0, "honest1": 0}

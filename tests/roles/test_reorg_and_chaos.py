@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from faultproxy import FaultProxy
-from roles_stack import TRAINERS, Runner, events, post_small_task, syncer_daemon, trainer_daemon
+from roles_stack import TRAINERS, Runner, assert_tokens_conserved, events, post_small_task, syncer_daemon, trainer_daemon
 from stack import TOKEN, Anvil, deploy_stack, free_port, fund
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.ipfs import IpfsClient
@@ -59,11 +59,7 @@ def _check_honest_run(client: ChainClient, tid: bytes, trainers: list[str], roun
         for r, a in committed.items():
             assert all(int(a["acceptedBitmaps"][index[t]]) == (1 << fragments) - 1 for t in trainers), (r, a)
     assert len(events(client, tid, "TrainerEnrolled")) == len(trainers)
-    refunds = sum(e["args"]["stakeRefund"] for e in events(client, tid, "PayoutCredited"))
-    claims = sum(e["args"]["reward"] for e in events(client, tid, "RewardClaimed"))
-    claimable = events(client, tid, "RootRunSealed")[0]["args"]["claimable"]
-    assert 0 <= claimable - claims < len(trainers)
-    assert refunds + claimable + run.syncer_fees_accrued == run.reward_pool + len(trainers) * 100 * TOKEN
+    assert_tokens_conserved(client, tid, len(trainers))  # nothing slashed: refunds + claims + fees + dust
 
 
 @dataclass

@@ -44,7 +44,7 @@ def _syncer(chain) -> SimpleNamespace:
     ns = SimpleNamespace(chain=chain, task_id=b"\x07" * 32, _round=SimpleNamespace(round=3, subs={(0, sub.key): sub},
                                                                                 split={}),
                          runtime=SimpleNamespace(sizes=[64]), _revalidate=lambda s: False, sub=sub)
-    ns._challenge = lambda s, chunk: SyncerDaemon._challenge(ns, s, chunk)
+    ns._challenge = lambda s: SyncerDaemon._challenge(ns, s)
     return ns
 
 

@@ -536,6 +536,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         syncer becomes replaceable); else this syncer waits as a stand-in, ready to replace it, and
         keeps the open round's submissions meanwhile (`root_stand_by`)."""
         self.open_task(task_id)
+        in_root_flow = False  # read once the run trains: useRootFlow can land only while it enrolls
         while True:
             self.check_stop()
             run = self.chain.get_run(task_id)
@@ -547,7 +548,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 if self.guarded("close enrollment", lambda: self.maybe_close_enrollment(run)) is None:
                     self.sleep(self.backoff_s() if self.consecutive_failures else self.poll_s)
                 continue
-            if not self.chain.is_root_flow(task_id):  # never draw a bond for a run this daemon cannot settle
+            in_root_flow = in_root_flow or self.chain.is_root_flow(task_id)
+            if not in_root_flow:  # never draw a bond for a run this daemon cannot settle
                 raise TenzroError(f"run 0x{task_id.hex()} was never put in the root flow (useRootFlow): protocol v1 "
                                   "runs are not served")
             if self.ensure_elected(run):
@@ -1001,7 +1003,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 # payload counts against the syncer only once it is wholly public; after a one-chunk
                 # challenge a trainer could answer that chunk alone, withhold the rest, and leave
                 # this syncer to be convicted whether it aggregates the payload or omits it.
-                ev = self._challenge(sub, ChunkOpening.WHOLE_PAYLOAD).event("AvailabilityChallenged")
+                ev = self._challenge(sub).event("AvailabilityChallenged")
                 log.warning("challenged availability of the whole payload trainer=%s fragment=%d (%s) until %d",
                             sub.trainer, sub.fragment, sub.reason, ev["deadline"])
         except InsufficientTokens as exc:  # the bond: nothing sent; reported again on the next poll
@@ -1053,11 +1055,11 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             log.error("trainer=%s fragment=%d: its payload is not usable here (%s) and no whole-payload answer "
                       "on-chain holds it: it stays live", sub.trainer, sub.fragment, sub.reason)
 
-    def _challenge(self, sub: _Sub, chunk: int):
-        """``challengeAvailability`` of chunk ``chunk`` of ``sub`` (its bond from this account's
+    def _challenge(self, sub: _Sub):
+        """``challengeAvailability`` of the whole payload of ``sub`` (its bond from this account's
         wallet); the round's commit then waits a step (`ready`). Returns the transaction result."""
         res = self.chain.challenge_availability(self.task_id, self._round.round, sub.fragment, sub.trainer,
-                                                sub.signed, chunk)
+                                                sub.signed, ChunkOpening.WHOLE_PAYLOAD)
         self._round.challenged = True
         return res
 
