@@ -77,7 +77,7 @@ from tenzro_trainer.config import ROBUST_DEFAULTS
 from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.evaluate import HeldoutEvaluator
 from tenzro_trainer.models import build_model
-from tenzro_trainer.zeroshot import zero_shot_score
+from tenzro_trainer.zeroshot import reference_figures, zero_shot_score
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSWORD_ENV = "TENZRO_KEYSTORE_PASSWORD"
@@ -351,10 +351,11 @@ def stop(procs: list[Proc], timeout_s: float = 30.0) -> None:
 
 def sealed_model_zero_shot(runtime: TaskRuntime, state: dict) -> dict:
     """The sealed model's zero-shot quality (:func:`tenzro_trainer.zeroshot.zero_shot_score`: series no
-    training collection holds, relative to SeasonalNaive) for the summary."""
+    training collection holds, relative to SeasonalNaive) for the summary, with the reference
+    recipe's recorded figure on the same set under ``reference`` (None when not recorded)."""
     model = build_model(runtime.model_cfg)
     model.load_state_dict(state)
-    return zero_shot_score(model)
+    return {**zero_shot_score(model), "reference": reference_figures()}
 
 
 def plot_loss(rows: list[dict], path: Path, title: str) -> Path:
@@ -608,6 +609,12 @@ def _print_summary(summary: dict) -> None:
     console.print(f"zero-shot relative MASE of the sealed model: {z['relative_mase']:.3f} (WQL {z['relative_wql']:.3f}; "
                   f"{z['series']} series no training run has seen, {z['windows']} windows, vs SeasonalNaive = 1; "
                   f"beats it on {z['beats_seasonal_naive']}/{z['series']} series)")
+    ref = z.get("reference")
+    if ref:
+        console.print(f"reference: the {ref['label']} ({ref['rounds']} DiLoCo rounds on the training mixture, mean of "
+                      f"{len(ref['seeds'])} seeds, {ref['windows_per_series']} windows per series; "
+                      f"trainer/benchmarks/results/zero_shot.md) scores {ref['relative_mase']:.3f} on the same series; "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in ref["baselines"].items()))
     a = {k: (v if isinstance(v, bool) else int(v)) for k, v in summary["accounting"].items()}
     t = Table(title="run token accounting (TNZO, exact in atto-units)")
     for col in ("in", "TNZO", "out", "TNZO "):

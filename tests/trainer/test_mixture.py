@@ -37,6 +37,32 @@ def test_kernel_synth_is_deterministic_and_varied():
     assert (stds > 0).all() and np.isfinite(a["y"]).all()
 
 
+_HASH_IN_CHILD = (
+    "import sys; from tenzro_trainer.data import dataset_hash; from tenzro_trainer.data.synthetic import kernel_synth;"
+    "print(dataset_hash(kernel_synth(8, length=256, seed=5)))")
+
+
+def test_kernel_synth_is_the_same_bits_whatever_the_callers_numerics():
+    """A fresh machine must rebuild the recorded mixture hash. Without the pinned child the BLAS
+    thread count, OpenBLAS's kernel and NumPy's AVX-512 loops each changed the KernelSynth bits
+    (measured on this machine); a caller started under each of them now gets one hash, and so
+    does this process."""
+    import os
+    import subprocess
+    import sys
+
+    outer = [{}, {"OPENBLAS_NUM_THREADS": "2"}, {"OPENBLAS_CORETYPE": "Sandybridge"},
+             {"NPY_DISABLE_CPU_FEATURES": "AVX2 FMA3"}]
+    hashes = set()
+    for extra in outer:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENBLAS_", "NPY_", "OMP_", "MKL_"))}
+        res = subprocess.run([sys.executable, "-c", _HASH_IN_CHILD], env={**env, **extra}, capture_output=True,
+                             text=True, check=True)
+        hashes.add(res.stdout.strip())
+    hashes.add(dataset_hash(kernel_synth(8, length=256, seed=5)))
+    assert len(hashes) == 1, hashes
+
+
 def test_ts_mixup_mixes_scaled_windows_and_keeps_tails_out():
     t = np.arange(400)
     src = pd.concat([

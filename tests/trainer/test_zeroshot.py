@@ -9,10 +9,12 @@ from tenzro_trainer.data.heldout import check_disjoint, zero_shot_collection
 from tenzro_trainer.errors import DataError
 from tenzro_trainer.zeroshot import (
     QUANTILES,
+    REFERENCE_RESULTS,
     MethodScores,
     ZeroShotTask,
     evaluate_forecaster,
     pinball,
+    reference_figures,
     relative_summary,
     score_task,
     statsforecast_forecaster,
@@ -122,3 +124,17 @@ def test_the_original_set_stays_reachable():
     assert not any(u.startswith(("m1_", "m3_", "tourism_")) or u.endswith(("_daily", "_weekly")) for u in original)
     with pytest.raises(DataError, match="unknown zero-shot set"):
         zero_shot_set_ids("all")
+
+
+def test_the_reference_figure_is_the_recorded_one(tmp_path):
+    """The demo's summary puts the reference recipe's figure next to its own model's: it is the
+    mean the committed results file ends with, and a missing or foreign file gives none."""
+    ref = reference_figures()
+    assert ref is not None and ref["rounds"] >= 1 and len(ref["seeds"]) >= 2
+    last = REFERENCE_RESULTS.with_suffix(".md").read_text().strip().splitlines()
+    mase_line = next(line for line in last if line.startswith("zero-shot relative MASE"))
+    assert float(mase_line.rsplit(":", 1)[1]) == pytest.approx(ref["relative_mase"], abs=5e-4)
+    assert set(ref["baselines"]) == {"AutoETS", "AutoARIMA", "AutoTheta"}
+    assert reference_figures(tmp_path / "absent.json") is None
+    (tmp_path / "other.json").write_text('{"summary": {}}')
+    assert reference_figures(tmp_path / "other.json") is None

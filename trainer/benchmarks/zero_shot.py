@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -328,7 +329,7 @@ def main() -> None:
         "to 512 points before each origin (AutoARIMA with m >= 24: 336, restricted search); ETS/ARIMA fall back to "
         "non-seasonal for m > 24. The model sees at most its context.",
         "",
-        f"Machine: {m['cpus']} CPUs shared with other agents' jobs (nice 15), load average {m['loadavg_1_5_15']} at the end.",
+        f"Machine: {m['cpus']} CPUs shared with other agents' jobs (nice {os.nice(0)}), load average {m['loadavg_1_5_15']} at the end.",
         "",
         "| method | relative MASE (geo-mean) | relative WQL (geo-mean) | series beating SeasonalNaive (MASE) |",
         "| --- | --- | --- | --- |",

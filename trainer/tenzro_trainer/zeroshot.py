@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -184,6 +185,30 @@ def zero_shot_score(model, max_windows: int = 3) -> dict:
     return {"relative_mase": rel["mase"], "relative_wql": rel["wql"], "series": len(tasks),
             "windows": sum(len(t.origins) for t in tasks), "beats_seasonal_naive": wins}
 
+#: The reference recipe's recorded zero-shot figures (``trainer/benchmarks/zero_shot.py``).
+REFERENCE_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "zero_shot.json"
+
+
+def reference_figures(path: Path = REFERENCE_RESULTS) -> dict | None:
+    """The recorded zero-shot figures of the reference recipe, for a summary to put next to its own
+    model's: ``{"label", "relative_mase", "relative_wql", "seeds", "rounds", "windows_per_series",
+    "dataset_hash", "baselines": {name: relative MASE}}`` (relative scores: geometric mean over the
+    set's series, SeasonalNaive = 1), or None when the file is absent or not a results file.
+    """
+    import json
+
+    try:
+        d = json.loads(path.read_text())
+        s, a = d["summary"], d["args"]
+        return {"label": a["label"], "relative_mase": float(s["model_relative_mase_mean"]),
+                "relative_wql": float(s["model_relative_wql_mean"]), "seeds": list(a["seeds"]),
+                "rounds": int(a["rounds"]), "windows_per_series": int(a["max_windows"]),
+                "dataset_hash": d["dataset_hash"],
+                "baselines": {k: float(v["mase"]) for k, v in s["baselines"].items() if k != "SeasonalNaive"}}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 # --- statistical baselines -------------------------------------------------------------------
 
 def _sf_model(name: str, season: int, n: int):
@@ -246,6 +271,7 @@ def statsforecast_forecaster(name: str, history: int = 512, arima_seasonal_histo
     return fn
 
 
-__all__ = ["BASELINES", "Forecaster", "MethodScores", "QUANTILES", "ZeroShotTask", "evaluate_forecaster",
+__all__ = ["BASELINES", "Forecaster", "MethodScores", "QUANTILES", "REFERENCE_RESULTS", "ZeroShotTask", "evaluate_forecaster",
+           "reference_figures",
            "geometric_mean", "pinball", "relative_summary", "score_task", "statsforecast_forecaster",
            "window_origins", "zero_shot_score", "zero_shot_tasks"]

@@ -16,9 +16,18 @@ shorter), scale each window by its mean absolute value, and mix them with weight
 
 Both are deterministic given the seed and the inputs (NumPy ``RandomState``; Cholesky of the GP
 covariance in float64); series are materialized as long-format frames and become part of the
-training dataset, so its hash (:mod:`tenzro_trainer.data.hashing`) covers them. A GP sample can
-differ in the last bits between BLAS builds: the sponsor materializes the dataset once and
-trainers fetch that file by its hash, they do not regenerate it.
+training dataset, so its hash (:mod:`tenzro_trainer.data.hashing`) covers them.
+
+**Same bits on every machine.** A KernelSynth draw goes through OpenBLAS (the Cholesky factor and
+a matrix-vector product) and NumPy's vector loops (the kernels' ``exp`` and ``sin``), whose last
+bits follow the BLAS thread count, the BLAS kernel chosen for the CPU and NumPy's SIMD level
+(measured: each of ``OPENBLAS_NUM_THREADS=1``, ``OPENBLAS_CORETYPE=Haswell`` and AVX-512 turned
+off gave another dataset hash on the same machine; a fresh machine built another mixture hash
+than the one recorded). So the draws run in a child process with one pinned numeric environment
+(:data:`PINNED_NUMERICS`: one BLAS thread, OpenBLAS's Haswell kernels, NumPy without its AVX-512
+loops): on any x86-64 CPU with AVX2 and FMA and the locked NumPy / OpenBLAS / scikit-learn, the
+same seed gives the same bits, hence the same dataset hash (``tests/trainer/test_mixture.py``
+builds it under several outer environments). Other architectures (ARM) get other bits.
 
 Usage::
 
@@ -28,6 +37,13 @@ Usage::
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -36,6 +52,19 @@ from tenzro_trainer.errors import DataError
 
 PERIODS = (24, 48, 96, 168, 336, 672, 7, 14, 30, 60, 365, 730, 4, 26, 52, 6, 12, 40, 10)
 SYNTH_START = pd.Timestamp("2000-01-01")
+
+
+def pinned_numerics() -> dict[str, str]:
+    """The environment KernelSynth's draws run in (see the module docstring): one BLAS thread,
+    OpenBLAS's Haswell (AVX2) kernels, and every AVX-512 loop of this NumPy build turned off."""
+    from numpy.core._multiarray_umath import __cpu_dispatch__
+
+    return {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "OPENBLAS_CORETYPE": "Haswell",
+            "NPY_DISABLE_CPU_FEATURES": " ".join(f for f in __cpu_dispatch__ if f.startswith("AVX512"))}
+
+
+PINNED_NUMERICS = pinned_numerics()
 
 
 def _kernel_bank(length: int) -> list:
@@ -80,9 +109,43 @@ def kernel_synth(n_series: int, length: int = 1024, max_kernels: int = 5, seed: 
     same elementwise ``+`` / ``*`` sklearn's ``Sum`` / ``Product`` apply, so the series are the
     same bits as evaluating each composite kernel afresh.
 
+    The draws run under :data:`PINNED_NUMERICS` (a child process unless this one already is), so
+    the result is the same bits on every x86-64 machine with AVX2 (module docstring).
+
     Returns:
         columns ``unique_id`` (``kernelsynth/0000``, ...), ``ds`` (from 2000-01-01, ``freq``), ``y`` float64.
+    Raises:
+        DataError: the child process failed.
     """
+    if any(os.environ.get(k) != v for k, v in PINNED_NUMERICS.items()):
+        ys = _draw_pinned(n_series, length, max_kernels, seed)
+    else:
+        ys = _draws(n_series, length, max_kernels, seed)
+    ds = pd.date_range(SYNTH_START, periods=length, freq=freq)
+    return pd.concat([pd.DataFrame({"unique_id": f"kernelsynth/{i:04d}", "ds": ds, "y": y}) for i, y in enumerate(ys)],
+                     ignore_index=True)
+
+
+def _draw_pinned(n_series: int, length: int, max_kernels: int, seed: int) -> np.ndarray:
+    """`_draws` in a child process under :data:`PINNED_NUMERICS` (the variables must be set
+    before NumPy loads its BLAS and picks its loops, so not in this process).
+
+    Raises:
+        DataError: the child failed (its stderr's last line named).
+    """
+    with tempfile.TemporaryDirectory(prefix="kernelsynth-") as tmp:
+        out = Path(tmp) / "draws.npy"
+        args = json.dumps({"n_series": n_series, "length": length, "max_kernels": max_kernels, "seed": seed})
+        res = subprocess.run([sys.executable, "-m", "tenzro_trainer.data.synthetic", args, str(out)],
+                             env={**os.environ, **PINNED_NUMERICS}, capture_output=True, text=True)
+        if res.returncode != 0 or not out.exists():
+            last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+            raise DataError(f"KernelSynth: the pinned-numerics child failed (exit {res.returncode}): {last}")
+        return np.load(out)
+
+
+def _draws(n_series: int, length: int, max_kernels: int, seed: int) -> np.ndarray:
+    """The KernelSynth draws, float64 ``(n_series, length)``, in this process's numerics."""
     rng = np.random.RandomState(seed)
     bank = _kernel_bank(length)
     x = np.linspace(0, 1, length)[:, None]
@@ -93,16 +156,14 @@ def kernel_synth(n_series: int, length: int = 1024, max_kernels: int = 5, seed: 
             covs[i] = bank[i](x)
         return covs[i]
 
-    ds = pd.date_range(SYNTH_START, periods=length, freq=freq)
-    frames = []
+    ys = np.empty((n_series, length))
     for i in range(n_series):
         picks = rng.randint(len(bank), size=rng.randint(1, max_kernels + 1))
         cov = cov_of(picks[0])
         for p in picks[1:]:
             cov = cov + cov_of(p) if rng.rand() < 0.5 else cov * cov_of(p)
-        y = _gp_sample(cov, rng)
-        frames.append(pd.DataFrame({"unique_id": f"kernelsynth/{i:04d}", "ds": ds, "y": y}))
-    return pd.concat(frames, ignore_index=True)
+        ys[i] = _gp_sample(cov, rng)
+    return ys
 
 
 def ts_mixup(df: pd.DataFrame, n_series: int, max_mix: int = 3, min_len: int = 128, max_len: int = 1024,
@@ -142,4 +203,9 @@ def ts_mixup(df: pd.DataFrame, n_series: int, max_mix: int = 3, min_len: int = 1
     return pd.concat(frames, ignore_index=True)
 
 
-__all__ = ["PERIODS", "kernel_synth", "ts_mixup"]
+__all__ = ["PERIODS", "PINNED_NUMERICS", "kernel_synth", "pinned_numerics", "ts_mixup"]
+
+
+if __name__ == "__main__":  # the pinned-numerics child of `kernel_synth`: args JSON, output .npy path
+    _kw = json.loads(sys.argv[1])
+    np.save(sys.argv[2], _draws(_kw["n_series"], _kw["length"], _kw["max_kernels"], _kw["seed"]))
