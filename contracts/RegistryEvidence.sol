@@ -14,8 +14,7 @@ import {RoundProofs} from "./lib/RoundProofs.sol";
 /// @title RegistryEvidence
 /// @notice The evidence functions of the training registry (contracts/PROTOCOL.md §4): proven
 /// invalid payloads and availability challenges; the root flow's forced submissions, committed
-/// and then revealed (§5, commit–reveal; the registry's submitOuterGradient delegates a
-/// root-flow run's reveal here); cancelTask and cancelStalledRun (moved here to keep the registry
+/// and then revealed (§5, commit–reveal); cancelTask and cancelStalledRun (moved here to keep the registry
 /// under EIP-170); and postTask / enrollTrainer with an ERC-2612
 /// permit (ITrainingRegistryPermit), which share their logic with the registry's own through
 /// RegistryStorage._postTask / _enrollTrainer. Deployed before the registry (its code in the
@@ -98,16 +97,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         emit SubmissionCommitted(taskId, round, fragment, msg.sender, commitment);
     }
 
-    /// @notice The root flow's forced submission: the reveal of a commitment (commitSubmission),
-    /// reached through the registry's `submitOuterGradient` (ITrainingRegistry). Anyone may send
-    /// it, after the commit phase and until roundDeadline (seconds, inclusive); the trainer is
-    /// recovered from `s.signature` (EIP-712 OuterGradient, baseRoot = the run's weightsRoot) and
-    /// keccak256(abi.encode(structHash, trainer)) must be its commitment of this round's opening.
-    /// Records the live submission as v1 does (the syncer must accept it or prove it invalid;
-    /// proveOmission) and emits GradientSubmitted. Reverts Registry__WrongStatus,
-    /// Registry__WrongRound, Registry__DeadlinePassed, Registry__BadFragment,
-    /// Registry__CommitPhaseOpen, Registry__InvalidSignature, Registry__NotEnrolled,
-    /// Registry__TrainerIsEvicted, Registry__DuplicateSubmission, Registry__NotCommitted.
+    /// @inheritdoc ITrainingRegistryEvidence
     function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external {
         Run storage run = _checkSubmissionWindow(taskId, round, fragment);
         RootRun storage rr = _rootOf(taskId);
@@ -205,10 +195,14 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
             if (run.enrolledCount >= run.quorum) revert Registry__RunCanTrain(taskId, run.enrolledCount, run.quorum);
         }
         run.status = RunStatus.Cancelled;
-        // no syncer exists while Enrolling: elections need a Training run
-        // nobody has credits before round 0: every stake is refunded whole and the
-        // whole pool goes back to the sponsor as "dust"
-        (, uint256 pool) = _creditPayouts(run, taskId);
+        // no syncer exists while Enrolling (elections need a Training run) and nobody has
+        // credits before round 0: every stake is refunded whole, the whole pool goes back
+        uint256 pool = run.poolLeft;
+        run.distributedPool = pool;
+        run.poolLeft = 0;
+        _refundStakes(run, taskId);
+        _withdrawable[run.sponsor] += pool;
+        emit PayoutCredited(taskId, run.sponsor, pool, 0);
         emit TaskCancelled(taskId, pool, run.enrolledCount);
     }
 
@@ -224,7 +218,7 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         uint16 pending = run.openChallenges + rr.openSlotChallenges;
         if (pending != 0) revert Registry__ChallengesPending(taskId, pending);
         uint32 c = run.currentRound; // rounds committed (and not rewound) so far
-        if (rr.enabled && c != 0) {
+        if (c != 0) {
             uint64 until = _rounds[taskId][c - 1].finalizedAt + run.challengeSeconds;
             if (block.timestamp <= until) revert ITrainingRegistryRounds.Registry__ChallengeWindowOpen(taskId, until);
         }
@@ -243,14 +237,9 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         _withdrawable[run.sponsor] += back;
         run.poolLeft = pot;
         emit StalledRunCancelled(taskId, c, pot, back, burnt);
-        if (!rr.enabled) {
-            // v1: the pot by on-chain credits, stakes refunded, dust to the sponsor
-            _creditPayouts(run, taskId);
-            return;
-        }
         uint256 m = _refundStakes(run, taskId);
         run.distributedPool = pot;
-        // root flow: claims against the last committed credits root, as after sealRootRun
+        // claims against the last committed credits root, as after sealRootRun
         if (pot != 0) _openClaims(rr, taskId, m);
     }
 
@@ -296,19 +285,14 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         address trainer,
         uint8 reason,
         SignedPayload calldata s,
-        ChunkOpening calldata o,
-        SignedPayload[] calldata others
+        ChunkOpening calldata o
     ) external nonReentrant {
         Run storage run = _openRunRound(taskId, round, fragment);
         Trainer storage t = _liveSubmission(taskId, round, fragment, trainer);
         _requireSigned(taskId, round, fragment, trainer, s);
-        if (reason == uint8(SlashReason.NormOutlier)) {
-            // the median over this round's submissions is the forcing sybils' to set (attack 6)
-            if (_rootRuns[taskId].enabled) revert Registry__RootFlow(taskId);
-            _requireNormOutlier(run, taskId, round, fragment, t.index, s, others);
-        } else {
-            _requireChunkDefect(run, fragment, reason, s, o);
-        }
+        // a norm outlier is proven against the previous round's accepted sums (proveNormOutlier):
+        // the median over this round's submissions would be the forcing sybils' to set (attack 6)
+        _requireChunkDefect(run, fragment, reason, s, o);
         _reject(taskId, round, fragment, t.index);
         _slashWithBounty(run, taskId, trainer, round, fragment, SlashReason(reason), _committedProver(msg.sender));
     }
@@ -528,53 +512,6 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         if ((_subsOf(taskId, round, _runs[taskId].epoch)[t.index] >> (2 * uint256(fragment))) & 3 != ST_SUBMITTED) {
             revert Registry__NoSuchSubmission(taskId, round, fragment, trainer);
         }
-    }
-
-    /// @dev Reverts Registry__NotProven unless the target's signed sum of squares is a norm
-    /// outlier among every submission of (round, fragment): `others` must hold, in ascending
-    /// trainer index, one signed submission of every other trainer with a submission there.
-    function _requireNormOutlier(
-        Run storage run,
-        bytes32 taskId,
-        uint32 round,
-        uint16 fragment,
-        uint256 targetIndex,
-        SignedPayload calldata s,
-        SignedPayload[] calldata others
-    ) internal view {
-        if (run.normScreenSq == 0) revert Registry__NoNormScreen(taskId);
-        uint32[] memory sums = new uint32[](others.length + 1);
-        uint256 k = 0; // sums filled; others[k - (k > target position)] is the next one
-        uint256 n = run.enrolledCount;
-        mapping(uint256 => uint256) storage roundSubs = _subsOf(taskId, round, run.epoch);
-        for (uint256 i = 0; i < n; ++i) {
-            if ((roundSubs[i] >> (2 * uint256(fragment))) & 3 == 0) continue;
-            if (k > others.length) revert Registry__IncompleteSubmissionSet(others.length, k);
-            sums[k] = i == targetIndex
-                ? s.payloadSumsq
-                : _signedSum(taskId, round, fragment, i, others, i < targetIndex ? k : k - 1);
-            ++k;
-        }
-        if (k != others.length + 1) revert Registry__IncompleteSubmissionSet(others.length, k == 0 ? 0 : k - 1);
-        if (!_evidence.normOutlier(s.payloadSumsq, sums, run.normScreenSq)) {
-            revert Registry__NotProven(uint8(SlashReason.NormOutlier));
-        }
-    }
-
-    /// @dev others[j]'s signed sum of squares, after checking that trainer index i signed it.
-    function _signedSum(
-        bytes32 taskId,
-        uint32 round,
-        uint16 fragment,
-        uint256 i,
-        SignedPayload[] calldata others,
-        uint256 j
-    ) internal view returns (uint32) {
-        if (j >= others.length) {
-            revert Registry__IncompleteSubmissionSet(others.length, j + 1);
-        }
-        _requireSigned(taskId, round, fragment, _trainerList[taskId][i], others[j]);
-        return others[j].payloadSumsq;
     }
 
     /// @dev Marks a live submission rejected (01 -> 10).

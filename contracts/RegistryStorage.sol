@@ -33,8 +33,6 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     uint256 public constant MAX_SYNCER_CANDIDATES = 64;
     /// @notice Basis-point denominator.
     uint256 public constant BPS = 10_000;
-    /// @notice Fraction of the remaining stake slashed at eviction (10 %).
-    uint256 public constant EVICTION_SLASH_BPS = 1_000;
     /// @notice Fraction of the remaining stake slashed per proven invalid submission (5 %).
     uint256 public constant INVALID_SLASH_BPS = 500;
     /// @notice Share of a proven slash paid to its prover, bps (10 %; the rest is burned).
@@ -54,7 +52,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     uint8 public constant MAX_AVAILABILITY_CHALLENGES = 3;
     /// @dev Bit of _availCounts set once a submission's one whole-payload challenge was opened.
     uint8 internal constant WHOLE_CHALLENGED = 0x80;
-    /// @notice Largest M * F: bounds the gas of finalizeRound (and of a round) at every shape.
+    /// @notice Largest M * F: bounds the gas of commitRound (and of a round) at every shape.
     uint256 public constant MAX_SUBMISSION_SLOTS = 2048;
     /// @notice Largest syncer fee, basis points of the reward pool (20 %).
     uint16 public constant MAX_SYNCER_FEE_BPS = 2_000;
@@ -213,7 +211,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     mapping(bytes32 taskId => mapping(uint32 round => mapping(uint256 slot => AvailabilityChallenge))) internal _avail;
     /// @dev Challenge bonds held (pending challenges), atto-units.
     uint256 internal _bondsHeld;
-    /// @dev Root-flow state of each run (PROTOCOL.md §5); `enabled` false: the v1 flow.
+    /// @dev Round state of each run (PROTOCOL.md §5); `enabled` false until the sponsor's useRootFlow.
     mapping(bytes32 taskId => RootRun) internal _rootRuns;
     /// @dev Per root-flow round: keccak256(fragmentsRoot ‖ creditsRoot ‖ uint256 totalCredits ‖
     /// keccak256(counts as uint16[])): one word per round, its preimage is in RoundCommitted.
@@ -380,6 +378,8 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// the reentrancy lock.
     function _enrollTrainer(bytes32 taskId, uint256 stake, string calldata did) internal {
         Run storage run = _existing(taskId);
+        // the rounds' initial fragments root and outer rule must be committed before anyone stakes
+        if (!_rootRuns[taskId].enabled) revert Registry__NotRootFlow(taskId);
         uint16 index = run.enrolledCount;
         // checked before the status: a full run has moved on to Training
         if (index >= run.trainerCount) revert Registry__EnrollmentFull(taskId, run.trainerCount);
@@ -516,7 +516,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         _syncerFees[taskId][msg.sender] += fee;
     }
 
-    /// @dev The syncer fee of one finalized round, atto-units.
+    /// @dev The syncer fee of one committed round, atto-units.
     function _syncerFeePerRound(Run storage run) internal view returns (uint256) {
         return (run.rewardPool * run.syncerFeeBps) / BPS / run.maxRounds;
     }
@@ -563,31 +563,6 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint64 from = elected > deadline ? elected : deadline;
         // the clock does not run while an availability challenge blocks the commit
         return (challenged > from ? challenged : from) + timeout;
-    }
-
-    /// @dev Credits rewards, stake refunds and dust at the seal (and at a cancel: cancelTask,
-    /// cancelStalledRun of a v1 run); empties the run's pool and stakes.
-    function _creditPayouts(Run storage run, bytes32 taskId) internal returns (uint256 rewards, uint256 dust) {
-        uint256 pool = run.poolLeft;
-        uint256 totalCredits = run.totalCredits;
-        run.distributedPool = pool;
-        run.poolLeft = 0;
-        run.stakeHeld = 0;
-        address[] storage list = _trainerList[taskId];
-        uint256 n = list.length;
-        for (uint256 i = 0; i < n; ++i) {
-            address trainer = list[i];
-            Trainer storage t = _trainers[taskId][trainer];
-            uint256 reward = totalCredits == 0 ? 0 : (pool * t.credits) / totalCredits;
-            uint256 refund = uint256(t.stake) - t.slashed;
-            rewards += reward;
-            _withdrawable[trainer] += reward + refund;
-            emit PayoutCredited(taskId, trainer, reward, refund);
-        }
-        // sum of floor(pool * c_i / C) <= pool, so this cannot underflow
-        dust = pool - rewards;
-        _withdrawable[run.sponsor] += dust;
-        emit PayoutCredited(taskId, run.sponsor, dust, 0);
     }
 
     /// @dev Reverts Registry__NotSignedBy unless `signature` is `trainer`'s EIP-712 signature of
@@ -639,7 +614,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         );
     }
 
-    /// @dev The root-flow state of `taskId` (reverts Registry__NotRootFlow for a v1 run).
+    /// @dev The round state of `taskId` (reverts Registry__NotRootFlow before useRootFlow).
     function _rootOf(bytes32 taskId) internal view returns (RootRun storage rr) {
         rr = _rootRuns[taskId];
         if (!rr.enabled) revert Registry__NotRootFlow(taskId);
@@ -654,7 +629,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     /// @dev The submissions of `round` in the opening of epoch `epoch` (the run's rewinds before
     /// it; PROTOCOL.md §5 "Rewind"). A round reopened by a rewind starts with none: a forced
     /// submission signed over a discarded round's weights can neither convict the syncer of the
-    /// new opening (proveOmission) nor keep its trainer from submitting again. v1 runs stay at 0.
+    /// new opening (proveOmission) nor keep its trainer from submitting again. A run never rewound stays at 0.
     function _subsOf(bytes32 taskId, uint32 round, uint16 epoch)
         internal
         view

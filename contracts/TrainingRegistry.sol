@@ -27,38 +27,31 @@ import {ITrainingRegistryEvidence} from "./interfaces/ITrainingRegistryEvidence.
 ///   elected syncer locks syncerBond until the seal (or its replacement). It becomes
 ///   replaceable syncerTimeout seconds after the later of the round deadline and its
 ///   election; replacing it burns its bond for the run, once, and excludes it from that draw.
-/// - Syncer fee: each finalizeRound accrues rewardPool * syncerFeeBps / BPS / maxRounds
-///   from the pool to the finalizing syncer, claimable after the seal (claimSyncerFee).
-///   postTask refuses a fee per round below minSyncerFeePerRound: a run cannot lock a
-///   syncer's bond for nothing.
+/// - Syncer fee: each committed round (commitRound) accrues rewardPool * syncerFeeBps / BPS /
+///   maxRounds from the pool to its committer, claimable after the seal (claimSyncerFee); the
+///   fees of a round a proof discards go back to the pool (PROTOCOL.md §5). postTask refuses a
+///   fee per round below minSyncerFeePerRound: a run cannot lock a syncer's bond for nothing.
+/// - One flow (PROTOCOL.md §5): after postTask the sponsor commits the run's initial fragments
+///   root and outer rule (useRootFlow); enrollment is refused until it has. Rounds are committed
+///   by root (commitRound: the fragments root, the cumulative credits root, the counts); trainers
+///   deliver their payloads off-chain and force them on-chain only when left out (commitSubmission,
+///   then submitOuterGradient after the commit phase). Proofs (proveAggregate, proveBitmap,
+///   proveOmission, the slot and weights challenges) discard a wrong round and convict its
+///   committer; sealRootRun seals after the last round's challenge window and trainers claim
+///   their share against the final credits root (claim).
 /// - Enrollment: stake >= minStake, at most M, until postedAt + enrollmentSeconds; trainer
 ///   index i trains data shard i of M. Round 0 opens when the M-th trainer enrolls, or when
 ///   anyone closes enrollment after the deadline with >= K enrolled; with fewer than K after
 ///   the deadline anyone may cancel.
-/// - Rounds: trainers submit until the deadline (inclusive). Before the deadline the
-///   syncer may finalize only with >= K accepted submissions for every fragment; after
-///   it, with any accepted set (also empty): the syncer applies the task's rule and outer
-///   optimizer to what it has (a fragment with no accepted submission gets only the
-///   optimizer's momentum step, or keeps its weights; the contract records whatever
-///   weights the syncer commits, checkable by replaying the transcript).
-/// - Credits: each accepted (trainer, fragment) earns fragmentSizes[fragment] credits.
-/// - Misses: a non-evicted trainer with no accepted submission in a finalized round
-///   misses it; more than maxMisses consecutive misses evict it and slash
-///   EVICTION_SLASH_BPS of its remaining stake. An evicted trainer cannot submit; it
-///   keeps the credits it earned and gets its remaining stake back at the seal.
 /// - Invalid payloads (PROTOCOL.md §4): a slash needs evidence this contract checks (an
-///   opened chunk, every signed sum of squares of the fragment, or an unanswered availability
-///   challenge); INVALID_SLASH_BPS of the remaining stake per invalid submission, BOUNTY_BPS of
-///   it to the prover. The syncer must accept every live submission, or prove it invalid, or
-///   challenge its availability: it cannot leave one out on its word.
+///   opened chunk, or an unanswered availability challenge); INVALID_SLASH_BPS of the remaining
+///   stake per invalid submission, BOUNTY_BPS of it to the prover.
 /// - Slashed stake (trainers' and replaced syncers' bonds) is burned: it stays in this
 ///   contract for ever (burned()), so no party, the sponsor included, gains by a slash.
-/// - Seal: rewards = pool * credits / totalCredits per trainer, stake refunds minus
-///   slashing, dust (or the whole pool when totalCredits = 0) to the sponsor. All payouts
-///   are credited to withdrawable balances and pulled with withdraw(). Conservation:
+/// - Payouts are credited to withdrawable balances and pulled with withdraw(). Conservation:
 ///   token balance = sum over live runs (poolLeft + stakeHeld) + sum of unclaimed syncer
-///   fees + syncer stakes + withdrawable + burned.
-/// - Evidence functions (ITrainingRegistryEvidence: proveInvalid, availability challenges,
+///   fees + syncer stakes + challenge bonds held + withdrawable + burned.
+/// - Evidence functions (ITrainingRegistryEvidence: forced submissions, proveInvalid, availability challenges,
 ///   cancelTask, cancelStalledRun) and the
 ///   permit variants of postTask / enrollTrainer (ITrainingRegistryPermit: an ERC-2612 permit of
 ///   the token instead of a prior approve, one transaction, no allowance left) run in
@@ -222,58 +215,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         }
         if (run.enrolledCount < run.quorum) revert Registry__NotEnoughEnrolled(run.enrolledCount, run.quorum);
         _openRound(run, taskId, 0);
-    }
-
-    /// @inheritdoc ITrainingRegistry
-    function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external {
-        // a root-flow run's on-chain submission is the reveal of a commitment (RegistryEvidence)
-        if (_rootRuns[taskId].enabled) _delegate(_extension);
-        _checkSubmissionWindow(taskId, round, fragment);
-        address trainer = _signerOf(_structHash(taskId, round, fragment, _runs[taskId].weightsRoot, s), s.signature);
-        if (trainer == address(0)) revert Registry__InvalidSignature();
-        _recordSubmission(taskId, round, fragment, trainer);
-        _emitSubmitted(taskId, round, fragment, trainer, s);
-    }
-
-    /// @inheritdoc ITrainingRegistry
-    function finalizeRound(RoundCommit calldata c) external {
-        Run storage run = _openRoundOfSyncer(c.taskId, c.round);
-        uint16 f = run.fragmentCount;
-        if (c.fragmentHashes.length != f || c.fragmentCids.length != f) {
-            revert Registry__WeightsLength(c.fragmentHashes.length, c.fragmentCids.length, f);
-        }
-        if (c.acceptedBitmaps.length != run.enrolledCount) {
-            revert Registry__AcceptedLength(c.acceptedBitmaps.length, run.enrolledCount);
-        }
-
-        (uint32 acceptedCount, bool quorumMet) = _applyAccepted(run, c);
-        if (!quorumMet && block.timestamp <= run.roundDeadline) _revertQuorum(run, c);
-
-        (bytes32 root, bytes32 digest) =
-            _builder.roundRecord(c.round, c.fragmentHashes, c.transcriptHash, acceptedCount);
-        RoundRecord storage rec = _rounds[c.taskId][c.round];
-        rec.weightsRoot = root;
-        rec.transcriptHash = c.transcriptHash;
-        rec.roundDigest = digest;
-        rec.acceptedCount = acceptedCount;
-        rec.finalizedAt = uint64(block.timestamp);
-        run.weightsRoot = root;
-        _accrueSyncerFee(run, c.taskId);
-        emit RoundFinalized(c.taskId, c.round, root, acceptedCount, quorumMet, c);
-
-        _advance(run, c.taskId, c.round);
-    }
-
-    /// @inheritdoc ITrainingRegistry
-    function seal(bytes32 taskId) external {
-        Run storage run = _runIn(taskId, RunStatus.Completed);
-        if (_rootRuns[taskId].enabled) revert Registry__RootFlow(taskId);
-        if (run.openChallenges != 0) revert Registry__ChallengesPending(taskId, run.openChallenges);
-        TrainingReceipt storage rc = _sealReceipt(run, taskId, _builder);
-        (uint256 rewards, uint256 dust) = _creditPayouts(run, taskId);
-        emit RunSealed(
-            taskId, rc.runRoot, rc.finalModelHash, rc.transcriptRoot, rc.rounds, rc.trainerCount, rewards, dust
-        );
     }
 
     /// @inheritdoc ITrainingRegistry
@@ -450,15 +391,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
 
     // ------------------------------------------------------------ internal
 
-    /// @dev The Training run of `taskId` when the caller is its syncer and `round` is open.
-    function _openRoundOfSyncer(bytes32 taskId, uint32 round) private view returns (Run storage run) {
-        run = _runIn(taskId, RunStatus.Training);
-        if (_rootRuns[taskId].enabled) revert Registry__RootFlow(taskId);
-        // address(0) never sends transactions; the check only guards simulated calls
-        if (msg.sender != run.syncer || msg.sender == address(0)) revert Registry__NotSyncer(taskId, msg.sender);
-        if (round != run.currentRound) revert Registry__WrongRound(taskId, round, run.currentRound);
-    }
-
     /// @dev Reverts Registry__SyncerStillActive unless the run has no syncer or its syncer is
     /// replaceable now.
     function _requireReplaceable(Run storage run, bytes32 taskId) private view {
@@ -541,154 +473,6 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
     function _settled(address a, SyncerEntry storage s) private view {
         uint256 from = _changeableFrom(s);
         if (block.number < from) revert Registry__SyncerChangePending(a, from);
-    }
-
-    /// @dev Applies the accepted bitmaps of the open round: marks accepted submissions,
-    /// credits them, counts submissions and misses, evicts past maxMisses. Returns the
-    /// number of accepted (trainer, fragment) pairs and whether every fragment has >= K.
-    function _applyAccepted(Run storage run, RoundCommit calldata c)
-        private
-        returns (uint32 acceptedCount, bool quorumMet)
-    {
-        uint64[] memory sizes = run.fragmentSizes;
-        uint256[] memory perFragment = new uint256[](sizes.length);
-        uint256 n = c.acceptedBitmaps.length;
-        uint256 creditsAdded = 0;
-        for (uint256 i = 0; i < n; ++i) {
-            (uint256 accepted, uint256 credit) = _applyOne(run, c, i, sizes, perFragment);
-            // forge-lint: disable-next-line(unsafe-typecast) -- accepted <= F <= 128
-            acceptedCount += uint32(accepted);
-            creditsAdded += credit;
-        }
-        run.totalCredits += creditsAdded;
-        quorumMet = true;
-        for (uint256 j = 0; j < sizes.length; ++j) {
-            if (perFragment[j] < run.quorum) quorumMet = false;
-        }
-    }
-
-    /// @dev Applies trainer index `i`'s accepted bitmap; returns its accepted count and credit.
-    function _applyOne(
-        Run storage run,
-        RoundCommit calldata c,
-        uint256 i,
-        uint64[] memory sizes,
-        uint256[] memory perFragment
-    ) private returns (uint256 accepted, uint256 credit) {
-        mapping(uint256 => uint256) storage roundSubs = _subsOf(c.taskId, c.round, run.epoch);
-        uint256 states = roundSubs[i];
-        uint256 newStates;
-        uint256 submitted;
-        uint256 leftOut;
-        (newStates, submitted, accepted, credit, leftOut) = _scan(i, states, c.acceptedBitmaps[i], sizes, perFragment);
-        if (newStates != states) roundSubs[i] = newStates;
-        // a live submission left out needs a pending availability challenge (the syncer's only
-        // way to leave one out without evidence of a defect)
-        for (uint256 j = 0; leftOut >> j != 0; ++j) {
-            if ((leftOut >> j) & 1 == 1 && _avail[c.taskId][c.round][_slotKey(i, uint16(j))].challenger == address(0)) {
-                // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolledCount and j < F, both uint16
-                revert Registry__SubmissionOmitted(uint16(i), uint16(j));
-            }
-        }
-        _accountTrainer(run, c, _trainerList[c.taskId][i], submitted, accepted, credit, leftOut != 0);
-    }
-
-    /// @dev Checks one trainer's accepted bitmap `acc` against its submission `states` and
-    /// returns the new states (accepted bits set to 3), the number of submitted and accepted
-    /// fragments, the credit earned and the bitmap of live submissions left out; counts accepted
-    /// per fragment into `perFragment`. Reverts Registry__AcceptedNotSubmitted for an accepted
-    /// bit without a live submission.
-    function _scan(uint256 i, uint256 states, uint256 acc, uint64[] memory sizes, uint256[] memory perFragment)
-        private
-        pure
-        returns (uint256 newStates, uint256 submitted, uint256 accepted, uint256 credit, uint256 leftOut)
-    {
-        uint256 f = sizes.length;
-        uint256 bad = (acc >> f) << f; // bits beyond F are never valid
-        newStates = states;
-        for (uint256 j = 0; j < f; ++j) {
-            uint256 s = (states >> (2 * j)) & 3;
-            if (s != 0) ++submitted;
-            if ((acc >> j) & 1 == 1) {
-                if (s != ST_SUBMITTED) {
-                    // forge-lint: disable-next-line(incorrect-shift) -- bit j of the result bitmap, as intended
-                    bad |= 1 << j;
-                } else {
-                    newStates |= ST_ACCEPTED << (2 * j);
-                    ++accepted;
-                    ++perFragment[j];
-                    credit += sizes[j];
-                }
-            } else if (s == ST_SUBMITTED) {
-                // forge-lint: disable-next-line(incorrect-shift) -- bit j of the result bitmap, as intended
-                leftOut |= 1 << j;
-            }
-        }
-        // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolledCount, a uint16
-        if (bad != 0) revert Registry__AcceptedNotSubmitted(uint16(i), bad);
-    }
-
-    /// @dev Updates one trainer's counters after a round; evicts and slashes past maxMisses.
-    /// No miss is counted when the round is finalized before its deadline (the trainer still had
-    /// time) or when a live submission of the trainer was left out under a pending challenge.
-    function _accountTrainer(
-        Run storage run,
-        RoundCommit calldata c,
-        address trainer,
-        uint256 submitted,
-        uint256 accepted,
-        uint256 credit,
-        bool pendingLive
-    ) private {
-        Trainer storage t = _trainers[c.taskId][trainer];
-        if (t.evicted) return; // evicted before this round: cannot have submitted
-        // forge-lint: disable-next-line(unsafe-typecast) -- submitted <= F <= 128
-        t.submitted += uint32(submitted);
-        if (accepted != 0) {
-            // forge-lint: disable-next-line(unsafe-typecast) -- accepted <= F <= 128
-            t.accepted += uint32(accepted);
-            t.credits += credit;
-            t.missedRounds = 0;
-            return;
-        }
-        if (pendingLive || block.timestamp <= run.roundDeadline) return;
-        uint32 misses = t.missedRounds + 1;
-        t.missedRounds = misses;
-        t.totalMissed += 1;
-        if (misses > run.maxMisses) {
-            t.evicted = true;
-            run.activeCount -= 1;
-            (uint256 amount, uint256 left) = _slash(run, c.taskId, trainer, t, EVICTION_SLASH_BPS);
-            emit TrainerSlashed(c.taskId, trainer, SlashReason.MissedRounds, c.round, 0, amount, left);
-            emit TrainerEvicted(c.taskId, trainer, c.round, misses);
-        }
-    }
-
-    /// @dev Reverts with the first fragment short of quorum (called only when one is).
-    function _revertQuorum(Run storage run, RoundCommit calldata c) private view {
-        uint256 f = run.fragmentCount;
-        for (uint256 j = 0; j < f; ++j) {
-            uint256 count = 0;
-            for (uint256 i = 0; i < c.acceptedBitmaps.length; ++i) {
-                count += (c.acceptedBitmaps[i] >> j) & 1;
-            }
-            // forge-lint: disable-next-line(unsafe-typecast) -- j < F and count <= enrolledCount, both uint16
-            if (count < run.quorum) revert Registry__QuorumNotMet(uint16(j), uint16(count), run.quorum);
-        }
-    }
-
-    /// @dev Slashes `bps` of the trainer's remaining stake; the amount is burned.
-    function _slash(Run storage run, bytes32 taskId, address trainer, Trainer storage t, uint256 bps)
-        private
-        returns (uint256 amount, uint256 left)
-    {
-        uint256 remaining = uint256(t.stake) - t.slashed;
-        amount = (remaining * bps) / BPS;
-        // forge-lint: disable-next-line(unsafe-typecast) -- amount <= remaining <= stake < 2**128
-        t.slashed += uint128(amount); // amount <= remaining <= stake < 2**128
-        run.stakeHeld -= amount;
-        left = remaining - amount;
-        _burn(taskId, trainer, amount);
     }
 
     /// @dev Stake-weighted pick among candidates with stake >= minSyncerStake whose unlocked

@@ -11,34 +11,38 @@ import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
 /// wei); times are unix seconds unless a name ends in `Ms`; rounds are numbered
 /// 0 .. maxRounds-1; fragments 0 .. F-1; trainer indices 0 .. enrolled-1.
 ///
-/// Lifecycle (status): None -> Enrolling (postTask) -> Training (M trainers
-/// enrolled, or anyone closes enrollment after the enrollment deadline with >= K)
-/// -> Completed (last round finalized) -> Sealed (seal). The sponsor may cancel
-/// while Enrolling; anyone may cancel once the enrollment deadline has passed with
-/// fewer than K enrolled (-> Cancelled: pool and stakes refunded).
+/// Lifecycle (status): None -> Enrolling (postTask; the sponsor then commits the initial
+/// fragments root and outer rule with useRootFlow, before which nobody may enroll) -> Training
+/// (M trainers enrolled, or anyone closes enrollment after the enrollment deadline with >= K)
+/// -> Completed (last round committed) -> Sealed (sealRootRun, after the last round's challenge
+/// window). The sponsor may cancel while Enrolling; anyone may cancel once the enrollment
+/// deadline has passed with fewer than K enrolled (-> Cancelled: pool and stakes refunded).
 ///
 /// Syncers (contracts/PROTOCOL.md, contracts/THREATS.md): a candidate registers with
 /// at least minSyncerStake(); a syncer is elected only for a Training run, in two
 /// steps (requestSyncerElection at block n, electSyncer from block n+1 with
-/// blockhash(n)), and locks the run's syncerBond out of its stake until the seal. It
-/// becomes replaceable syncerTimeout() seconds after the later of the round deadline
-/// and its own election; replacing it burns its bond for that run, once. Each
-/// finalized round accrues rewardPool * syncerFeeBps / 10000 / maxRounds to the
-/// syncer that finalized it, claimable after the seal. Slashed stake is burned (kept
-/// by the registry for ever), never paid to the sponsor or to another party.
+/// blockhash(n)), and locks the run's syncerBond out of its stake while rounds it committed
+/// can still be proven. It becomes replaceable syncerTimeout() seconds after the later of the
+/// round deadline and its own election; replacing it burns its bond for that run, once. Each
+/// committed round accrues rewardPool * syncerFeeBps / 10000 / maxRounds to its committer,
+/// claimable after the seal, and comes back to the pool when a proof discards the round.
+/// Slashed stake is burned (kept by the registry for ever), never paid to the sponsor or to
+/// another party but a prover's bounty.
 ///
-/// Submission state per (task, round, trainer, fragment) is two bits:
-/// 0 none, 1 submitted, 2 rejected (proven invalid or unavailable, with evidence the
-/// contract checked: proveInvalid, expireAvailability), 3 accepted (by finalizeRound).
+/// Rounds (contracts/PROTOCOL.md §5) are committed by root (ITrainingRegistryRounds
+/// .commitRound); trainers deliver payloads off-chain and force one on-chain only when left
+/// out (ITrainingRegistryEvidence.commitSubmission, then submitOuterGradient). An on-chain
+/// submission's state per (task, round opening, trainer, fragment) is two bits: 0 none,
+/// 1 submitted, 2 rejected (proven invalid or unavailable, with evidence the contract checked:
+/// proveInvalid, proveNormOutlier, expireAvailability), 3 accepted.
 ///
 /// Evidence (contracts/PROTOCOL.md §4): a submission commits the trainer's pseudo-gradient
 /// as a chunk-Merkle root with its binary32 sum of squares (§2) and is signed over the
 /// weights root the round started from. Nobody is slashed on anyone's word: a non-finite
-/// value or bad padding is shown by opening one chunk, a norm outlier by the signed sums of
-/// squares of every submission of that fragment, an unavailable payload by a challenge the
+/// value or bad padding is shown by opening one chunk, a norm outlier against the signed sums
+/// of squares the previous round accepted, an unavailable payload by a challenge the
 /// trainer did not answer in time. The prover of a slash gets BOUNTY_BPS of it; the rest is
-/// burned. The syncer must accept every live submission of the round it finalizes, except
-/// one under an availability challenge it opened.
+/// burned.
 interface ITrainingRegistry is ITrainingRegistryTypes {
     // --------------------------------------------------------- syncer pool
 
@@ -101,36 +105,6 @@ interface ITrainingRegistry is ITrainingRegistryTypes {
     /// @notice After the seal (or a cancelStalledRun), move the caller's accrued syncer fees of `taskId` to its
     /// withdrawable balance. @return amount atto-units
     function claimSyncerFee(bytes32 taskId) external returns (uint256 amount);
-
-    /// @notice Submit an outer gradient for (round, fragment) on a trainer's behalf: the forced
-    /// path, open to anyone (a relayer, or the trainer when a syncer ignores its off-chain
-    /// submission). The trainer is recovered from its EIP-712 signature over
-    /// OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,
-    /// uint32 payloadSumsq,string cid,bytes32 payloadHash) (domain "TenzroTrainingRegistry", version
-    /// "2"), where baseRoot is the run's weightsRoot while the round is open (the weights the trainer
-    /// started from). Only the open round, only until roundDeadline (inclusive, seconds), once per
-    /// (trainer, round, fragment). The syncer must then accept it, or prove it invalid, or challenge
-    /// its availability (finalizeRound reverts Registry__SubmissionOmitted otherwise). In a
-    /// root-flow run it is the reveal of the trainer's commitment (ITrainingRegistryEvidence
-    /// .commitSubmission): only after the commit phase, and only of the committed struct.
-    /// @param s the signed submission (payloadRoot, payloadSumsq, cid, payloadHash, signature)
-    function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external;
-
-    /// @notice The syncer commits the open round. Before roundDeadline every fragment needs
-    /// >= K accepted submissions; after it, any accepted set (even empty) is allowed. Every live
-    /// submission (submitted, not rejected) must be accepted unless an availability challenge is
-    /// pending on it (Registry__SubmissionOmitted). Credits each accepted bit with its fragment
-    /// size; counts a miss for a non-evicted trainer with nothing accepted and nothing live, only
-    /// when the round is finalized after its deadline (an early finalization never counts a miss);
-    /// evicts and slashes past maxMisses; then opens the next round or, after the last one, moves
-    /// to Completed.
-    function finalizeRound(RoundCommit calldata c) external;
-
-    /// @notice Seal a Completed run (anyone may call) once no availability challenge is pending
-    /// (Registry__ChallengesPending): stores the receipt and credits rewards
-    /// pro rata to credits, stake refunds minus slashing, and the integer-division dust (or the
-    /// whole pool when nobody earned credit) to the sponsor.
-    function seal(bytes32 taskId) external;
 
     /// @notice Pull everything credited to the caller (rewards, refunds, released syncer stake).
     /// @return amount token atto-units transferred

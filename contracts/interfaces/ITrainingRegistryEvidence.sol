@@ -154,6 +154,23 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// Registry__TrainerIsEvicted.
     function commitSubmission(bytes32 taskId, uint32 round, uint16 fragment, bytes32 commitment) external;
 
+    /// @notice The forced path's reveal (PROTOCOL.md §5): the submission of (round, fragment) a
+    /// trainer committed to with commitSubmission, sent by anyone (a relayer, or the trainer when
+    /// the syncer left its off-chain delivery out) after the commit phase and until roundDeadline
+    /// (seconds, inclusive). The trainer is recovered from its EIP-712 signature over
+    /// OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,
+    /// uint32 payloadSumsq,string cid,bytes32 payloadHash) (domain "TenzroTrainingRegistry", version
+    /// "2"), baseRoot the run's weightsRoot while the round is open, and
+    /// keccak256(abi.encode(structHash, trainer)) must be its commitment of this round's opening.
+    /// Once per (trainer, round opening, fragment). The committer must then accept it, or prove it
+    /// invalid, or have it dropped by an unanswered whole-payload availability challenge
+    /// (proveOmission convicts it otherwise). Reverts Registry__NotRootFlow, Registry__WrongStatus,
+    /// Registry__WrongRound, Registry__DeadlinePassed, Registry__BadFragment,
+    /// Registry__CommitPhaseOpen, Registry__InvalidSignature, Registry__NotEnrolled,
+    /// Registry__TrainerIsEvicted, Registry__DuplicateSubmission, Registry__NotCommitted.
+    /// @param s the signed submission (payloadRoot, payloadSumsq, cid, payloadHash, signature)
+    function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external;
+
     /// @notice Cancel a task still Enrolling: the sponsor at any time, anyone once the
     /// enrollment deadline has passed with fewer than K enrolled. The reward pool and all
     /// stakes are credited back (withdraw to collect).
@@ -202,10 +219,9 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// evidence the contract checks (PROTOCOL.md §4); `s` is the trainer's signed submission.
     /// - NonFinite (3): `o` opens a chunk of s.payloadRoot holding a NaN or infinity at a coordinate < n.
     /// - Malformed (2): `o` opens the last chunk with a non-zero value past n (bad padding).
-    /// - NormOutlier (4), v1 flow only (a root-flow run reverts Registry__RootFlow: its sybils could
-    ///   force the reference; proveNormOutlier): `others` are the signed submissions of every other trainer that submitted
-    ///   this fragment in this round, in ascending trainer index; with the target's sum they give the
-    ///   median m (CoordinateMedian, binary32), and s.payloadSumsq > fl(normScreenSq * m) in totalOrder.
+    /// - Any other reason reverts Registry__UnknownReason: a norm outlier is proven with
+    ///   proveNormOutlier, against the previous round's accepted sums (the median over this round's
+    ///   submissions would be the forcing sybils' to set, issue #23 attack 6).
     /// The submission becomes rejected and the trainer loses INVALID_SLASH_BPS of its remaining
     /// stake: BOUNTY_BPS of that to the caller (withdrawable) when it committed to this proof
     /// (`commitProof`) in an earlier block, the rest (else all of it) burned.
@@ -218,8 +234,7 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
         address trainer,
         uint8 reason,
         SignedPayload calldata s,
-        ChunkOpening calldata o,
-        SignedPayload[] calldata others
+        ChunkOpening calldata o
     ) external;
 
     /// @notice Anyone (typically the syncer, which could not fetch or decode the payload at the CID)

@@ -13,7 +13,7 @@ interface ITrainingRegistryTypes {
         None, // 0: no such task
         Enrolling, // 1: posted, trainers enrolling
         Training, // 2: rounds running
-        Completed, // 3: last round finalized, waiting for seal
+        Completed, // 3: last round committed, waiting for sealRootRun
         Sealed, // 4: receipt stored, payouts credited
         Cancelled // 5: cancelled during enrollment, refunds credited
     }
@@ -89,17 +89,6 @@ interface ITrainingRegistryTypes {
         uint32 challengeSeconds; // how long a trainer has to answer an availability challenge, seconds (> 0)
     }
 
-    /// @notice Input of finalizeRound.
-    struct RoundCommit {
-        bytes32 taskId;
-        uint32 round; // must be the open round
-        bytes32[] fragmentHashes; // F entries: sha256 of the new global safetensors of each fragment
-        string[] fragmentCids; // F entries: IPFS CIDs of those bytes
-        uint256[] acceptedBitmaps; // one per enrolled trainer index: bit f set = fragment f accepted
-        bytes32 transcriptHash; // sha256 of the round's canonical transcript JSON bytes
-        string transcriptCid; // IPFS CID of the transcript JSON
-    }
-
     /// @notice Everything an operator needs about a run (getRun).
     struct RunView {
         bytes32 taskId;
@@ -143,7 +132,7 @@ interface ITrainingRegistryTypes {
         uint16 openChallenges; // availability challenges not yet answered or expired (seal waits)
     }
 
-    /// @notice Stored per finalized round.
+    /// @notice Stored per committed round.
     struct RoundRecord {
         bytes32 weightsRoot; // weights after this round
         bytes32 transcriptHash;
@@ -256,15 +245,6 @@ interface ITrainingRegistryTypes {
     );
     /// @notice The challenged chunk was opened in time; the challenger's bond went to the trainer.
     event AvailabilityAnswered(bytes32 indexed taskId, address indexed trainer, uint32 round, uint16 fragment, bytes chunk);
-    /// @notice Round finalized: new weights (CIDs + hashes), accepted set, transcript.
-    event RoundFinalized(
-        bytes32 indexed taskId,
-        uint32 indexed round,
-        bytes32 weightsRoot,
-        uint32 acceptedCount,
-        bool quorumMet,
-        RoundCommit commit
-    );
     /// @notice A trainer was slashed `amount` atto-units (burned, minus a prover's bounty).
     event TrainerSlashed(
         bytes32 indexed taskId,
@@ -369,9 +349,6 @@ interface ITrainingRegistryTypes {
     error Registry__DuplicateSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
     error Registry__NoSuchSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
     error Registry__UnknownReason(uint8 reason);
-    error Registry__WeightsLength(uint256 hashes, uint256 cids, uint16 f);
-    error Registry__AcceptedLength(uint256 given, uint16 enrolled);
-    error Registry__AcceptedNotSubmitted(uint16 trainerIndex, uint256 invalidBits);
     error Registry__QuorumNotMet(uint16 fragment, uint16 accepted, uint16 quorum);
     error Registry__NothingToWithdraw(address account);
     /// @notice The rule cannot be checked coordinate by coordinate on-chain (Krum) and the tier is Open.
@@ -430,15 +407,10 @@ interface ITrainingRegistryTypes {
     error Registry__NoChallenge(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
     /// @notice The challenge's answer window has passed (answer) or not yet passed (expire); seconds.
     error Registry__ChallengeDeadline(uint64 deadline);
-    /// @notice finalizeRound left out a live submission that no availability challenge covers:
-    /// the syncer must accept it, prove it invalid, or challenge it.
-    error Registry__SubmissionOmitted(uint16 trainerIndex, uint16 fragment);
-    /// @notice seal while availability challenges are pending.
+    /// @notice commitRound, sealRootRun or cancelStalledRun while challenges are pending.
     error Registry__ChallengesPending(bytes32 taskId, uint16 count);
-    /// @notice A v1 round or seal function called on a run in the root flow (PROTOCOL.md §5): use
-    /// commitRound / sealRootRun.
-    error Registry__RootFlow(bytes32 taskId);
-    /// @notice A root-flow function on a run in the v1 flow.
+    /// @notice The run's sponsor has not committed its initial fragments root and outer rule yet
+    /// (useRootFlow): nobody may enroll, and no round function applies.
     error Registry__NotRootFlow(bytes32 taskId);
     /// @notice The commit phase of `round` ended at `closes` (seconds): reveal now, or wait for the next round.
     error Registry__CommitPhaseOver(bytes32 taskId, uint32 round, uint64 closes);

@@ -15,7 +15,8 @@ interface ITrainingRegistryViews is ITrainingRegistryTypes {
     function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory);
     /// @notice Fragment bitmaps of one trainer in one round (bit f = fragment f): submitted holds
     /// every submitted fragment (including rejected and accepted ones), rejected those reported
-    /// invalid, accepted those accepted by finalizeRound.
+    /// invalid, accepted none (a committed round's accepted set is in its bitmaps, behind
+    /// its fragments root).
     function submissionsOf(bytes32 taskId, uint32 round, address trainer)
         external
         view

@@ -2,13 +2,14 @@
 
 Every transaction mined between the block the task was posted in and the seal is read with
 its receipt (``gasUsed``: intrinsic gas and calldata included). A registry call of this task
-that names a round (``submitOuterGradient``, ``reportInvalid``, ``finalizeRound``, or whatever
-call a later protocol adds with a ``round`` argument, top level or inside a struct) counts for
+that names a round (``commitSubmission``, ``submitOuterGradient``, ``commitRound``, a proof or
+challenge, or whatever call a later protocol adds with a ``round`` argument, top level or inside a
+struct) counts for
 that round; every other transaction sent by one of the run's accounts (enrollment, approvals,
 election, seal, fee claim, withdrawals) counts once for the run.
 
     gas = run_gas(chain, task_id, posted_block, chain.block_number(), accounts)
-    gas.rounds[0]["gas"], gas.rounds[0]["by_method"]["finalizeRound"], gas.per_run
+    gas.rounds[0]["gas"], gas.rounds[0]["by_method"]["commitRound"], gas.per_run
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ def summarize(res: dict) -> dict:
         vals = [r[key] for r in steady if r.get(key) is not None]
         return statistics.mean(vals) if vals else float("nan")
 
-    fin = [r["by_method"].get("commitRound", r["by_method"].get("finalizeRound", {})).get("gas", 0) for r in rows]
+    fin = [r["by_method"].get("commitRound", {}).get("gas", 0) for r in rows]
     subs = [r["by_method"].get("submitOuterGradient", {}).get("txs", 0) for r in rows]
     return {"M": res["m"], "F": res["f"], "K": res["k"], "sealed": "yes" if res["sealed"] else "NO",
             "gas/round": round(statistics.mean(r["gas"] for r in rows)) if rows else 0,

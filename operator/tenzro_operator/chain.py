@@ -126,8 +126,8 @@ class RunStatus(enum.IntEnum):
 
 
 class SlashReason(enum.IntEnum):
-    """``ITrainingRegistry.SlashReason``: proveInvalid proves 2..4 (PROTOCOL.md §4); 5 follows an
-    unanswered availability challenge; 1 is kept for old events."""
+    """``ITrainingRegistry.SlashReason``: proveInvalid proves 2..3, proveNormOutlier 4 (PROTOCOL.md
+    §4); 5 follows an unanswered availability challenge; 0 and 1 are kept for old events."""
 
     MISSED_ROUNDS = 0
     HASH_MISMATCH = 1
@@ -1726,14 +1726,14 @@ class ChainClient:
                              payload.to_abi(), reference)
 
     def prove_invalid(self, task_id: bytes, round: int, fragment: int, trainer: str, reason: SlashReason | int,
-                      payload: SignedPayload, opening: ChunkOpening | None = None,
-                      others: Sequence[SignedPayload] = ()) -> TxResult:
-        """``proveInvalid``: NonFinite / Malformed with the opening of a defective chunk, NormOutlier
-        with every other submission of the fragment (ascending trainer index). The caller gets
-        BOUNTY_BPS of the slash. Reverts ``Registry__NotProven`` when the evidence shows no defect."""
+                      payload: SignedPayload, opening: ChunkOpening | None = None) -> TxResult:
+        """``proveInvalid`` of a live forced submission: NonFinite / Malformed with the opening of a
+        defective chunk (a norm outlier is `prove_norm_outlier`'s). The caller gets BOUNTY_BPS of
+        the slash. Reverts ``Registry__NotProven`` when the evidence shows no defect,
+        ``Registry__UnknownReason`` for another reason."""
         o = opening or ChunkOpening(0, b"")
         return self.prove("proveInvalid", _b32(task_id), int(round), int(fragment), to_checksum_address(trainer),
-                             int(reason), payload.to_abi(), o.to_abi(), [p.to_abi() for p in others])
+                             int(reason), payload.to_abi(), o.to_abi())
 
     def challenge_availability(self, task_id: bytes, round: int, fragment: int, trainer: str,
                                payload: SignedPayload, chunk_index: int = 0) -> TxResult:

@@ -247,9 +247,6 @@ def verify_receipt(chain: ChainClient, ipfs: IpfsClient, task_id: bytes, *, chec
         progress("receipt", 1, 1)
 
     start = chain.run_start_block(run) if from_block is None else from_block
-    if not chain.is_root_flow(task_id):
-        raise ReplayError(f"run {_hex(task_id)} was not settled by root (a protocol v1 run): this replay checks "
-                          "root-flow runs only")
     replayer = RootRoundChecker.for_run(chain, ipfs, task_id, run, start)
     events = committed_rounds(chain, task_id, start, run.max_rounds)
     trainers = replayer.trainers

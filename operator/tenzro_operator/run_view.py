@@ -316,16 +316,13 @@ def build(chain, task_id: bytes, *, ipfs=None, trainers: bool = True, events: li
 
     Raises:
         ChainRevert: ``Registry__UnknownTask``. RpcUnavailable: the node does not answer.
-        RunViewError: the events do not fold, or the run was never put in the root flow (a
-            protocol v1 run, which this read model does not fold).
+        RunViewError: the events do not fold.
     """
     run = chain.get_run(task_id)
     head = chain.block_number()
     now = chain.block_timestamp(head)
     if events is None:
         events = chain.get_logs(chain.run_start_block(run), head, task_id=task_id)
-    if not chain.root_state(task_id)[0]:
-        raise RunViewError(f"run 0x{task_id.hex()} was never put in the root flow (a protocol v1 run): no read model")
     return _build(chain, run, task_id, events, head, now, ipfs, trainers)
 
 

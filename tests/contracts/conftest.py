@@ -1,6 +1,7 @@
 """Fixtures of the registry's ape tests: role accounts, a deployed token and registry, and
-factory fixtures (``post_task``, ``enroll``, ``elect``, ``submit``, ``start_run``) that
-drive a run the way the operator does, EIP-712 signatures included (eth-account's
+factory fixtures (``post_task``, ``enroll``, ``elect``, ``submit`` (forced submissions, commit then
+reveal), ``start_run``, ``full_round`` (a round committed by root)) that drive a run the way the
+operator does, EIP-712 signatures included (eth-account's
 ``encode_typed_data``, the same call the operator makes).
 
 A syncer is elected only for a Training run and in two transactions
@@ -22,14 +23,17 @@ from eth_account import Account
 from eth_account.messages import encode_typed_data
 from registry_helpers import (
     E18,
+    INITIAL_FRAGMENTS_ROOT,
     MIN_STAKE,
     MIN_SYNCER_STAKE,
+    OUTER,
     as_tuple,
-    commit,
+    commit_round,
     deploy_registry,
     mock_contract_type,
     params,
     sha,
+    to_reveal_phase,
 )
 
 @dataclass
@@ -119,13 +123,17 @@ def syncer_pool(registry, fund, roles):
 
 @pytest.fixture(scope="module")
 def post_task(registry, fund, roles) -> Callable:
-    """post_task(name="task-1", sender=sponsor, **overrides) -> taskId (bytes32)."""
+    """post_task(name="task-1", sender=sponsor, root=True, **overrides) -> taskId (bytes32): posts
+    and, with ``root``, commits the run's initial fragments root and outer rule (useRootFlow), before
+    which nobody may enroll."""
 
-    def _post(name: str = "task-1", sender=None, **over) -> bytes:
+    def _post(name: str = "task-1", sender=None, root: bool = True, **over) -> bytes:
         sender = sender or roles.sponsor
         p = params(name, **over)
         fund(sender, p["rewardPool"])
         registry.postTask(as_tuple(p), sender=sender)
+        if root:
+            registry.useRootFlow(p["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=sender)
         return p["taskId"]
 
     return _post
@@ -207,14 +215,27 @@ def sign(registry, chain) -> Callable:
 
 @pytest.fixture(scope="module")
 def submit(registry, sign, roles) -> Callable:
-    """submit(task, trainer, round, fragment, sender=relayer): a signed stand-in submission
-    (commitment root = a hash, sum of squares 1.0) relayed on the forced-inclusion path."""
+    """submit(task, [(trainer, fragment), ...], sender=relayer) -> {(trainer address, fragment):
+    signed payload}: each trainer forces a signed stand-in submission (commitment root = a hash, sum
+    of squares 1.0) of the open round: all commit in the commit phase (commitSubmission), then
+    all are revealed after it (submitOuterGradient)."""
+    from tenzro_trainer import round_commitment as rc
 
-    def _submit(task: bytes, trainer, rnd: int, fragment: int, sender=None):
-        cid = f"bafkreigrad{rnd}x{fragment}"
-        ph = sha(f"payload:{trainer.address}:{rnd}:{fragment}")
-        signed = sign(trainer, task, rnd, fragment, (sha(f"root:{cid}:{trainer.address}"), 0x3F800000, cid, ph))
-        return registry.submitOuterGradient(task, rnd, fragment, signed, sender=sender or roles.relayer)
+    def _submit(task: bytes, pairs, sender=None) -> dict:
+        run = registry.getRun(task)
+        rnd, base = run.currentRound, bytes(run.weightsRoot)
+        signed = {}
+        for trainer, fragment in pairs:
+            cid = f"bafkreigrad{rnd}x{fragment}"
+            fields = (sha(f"root:{cid}:{trainer.address}"), 0x3F800000, cid,
+                      sha(f"payload:{trainer.address}:{rnd}:{fragment}"))
+            sh = rc.OuterGradient(task, rnd, fragment, base, *fields).struct_hash()
+            registry.commitSubmission(task, rnd, fragment, rc.forced_commitment(sh, trainer.address), sender=trainer)
+            signed[(trainer.address, fragment)] = sign(trainer, task, rnd, fragment, fields)
+        to_reveal_phase(registry, task)
+        for (_, fragment), sp in signed.items():
+            registry.submitOuterGradient(task, rnd, fragment, sp, sender=sender or roles.relayer)
+        return signed
 
     return _submit
 
@@ -263,15 +284,13 @@ def start_run(registry, post_task, enroll, elect, syncer_pool, roles) -> Callabl
 
 
 @pytest.fixture(scope="module")
-def full_round(registry, submit, syncer_of, roles) -> Callable:
-    """full_round(task, round, m, f): all m trainers submit all f fragments, all accepted,
-    finalized by the run's syncer."""
+def full_round(registry, syncer_of) -> Callable:
+    """full_round(task, round, m, f): the run's syncer commits the round (after its commit phase)
+    with the first m trainers accepted on all f fragments (`commit_round`)."""
 
     def _full(task: bytes, rnd: int, m: int, f: int):
-        for t in roles.trainers[:m]:
-            for j in range(f):
-                submit(task, t, rnd, j)
-        return registry.finalizeRound(commit(task, rnd, f, [(1 << f) - 1] * m), sender=syncer_of(task))
+        n = registry.getRun(task).enrolledCount
+        return commit_round(registry, task, rnd, [(1 << f) - 1 if i < m else 0 for i in range(n)], syncer_of(task))
 
     return _full
 

@@ -1,5 +1,6 @@
 """Plain helpers of the registry's ape tests (imported by conftest and the test modules):
-constants, TaskParams / RoundCommit builders, stand-in hashes.
+constants, TaskParams / RootCommit builders, rounds committed by root with the credits they
+add, the seal and the claims, stand-in hashes.
 
 Amounts are token atto-units (18 decimals); times are seconds except ``graceWindowMs``.
 """
@@ -133,17 +134,73 @@ def to_reveal_phase(registry, task: bytes) -> None:
         ape.chain.mine(deltatime=wait)
 
 
-def commit(task: bytes, rnd: int, f: int, accepted: list[int]) -> tuple:
-    """RoundCommit tuple: F new fragment hashes + CIDs, accepted bitmaps, transcript."""
-    return (
-        task,
-        rnd,
-        [sha(f"w:{task.hex()}:{rnd}:{j}") for j in range(f)],
-        [f"bafkreiw{rnd}x{j}" for j in range(f)],
-        accepted,
-        sha(f"transcript:{task.hex()}:{rnd}"),
-        f"bafkreitranscript{rnd}",
-    )
+#: OuterRule of the suite's runs (useRootFlow): lr 0.7, momentum 0.9, Nesterov, no trim.
+OUTER = (0x3F333333, 0x3F666666, True, 0)
+INITIAL_FRAGMENTS_ROOT = hashlib.sha256(b"initial fragments root").digest()
+# cumulative credits per (registry, task) of the rounds `commit_round` committed, by trainer index
+_CREDITS: dict[tuple[str, bytes], list[int]] = {}
+
+
+def force(registry, task: bytes, trainer, fragment: int, signed: tuple, relayer=None):
+    """Trainer ``trainer`` forces ``signed`` (a payload tuple signed over the run's weights now) in
+    the open round: ``commitSubmission`` in the commit phase, then the reveal after it (by
+    ``relayer``, default the trainer). Returns the reveal's receipt."""
+    from tenzro_trainer import round_commitment as rc
+
+    run = registry.getRun(task)
+    sh = rc.OuterGradient(task, run.currentRound, fragment, bytes(run.weightsRoot), *signed[:4]).struct_hash()
+    registry.commitSubmission(task, run.currentRound, fragment, rc.forced_commitment(sh, trainer.address),
+                              sender=trainer)
+    to_reveal_phase(registry, task)
+    return registry.submitOuterGradient(task, run.currentRound, fragment, signed, sender=relayer or trainer)
+
+
+def root_commit(task: bytes, rnd: int, f: int, bitmaps: list[int], previous: list[int]) -> tuple:
+    """RootCommit tuple: a stand-in fragments root, the accepted bitmaps and previous credits (one
+    per enrolled trainer), F fragment hashes, the transcript hash and CID."""
+    return (task, rnd, sha(f"fragments:{task.hex()}:{rnd}"), bitmaps, previous,
+            [sha(f"w:{task.hex()}:{rnd}:{j}") for j in range(f)], sha(f"transcript:{task.hex()}:{rnd}"),
+            f"bafkreitranscript{rnd}")
+
+
+def credits_of(registry, task: bytes) -> list[int]:
+    """The cumulative credits per trainer index after the rounds `commit_round` committed."""
+    n = registry.getRun(task).enrolledCount
+    kept = _CREDITS.get((registry.address, task), [])
+    return [kept[i] if i < len(kept) else 0 for i in range(n)]
+
+
+def commit_round(registry, task: bytes, rnd: int, bitmaps: list[int], sender):
+    """``commitRound`` of round ``rnd`` by ``sender`` once the round's commit phase is over, with
+    trainer i accepted on the fragments of ``bitmaps[i]`` (one per enrolled trainer) and the
+    previous credits this module counted; counts the credits the registry adds. Returns the receipt."""
+    run = registry.getRun(task)
+    sizes = list(run.fragmentSizes)
+    previous = credits_of(registry, task)
+    to_reveal_phase(registry, task)
+    tx = registry.commitRound(root_commit(task, rnd, len(sizes), bitmaps, previous), sender=sender)
+    _CREDITS[(registry.address, task)] = [c + sum(n for j, n in enumerate(sizes) if b >> j & 1)
+                                          for c, b in zip(previous, bitmaps)]
+    return tx
+
+
+def seal_run(registry, task: bytes, sender):
+    """``sealRootRun`` once the last round's challenge window is over. Returns the receipt."""
+    ape.chain.mine(deltatime=registry.getRun(task).challengeSeconds + 1)
+    return registry.sealRootRun(task, sender=sender)
+
+
+def claim_all(registry, task: bytes, sender) -> list[int]:
+    """Every trainer's ``claim`` against the credits `commit_round` counted (a run whose rounds
+    credited nobody has no claims: its pool went back at the seal). Returns the rewards."""
+    from tenzro_trainer.round_commitment import credits_tree
+
+    credits = credits_of(registry, task)
+    if not any(credits):
+        return [0] * len(credits)
+    tree = credits_tree(credits)
+    return [registry.claim(task, i, c, tree.path(i), sender=sender).decode_logs(registry.RewardClaimed)[0].reward
+            for i, c in enumerate(credits)]
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,10 +1,10 @@
 """ape tests of the syncer fee (TrainingRegistry, protocol v2) and of token conservation.
 
-Each finalizeRound moves rewardPool * syncerFeeBps / 10000 / maxRounds from the run's pool to
-the syncer that finalized it (syncerFeeOf); after the seal, claimSyncerFee moves a syncer's
+Each commitRound moves rewardPool * syncerFeeBps / 10000 / maxRounds from the run's pool to
+the syncer that committed it (syncerFeeOf); after the seal, claimSyncerFee moves a syncer's
 fees of that run to its withdrawable balance. A replaced syncer keeps the fees of the rounds
-it finalized. Conservation, checked after every transaction of a whole run with an invalid
-report, an eviction and a replacement:
+it committed. Conservation, checked after every transaction of a whole run with an invalid
+report, a replacement, the seal and the claims:
 
     token.balanceOf(registry) == sum over runs (rewardPoolLeft + stakeHeld)
                                  + unclaimed syncer fees + syncer stakes + withdrawable + burned
@@ -23,7 +23,10 @@ from registry_helpers import (
     SYNCER_BOND,
     SYNCER_FEE_BPS,
     SYNCER_TIMEOUT,
-    commit,
+    claim_all,
+    commit_round,
+    force,
+    seal_run,
     fee_per_round,
     ledger,
     prove_committed,
@@ -78,9 +81,9 @@ def test_fee_accrues_per_round_and_is_claimed_after_seal(registry, token, start_
         registry.claimSyncerFee(task, sender=roles.syncer)
     assert state(task) == before
 
-    tx = registry.seal(task, sender=roles.stranger)
+    tx = seal_run(registry, task, roles.stranger)
     # trainers share what the fees left of the pool; the fee is not paid out by the seal
-    assert events(tx, "RunSealed")[0].rewardsCredited + events(tx, "RunSealed")[0].dustToSponsor == POOL - rounds * fee
+    assert events(tx, "RootRunSealed")[0].claimable == POOL - rounds * fee
     assert registry.syncerFeeOf(task, roles.syncer) == rounds * fee
     conserved()
 
@@ -126,13 +129,13 @@ def test_cancelled_run_pays_no_fee(registry, full_registry, post_task, enroll, r
     assert state(task) == before
 
 
-def test_whole_run_with_replacement_conserves_tokens(registry, full_registry, token, post_task, enroll, elect, submit,
-                                                     sign, fund, roles, chain, conserved, everyone):
-    """Three rounds, M = 3, K = 1, maxMisses = 0. Round 0: syncer A finalizes after its deadline
-    (trainer 2 misses and is evicted: slash burned) after proving trainer 1's fragment 1 non-finite
-    (slash burned but for A's 10 % bounty).
-    Round 1: A goes silent and is replaced by B (A's bond burned). B finalizes rounds 1 and 2.
-    After the seal A claims one round's fee, B two; everyone withdraws. The ledger balances
+def test_whole_run_with_replacement_conserves_tokens(registry, full_registry, token, post_task, enroll, elect, sign,
+                                                     fund, roles, chain, conserved, everyone):
+    """Three rounds, M = 3, K = 1. Round 0: syncer A commits after its deadline with trainer 0
+    alone accepted, after proving trainer 1's forced fragment 1 non-finite (slash burned but for
+    A's 10 % bounty). Round 1: A goes silent and is replaced by B (A's bond burned). B commits
+    rounds 1 and 2. After the seal trainer 0 claims the pool, A claims one round's fee, B two;
+    everyone withdraws. The ledger balances
     after every transaction, and at the end the registry holds exactly the syncers' stakes and
     the burned tokens."""
     a, b = roles.syncer, roles.other_syncer
@@ -140,7 +143,7 @@ def test_whole_run_with_replacement_conserves_tokens(registry, full_registry, to
     rounds = 3
     fee = fee_per_round(POOL, SYNCER_FEE_BPS, rounds)
     conserved()
-    task = post_task("conserve", trainerCount=3, quorum=1, maxRounds=rounds, maxMisses=0)
+    task = post_task("conserve", trainerCount=3, quorum=1, maxRounds=rounds)
     conserved()
     for t in (t0, t1, t2):
         enroll(task, t)
@@ -152,42 +155,38 @@ def test_whole_run_with_replacement_conserves_tokens(registry, full_registry, to
     registry.registerSyncer(MIN_SYNCER_STAKE, sender=b)
     conserved()
 
-    # round 0 (A): t0 submits both fragments, t1 fragment 1 (a NaN, proven invalid by A), t2 nothing
-    submit(task, t0, 0, 0)
-    submit(task, t0, 0, 1)
+    # round 0 (A): t1 forces fragment 1 (a NaN, proven invalid by A); t0 delivers off-chain
     nan_signed, opening = nan_payload(sign, t1, task, 0, 1, 2000)
-    registry.submitOuterGradient(task, 0, 1, nan_signed, sender=t1)
+    force(registry, task, t1, 1, nan_signed)
+    conserved()
     burned0 = registry.burned()
-    prove_committed(full_registry, "proveInvalid", task, 0, 1, t1, 3, nan_signed, opening, [], sender=a)  # NonFinite
+    prove_committed(full_registry, "proveInvalid", task, 0, 1, t1, 3, nan_signed, opening, sender=a)  # NonFinite
     invalid_slash = MIN_STAKE * 500 // 10_000
     assert registry.burned() - burned0 == invalid_slash - invalid_slash // 10  # A's bounty is 10 %
     conserved()
-    chain.mine(deltatime=GRACE_S + 1)  # misses count only after the deadline
-    tx = registry.finalizeRound(commit(task, 0, 2, [0b11, 0, 0]), sender=a)
-    # maxMisses = 0: t1 (nothing accepted) and t2 are evicted, each slashed 10 % of what is left
-    evict = [((MIN_STAKE - invalid_slash) * 1_000) // 10_000, MIN_STAKE * 1_000 // 10_000]
-    assert sorted(e.amount for e in events(tx, "StakeBurned")) == sorted(evict)
+    chain.mine(deltatime=GRACE_S + 1)
+    commit_round(registry, task, 0, [0b11, 0, 0], a)  # nobody evicted or slashed for what it did not deliver
     assert registry.syncerFeeOf(task, a) == fee
     conserved()
 
     # round 1: A is silent; after deadline + timeout anyone replaces it with B
-    submit(task, t0, 1, 0)
     chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
     tx = elect(task)
     assert events(tx, "SyncerElected")[0].syncer == b.address
     assert events(tx, "StakeBurned")[0].amount == SYNCER_BOND
     conserved()
-    registry.finalizeRound(commit(task, 1, 2, [0b01, 0, 0]), sender=b)
+    commit_round(registry, task, 1, [0b01, 0, 0], b)
     conserved()
-    submit(task, t0, 2, 0)
-    submit(task, t0, 2, 1)
-    registry.finalizeRound(commit(task, 2, 2, [0b11, 0, 0]), sender=b)  # quorum met before the deadline
+    commit_round(registry, task, 2, [0b11, 0, 0], b)  # quorum met before the deadline
     conserved()
     assert registry.getRun(task).status == 3
 
-    registry.seal(task, sender=roles.stranger)
+    seal_run(registry, task, roles.stranger)
     conserved()
-    # the replaced syncer is paid for the round it finalized, the new one for its two
+    # t0 earned every credit: the pool minus the three fees (one earner, no dust)
+    assert claim_all(registry, task, roles.stranger) == [POOL - rounds * fee, 0, 0]
+    conserved()
+    # the replaced syncer is paid for the round it committed, the new one for its two
     assert registry.syncerFeeOf(task, a) == fee and registry.syncerFeeOf(task, b) == 2 * fee
     registry.claimSyncerFee(task, sender=a)
     conserved()
@@ -199,7 +198,7 @@ def test_whole_run_with_replacement_conserves_tokens(registry, full_registry, to
     # every bond is unlocked, A lost exactly its bond
     assert tuple(registry.syncerInfo(a)) == (MIN_SYNCER_STAKE - SYNCER_BOND, 0, True, 0)
     assert tuple(registry.syncerInfo(b)) == (MIN_SYNCER_STAKE, 0, True, 0)
-    burned = invalid_slash - bounty + sum(evict) + SYNCER_BOND
+    burned = invalid_slash - bounty + SYNCER_BOND
     assert registry.burned() == burned
 
     for acct in everyone:
@@ -209,5 +208,3 @@ def test_whole_run_with_replacement_conserves_tokens(registry, full_registry, to
     terms = conserved()
     assert terms["runs"] == terms["fees"] == terms["withdrawable"] == 0
     assert token.balanceOf(registry) == (MIN_SYNCER_STAKE - SYNCER_BOND) + MIN_SYNCER_STAKE + burned
-    # t0 earned every credit: the pool minus the three fees (minus nothing: one earner, no dust)
-    assert registry.trainerMetrics(task, t0).currentReward == POOL - rounds * fee

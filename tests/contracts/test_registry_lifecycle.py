@@ -11,8 +11,6 @@ Solidity one.
 from __future__ import annotations
 
 import ape
-import pytest
-from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_utils import keccak
 
@@ -30,13 +28,20 @@ from registry_helpers import (
     SYNCER_BOND,
     SYNCER_FEE_BPS,
     SYNCER_TIMEOUT,
+    INITIAL_FRAGMENTS_ROOT,
+    OUTER,
+    force,
+    to_reveal_phase,
     as_tuple,
-    commit,
+    claim_all,
+    commit_round,
     deploy_registry,
     fee_per_round,
     nan_payload,
     params,
     prove_committed,
+    root_commit,
+    seal_run,
     sha,
     task_id,
 )
@@ -193,6 +198,7 @@ def test_election_is_stake_weighted(registry, fund, syncer_pool, roles):
     for i in range(40):
         p = params(f"draw-{i}", trainerCount=1, quorum=1, maxRounds=1, rewardPool=E18)
         registry.postTask(as_tuple(p), sender=roles.sponsor)
+        registry.useRootFlow(p["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)
         registry.enrollTrainer(p["taskId"], MIN_STAKE, "did:x", sender=trainer)  # M = 1: Training
         registry.requestSyncerElection(p["taskId"], sender=roles.stranger)
         wins += registry.electSyncer(p["taskId"], sender=roles.stranger).events[0].syncer == heavy.address
@@ -299,10 +305,20 @@ def test_outer_gradient_digest_matches_eth_account(registry, chain):
     assert registry.outerGradientDigest(task, 7, 3, sha("w"), payload) == expected
 
 
-def test_submit_relayed_and_by_syncer(registry, start_run, sign, roles):
+def test_a_forced_submission_is_committed_then_revealed_by_anyone(registry, start_run, sign, roles):
+    """The forced path: the trainer commits in the commit phase, anyone (here the syncer) reveals
+    after it; the event carries the signature (norm proofs read the signed sums)."""
+    from tenzro_trainer import round_commitment as rcm
+
     task = start_run("task-submit")
     t = roles.trainers[0]
-    signed = sign(t, task, 0, 1, (sha("root"), 0x3F800000, "bafkreicid", sha("payload")))
+    fields = (sha("root"), 0x3F800000, "bafkreicid", sha("payload"))
+    sh = rcm.OuterGradient(task, 0, 1, bytes(registry.getRun(task).weightsRoot), *fields).struct_hash()
+    registry.commitSubmission(task, 0, 1, rcm.forced_commitment(sh, t.address), sender=t)
+    signed = sign(t, task, 0, 1, fields)
+    with ape.reverts(registry.Registry__CommitPhaseOpen):
+        registry.submitOuterGradient(task, 0, 1, signed, sender=roles.syncer)
+    to_reveal_phase(registry, task)
     tx = registry.submitOuterGradient(task, 0, 1, signed, sender=roles.syncer)
     (ev,) = events(tx, "GradientSubmitted")
     assert (ev.taskId, ev.round, ev.fragment, ev.trainer) == (task, 0, 1, t.address)
@@ -313,84 +329,19 @@ def test_submit_relayed_and_by_syncer(registry, start_run, sign, roles):
     assert registry.trainerMetrics(task, t).submitted == 1
 
 
-def test_finalize_round_records_credits_and_opens_next(registry, start_run, submit, roles, chain):
-    fee = fee_per_round(POOL, SYNCER_FEE_BPS, 2)
-    task = start_run("task-fin", m=3)
-    tr = roles.trainers
-    for t in tr[:3]:
-        submit(task, t, 0, 0)
-    submit(task, tr[0], 0, 1)
-    submit(task, tr[1], 0, 1)
-    c = commit(task, 0, 2, [0b11, 0b11, 0b01])
-    tx = registry.finalizeRound(c, sender=roles.syncer)
-    (ev,) = events(tx, "RoundFinalized")
-    wroot = rc.weights_root(c[2])
-    assert ev.weightsRoot == wroot and ev.acceptedCount == 5 and ev.quorumMet
-    com = ev.commit if isinstance(ev.commit, (tuple, list)) else tuple(ev.commit.values())
-    assert list(com[3]) == c[3]  # fragment CIDs in the event
-    assert list(com[4]) == c[4]  # accepted bitmaps
-    assert com[6] == c[6]  # transcript CID
-    rec = registry.getRound(task, 0)
-    assert rec.weightsRoot == wroot and rec.transcriptHash == c[5] and rec.acceptedCount == 5
-    assert rec.roundDigest == rc.round_digest(0, wroot, c[5], 5)
-    assert rec.finalizedAt == chain.blocks.head.timestamp
-    nxt = events(tx, "RoundOpened")[0]
-    assert nxt.round == 1 and nxt.weightsRoot == wroot
-    run = registry.getRun(task)
-    assert run.currentRound == 1 and run.weightsRoot == wroot
-    assert run.totalCredits == 3 * 1000 + 2 * 2000
-    m2 = registry.trainerMetrics(task, tr[2])
-    assert (m2.submitted, m2.accepted, m2.credits, m2.missedRounds) == (1, 1, 1000, 0)
-    assert tuple(registry.submissionsOf(task, 0, tr[0])) == (0b11, 0, 0b11)
-    # the round's syncer fee left the pool for the finalizing syncer
-    assert run.rewardPoolLeft == POOL - fee and run.syncerFeesAccrued == fee
-    assert registry.syncerFeeOf(task, roles.syncer) == fee
-    # estimated reward so far: what is left of the pool * 3000 / 7000 for trainer 0
-    assert registry.trainerMetrics(task, tr[0]).currentReward == (POOL - fee) * 3000 // 7000
-
-
-def test_finalize_after_deadline_with_fewer_than_quorum(registry, start_run, submit, roles, chain):
+def test_after_the_deadline_any_accepted_set_commits(registry, start_run, roles, chain):
+    """Before the deadline a round commits only with K accepted per fragment; after it, with any
+    accepted set, also with none."""
     task = start_run("task-late", m=3)
-    submit(task, roles.trainers[0], 0, 0)
+    with ape.reverts(registry.Registry__QuorumNotMet):
+        commit_round(registry, task, 0, [0b01, 0, 0], roles.syncer)
     chain.mine(deltatime=GRACE_S + 1)
-    tx = registry.finalizeRound(commit(task, 0, 2, [0b01, 0, 0]), sender=roles.syncer)
-    ev = events(tx, "RoundFinalized")[0]
-    assert not ev.quorumMet and ev.acceptedCount == 1
-    # trainers 1 and 2 missed the round (maxMisses = 1: not yet evicted)
-    assert registry.trainerMetrics(task, roles.trainers[1]).missedRounds == 1
-
-
-def test_empty_round_after_deadline(registry, start_run, roles, chain):
-    task = start_run("task-empty", m=2)
+    tx = commit_round(registry, task, 0, [0b01, 0, 0], roles.syncer)
+    (ev,) = events(tx, "RoundCommitted")
+    assert ev.totalCredits == 1000 and list(ev.acceptedBitmaps) == [0b01, 0, 0]
     chain.mine(deltatime=GRACE_S + 1)
-    tx = registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
-    assert events(tx, "RoundFinalized")[0].acceptedCount == 0
-
-
-def test_misses_evict_and_slash(registry, token, start_run, submit, roles, chain):
-    task = start_run("task-evict", m=2, quorum=1, maxMisses=1, maxRounds=3)
-    burned0, balance0 = registry.burned(), token.balanceOf(registry)
-    a, b = roles.trainers[:2]
-    for r in range(2):
-        submit(task, a, r, 0)
-        chain.mine(deltatime=GRACE_S + 1)
-        tx = registry.finalizeRound(commit(task, r, 2, [1, 0]), sender=roles.syncer)
-    (ev,) = events(tx, "TrainerEvicted")
-    assert (ev.trainer, ev.round, ev.consecutiveMisses) == (b.address, 1, 2)
-    (sl,) = events(tx, "TrainerSlashed")
-    assert (sl.trainer, sl.reason, sl.amount) == (b.address, 0, MIN_STAKE // 10)
-    assert sl.stakeLeft == MIN_STAKE - MIN_STAKE // 10
-    m = registry.trainerMetrics(task, b)
-    assert m.evicted and m.slashed == MIN_STAKE // 10 and m.totalMissed == 2
-    (burn,) = events(tx, "StakeBurned")
-    assert (burn.taskId, burn["from"], burn.amount) == (task, b.address, MIN_STAKE // 10)
-    run = registry.getRun(task)
-    # the slash is burned: the pool only lost the two rounds' syncer fees
-    assert run.activeCount == 1
-    assert run.rewardPoolLeft == POOL - 2 * fee_per_round(POOL, SYNCER_FEE_BPS, 3)
-    assert run.stakeHeld == 2 * MIN_STAKE - MIN_STAKE // 10
-    assert registry.burned() - burned0 == MIN_STAKE // 10
-    assert token.balanceOf(registry) == balance0  # burned tokens stay in the registry
+    tx = commit_round(registry, task, 1, [0, 0, 0], roles.syncer)
+    assert events(tx, "RoundCommitted")[0].totalCredits == 1000  # nothing added
 
 
 def test_prove_invalid_slashes_pays_bounty_and_burns(registry, full_registry, start_run, sign, roles):
@@ -399,9 +350,9 @@ def test_prove_invalid_slashes_pays_bounty_and_burns(registry, full_registry, st
     task = start_run("task-invalid", m=2, quorum=1)
     t = roles.trainers[1]
     signed, opening = nan_payload(sign, t, task, 0, 1, 2000)
-    registry.submitOuterGradient(task, 0, 1, signed, sender=roles.relayer)
+    force(registry, task, t, 1, signed)
     burned0 = registry.burned()
-    tx = prove_committed(full_registry, "proveInvalid", task, 0, 1, t, 3, signed, opening, [],  # NonFinite
+    tx = prove_committed(full_registry, "proveInvalid", task, 0, 1, t, 3, signed, opening,  # NonFinite
                          sender=roles.stranger)
     (ev,) = events(tx, "TrainerSlashed")
     assert (ev.trainer, ev.reason, ev.round, ev.fragment) == (t.address, 3, 0, 1)
@@ -442,54 +393,49 @@ def test_replace_silent_syncer_burns_its_bond(registry, token, start_run, elect,
 # ---------------------------------------------------------------- seal and withdraw
 
 
-def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_round, submit, roles, chain):
+def test_full_run_seal_receipt_claims_and_withdraw(registry, token, start_run, full_round, roles, chain):
     task = start_run("task-seal", m=3, maxRounds=2)
     fee = fee_per_round(POOL, SYNCER_FEE_BPS, 2)
     pool = POOL - 2 * fee  # what the trainers share after the two rounds' syncer fees
     tr = roles.trainers
     full_round(task, 0, 3, 2)
-    # round 1: trainer 2 submits only fragment 0
-    for t in tr[:2]:
-        submit(task, t, 1, 0)
-        submit(task, t, 1, 1)
-    submit(task, tr[2], 1, 0)
-    registry.finalizeRound(commit(task, 1, 2, [0b11, 0b11, 0b01]), sender=roles.syncer)
+    commit_round(registry, task, 1, [0b11, 0b11, 0b01], roles.syncer)  # round 1: trainer 2 on fragment 0 only
     assert registry.getRun(task).status == 3  # Completed
     assert registry.sealedRunRoot(task) == b"\x00" * 32  # not sealed yet: zero, no revert
 
-    tx = registry.seal(task, sender=roles.stranger)
-    (ev,) = events(tx, "RunSealed")
+    tx = seal_run(registry, task, roles.stranger)
+    (ev,) = events(tx, "RootRunSealed")
+    assert ev.claimable == pool
     receipt, serialized = registry.getReceipt(task)
     receipt = as_receipt(receipt)
     serialized = bytes(serialized)
     # independent check: the Python encoder's run root of the stored bytes
-    assert rc.run_root(serialized) == receipt.runRoot == ev.runRoot == registry.sealedRunRoot(task)
+    assert rc.run_root(serialized) == receipt.runRoot == registry.sealedRunRoot(task)
     assert rc.verify(serialized, receipt.runRoot)
     dec = rc.decode_receipt(serialized)
     assert dec.task_id == task and dec.rounds == 2 and dec.trainer_count == 3
     assert dec.chain_id == chain.chain_id
-    assert receipt.finalModelHash == rc.weights_root(commit(task, 1, 2, [])[2])
-    assert receipt.transcriptRoot == rc.transcript_root([commit(task, r, 2, [])[5] for r in range(2)])
+    assert receipt.finalModelHash == rc.weights_root(root_commit(task, 1, 2, [], [])[5])
+    assert receipt.transcriptRoot == rc.transcript_root([root_commit(task, r, 2, [], [])[6] for r in range(2)])
     assert (receipt.rounds, receipt.trainerCount, receipt.registry) == (2, 3, registry.address)
+    # the seal refunds the stakes; rewards are claimed against the credits root
+    payouts = {e.account: (e.reward, e.stakeRefund) for e in events(tx, "PayoutCredited")}
+    for t in tr[:3]:
+        assert payouts[t.address] == (0, MIN_STAKE)
 
     # credits: t0 = t1 = 2 * 3000, t2 = 3000 + 1000 -> total 16000
     credits = [6000, 6000, 4000]
     rewards = [pool * c // 16000 for c in credits]
-    payouts = {e.account: (e.reward, e.stakeRefund) for e in events(tx, "PayoutCredited")}
-    for t, r in zip(tr[:3], rewards):
-        assert payouts[t.address] == (r, MIN_STAKE)
-        assert registry.trainerMetrics(task, t).currentReward == r
+    assert claim_all(registry, task, roles.stranger) == rewards
     dust = pool - sum(rewards)
-    assert payouts[roles.sponsor.address] == (dust, 0)
-    assert ev.rewardsCredited == sum(rewards) and ev.dustToSponsor == dust
+    run = registry.getRun(task)
+    assert run.status == 4 and run.rewardPoolLeft == dust and run.stakeHeld == 0
 
     before = token.balanceOf(tr[0])
     tx = registry.withdraw(sender=tr[0])
     assert events(tx, "Withdrawn")[0].amount == rewards[0] + MIN_STAKE
     assert token.balanceOf(tr[0]) - before == rewards[0] + MIN_STAKE
     assert registry.withdrawable(tr[0]) == 0
-    run = registry.getRun(task)
-    assert run.status == 4 and run.rewardPoolLeft == 0 and run.stakeHeld == 0
     assert run.syncerFeesAccrued == 2 * fee
     # the seal unlocks the syncer's bond; its fees wait for claimSyncerFee
     assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 0, True, 0)
@@ -498,11 +444,11 @@ def test_full_run_seal_receipt_and_withdraw(registry, token, start_run, full_rou
 
 
 def test_seal_without_credits_returns_pool_to_sponsor(registry, start_run, roles, chain):
-    """Nobody earned credit: the pool minus the syncer's fee goes back to the sponsor."""
+    """Nobody earned credit: the pool minus the syncer's fee goes back to the sponsor at the seal."""
     task = start_run("task-nocredit", m=2, maxRounds=1)
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
-    registry.seal(task, sender=roles.stranger)
+    commit_round(registry, task, 0, [0, 0], roles.syncer)
+    seal_run(registry, task, roles.stranger)
     fee = fee_per_round(POOL, SYNCER_FEE_BPS, 1)
     assert registry.withdrawable(roles.sponsor) == POOL - fee
     assert registry.withdrawable(roles.trainers[0]) == MIN_STAKE
@@ -520,12 +466,13 @@ def test_works_with_a_token_without_return_values(project, mocks, roles, chain):
     reg.registerSyncer(MIN_SYNCER_STAKE, sender=roles.syncer)
     p = params("nr", trainerCount=1, quorum=1, maxRounds=1)
     reg.postTask(as_tuple(p), sender=roles.sponsor)
+    reg.useRootFlow(p["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)
     reg.enrollTrainer(p["taskId"], MIN_STAKE, "did:x", sender=roles.trainers[0])
     reg.requestSyncerElection(p["taskId"], sender=roles.stranger)
     reg.electSyncer(p["taskId"], sender=roles.stranger)
     chain.mine(deltatime=GRACE_S + 1)
-    reg.finalizeRound(commit(p["taskId"], 0, 2, [0]), sender=roles.syncer)
-    reg.seal(p["taskId"], sender=roles.stranger)
+    commit_round(reg, p["taskId"], 0, [0], roles.syncer)
+    seal_run(reg, p["taskId"], roles.stranger)
     reg.claimSyncerFee(p["taskId"], sender=roles.syncer)
     for a in (roles.sponsor, roles.trainers[0], roles.syncer):
         reg.withdraw(sender=a)

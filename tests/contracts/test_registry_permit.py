@@ -13,7 +13,9 @@ import ape
 import pytest
 from eth_account import Account
 from registry_helpers import (
+    INITIAL_FRAGMENTS_ROOT,
     MIN_STAKE,
+    OUTER,
     POOL,
     as_tuple,
     deploy_registry,
@@ -65,6 +67,7 @@ def test_post_and_enroll_with_permits_leave_no_allowance(tnzo, preg, permits, pe
     permits.postTaskWithPermit(as_tuple(p), *permit(roles.sponsor, POOL), sender=roles.sponsor)
     assert tnzo.allowance(roles.sponsor, preg) == 0
     assert tnzo.balanceOf(preg) == POOL
+    preg.useRootFlow(p["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)  # before anyone enrolls
     for t in roles.trainers[:2]:
         tnzo.mint(t, MIN_STAKE, sender=roles.owner)
         permits.enrollTrainerWithPermit(p["taskId"], MIN_STAKE, "did:tenzro:t", *permit(t, MIN_STAKE), sender=t)
@@ -109,6 +112,8 @@ def test_gas_of_one_transaction_against_approve_then_call(tnzo, preg, permits, p
     post_permit = permits.postTaskWithPermit(as_tuple(p1), *permit(sponsor, POOL), sender=sponsor).gas_used
     approve = tnzo.approve(preg, POOL, sender=other).gas_used
     post_plain = preg.postTask(as_tuple(p2), sender=other).gas_used
+    preg.useRootFlow(p1["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=sponsor)
+    preg.useRootFlow(p2["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=other)
     enroll_permit = permits.enrollTrainerWithPermit(p1["taskId"], MIN_STAKE, "did:tenzro:t",
                                                     *permit(other, MIN_STAKE), sender=other).gas_used
     approve2 = tnzo.approve(preg, MIN_STAKE, sender=sponsor).gas_used

@@ -20,8 +20,14 @@ from registry_helpers import (
     MIN_SYNCER_STAKE,
     POOL,
     SYNCER_TIMEOUT,
+    INITIAL_FRAGMENTS_ROOT,
+    OUTER,
     as_tuple,
-    commit,
+    commit_round,
+    force,
+    root_commit,
+    seal_run,
+    to_reveal_phase,
     deploy_registry,
     inline_contract_type,
     params,
@@ -328,6 +334,7 @@ def test_elect_without_candidates(project, token, roles):
     reg = deploy_registry(project, roles.owner, token, min_syncer_fee_per_round=0)
     p = params("nocand", rewardPool=0, syncerFeeBps=0, trainerCount=1, quorum=1)
     reg.postTask(as_tuple(p), sender=roles.sponsor)
+    reg.useRootFlow(p["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)
     t = roles.trainers[0]
     token.mint(t, MIN_STAKE, sender=roles.owner)
     token.approve(reg, MIN_STAKE, sender=t)
@@ -354,12 +361,12 @@ def test_elect_while_syncer_active(registry, start_run, roles, unchanged, chain)
 
 
 def test_elect_rechecks_replaceability(registry, start_run, roles, unchanged, chain):
-    """The syncer finalizes between the request and the election: it is active again (a new
+    """The syncer commits between the request and the election: it is active again (a new
     round, a new deadline), so electSyncer refuses to replace it."""
     task = start_run("comeback", m=2, quorum=1)
     chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
     registry.requestSyncerElection(task, sender=roles.stranger)
-    registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
+    commit_round(registry, task, 0, [0, 0], roles.syncer)
     run = registry.getRun(task)
     assert run.currentRound == 1
     unchanged([task], registry.Registry__SyncerStillActive,
@@ -377,7 +384,7 @@ def test_replacement_needs_another_candidate(registry, start_run, roles, unchang
 def test_elect_after_completion(registry, start_run, roles, unchanged, chain):
     task = start_run("done", m=1, quorum=1, maxRounds=1)
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(task, 0, 2, [0]), sender=roles.syncer)
+    commit_round(registry, task, 0, [0], roles.syncer)
     unchanged([task], registry.Registry__WrongStatus,
               lambda: registry.requestSyncerElection(task, sender=roles.stranger), taskId=task, have=3)
     unchanged([task], registry.Registry__WrongStatus, lambda: registry.electSyncer(task, sender=roles.stranger),
@@ -499,7 +506,7 @@ def test_cancel_after_start(registry, full_registry, start_run, roles, unchanged
 
 @pytest.fixture
 def running(start_run):
-    return start_run("run", m=3, quorum=2, maxMisses=0, maxRounds=3)
+    return start_run("run", m=3, quorum=2, maxRounds=3)
 
 
 def _payload(rnd, frag, cid="bafkreic", ph=None) -> tuple:
@@ -535,11 +542,13 @@ def test_submit_bad_fragment(registry, running, sign, roles, unchanged):
 
 
 def test_submit_malformed_signature(registry, running, sign, roles, unchanged):
+    to_reveal_phase(registry, running)
     unchanged([running], registry.Registry__InvalidSignature,
               _sub(registry, sign, roles, running, roles.trainers[0], 0, 0, sig=b"\x01" * 64))
 
 
 def test_submit_signed_by_stranger(registry, running, sign, roles, unchanged):
+    to_reveal_phase(registry, running)
     unchanged([running], registry.Registry__NotEnrolled, _sub(registry, sign, roles, running, roles.stranger, 0, 0),
               taskId=running, trainer=roles.stranger.address)
 
@@ -548,28 +557,26 @@ def test_submit_signature_over_other_fields(registry, running, sign, roles, unch
     """A valid signature over another payload hash recovers another address: not enrolled."""
     t = roles.trainers[0]
     sig = sign(t, running, 0, 0, _payload(0, 0, ph=sha("other")))[4]
+    to_reveal_phase(registry, running)
     unchanged([running], registry.Registry__NotEnrolled,
               _sub(registry, sign, roles, running, t, 0, 0, sig=sig))
 
 
-def test_submit_duplicate(registry, running, sign, roles, unchanged):
+def test_submit_uncommitted(registry, running, sign, roles, unchanged):
+    """A reveal needs the commit phase to be over and the trainer's commitment of this opening."""
     t = roles.trainers[0]
-    _sub(registry, sign, roles, running, t, 0, 0)()
-    unchanged([running], registry.Registry__DuplicateSubmission,
-              _sub(registry, sign, roles, running, t, 0, 0, cid="bafkreiother"),
+    unchanged([running], registry.Registry__CommitPhaseOpen, _sub(registry, sign, roles, running, t, 0, 0))
+    to_reveal_phase(registry, running)
+    unchanged([running], registry.Registry__NotCommitted, _sub(registry, sign, roles, running, t, 0, 0),
               taskId=running, round=0, fragment=0, trainer=t.address)
 
 
-def test_submit_evicted(registry, running, submit, sign, roles, unchanged, chain):
-    a, b, c = roles.trainers[:3]
-    for t in (a, b):
-        submit(running, t, 0, 0)
-        submit(running, t, 0, 1)
-    chain.mine(deltatime=GRACE_S + 1)  # a miss counts only once the deadline has passed
-    registry.finalizeRound(commit(running, 0, 2, [3, 3, 0]), sender=roles.syncer)  # c misses; maxMisses 0
-    assert registry.trainerMetrics(running, c).evicted
-    unchanged([running], registry.Registry__TrainerIsEvicted, _sub(registry, sign, roles, running, c, 1, 0),
-              taskId=running, trainer=c.address)
+def test_submit_duplicate(registry, running, sign, roles, unchanged):
+    t = roles.trainers[0]
+    force(registry, running, t, 0, sign(t, running, 0, 0, _payload(0, 0)))
+    unchanged([running], registry.Registry__DuplicateSubmission,
+              _sub(registry, sign, roles, running, t, 0, 0, cid="bafkreiother"),
+              taskId=running, round=0, fragment=0, trainer=t.address)
 
 
 # ---------------------------------------------------------------- proveInvalid (PROTOCOL.md §4)
@@ -582,17 +589,18 @@ def _no_opening():
 def _prove(evidence, sign, roles, task, trainer, rnd, frag, reason, payload=None, signed=None, opening=None,
            sender=None):
     signed = signed or sign(trainer, task, rnd, frag, payload or _payload(rnd, frag))
-    return lambda: evidence.proveInvalid(task, rnd, frag, trainer, reason, signed, opening or _no_opening(), [],
+    return lambda: evidence.proveInvalid(task, rnd, frag, trainer, reason, signed, opening or _no_opening(),
                                          sender=sender or roles.stranger)
 
 
-@pytest.mark.parametrize("reason", [0, 1, 5, 6])
-def test_prove_unknown_reason(registry, evidence, running, submit, sign, roles, unchanged, reason):
-    """Only NonFinite (3), Malformed (2) and NormOutlier (4) can be proven; missed rounds and
-    unavailability have their own paths, and HashMismatch is not provable on-chain."""
+@pytest.mark.parametrize("reason", [0, 1, 4, 5, 6])
+def test_prove_unknown_reason(registry, evidence, running, sign, roles, unchanged, reason):
+    """Only NonFinite (3) and Malformed (2) are proven here: a norm outlier (4) against the
+    previous round's accepted sums (proveNormOutlier), unavailability by its challenge; missed
+    rounds are not slashed, and HashMismatch is not provable on-chain."""
     t = roles.trainers[0]
     signed = sign(t, running, 0, 0, _payload(0, 0))
-    registry.submitOuterGradient(running, 0, 0, signed, sender=roles.relayer)
+    force(registry, running, t, 0, signed)
     unchanged([running], registry.Registry__UnknownReason,
               _prove(evidence, sign, roles, running, t, 0, 0, reason, signed=signed), reason=reason)
 
@@ -618,7 +626,7 @@ def test_prove_wrong_round_and_fragment(registry, evidence, running, sign, roles
 def test_prove_needs_the_trainers_signature_and_a_real_opening(registry, evidence, running, sign, roles, unchanged):
     t, other = roles.trainers[:2]
     signed = sign(t, running, 0, 0, _payload(0, 0))
-    registry.submitOuterGradient(running, 0, 0, signed, sender=roles.relayer)
+    force(registry, running, t, 0, signed)
     # the same payload signed by someone else is not the trainer's
     forged = sign(other, running, 0, 0, _payload(0, 0))
     unchanged([running], registry.Registry__NotSignedBy,
@@ -626,87 +634,32 @@ def test_prove_needs_the_trainers_signature_and_a_real_opening(registry, evidenc
     # a chunk that does not open the signed root proves nothing
     unchanged([running], registry.Registry__BadOpening,
               _prove(evidence, sign, roles, running, t, 0, 0, 3, signed=signed))
-    # a norm proof without the other submissions' sums is refused
-    other_signed = sign(other, running, 0, 0, _payload(0, 0, cid="bafkreio"))
-    registry.submitOuterGradient(running, 0, 0, other_signed, sender=roles.relayer)
-    unchanged([running], registry.Registry__IncompleteSubmissionSet,
-              _prove(evidence, sign, roles, running, t, 0, 0, 4, signed=signed))
 
 
-# ---------------------------------------------------------------- finalizeRound
+# ---------------------------------------------------------------- commitRound, seal
+# (commitRound's own checks: tests/forge/RootFlow.t.sol; the proofs: test_root_flow_proofs.py)
 
 
-def test_finalize_not_syncer(registry, running, submit, roles, unchanged):
-    for t in roles.trainers[:3]:
-        submit(running, t, 0, 0)
-        submit(running, t, 0, 1)
-    c = commit(running, 0, 2, [3, 3, 3])
-    for who in (roles.stranger, roles.sponsor, roles.trainers[0]):
-        unchanged([running], registry.Registry__NotSyncer, lambda: registry.finalizeRound(c, sender=who),
-                  taskId=running, caller=who.address)
-
-
-def test_finalize_wrong_round(registry, running, roles, unchanged):
-    unchanged([running], registry.Registry__WrongRound,
-              lambda: registry.finalizeRound(commit(running, 1, 2, [0, 0, 0]), sender=roles.syncer),
-              taskId=running, given=1, open=0)
-
-
-def test_finalize_weights_length(registry, running, roles, unchanged):
-    c = list(commit(running, 0, 2, [0, 0, 0]))
-    c[3] = c[3][:1]  # one CID for two fragments
-    unchanged([running], registry.Registry__WeightsLength,
-              lambda: registry.finalizeRound(tuple(c), sender=roles.syncer), hashes=2, cids=1, f=2)
-
-
-def test_finalize_accepted_length(registry, running, roles, unchanged):
-    unchanged([running], registry.Registry__AcceptedLength,
-              lambda: registry.finalizeRound(commit(running, 0, 2, [0, 0]), sender=roles.syncer), given=2, enrolled=3)
-
-
-def test_finalize_accepted_not_submitted(registry, running, submit, roles, unchanged, chain):
-    submit(running, roles.trainers[0], 0, 0)
-    chain.mine(deltatime=GRACE_S + 1)
-    unchanged([running], registry.Registry__AcceptedNotSubmitted,
-              lambda: registry.finalizeRound(commit(running, 0, 2, [0b11, 0, 0]), sender=roles.syncer),
-              trainerIndex=0, invalidBits=0b10)
-    # bits beyond F are never valid
-    unchanged([running], registry.Registry__AcceptedNotSubmitted,
-              lambda: registry.finalizeRound(commit(running, 0, 2, [0b101, 0, 0]), sender=roles.syncer),
-              trainerIndex=0, invalidBits=0b100)
-
-
-def test_finalize_quorum_not_met_before_deadline(registry, running, submit, roles, unchanged):
-    for t in roles.trainers[:3]:
-        submit(running, t, 0, 0)
-    submit(running, roles.trainers[0], 0, 1)
-    unchanged([running], registry.Registry__QuorumNotMet,
-              lambda: registry.finalizeRound(commit(running, 0, 2, [3, 1, 1]), sender=roles.syncer),
-              fragment=1, accepted=1, quorum=2)
-
-
-def test_finalize_after_completion(registry, start_run, roles, unchanged, chain):
+def test_commit_after_completion(registry, start_run, roles, unchanged, chain):
     task = start_run("fin-done", m=1, quorum=1, maxRounds=1)
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(task, 0, 2, [0]), sender=roles.syncer)
+    commit_round(registry, task, 0, [0], roles.syncer)
     unchanged([task], registry.Registry__WrongStatus,
-              lambda: registry.finalizeRound(commit(task, 1, 2, [0]), sender=roles.syncer), taskId=task, have=3)
-
-
-# ---------------------------------------------------------------- seal, receipt, withdraw
+              lambda: registry.commitRound(root_commit(task, 1, 2, [0], [0]), sender=roles.syncer), taskId=task,
+              have=3)
 
 
 def test_seal_before_completion(registry, running, roles, unchanged):
-    unchanged([running], registry.Registry__WrongStatus, lambda: registry.seal(running, sender=roles.stranger),
+    unchanged([running], registry.Registry__WrongStatus, lambda: registry.sealRootRun(running, sender=roles.stranger),
               taskId=running, have=2)
 
 
 def test_seal_twice(registry, start_run, roles, unchanged, chain):
     task = start_run("twice", m=1, quorum=1, maxRounds=1)
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(task, 0, 2, [0]), sender=roles.syncer)
-    registry.seal(task, sender=roles.stranger)
-    unchanged([task], registry.Registry__WrongStatus, lambda: registry.seal(task, sender=roles.stranger),
+    commit_round(registry, task, 0, [0], roles.syncer)
+    seal_run(registry, task, roles.stranger)
+    unchanged([task], registry.Registry__WrongStatus, lambda: registry.sealRootRun(task, sender=roles.stranger),
               taskId=task, have=4)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ape
 import pytest
-from registry_helpers import E18, ELECTION_WINDOW_BLOCKS as ELECTION_WINDOW, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit, leave_pool, ledger
+from registry_helpers import E18, ELECTION_WINDOW_BLOCKS as ELECTION_WINDOW, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit_round, leave_pool, ledger, seal_run
 
 BIG_BOND = 60 * E18  # more than half of MIN_SYNCER_STAKE: one candidate can hold one such run
 
@@ -98,7 +98,7 @@ def test_clock_restarts_with_each_round(registry, one_syncer, open_run, elect, r
     task = open_run("rounds", maxRounds=3)
     elect(task)
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(task, 0, 2, [0, 0]), sender=roles.syncer)
+    commit_round(registry, task, 0, [0, 0], roles.syncer)
     run = registry.getRun(task)
     assert run.syncerElectedAt < run.roundDeadline
     assert run.syncerReplaceableAt == run.roundDeadline + SYNCER_TIMEOUT
@@ -127,8 +127,8 @@ def test_bond_locks_stake_until_the_seal(registry, token, one_syncer, open_run, 
 
     # run a ends: the seal unlocks the bond, whole
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(a, 0, 2, [0]), sender=roles.syncer)
-    registry.seal(a, sender=roles.stranger)
+    commit_round(registry, a, 0, [0], roles.syncer)
+    seal_run(registry, a, roles.stranger)
     assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 0, True, 0)
 
     # the pending request of run b (still within 256 blocks) now resolves to the syncer
@@ -180,8 +180,8 @@ def test_replacement_burns_the_bond_once(registry, token, one_syncer, open_run, 
 
     # what is left of a replaced syncer's stake is withdrawable once it is idle
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(b, 0, 2, [0, 0]), sender=roles.syncer)
-    registry.seal(b, sender=roles.stranger)
+    commit_round(registry, b, 0, [0, 0], roles.syncer)
+    seal_run(registry, b, roles.stranger)
     leave_pool(registry, chain, roles.syncer)
     assert registry.withdrawable(roles.syncer) == MIN_SYNCER_STAKE  # 40 left + 60 topped up
     assert _balanced(registry, token, accounts_seen)
@@ -220,7 +220,7 @@ def test_replaced_syncer_can_no_longer_act(registry, one_syncer, open_run, elect
     chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
     elect(a)
     with ape.reverts(registry.Registry__NotSyncer, taskId=a, caller=roles.syncer.address):
-        registry.finalizeRound(commit(a, 0, 2, [0, 0]), sender=roles.syncer)
-    registry.finalizeRound(commit(a, 0, 2, [0, 0]), sender=roles.other_syncer)
+        commit_round(registry, a, 0, [0, 0], roles.syncer)
+    commit_round(registry, a, 0, [0, 0], roles.other_syncer)
     assert registry.getRun(a).currentRound == 1
     assert registry.trainerMetrics(a, roles.trainers[0]).stake == MIN_STAKE

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import ape
 import pytest
-from registry_helpers import E18, ELECTION_WINDOW_BLOCKS, GRACE_S, MAX_SYNCER_CANDIDATES, MIN_SYNCER_STAKE, commit, ledger
+from registry_helpers import E18, ELECTION_WINDOW_BLOCKS, GRACE_S, MAX_SYNCER_CANDIDATES, MIN_SYNCER_STAKE, commit_round, ledger, seal_run
 
 
 def events(tx, name):
@@ -130,8 +130,8 @@ def test_newcomer_with_more_stake_displaces_the_smallest_idle(registry, token, f
 def test_idle_again_after_the_seal_then_displaceable(registry, full_pool, fund, roles, chain):
     """Once its run is sealed the syncer is idle and, with the smallest stake, the next to go."""
     chain.mine(deltatime=GRACE_S + 1)
-    registry.finalizeRound(commit(full_pool.task, 0, 2, [0]), sender=roles.syncer)
-    registry.seal(full_pool.task, sender=roles.stranger)
+    commit_round(registry, full_pool.task, 0, [0], roles.syncer)
+    seal_run(registry, full_pool.task, roles.stranger)
     assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE, 0, True, 0)
     newcomer = roles.other_syncer
     fund(newcomer, MIN_SYNCER_STAKE + 1)

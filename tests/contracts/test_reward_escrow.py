@@ -471,12 +471,13 @@ def sealed_run(project, chain, owner, accounts, tnzo):
     reg.registerSyncer(2 * E18, sender=syncer)
     task = rc.task_id_bytes("escrow-sealed-run")
     frag = h("fragment-0 safetensors")
-    # TaskParams: M = K = F = 1, H = 24, R = 1, tau 5 s, Mean, Open, maxMisses 2, minStake 1 TNZO,
+    # TaskParams: M = K = F = 1, H = 24, R = 1, tau 5 s, Mean, Open, maxMisses 2 (unused), minStake 1 TNZO,
     # pool 10 TNZO, one fragment of 1000, enrollment 1 h, syncer fee 1 %, syncer bond 1 TNZO, norm
     # screen x10 (100.0 squared), availability challenges answered within 60 s
     params = (task, h("spec json"), "bafyspec", h("initial weights"), 1, 1, 1, 24, 1, 5_000, 0, 0, 2,
               E18, 10 * E18, [1000], 3600, 100, E18, 0x42C80000, 60)
     reg.postTask(params, sender=sponsor)
+    reg.useRootFlow(task, h("initial fragments"), (0x3F333333, 0x3F666666, True, 0), sender=sponsor)
     return reg, task, frag, sponsor, syncer, trainer
 
 
@@ -486,7 +487,7 @@ def test_registry_receipt_matches_python_and_releases(chain, escrow, tnzo, payer
     eid = deposit(amount=3 * E18, task_id=task, registry=reg.address, life=10 * DAY, sponsor=sponsor,
                   spec_hash=h("spec json"))
     # escrows for the same task id that name another sponsor, or ask for accepted work this
-    # run (finalized with no accepted submission: 0 credits) did not do
+    # run (committed with no accepted submission: 0 credits) did not do
     other_sponsor = deposit(amount=E18, task_id=task, registry=reg.address, life=10 * DAY, sponsor=payer,
                             spec_hash=h("spec json"))
     more_work = deposit(amount=E18, task_id=task, registry=reg.address, life=10 * DAY, sponsor=sponsor,
@@ -504,8 +505,9 @@ def test_registry_receipt_matches_python_and_releases(chain, escrow, tnzo, payer
     reg.electSyncer(task, sender=stranger)  # the next block
     chain.mine(deltatime=10)
     th = h("transcript round 0")
-    reg.finalizeRound((task, 0, [frag], ["bafyweights"], [0], th, "bafytranscript"), sender=syncer)
-    reg.seal(task, sender=stranger)
+    reg.commitRound((task, 0, h("fragments root"), [0], [0], [frag], th, "bafytranscript"), sender=syncer)
+    chain.mine(deltatime=61)  # the round's challenge window (60 s)
+    reg.sealRootRun(task, sender=stranger)
     stored, serialized = reg.getReceipt(task)
     serialized = bytes(serialized)
     # TrainingReceipt fields in ITrainingRegistry order (ape may hand the struct back as a tuple)

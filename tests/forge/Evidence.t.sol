@@ -8,8 +8,9 @@ import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistr
 import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
 
 /// @notice No slash on anyone's word (PROTOCOL.md §4, issue "Protocol v2", attacks 4 and 5):
-/// invalid payloads are proven by opening committed chunks or by every signed sum of squares,
-/// unavailable ones by an unanswered challenge, and the syncer cannot leave a live submission out.
+/// invalid forced payloads are proven by opening committed chunks, unavailable ones by an
+/// unanswered challenge; a wrong report slashes nobody. (Norm outliers: ProtocolV3Attacks.t.sol,
+/// proveNormOutlier; a live forced submission left out: RootFlow.t.sol, proveOmission.)
 contract EvidenceTest is RegistryBase {
     bytes32 internal constant ID = keccak256("evidence");
     uint32 internal constant ONE = 0x3F800000; // 1.0
@@ -72,7 +73,6 @@ contract EvidenceTest is RegistryBase {
     function _run(uint16 m, uint16 k, uint32 rounds) internal {
         ITrainingRegistryTypes.TaskParams memory p = _params(ID, m, k, 1, rounds, 100e18);
         p.fragmentSizes[0] = 20;
-        p.maxMisses = 0;
         _post(p);
         for (uint256 i = 0; i < m; ++i) {
             _enroll(ID, i, MIN_STAKE);
@@ -80,21 +80,25 @@ contract EvidenceTest is RegistryBase {
         _elect(ID);
     }
 
+    /// @dev Trainer i forces `p` in the open round: commits it, reveals it after the commit phase,
+    /// then the clock goes back to where it was, so a test can force several payloads one after
+    /// the other as if they were committed together (the registry orders none of them by time).
     function _send(uint256 i, Payload memory p) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
         uint32 round = reg.getRun(ID).currentRound;
         sp = _signed(i, ID, round, 0, p.root, p.sumsq);
-        _submitSigned(ID, round, 0, sp);
+        uint256 t = block.timestamp;
+        _force(ID, i, 0, sp);
+        vm.warp(t);
     }
 
-    function _noOthers() internal pure returns (ITrainingRegistryTypes.SignedPayload[] memory) {
-        return new ITrainingRegistryTypes.SignedPayload[](0);
-    }
-
-    function _accepted(uint256 m, uint256 bits) internal pure returns (uint256[] memory acc) {
-        acc = new uint256[](m);
+    /// @dev Commits round `round` with trainer i accepted on the one fragment for each bit i of
+    /// `bits` (m trainers), after the commit phase.
+    function _commitBits(uint32 round, uint256 m, uint256 bits) internal {
+        uint256[] memory acc = new uint256[](m);
         for (uint256 i = 0; i < m; ++i) {
             acc[i] = (bits >> i) & 1;
         }
+        _commitAs(_rootCommit(ID, round, 1, acc, _creditsNow(ID)));
     }
 
     // ------------------------------------------------------------ non-finite, padding
@@ -108,15 +112,15 @@ contract EvidenceTest is RegistryBase {
         // the sound chunk proves nothing
         vm.prank(prover);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(3)));
-        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 0), _noOthers());
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 0));
 
         // the prover commits to its proof a block before it sends it (the bounty's condition)
-        bytes memory proof = abi.encodeCall(ev.proveInvalid, (ID, 0, 0, trainers[1], 3, sp, _open(bad, 1), _noOthers()));
+        bytes memory proof = abi.encodeCall(ev.proveInvalid, (ID, 0, 0, trainers[1], 3, sp, _open(bad, 1)));
         vm.prank(prover);
         ITrainingRegistryFull(address(reg)).commitProof(keccak256(abi.encode(keccak256(proof), prover)));
         vm.roll(block.number + 1);
         vm.prank(prover);
-        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 1), _noOthers());
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 1));
         uint256 slash = MIN_STAKE / 20;
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, slash, "5 % slashed");
         assertEq(reg.withdrawable(prover), slash / 10, "10 % bounty to the prover");
@@ -129,7 +133,7 @@ contract EvidenceTest is RegistryBase {
         vm.expectRevert(
             abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NoSuchSubmission.selector, ID, 0, uint16(0), trainers[1])
         );
-        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 1), _noOthers());
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, _open(bad, 1));
     }
 
     function test_badPadding_proven_soundPaddingNot() public {
@@ -139,8 +143,8 @@ contract EvidenceTest is RegistryBase {
         Payload memory fine = _payload(ONE, ONE, 0);
         ITrainingRegistryTypes.SignedPayload memory sp0 = _send(0, fine);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(2)));
-        ev.proveInvalid(ID, 0, 0, trainers[0], 2, sp0, _open(fine, 1), _noOthers());
-        ev.proveInvalid(ID, 0, 0, trainers[1], 2, sp, _open(padded, 1), _noOthers());
+        ev.proveInvalid(ID, 0, 0, trainers[0], 2, sp0, _open(fine, 1));
+        ev.proveInvalid(ID, 0, 0, trainers[1], 2, sp, _open(padded, 1));
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, MIN_STAKE / 20, "slashed for bad padding");
     }
 
@@ -152,89 +156,47 @@ contract EvidenceTest is RegistryBase {
         ITrainingRegistryTypes.ChunkOpening memory o = _open(bad, 1);
         o.siblingS[0] = ONE;
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__BadOpening.selector, uint32(1)));
-        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, o, _noOthers());
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, sp, o);
         // a NaN payload the trainer never signed (signed by trainer 0) cannot be pinned on trainer 1
         ITrainingRegistryTypes.SignedPayload memory forged = _signed(0, ID, 0, 0, bad.root, bad.sumsq);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSignedBy.selector, trainers[1]));
-        ev.proveInvalid(ID, 0, 0, trainers[1], 3, forged, _open(bad, 1), _noOthers());
+        ev.proveInvalid(ID, 0, 0, trainers[1], 3, forged, _open(bad, 1));
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__UnknownReason.selector, uint8(0)));
-        ev.proveInvalid(ID, 0, 0, trainers[1], 0, sp, _open(bad, 1), _noOthers());
-    }
-
-    // ------------------------------------------------------------ norm outliers
-
-    function test_normOutlier_provenWithEverySignedSum() public {
-        _run(3, 1, 1);
-        ITrainingRegistryTypes.SignedPayload memory a = _send(0, _payload(ONE, ONE, 0)); // sumsq 20
-        ITrainingRegistryTypes.SignedPayload memory b = _send(1, _payload(0x41200000, ONE, 0)); // 10.0: sumsq 1604
-        ITrainingRegistryTypes.SignedPayload memory c = _send(2, _payload(0x42C80000, ONE, 0)); // 100.0: sumsq 160004
-        ITrainingRegistryTypes.SignedPayload[] memory others = new ITrainingRegistryTypes.SignedPayload[](2);
-        // median 1604 x 100 = 160400 >= 160004: trainer 2 is inside the screen
-        others[0] = a;
-        others[1] = b;
-        ITrainingRegistryTypes.ChunkOpening memory none;
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(4)));
-        ev.proveInvalid(ID, 0, 0, trainers[2], 4, c, none, others);
-        // leaving a low sum out to lower the median is refused
-        ITrainingRegistryTypes.SignedPayload[] memory fewer = new ITrainingRegistryTypes.SignedPayload[](1);
-        fewer[0] = a;
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__IncompleteSubmissionSet.selector, 1, 2));
-        ev.proveInvalid(ID, 0, 0, trainers[2], 4, c, none, fewer);
-        // trainer 0 is small, not an outlier (only sums above the screen are)
-        others[0] = b;
-        others[1] = c;
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(4)));
-        ev.proveInvalid(ID, 0, 0, trainers[0], 4, a, none, others);
-    }
-
-    function test_normOutlier_slashes() public {
-        _run(3, 1, 1);
-        ITrainingRegistryTypes.SignedPayload memory a = _send(0, _payload(ONE, ONE, 0));
-        ITrainingRegistryTypes.SignedPayload memory b = _send(1, _payload(ONE, ONE, 0));
-        ITrainingRegistryTypes.SignedPayload memory c = _send(2, _payload(0x42C80000, ONE, 0)); // 100 x the others' values
-        ITrainingRegistryTypes.SignedPayload[] memory others = new ITrainingRegistryTypes.SignedPayload[](2);
-        others[0] = a;
-        others[1] = b;
-        ITrainingRegistryTypes.ChunkOpening memory none;
-        vm.prank(prover);
-        ev.proveInvalid(ID, 0, 0, trainers[2], 4, c, none, others);
-        assertEq(reg.trainerMetrics(ID, trainers[2]).slashed, MIN_STAKE / 20, "outlier slashed");
+        ev.proveInvalid(ID, 0, 0, trainers[1], 0, sp, _open(bad, 1));
     }
 
     // ------------------------------------------------------------ availability
 
-    function test_availability_unanswered_slashedAfterWindow_noMissMeanwhile() public {
+    function test_availability_unanswered_slashedAfterWindow() public {
         _run(2, 1, 1);
         _send(0, _payload(ONE, ONE, 0));
         ITrainingRegistryTypes.SignedPayload memory sp = _send(1, _payload(ONE, ONE, 0));
-        // the syncer cannot leave trainer 1 out on its word
-        vm.warp(block.timestamp + 31);
-        vm.prank(syncer);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SubmissionOmitted.selector, uint16(1), uint16(0)));
-        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 1)));
-        // ... but it can challenge, then leave it out while the challenge is pending
         uint256 bond = ev.challengeBond(ID);
         assertEq(bond, SYNCER_BOND / 10, "bond = 10 % of the syncer bond");
         _fund(syncer, bond);
         vm.prank(syncer);
         ev.challengeAvailability(ID, 0, 0, trainers[1], sp, 1);
+        // the commit waits for the challenge to settle
+        _toRevealPhase(ID);
         vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 1)));
-        assertEq(reg.trainerMetrics(ID, trainers[1]).totalMissed, 0, "a pending challenge counts no miss");
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ChallengesPending.selector, ID, uint16(1)));
-        reg.seal(ID);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ChallengeDeadline.selector, uint64(block.timestamp + CHALLENGE_SECONDS)));
+        reg.commitRound(_rootCommit(ID, 0, 1, _fill(2, 1), _fill(2, 0)));
+        uint64 deadline = ev.availabilityChallenge(ID, 0, 0, trainers[1]).deadline;
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ChallengeDeadline.selector, deadline));
         ev.expireAvailability(ID, 0, 0, trainers[1]);
-        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        vm.warp(deadline + 1);
         ev.expireAvailability(ID, 0, 0, trainers[1]);
         uint256 slash = MIN_STAKE / 20;
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, slash, "slashed");
         assertEq(reg.withdrawable(syncer), bond + slash / 10, "bond back + bounty");
         assertEq(ev.challengeBondsHeld(), 0, "no bond held");
-        reg.seal(ID);
+        // the lapsed submission is no longer live: leaving it out is no omission
+        _commitBits(0, 2, 1);
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        reg.sealRootRun(ID);
     }
 
-    function test_availability_answered_bondToTrainer_mustBeAccepted() public {
+    function test_availability_answered_bondToTrainer() public {
         _run(2, 1, 1);
         _send(0, _payload(ONE, ONE, 0));
         Payload memory p1 = _payload(ONE, ONE, 0);
@@ -248,27 +210,21 @@ contract EvidenceTest is RegistryBase {
         ev.answerAvailability(ID, 0, 0, trainers[1], _open(p1, 0));
         assertEq(reg.withdrawable(trainers[1]), bond, "the bond compensates the trainer");
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, 0, "not slashed");
-        vm.warp(block.timestamp + 31);
-        vm.prank(syncer);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SubmissionOmitted.selector, uint16(1), uint16(0)));
-        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 1)));
-        vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 3)));
+        (uint256 submitted, uint256 rejected,) = reg.submissionsOf(ID, 0, trainers[1]);
+        assertEq(submitted, 1, "still live");
+        assertEq(rejected, 0, "not rejected");
+        _commitBits(0, 2, 3);
     }
 
     // ------------------------------------------------------------ attacks 4 and 5
 
     /// Attack 4 (malicious syncer, the parts closed by evidence): it cannot slash honest
-    /// trainers without proof, cannot leave their submissions out, and an early finalization on
-    /// its sybils' quorum counts no miss against the honest trainers, so they are never evicted.
+    /// trainers without proof, and committing early on its sybils' quorum costs the honest
+    /// trainers nothing but those rounds' credit (nobody counts misses or evicts in the one flow).
     function test_attack4_maliciousSyncer_cannotSlashOmitOrEvict() public {
-        _run(4, 2, 3); // trainers 0, 1 are the syncer's sybils; maxMisses 0
+        _run(4, 2, 3); // trainers 0, 1 are the syncer's sybils
         for (uint32 r = 0; r < 3; ++r) {
-            _send(0, _payload(ONE, ONE, 0));
-            _send(1, _payload(ONE, ONE, 0));
-            // early finalization on the sybils' quorum: honest trainers 2, 3 had time left
-            vm.prank(syncer);
-            reg.finalizeRound(_commit(ID, r, 1, _accepted(4, 3)));
+            _fullRound(ID, r, 2, 1); // early, on the sybils' quorum: honest trainers 2, 3 had time left
         }
         for (uint256 i = 2; i < 4; ++i) {
             ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(ID, trainers[i]);
@@ -284,13 +240,14 @@ contract EvidenceTest is RegistryBase {
         for (uint8 reason = 0; reason < 7; ++reason) {
             vm.prank(syncer);
             vm.expectRevert();
-            ev.proveInvalid(ID, 0, 0, trainers[1], reason, sp, _open(honest, 1), _noOthers());
+            ev.proveInvalid(ID, 0, 0, trainers[1], reason, sp, _open(honest, 1));
         }
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, 0, "no slash without evidence");
     }
 
-    /// Attack 5 (sponsor + syncer): "report everything invalid, accept nothing" fails at both
-    /// steps, so the pool goes to the trainers, and no slashed stake could reach the sponsor anyway.
+    /// Attack 5 (sponsor + syncer): "report everything invalid, accept nothing" fails: the report
+    /// needs evidence, a live forced submission left out is proven omitted (RootFlow.t.sol), so the
+    /// pool goes to the trainers, and no slashed stake could reach the sponsor anyway.
     function test_attack5_collusion_cannotRejectEverything() public {
         _run(2, 1, 1);
         Payload memory p = _payload(ONE, ONE, 0);
@@ -298,14 +255,9 @@ contract EvidenceTest is RegistryBase {
         _send(1, p);
         vm.prank(syncer);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(3)));
-        ev.proveInvalid(ID, 0, 0, trainers[0], 3, s0, _open(p, 1), _noOthers());
-        vm.warp(block.timestamp + 31);
-        vm.prank(syncer);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__SubmissionOmitted.selector, uint16(0), uint16(0)));
-        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 0)));
-        vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 1, _accepted(2, 3)));
-        reg.seal(ID);
+        ev.proveInvalid(ID, 0, 0, trainers[0], 3, s0, _open(p, 1));
+        _fullRound(ID, 0, 2, 1);
+        _sealAndClaim(ID);
         assertEq(reg.withdrawable(sponsor), 0, "the sponsor gets nothing back");
         assertEq(reg.withdrawable(trainers[0]), MIN_STAKE + 50e18, "half the pool + stake");
     }

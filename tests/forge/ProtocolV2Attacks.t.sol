@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
 import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegistryTypes.sol";
+import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
 import {RegistryBase} from "./RegistryBase.sol";
 import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
@@ -202,15 +203,15 @@ contract ProtocolV2AttacksTest is RegistryBase {
         );
     }
 
-    /// @dev Enrolls trainer 0 in the posted one-round run ID, elects, finalizes nothing after the
-    /// deadline and seals; returns the receipt and its run root.
+    /// @dev Enrolls trainer 0 in the posted one-round run ID, elects, commits nothing accepted
+    /// after the deadline and seals; returns the receipt and its run root.
     function _sealEmptyRun() internal returns (bytes memory receipt, bytes32 root) {
         _enroll(ID, 0, MIN_STAKE);
         _elect(ID);
         vm.warp(block.timestamp + 31);
-        vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 1, new uint256[](1)));
-        reg.seal(ID);
+        _commitAs(_rootCommit(ID, 0, 1, _fill(1, 0), _fill(1, 0)));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        reg.sealRootRun(ID);
         (, receipt) = reg.getReceipt(ID);
         root = reg.sealedRunRoot(ID);
     }
@@ -225,6 +226,8 @@ contract ProtocolV2AttacksTest is RegistryBase {
         p.specHash = realSpec;
         vm.prank(attacker);
         reg.postTask(p);
+        vm.prank(attacker);
+        reg.useRootFlow(ID, F0, _outer());
         (bytes memory receipt, bytes32 root) = _sealEmptyRun();
         assertTrue(!escrow.canRelease(id, receipt, root), "canRelease says no");
         vm.expectRevert(abi.encodeWithSelector(RewardEscrow.RewardEscrow__SponsorMismatch.selector, sponsor, attacker));
@@ -303,7 +306,7 @@ contract ProtocolV2AttacksTest is RegistryBase {
     // ------------------------------------------------------------ 9: gas bomb
 
     /// Before: finalizeRound at M = 256, F = 128 with everything accepted cost 33.4M gas, over a
-    /// 30M block. Now M * F <= 2048, and the largest allowed shapes finalize and seal in budget.
+    /// 30M block. Now M * F <= 2048, and the largest allowed shapes commit and seal in budget.
     function test_attack9_gasBomb_fails() public {
         vm.prank(attacker);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ShapeTooLarge.selector, 256, 128, 2048));
@@ -319,24 +322,18 @@ contract ProtocolV2AttacksTest is RegistryBase {
             _enroll(id, i, MIN_STAKE);
         }
         _elect(id);
-        uint256[] memory acc = new uint256[](m);
-        bytes32 base = reg.getRun(id).weightsRoot;
-        for (uint256 i = 0; i < m; ++i) {
-            for (uint16 j = 0; j < f; ++j) {
-                _submitOn(id, i, 0, j, base);
-            }
-            acc[i] = (uint256(1) << f) - 1;
-        }
-        ITrainingRegistryTypes.RoundCommit memory c = _commit(id, 0, f, acc);
+        _toRevealPhase(id);
+        ITrainingRegistryRounds.RootCommit memory c = _rootCommit(id, 0, f, _fill(m, (uint256(1) << f) - 1), _fill(m, 0));
         vm.prank(syncer);
         uint256 g = gasleft();
-        reg.finalizeRound(c);
-        uint256 finalizeGas = g - gasleft();
+        reg.commitRound(c);
+        uint256 commitGas = g - gasleft();
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
         g = gasleft();
-        reg.seal(id);
+        reg.sealRootRun(id);
         uint256 sealGas = g - gasleft();
-        assertTrue(finalizeGas < 30_000_000, "finalize fits a block");
-        assertTrue(sealGas < 30_000_000, "seal fits a block");
+        assertTrue(commitGas < 30_000_000, "the commit fits a block");
+        assertTrue(sealGas < 30_000_000, "the seal fits a block");
     }
 
     /// The longest run (MAX_ROUNDS rounds) seals within a block.
@@ -344,11 +341,11 @@ contract ProtocolV2AttacksTest is RegistryBase {
         _startRun(ID, 1, 1, 1, 1024, 0);
         for (uint32 r = 0; r < 1024; ++r) {
             vm.warp(block.timestamp + 31);
-            vm.prank(syncer);
-            reg.finalizeRound(_commit(ID, r, 1, new uint256[](1)));
+            _commitAs(_rootCommit(ID, r, 1, _fill(1, 0), _fill(1, 0)));
         }
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
         uint256 g = gasleft();
-        reg.seal(ID);
+        reg.sealRootRun(ID);
         assertTrue(g - gasleft() < 30_000_000, "seal of 1024 rounds fits a block");
     }
 }

@@ -1779,7 +1779,6 @@ contract ProtocolV3InvariantTest is TestBase {
 contract ProtocolV3InvariantFindingsTest is RegistryBase {
     ITrainingRegistryFull internal rf;
     bytes32 internal constant ID = keccak256("v3-findings");
-    bytes32 internal constant F0 = keccak256("initial fragments root");
     address internal constant SYBIL = address(0x5b1);
     uint32 internal constant WHOLE = type(uint32).max;
 
@@ -1914,24 +1913,13 @@ contract ProtocolV3InvariantFindingsTest is RegistryBase {
         ITrainingRegistryTypes.TaskParams memory p = _params(ID, 3, 2, 1, 2, 1_000e18);
         p.fragmentSizes[0] = 64;
         _post(p);
-        vm.prank(sponsor);
-        rf.useRootFlow(
-            ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
-        );
         for (uint256 i = 0; i < 3; ++i) {
             _enroll(ID, i, MIN_STAKE);
         }
         honest = _elect(ID);
         (bytes32 root, uint32 sumsq,) = _payload(0);
         sp = _signed(0, ID, 0, 0, root, sumsq);
-        bytes32 sh = RoundProofs.structHash(
-            ID, 0, 0, reg.getRun(ID).weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
-        );
-        vm.prank(trainers[0]);
-        rf.commitSubmission(ID, 0, 0, keccak256(abi.encode(sh, trainers[0])));
-        (uint64 closes,) = rf.commitPhase(ID);
-        vm.warp(closes + 1);
-        _submitSigned(ID, 0, 0, sp);
+        _force(ID, 0, 0, sp);
     }
 
     /// FINDING, fixed (honest syncer lost its bond; the invariant campaign, seeds 7 and 9). None

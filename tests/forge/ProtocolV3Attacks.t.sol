@@ -16,7 +16,6 @@ import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
 contract ProtocolV3AttacksTest is RegistryBase {
     ITrainingRegistryFull internal rf;
     bytes32 internal constant ID = keccak256("protocol-v3");
-    bytes32 internal constant F0 = keccak256("initial fragments root");
     uint256 internal constant POOL = 1_000e18;
     address internal constant SECOND = address(0x5c2);
     address internal constant WATCHER = address(0x3a7c);
@@ -36,22 +35,10 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ITrainingRegistryTypes.TaskParams memory p = _params(ID, m, m - 1, f, rounds, POOL);
         p.syncerFeeBps = feeBps;
         _post(p);
-        vm.prank(sponsor);
-        rf.useRootFlow(
-            ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
-        );
         for (uint256 i = 0; i < m; ++i) {
             _enroll(ID, i, MIN_STAKE);
         }
         elected = _elect(ID);
-    }
-
-    /// @dev n copies of v.
-    function _fill(uint256 n, uint256 v) internal pure returns (uint256[] memory a) {
-        a = new uint256[](n);
-        for (uint256 i = 0; i < n; ++i) {
-            a[i] = v;
-        }
     }
 
     /// @dev The commit of `round` with every trainer accepted on every fragment (m trainers, f
@@ -213,15 +200,10 @@ contract ProtocolV3AttacksTest is RegistryBase {
 
     // ------------------------------------------------------------ attack 1: availability loop
 
-    /// @dev Trainer i forces (commits, then reveals) a submission of fragment 0 in the open round.
-    function _force(uint256 i, bytes32 work) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
-        ITrainingRegistryTypes.RunView memory v = reg.getRun(ID);
-        sp = _signed(i, ID, v.currentRound, 0, work, 0x3F800000);
-        bytes32 sh = RoundProofs.structHash(
-            ID, v.currentRound, 0, v.weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
-        );
-        vm.prank(trainers[i]);
-        rf.commitSubmission(ID, v.currentRound, 0, keccak256(abi.encode(sh, trainers[i])));
+    /// @dev Trainer i commits to a forced submission of fragment 0 of the open round over `work`.
+    function _commitWork(uint256 i, bytes32 work) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
+        sp = _signed(i, ID, reg.getRun(ID).currentRound, 0, work, 0x3F800000);
+        _commitForced(ID, i, 0, sp);
     }
 
     /// Before: a trainer forced a submission and its sybil challenged a chunk of it; at each
@@ -233,12 +215,12 @@ contract ProtocolV3AttacksTest is RegistryBase {
     /// deadline of the round's challenges.
     function test_availabilityLoop_fails() public {
         address elected = _openRoot(3, 1, 2, 0);
-        ITrainingRegistryTypes.SignedPayload memory sp0 = _force(0, keccak256("work 0"));
-        ITrainingRegistryTypes.SignedPayload memory sp1 = _force(1, keccak256("work 1"));
+        ITrainingRegistryTypes.SignedPayload memory sp0 = _commitWork(0, keccak256("work 0"));
+        ITrainingRegistryTypes.SignedPayload memory sp1 = _commitWork(1, keccak256("work 1"));
         (uint64 closes,) = rf.commitPhase(ID);
         vm.warp(closes + 1);
-        _submitSigned(ID, 0, 0, sp0);
-        _submitSigned(ID, 0, 0, sp1);
+        _reveal(ID, 0, 0, sp0);
+        _reveal(ID, 0, 0, sp1);
 
         // the sybil challenges at the last second it may: the syncer cannot commit until it is settled
         uint64 deadline = reg.getRun(ID).roundDeadline;
@@ -292,7 +274,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         chunk[1] = 0x80; // value 0 = 1.0, the rest +0
         (bytes32 root, uint32 sumsq) = ChunkMerkle.leaf(chunk);
         ITrainingRegistryTypes.SignedPayload memory sp = _signed(0, id, 0, 0, root, sumsq);
-        _submitSigned(id, 0, 0, sp);
+        _force(id, 0, 0, sp);
         ITrainingRegistryTypes.ChunkOpening memory o;
         o.chunk = chunk;
         o.siblingH = new bytes32[](0);
@@ -391,53 +373,12 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ev.cancelStalledRun(ID);
     }
 
-    /// The same stall in the v1 flow (finalizeRound, credits on-chain): the cancel credits the
-    /// trainers' pot for the committed round by credits at once, the stakes back, the rest of the
-    /// pool to the sponsor; with the silent syncer's fee, every token of the pool is accounted for.
-    function test_runEnds_cancelStalledV1Run_conservesThePool() public {
-        bytes32 id = keccak256("stalled-v1");
-        ITrainingRegistryTypes.TaskParams memory p = _params(id, 2, 1, 1, 4, POOL);
-        p.syncerFeeBps = 2000; // 50 per round
-        _post(p);
-        _enroll(id, 0, MIN_STAKE);
-        _enroll(id, 1, MIN_STAKE);
-        address silent = _elect(id);
-        address other = silent == syncer ? SECOND : syncer;
-        _submit(id, 0, 0, 0);
-        _submit(id, 1, 0, 0);
-        vm.prank(silent);
-        reg.finalizeRound(_commit(id, 0, 1, _fill(2, 1)));
-        _leavePool(other);
-        vm.warp(reg.getRun(id).syncerReplaceableAt + 1);
-
-        uint256 sponsorBefore = reg.withdrawable(sponsor);
-        ev.cancelStalledRun(id);
-        uint256 back = reg.withdrawable(sponsor) - sponsorBefore;
-        assertEq(back, 750e18, "the sponsor gets the pool of the 3 rounds never run");
-        uint256 rewards = 0;
-        for (uint256 i = 0; i < 2; ++i) {
-            uint256 reward = reg.withdrawable(trainers[i]) - MIN_STAKE;
-            assertEq(reward, 100e18, "half the pot: (1000 - 4 * 50) * 1 / 4 / 2");
-            rewards += reward;
-        }
-        vm.prank(silent);
-        uint256 fee = reg.claimSyncerFee(id);
-        assertEq(back + rewards + fee, POOL, "every token of the pool accounted for");
-        assertEq(reg.getRun(id).stakeHeld, 0, "no stake held");
-    }
-
-    // ------------------------------------------------------------ attack 2: unopenable weights
-
     /// @dev Posts an m-trainer root-flow task of one fragment of 16 values (one chunk: a vector's
     /// root is its leaf) and `rounds` rounds, enrolls and elects; returns the syncer.
     function _openOneChunk(uint16 m, uint32 rounds) internal returns (address elected) {
         ITrainingRegistryTypes.TaskParams memory p = _params(ID, m, m - 1, 1, rounds, POOL);
         p.fragmentSizes[0] = 16;
         _post(p);
-        vm.prank(sponsor);
-        rf.useRootFlow(
-            ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
-        );
         for (uint256 i = 0; i < m; ++i) {
             _enroll(ID, i, MIN_STAKE);
         }
@@ -679,10 +620,6 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ITrainingRegistryTypes.TaskParams memory p = _params(ID, 3, 2, 1, 2, POOL);
         p.fragmentSizes[0] = 64;
         _post(p);
-        vm.prank(sponsor);
-        rf.useRootFlow(
-            ID, F0, ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
-        );
         for (uint256 i = 0; i < 3; ++i) {
             _enroll(ID, i, MIN_STAKE);
         }
@@ -696,7 +633,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         rf.commitSubmission(ID, 0, 0, keccak256(abi.encode(sh, trainers[0])));
         (uint64 closes,) = rf.commitPhase(ID);
         vm.warp(closes + 1);
-        _submitSigned(ID, 0, 0, sp);
+        _reveal(ID, 0, 0, sp);
     }
 
     /// @dev The whole-payload answer of _payload4 (`chunks` chunks of it).
@@ -953,22 +890,21 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ITrainingRegistryTypes.SignedPayload memory outlier = _forceSum(3, 0x447A0000); // 1000.0 > 100 * 1.0
         (uint64 closes,) = rf.commitPhase(ID);
         vm.warp(closes + 1);
-        _submitSigned(ID, 1, 0, honest);
-        _submitSigned(ID, 1, 0, sybil1);
-        _submitSigned(ID, 1, 0, sybil2);
-        _submitSigned(ID, 1, 0, outlier);
+        _reveal(ID, 1, 0, honest);
+        _reveal(ID, 1, 0, sybil1);
+        _reveal(ID, 1, 0, sybil2);
+        _reveal(ID, 1, 0, outlier);
 
-        // the sybils' proof: the median of the round's own sums (0) makes 1.0 an outlier
-        ITrainingRegistryTypes.SignedPayload[] memory others = new ITrainingRegistryTypes.SignedPayload[](3);
-        others[0] = sybil1;
-        others[1] = sybil2;
-        others[2] = outlier;
+        // the sybils' proof, the median of the round's own sums (0) making 1.0 an outlier, no longer
+        // exists: proveInvalid proves no norm outlier
         ITrainingRegistryTypes.ChunkOpening memory none;
         vm.prank(trainers[1]);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RootFlow.selector, ID));
-        ev.proveInvalid(
-            ID, 1, 0, trainers[0], uint8(ITrainingRegistryTypes.SlashReason.NormOutlier), honest, none, others
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__UnknownReason.selector, uint8(ITrainingRegistryTypes.SlashReason.NormOutlier)
+            )
         );
+        ev.proveInvalid(ID, 1, 0, trainers[0], uint8(ITrainingRegistryTypes.SlashReason.NormOutlier), honest, none);
         // against the previous round's accepted sums (median 1.0) the honest payload is within the screen
         vm.prank(trainers[1]);
         vm.expectRevert(

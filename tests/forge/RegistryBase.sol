@@ -8,6 +8,9 @@ import {deployRegistry} from "./lib/DeployRegistry.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {MockERC20} from "../../contracts/mocks/MockERC20.sol";
 import {ITrainingRegistryEvidence} from "../../contracts/interfaces/ITrainingRegistryEvidence.sol";
+import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
+import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
+import {CreditsTree} from "./lib/CreditsTree.sol";
 
 /// @notice Shared fixtures of the registry's forge tests: a token, a registry, a sponsor,
 /// a syncer candidate and trainers with known keys (they sign EIP-712 with vm.sign).
@@ -20,6 +23,8 @@ abstract contract RegistryBase is TestBase {
     uint256 internal constant SYNCER_BOND = 50e18;
     uint32 internal constant CHALLENGE_SECONDS = 20;
     uint256 internal constant ELECTION_WINDOW = 256; // ELECTION_WINDOW_BLOCKS
+    /// @dev The initial fragments root `_post` commits (useRootFlow).
+    bytes32 internal constant F0 = keccak256("initial fragments root");
 
     MockERC20 internal token;
     /// @dev The registry with its whole ABI (its own functions and those its modules serve).
@@ -101,10 +106,24 @@ abstract contract RegistryBase is TestBase {
         p.challengeSeconds = CHALLENGE_SECONDS;
     }
 
+    /// @dev Posts `p` and, as its sponsor, commits the initial fragments root F0 and the outer
+    /// rule `_outer()` (useRootFlow), so trainers may enroll.
     function _post(ITrainingRegistryTypes.TaskParams memory p) internal {
+        _postOnly(p);
+        vm.prank(sponsor);
+        reg.useRootFlow(p.taskId, F0, _outer());
+    }
+
+    /// @dev Posts `p` only (enrollment is refused until the sponsor's useRootFlow).
+    function _postOnly(ITrainingRegistryTypes.TaskParams memory p) internal {
         _fund(sponsor, p.rewardPool);
         vm.prank(sponsor);
         reg.postTask(p);
+    }
+
+    /// @dev lr 0.7, momentum 0.9, Nesterov, no trim.
+    function _outer() internal pure returns (ITrainingRegistryRounds.OuterRule memory) {
+        return ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0});
     }
 
     function _enroll(bytes32 id, uint256 i, uint256 stake) internal {
@@ -136,52 +155,133 @@ abstract contract RegistryBase is TestBase {
         sp.signature = abi.encodePacked(r, s, v);
     }
 
-    function _submitSigned(bytes32 id, uint32 round, uint16 frag, ITrainingRegistryTypes.SignedPayload memory sp)
+    /// @dev Trainer i commits to its forced submission `sp` of the open round's fragment `frag`
+    /// (commitSubmission; the commit phase must be open). Reveal it after the phase with `_reveal`.
+    function _commitForced(bytes32 id, uint256 i, uint16 frag, ITrainingRegistryTypes.SignedPayload memory sp)
         internal
     {
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
+        bytes32 sh = RoundProofs.structHash(
+            id, v.currentRound, frag, v.weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
+        );
+        vm.prank(trainers[i]);
+        reg.commitSubmission(id, v.currentRound, frag, keccak256(abi.encode(sh, trainers[i])));
+    }
+
+    /// @dev A relayer reveals the committed forced submission `sp` (submitOuterGradient; after the
+    /// commit phase: `_toRevealPhase`).
+    function _reveal(bytes32 id, uint32 round, uint16 frag, ITrainingRegistryTypes.SignedPayload memory sp) internal {
         vm.prank(relayer);
         reg.submitOuterGradient(id, round, frag, sp);
     }
 
-    /// @dev Trainer i submits a stand-in commitment (sum of squares 1.0) of (round, frag).
-    function _submit(bytes32 id, uint256 i, uint32 round, uint16 frag) internal {
-        _submitOn(id, i, round, frag, reg.getRun(id).weightsRoot);
+    /// @dev Trainer i forces `sp` of the open round's fragment `frag` whole: commits it, waits out
+    /// the commit phase and reveals it (one trainer only: the phase is over after it).
+    function _force(bytes32 id, uint256 i, uint16 frag, ITrainingRegistryTypes.SignedPayload memory sp) internal {
+        _commitForced(id, i, frag, sp);
+        _toRevealPhase(id);
+        _reveal(id, reg.getRun(id).currentRound, frag, sp);
     }
 
-    function _submitOn(bytes32 id, uint256 i, uint32 round, uint16 frag, bytes32 base) internal {
-        bytes32 root = keccak256(abi.encode("payload", id, i, round, frag));
-        _submitSigned(id, round, frag, _signedOn(i, id, round, frag, root, 0x3F800000, base));
+    /// @dev A stand-in forced submission of trainer i (sum of squares 1.0) of the open round.
+    function _stub(bytes32 id, uint256 i, uint16 frag) internal view returns (ITrainingRegistryTypes.SignedPayload memory) {
+        uint32 round = reg.getRun(id).currentRound;
+        return _signed(i, id, round, frag, keccak256(abi.encode("payload", id, i, round, frag)), 0x3F800000);
     }
 
-    function _commit(bytes32 id, uint32 round, uint16 f, uint256[] memory accepted)
+    /// @dev Warps past the open round's commit phase (a round commits early only after it).
+    function _toRevealPhase(bytes32 id) internal {
+        (uint64 closes,) = reg.commitPhase(id);
+        if (block.timestamp <= closes) vm.warp(closes + 1);
+    }
+
+    /// @dev n copies of v.
+    function _fill(uint256 n, uint256 v) internal pure returns (uint256[] memory a) {
+        a = new uint256[](n);
+        for (uint256 i = 0; i < n; ++i) {
+            a[i] = v;
+        }
+    }
+
+    /// @dev A commit of `round` over f fragments with these accepted bitmaps and previous credits.
+    function _rootCommit(bytes32 id, uint32 round, uint256 f, uint256[] memory bitmaps, uint256[] memory previous)
         internal
         pure
-        returns (ITrainingRegistryTypes.RoundCommit memory c)
+        returns (ITrainingRegistryRounds.RootCommit memory c)
     {
         c.taskId = id;
         c.round = round;
+        c.fragmentsRoot = keccak256(abi.encode("fragments", id, round));
+        c.acceptedBitmaps = bitmaps;
+        c.previousCredits = previous;
         c.fragmentHashes = new bytes32[](f);
-        c.fragmentCids = new string[](f);
         for (uint256 j = 0; j < f; ++j) {
             c.fragmentHashes[j] = keccak256(abi.encode(id, round, j));
-            c.fragmentCids[j] = "bafkreiweights";
         }
-        c.acceptedBitmaps = accepted;
         c.transcriptHash = keccak256(abi.encode("transcript", id, round));
         c.transcriptCid = "bafkreitranscript";
     }
 
-    /// @dev Every trainer in [0, m) submits every fragment; all accepted; syncer finalizes.
-    function _fullRound(bytes32 id, uint32 round, uint16 m, uint16 f) internal {
-        uint256[] memory acc = new uint256[](m);
-        for (uint256 i = 0; i < m; ++i) {
-            for (uint16 j = 0; j < f; ++j) {
-                _submit(id, i, round, j);
-            }
-            acc[i] = (uint256(1) << f) - 1;
+    /// @dev Commits `c` as the run's elected syncer once the round's commit phase is over.
+    function _commitAs(ITrainingRegistryRounds.RootCommit memory c) internal {
+        _toRevealPhase(c.taskId);
+        vm.prank(reg.getRun(c.taskId).syncer);
+        reg.commitRound(c);
+    }
+
+    /// @dev The cumulative credits of every enrolled trainer after the rounds `_fullRound` committed.
+    mapping(bytes32 id => uint256[]) internal _credits;
+
+    /// @dev The credits each of the run's n enrolled trainers holds so far (as `_fullRound` counted).
+    function _creditsNow(bytes32 id) internal view returns (uint256[] memory c) {
+        uint256 n = reg.getRun(id).enrolledCount;
+        c = new uint256[](n);
+        uint256[] storage kept = _credits[id];
+        for (uint256 i = 0; i < kept.length && i < n; ++i) {
+            c[i] = kept[i];
         }
-        vm.prank(reg.getRun(id).syncer);
-        reg.finalizeRound(_commit(id, round, f, acc));
+    }
+
+    /// @dev Round `round` of run `id` committed (after its commit phase) with trainers [0, m)
+    /// accepted on every one of its f fragments and the others on none.
+    function _fullRound(bytes32 id, uint32 round, uint16 m, uint16 f) internal {
+        uint256[] memory previous = _creditsNow(id);
+        uint256[] memory bits = new uint256[](previous.length);
+        uint64[] memory sizes = reg.getRun(id).fragmentSizes;
+        uint256 gain = 0;
+        for (uint256 j = 0; j < f; ++j) {
+            gain += sizes[j];
+        }
+        for (uint256 i = 0; i < m; ++i) {
+            bits[i] = (uint256(1) << f) - 1;
+        }
+        _commitAs(_rootCommit(id, round, f, bits, previous));
+        delete _credits[id];
+        for (uint256 i = 0; i < previous.length; ++i) {
+            _credits[id].push(previous[i] + (i < m ? gain : 0));
+        }
+    }
+
+    /// @dev The credits root of these cumulative credits (leaf i: trainer index i).
+    function _creditsRoot(uint256[] memory credits) internal pure returns (bytes32 root) {
+        (root,) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), 0);
+    }
+
+    /// @dev The Merkle path of trainer index `at` in the credits tree of `credits`.
+    function _proof(uint256[] memory credits, uint16 at) internal pure returns (bytes32[] memory path) {
+        (, path) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), at);
+    }
+
+    /// @dev Seals run `id` once its last round's challenge window is over and claims every
+    /// enrolled trainer's reward against the credits `_fullRound` counted.
+    function _sealAndClaim(bytes32 id) internal {
+        vm.warp(block.timestamp + reg.getRun(id).challengeSeconds + 1);
+        reg.sealRootRun(id);
+        uint256[] memory credits = _creditsNow(id);
+        for (uint256 i = 0; i < credits.length; ++i) {
+            // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolledCount, a uint16
+            reg.claim(id, uint16(i), credits[i], _proof(credits, uint16(i)));
+        }
     }
 
     /// @dev Both steps of an election: request in this block, resolve in the next.

@@ -55,6 +55,8 @@ contract RegistryPermitTest is RegistryBase {
         (uint8 v, bytes32 r, bytes32 s) = _sign(SPONSOR_KEY, address(preg), p.rewardPool, deadline);
         vm.prank(payer);
         pp.postTaskWithPermit(p, deadline, v, r, s);
+        vm.prank(payer); // the sponsor commits the run's round state before anyone may enroll
+        preg.useRootFlow(p.taskId, F0, _outer());
     }
 
     function _enrollWithPermit(uint256 i, uint256 stake) internal {

@@ -14,7 +14,6 @@ import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
 contract RootFlowTest is RegistryBase {
     ITrainingRegistryFull internal rf;
     bytes32 internal constant ID = keccak256("root-flow");
-    bytes32 internal constant F0 = keccak256("initial fragments root");
     uint256 internal constant POOL = 1_000e18;
 
     function setUp() public {
@@ -35,65 +34,10 @@ contract RootFlowTest is RegistryBase {
     /// @dev As _startRoot, leaving round 0 in its commit phase.
     function _openRoot(bytes32 id, uint16 m, uint16 k, uint16 f, uint32 rounds, uint256 pool) internal {
         _post(_params(id, m, k, f, rounds, pool));
-        vm.prank(sponsor);
-        rf.useRootFlow(id, F0, _outer());
         for (uint256 i = 0; i < m; ++i) {
             _enroll(id, i, MIN_STAKE);
         }
         _elect(id);
-    }
-
-    /// @dev Warps past the open round's commit phase (a round commits early only after it).
-    function _toRevealPhase(bytes32 id) internal {
-        (uint64 closes,) = rf.commitPhase(id);
-        if (block.timestamp <= closes) vm.warp(closes + 1);
-    }
-
-    /// @dev lr 0.7, momentum 0.9, Nesterov, no trim.
-    function _outer() internal pure returns (ITrainingRegistryRounds.OuterRule memory) {
-        return ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0});
-    }
-
-    function _creditsRoot(uint256[] memory credits) internal pure returns (bytes32 root) {
-        (root,) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), 0);
-    }
-
-    function _proof(uint256[] memory credits, uint16 at) internal pure returns (bytes32[] memory path) {
-        (, path) = CreditsTree.rootAndPath(CreditsTree.leaves(credits), at);
-    }
-
-    /// @dev A commit of `round` over f fragments with these accepted bitmaps and previous credits.
-    function _rootCommit(bytes32 id, uint32 round, uint256 f, uint256[] memory bitmaps, uint256[] memory previous)
-        internal
-        pure
-        returns (ITrainingRegistryRounds.RootCommit memory c)
-    {
-        c.taskId = id;
-        c.round = round;
-        c.fragmentsRoot = keccak256(abi.encode("fragments", id, round));
-        c.acceptedBitmaps = bitmaps;
-        c.previousCredits = previous;
-        c.fragmentHashes = new bytes32[](f);
-        for (uint256 j = 0; j < f; ++j) {
-            c.fragmentHashes[j] = keccak256(abi.encode(id, round, j));
-        }
-        c.transcriptHash = keccak256(abi.encode("transcript", id, round));
-        c.transcriptCid = "bafkreitranscript";
-    }
-
-    /// @dev n copies of v.
-    function _fill(uint256 n, uint256 v) internal pure returns (uint256[] memory a) {
-        a = new uint256[](n);
-        for (uint256 i = 0; i < n; ++i) {
-            a[i] = v;
-        }
-    }
-
-    /// @dev Commits as the syncer (the only candidate, so the one elected for every run here),
-    /// after the round's commit phase.
-    function _commitAs(ITrainingRegistryRounds.RootCommit memory c) internal {
-        _toRevealPhase(c.taskId);
-        _commitRaw(c);
     }
 
     /// @dev Commits as the syncer now (after vm.expectRevert: one call only).
@@ -171,12 +115,20 @@ contract RootFlowTest is RegistryBase {
         assertEq(token.balanceOf(address(reg)), owed + MIN_SYNCER_STAKE, "conservation");
     }
 
-    // ------------------------------------------------------------ opting in
+    // ------------------------------------------------------------ the run's round state
 
-    function test_useRootFlow_onlySponsorBeforeAnyEnrollment() public {
-        _post(_params(ID, 2, 2, 1, 1, POOL));
+    /// @dev Nobody stakes before the sponsor committed the initial fragments root and the outer
+    /// rule; only the sponsor commits them, once, before anyone enrolled.
+    function test_useRootFlow_onlySponsor_beforeAnyEnrollment_andEnrollmentWaitsForIt() public {
+        _postOnly(_params(ID, 2, 2, 1, 1, POOL));
+        _fund(trainers[0], MIN_STAKE);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotRootFlow.selector, ID));
+        vm.prank(trainers[0]);
+        reg.enrollTrainer(ID, MIN_STAKE, "did:tenzro:trainer");
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSponsor.selector, ID, relayer));
         vm.prank(relayer);
+        rf.useRootFlow(ID, F0, _outer());
+        vm.prank(sponsor);
         rf.useRootFlow(ID, F0, _outer());
         _enroll(ID, 0, MIN_STAKE);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__RootFlowLocked.selector, ID));
@@ -184,9 +136,9 @@ contract RootFlowTest is RegistryBase {
         rf.useRootFlow(ID, F0, _outer());
     }
 
-    /// @dev Krum has no coordinate proof and a trim of half leaves nothing: neither can opt in.
+    /// @dev Krum has no coordinate proof and a trim of half leaves nothing: neither is taken.
     function test_useRootFlow_onlyProvableRules() public {
-        _post(_params(ID, 2, 2, 1, 1, POOL));
+        _postOnly(_params(ID, 2, 2, 1, 1, POOL));
         ITrainingRegistryRounds.OuterRule memory o = _outer();
         o.alphaBps = 5000;
         vm.expectRevert(
@@ -200,27 +152,6 @@ contract RootFlowTest is RegistryBase {
         (ITrainingRegistryRounds.OuterRule memory got,,) = rf.outerRule(ID);
         assertEq(got.alphaBps, 4999, "trim stored");
         assertEq(got.mu, 0x3F666666, "momentum stored");
-    }
-
-    function test_v1AndRootFlowDoNotMix() public {
-        _startRoot(ID, 2, 2, 1, 1, POOL);
-        uint256[] memory acc = new uint256[](2);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RootFlow.selector, ID));
-        vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 1, acc));
-
-        bytes32 v1 = keccak256("v1 run");
-        _startRun(v1, 2, 2, 1, 1, 0);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotRootFlow.selector, v1));
-        _commitRaw(_rootCommit(v1, 0, 1, _fill(2, 1), _fill(2, 0)));
-        _fullRound(v1, 0, 2, 1);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotRootFlow.selector, v1));
-        rf.sealRootRun(v1);
-
-        _commitAs(_rootCommit(ID, 0, 1, _fill(2, 1), _fill(2, 0)));
-        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RootFlow.selector, ID));
-        reg.seal(ID);
     }
 
     // ------------------------------------------------------------ what commitRound checks
@@ -372,15 +303,15 @@ contract RootFlowTest is RegistryBase {
         vm.expectRevert(
             abi.encodeWithSelector(ITrainingRegistryTypes.Registry__CommitPhaseOpen.selector, ID, 0, closes)
         );
-        _submitSigned(ID, 0, 0, victim); // nothing is shown before the phase closes
+        _reveal(ID, 0, 0, victim); // nothing is shown before the phase closes
 
         vm.warp(closes + 1);
         ITrainingRegistryTypes.SignedPayload memory copy = _resigned(1, ID, 0, victim);
         vm.expectRevert(
             abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotCommitted.selector, ID, 0, 0, trainers[1])
         );
-        _submitSigned(ID, 0, 0, copy); // front-running the victim's reveal
-        _submitSigned(ID, 0, 0, victim);
+        _reveal(ID, 0, 0, copy); // front-running the victim's reveal
+        _reveal(ID, 0, 0, victim);
         bytes32 late = _commitmentOf(ID, 1, 0, copy);
         vm.expectRevert(
             abi.encodeWithSelector(ITrainingRegistryTypes.Registry__CommitPhaseOver.selector, ID, 0, closes)
@@ -414,7 +345,7 @@ contract RootFlowTest is RegistryBase {
         vm.warp(closes + 1);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RevealsPending.selector, ID, 0, 1));
         _commitRaw(c);
-        _submitSigned(ID, 0, 0, sp);
+        _reveal(ID, 0, 0, sp);
         _commitRaw(c); // revealed: the early commit goes
 
         // round 1: trainer 1 commits and never reveals; the syncer waits for the deadline
@@ -443,10 +374,5 @@ contract RootFlowTest is RegistryBase {
         );
         vm.prank(trainers[0]);
         rf.commitSubmission(ID, 0, 0, bytes32(0));
-        bytes32 v1 = keccak256("v1 run");
-        _startRun(v1, 2, 2, 1, 1, 0);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotRootFlow.selector, v1));
-        vm.prank(trainers[0]);
-        rf.commitSubmission(v1, 0, 0, keccak256("c"));
     }
 }

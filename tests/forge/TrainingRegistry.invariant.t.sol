@@ -13,10 +13,10 @@ import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegis
 import {CreditsTree} from "./lib/CreditsTree.sol";
 import {RoundProofs} from "../../contracts/lib/RoundProofs.sol";
 
-/// @notice Drives random sequences of registry calls (post in the v1 or the root flow, elect in
-/// two steps, enroll, close enrollment, submit sound or non-finite payloads, prove invalid,
-/// challenge / answer / expire availability, finalize, commit by root, warp, roll, seal, seal a
-/// root-flow run, claim, sweep, cancel, claim fees, withdraw) with two syncer candidates, and
+/// @notice Drives random sequences of registry calls (post, elect in two steps, enroll, close
+/// enrollment, force sound or non-finite payloads (commit, then reveal), prove invalid,
+/// challenge / answer / expire availability, commit by root, warp, roll, seal, claim, sweep,
+/// cancel, claim fees, withdraw) with two syncer candidates, and
 /// keeps ghost books the invariants compare with. Payloads have at most 16 values, so a
 /// commitment is the leaf of its one chunk.
 contract RegistryHandler is TestBase {
@@ -36,23 +36,19 @@ contract RegistryHandler is TestBase {
     uint256 public deposited; // everything ever transferred into the registry
     uint256 public withdrawn; // everything ever withdrawn
     mapping(address account => uint256) public withdrawnBy;
-    bool public nonSyncerFinalized; // set if a finalize by someone other than the syncer succeeded
-    bool public evictedSubmitted; // set if an evicted trainer's submission succeeded
+    bool public nonSyncerCommitted; // set if a commit by someone other than the syncer succeeded
     bool public sealedTwice; // set if a second seal of a run succeeded
     uint256 public seals; // successful seals (progress check: runs do reach the seal)
-    uint256 public finalizes; // successful finalizeRound calls
     uint256 public replacements; // successful elections that replaced a syncer (its bond burned)
     address public prover = address(0x9407);
     address public challenger = address(0xC4A1);
     bool public slashedWithoutEvidence; // set if proveInvalid succeeded on a sound payload
-    bool public omittedUnchallenged; // set if a finalize left out a live, unchallenged submission
     uint256 public proofs; // successful proveInvalid calls
     mapping(address trainer => uint256) public bondsReceived; // challenge bonds paid to a trainer
     mapping(bytes32 key => ITrainingRegistryTypes.SignedPayload) internal _signedOf;
     mapping(bytes32 key => bytes) internal _chunkOf;
     mapping(bytes32 key => bool) internal _defective;
-    // root flow (PROTOCOL.md §5): the credits the handler committed, what claims should pay
-    mapping(bytes32 taskId => bool) public isRoot;
+    // rounds by root (PROTOCOL.md §5): the credits the handler committed, what claims should pay
     mapping(bytes32 taskId => uint256[]) internal _rootCredits; // cumulative, by trainer index
     mapping(bytes32 taskId => uint256) public rootTotal;
     mapping(bytes32 taskId => uint256) public claimablePool; // rewardPoolLeft right after sealRootRun
@@ -106,7 +102,7 @@ contract RegistryHandler is TestBase {
 
     // ------------------------------------------------------------ actions
 
-    function postTask(uint96 pool, uint8 shape, bool root) external {
+    function postTask(uint96 pool, uint8 shape) external {
         if (tasks.length >= 3) return;
         bytes32 id = keccak256(abi.encode("inv", tasks.length));
         ITrainingRegistryTypes.TaskParams memory p;
@@ -120,7 +116,6 @@ contract RegistryHandler is TestBase {
         p.innerSteps = 1;
         p.maxRounds = uint32(1 + (shape / 36) % 2);
         p.graceWindowMs = 30_000;
-        p.maxMisses = uint8((shape / 108) % 2);
         p.minStake = MIN_STAKE;
         p.rewardPool = pool;
         p.fragmentSizes = new uint64[](p.fragmentCount);
@@ -137,16 +132,13 @@ contract RegistryHandler is TestBase {
         reg.postTask(p);
         tasks.push(id);
         deposited += pool;
-        if (root) {
-            vm.prank(sponsor);
-            ITrainingRegistryRounds(address(reg))
-                .useRootFlow(
-                    id,
-                    id,
-                    ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
-                );
-            isRoot[id] = true;
-        }
+        vm.prank(sponsor);
+        ITrainingRegistryRounds(address(reg))
+            .useRootFlow(
+                id,
+                id,
+                ITrainingRegistryRounds.OuterRule({lr: 0x3F333333, mu: 0x3F666666, nesterov: true, alphaBps: 0})
+            );
     }
 
     // ------------------------------------------------------------ root flow
@@ -159,7 +151,7 @@ contract RegistryHandler is TestBase {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
         ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
-        if (!isRoot[id] || v.status != ITrainingRegistryTypes.RunStatus.Training) return;
+        if (v.status != ITrainingRegistryTypes.RunStatus.Training) return;
         uint256 m = reg.trainersOf(id).length;
         ITrainingRegistryRounds.RootCommit memory c;
         c.taskId = id;
@@ -190,7 +182,7 @@ contract RegistryHandler is TestBase {
         } catch {}
         vm.prank(caller);
         try ITrainingRegistryRounds(address(reg)).commitRound(c) {
-            if (caller != v.syncer) nonSyncerFinalized = true;
+            if (caller != v.syncer) nonSyncerCommitted = true;
             _rootCredits[id] = next;
             rootTotal[id] += added;
             ++rootCommits;
@@ -213,7 +205,7 @@ contract RegistryHandler is TestBase {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
         address[] memory list = reg.trainersOf(id);
-        if (!isRoot[id] || list.length == 0) return;
+        if (list.length == 0) return;
         uint16 i = uint16(who % list.length);
         uint256[] memory credits = _rootCredits[id];
         if (credits.length != list.length) credits = new uint256[](list.length);
@@ -298,21 +290,19 @@ contract RegistryHandler is TestBase {
         sp.signature = abi.encodePacked(r, s_, sv);
     }
 
-    /// @dev Trainer `who` submits fragment `fragment` of the open round: n values of 1.0, or of
-    /// NaN when `bad`.
+    /// @dev Trainer `who` forces fragment `fragment` of the open round (commit, then reveal): n
+    /// values of 1.0, or of NaN when `bad`.
     function submit(uint256 seed, uint256 who, uint16 fragment, bool bad) external {
         if (tasks.length == 0) return;
         bytes32 id = _task(seed);
         ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
         uint256 i = who % N_TRAINERS;
-        bool evicted = reg.trainerMetrics(id, trainers[i]).evicted;
         uint16 f = uint16(fragment % (v.fragmentCount + 1)); // sometimes out of range
         bytes memory chunk = _payloadChunk(f < v.fragmentCount ? v.fragmentSizes[f] : 16, bad);
         ITrainingRegistryTypes.SignedPayload memory sp = _signedPayload(id, i, f, chunk);
-        if (isRoot[id]) _commitThenRevealPhase(id, i, f, sp);
+        _commitThenRevealPhase(id, i, f, sp);
         try reg.submitOuterGradient(id, v.currentRound, f, sp) {
-            if (evicted) evictedSubmitted = true;
-            if (isRoot[id]) ++rootReveals;
+            ++rootReveals;
             bytes32 k = _key(id, v.currentRound, i, f);
             _signedOf[k] = sp;
             _chunkOf[k] = chunk;
@@ -320,7 +310,7 @@ contract RegistryHandler is TestBase {
         } catch {}
     }
 
-    /// @dev Root flow: trainer i commits to `sp` (when the commit phase is open), then the clock
+    /// @dev Trainer i commits to `sp` (when the commit phase is open), then the clock
     /// moves past the phase so that the reveal can go.
     function _commitThenRevealPhase(bytes32 id, uint256 i, uint16 f, ITrainingRegistryTypes.SignedPayload memory sp)
         internal
@@ -354,9 +344,7 @@ contract RegistryHandler is TestBase {
         if (_chunkOf[k].length == 0) return;
         uint8 reason = padding ? 2 : 3;
         vm.prank(prover);
-        try ev.proveInvalid(
-            id, round, f, trainers[i], reason, _signedOf[k], _opening(k), new ITrainingRegistryTypes.SignedPayload[](0)
-        ) {
+        try ev.proveInvalid(id, round, f, trainers[i], reason, _signedOf[k], _opening(k)) {
             ++proofs;
             if (!_defective[k] || padding) slashedWithoutEvidence = true;
         } catch {}
@@ -400,55 +388,9 @@ contract RegistryHandler is TestBase {
         try ev.expireAvailability(id, round, fragment % 3, trainers[who % N_TRAINERS]) {} catch {}
     }
 
-    /// @dev Accepts a random subset of what was submitted; sometimes from a non-syncer.
-    function finalize(uint256 seed, uint256 mask, bool asStranger) external {
-        if (tasks.length == 0) return;
-        bytes32 id = _task(seed);
-        ITrainingRegistryTypes.RunView memory v = reg.getRun(id);
-        if (v.status != ITrainingRegistryTypes.RunStatus.Training) return;
-        address[] memory list = reg.trainersOf(id);
-        ITrainingRegistryTypes.RoundCommit memory c;
-        c.taskId = id;
-        c.round = v.currentRound;
-        c.fragmentHashes = new bytes32[](v.fragmentCount);
-        c.fragmentCids = new string[](v.fragmentCount);
-        c.acceptedBitmaps = new uint256[](list.length);
-        bool omits;
-        for (uint256 i = 0; i < list.length; ++i) {
-            (uint256 sub, uint256 rej,) = reg.submissionsOf(id, v.currentRound, list[i]);
-            c.acceptedBitmaps[i] = sub & ~rej & (mask >> (8 * i));
-            uint256 left = sub & ~rej & ~c.acceptedBitmaps[i];
-            for (uint16 j = 0; j < v.fragmentCount; ++j) {
-                if (
-                    (left >> j) & 1 == 1
-                        && ev.availabilityChallenge(id, v.currentRound, j, list[i]).challenger == address(0)
-                ) {
-                    omits = true;
-                }
-            }
-        }
-        address caller = asStranger ? address(0xBAD) : v.syncer;
-        vm.prank(caller);
-        try reg.finalizeRound(c) {
-            if (caller != v.syncer) nonSyncerFinalized = true;
-            if (omits) omittedUnchallenged = true;
-            ++finalizes;
-        } catch {}
-    }
-
     function warp(uint16 secs) external {
         vm.warp(block.timestamp + secs % 200);
         vm.roll(block.number + 1);
-    }
-
-    function seal(uint256 seed) external {
-        if (tasks.length == 0) return;
-        bytes32 id = _task(seed);
-        bool wasSealed = reg.getRun(id).status == ITrainingRegistryTypes.RunStatus.Sealed;
-        try reg.seal(id) {
-            if (wasSealed) sealedTwice = true;
-            ++seals;
-        } catch {}
     }
 
     function cancel(uint256 seed, bool asStranger) external {
@@ -556,8 +498,8 @@ contract TrainingRegistryInvariantTest is TestBase {
         }
     }
 
-    /// @notice Nothing is credited twice: a run's credits are the sum of its trainers' credits,
-    /// and each trainer's accepted count never exceeds finalized rounds x F.
+    /// @notice Nothing is credited twice: a run's total credits are the committed ones, no
+    /// trainer's accepted count exceeds committed rounds x F, and claims pay no more than the pool.
     function invariant_nothingCreditedTwice() public view {
         for (uint256 i = 0; i < h.tasksLength(); ++i) {
             bytes32 id = h.tasks(i);
@@ -573,8 +515,9 @@ contract TrainingRegistryInvariantTest is TestBase {
                 sum += m.credits;
                 assertTrue(m.accepted <= finalized * v.fragmentCount, "accepted <= rounds x F");
             }
-            // a root-flow run's credits live in its credits root: its total is the committed one
-            assertEq(h.isRoot(id) ? h.rootTotal(id) : sum, v.totalCredits, "sum of credits");
+            // credits live in the run's credits root: its total is the committed one, none on-chain
+            assertEq(h.rootTotal(id), v.totalCredits, "total credits");
+            assertEq(sum, 0, "no credits per trainer on-chain");
             // claims never pay more than the pool the seal left for them
             assertTrue(h.claimedTotal(id) <= h.claimablePool(id), "claims <= claimable pool");
         }
@@ -610,16 +553,17 @@ contract TrainingRegistryInvariantTest is TestBase {
     /// @notice The handler's actions reach the states the invariants are about: a sealed run and
     /// a replaced syncer (so the books above are checked across both).
     function test_handlerReachesSealAndReplacement() public {
-        h.postTask(1_000e18, 1, false); // M = 3, K = 1, F = 1, one round, 7 % fee
+        h.postTask(1_000e18, 1); // M = 3, K = 1, F = 1, one round, 7 % fee
         for (uint256 i = 0; i < 3; ++i) {
             h.enroll(0, i, 0);
         }
         h.electSyncer(0);
         h.submit(0, 0, 0, false);
-        h.finalize(0, type(uint256).max, false);
-        h.seal(0);
+        h.commitRoot(0, 3, false);
+        h.warp(21); // past the challenge window (20 s)
+        h.sealRoot(0);
         assertEq(h.seals(), 1, "sealed");
-        h.postTask(1_000e18, 1, false);
+        h.postTask(1_000e18, 1);
         for (uint256 i = 0; i < 3; ++i) {
             h.enroll(1, i, 0);
         }
@@ -635,7 +579,7 @@ contract TrainingRegistryInvariantTest is TestBase {
     /// @notice The handler's root-flow actions reach commits, the seal and claims (so the books
     /// above are checked across them), and the claims plus the sweep pay out the whole pool.
     function test_handlerReachesRootFlowClaims() public {
-        h.postTask(1_000e18, 1, true); // M = 3, K = 1, F = 1, one round, 7 % fee
+        h.postTask(1_000e18, 1); // M = 3, K = 1, F = 1, one round, 7 % fee
         for (uint256 i = 0; i < 3; ++i) {
             h.enroll(0, i, 0);
         }
@@ -658,20 +602,13 @@ contract TrainingRegistryInvariantTest is TestBase {
         invariant_nothingPaidBeforeSeal();
     }
 
-    /// @notice Only the syncer finalizes.
-    function invariant_onlySyncerFinalizes() public view {
-        assertTrue(!h.nonSyncerFinalized(), "a non-syncer finalized");
+    /// @notice Only the syncer commits a round.
+    function invariant_onlySyncerCommits() public view {
+        assertTrue(!h.nonSyncerCommitted(), "a non-syncer committed");
     }
 
-    /// @notice No slash without evidence: every successful proveInvalid opened a non-finite chunk,
-    /// and no finalize left out a live submission that no availability challenge covered.
+    /// @notice No slash without evidence: every successful proveInvalid opened a non-finite chunk.
     function invariant_noSlashWithoutEvidence() public view {
         assertTrue(!h.slashedWithoutEvidence(), "slashed on a sound payload");
-        assertTrue(!h.omittedUnchallenged(), "a live submission was left out unchallenged");
-    }
-
-    /// @notice An evicted trainer cannot submit.
-    function invariant_evictedCannotSubmit() public view {
-        assertTrue(!h.evictedSubmitted(), "an evicted trainer submitted");
     }
 }

@@ -26,7 +26,7 @@ contract TrainingRegistryTest is RegistryBase {
         _fullRound(ID, 1, 3, 2);
         ITrainingRegistryTypes.RunView memory v = reg.getRun(ID);
         assertTrue(v.status == ITrainingRegistryTypes.RunStatus.Completed, "completed");
-        reg.seal(ID);
+        _sealAndClaim(ID);
         (ITrainingRegistryTypes.TrainingReceipt memory r, bytes memory ser) = reg.getReceipt(ID);
         assertEq(RunRoot.runRoot(ser), r.runRoot, "run root of serialized receipt");
         assertEq(ser.length, 189 + 32 * 2, "receipt length");
@@ -46,6 +46,8 @@ contract TrainingRegistryTest is RegistryBase {
             reg.withdraw();
             assertEq(token.balanceOf(trainers[i]), each + MIN_STAKE, "paid");
         }
+        vm.warp(block.timestamp + 91 days); // the claim period is over: the dust goes back
+        reg.sweep(ID);
         assertEq(reg.withdrawable(sponsor), 1_000e18 - 3 * each, "dust");
         vm.prank(sponsor);
         reg.withdraw();
@@ -57,70 +59,20 @@ contract TrainingRegistryTest is RegistryBase {
 
     function test_creditsWeightedByFragmentSize() public {
         _startRun(ID, 2, 1, 2, 1, 900e18);
-        // trainer 0 submits fragment 0 (size 1000), trainer 1 fragment 1 (size 2000)
-        _submit(ID, 0, 0, 0);
-        _submit(ID, 1, 0, 1);
+        // trainer 0 accepted on fragment 0 (size 1000), trainer 1 on fragment 1 (size 2000)
         uint256[] memory acc = new uint256[](2);
         acc[0] = 1;
         acc[1] = 2;
-        vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 2, acc));
-        reg.seal(ID);
-        assertEq(reg.withdrawable(trainers[0]), 300e18 + MIN_STAKE, "one third");
+        _commitAs(_rootCommit(ID, 0, 2, acc, _fill(2, 0)));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        reg.sealRootRun(ID);
+        uint256[] memory credits = new uint256[](2);
+        credits[0] = 1000;
+        credits[1] = 2000;
+        reg.claim(ID, 0, 1000, _proof(credits, 0));
+        reg.claim(ID, 1, 2000, _proof(credits, 1));
+        assertEq(reg.withdrawable(trainers[0]), 300e18 + MIN_STAKE, "a third");
         assertEq(reg.withdrawable(trainers[1]), 600e18 + MIN_STAKE, "two thirds");
-        assertEq(reg.withdrawable(sponsor), 0, "no dust");
-    }
-
-    function test_onlySyncerFinalizes() public {
-        _startRun(ID, 2, 1, 1, 1, 1e18);
-        _submit(ID, 0, 0, 0);
-        uint256[] memory acc = new uint256[](2);
-        acc[0] = 1;
-        ITrainingRegistryTypes.RoundCommit memory c = _commit(ID, 0, 1, acc);
-        vm.prank(trainers[0]);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotSyncer.selector, ID, trainers[0]));
-        reg.finalizeRound(c);
-        vm.prank(syncer);
-        reg.finalizeRound(c);
-    }
-
-    function test_quorumBeforeDeadline_anyAfter() public {
-        _startRun(ID, 3, 2, 1, 2, 1e18);
-        _submit(ID, 0, 0, 0);
-        uint256[] memory acc = new uint256[](3);
-        acc[0] = 1;
-        ITrainingRegistryTypes.RoundCommit memory c = _commit(ID, 0, 1, acc);
-        vm.prank(syncer);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__QuorumNotMet.selector, uint16(0), uint16(1), uint16(2)));
-        reg.finalizeRound(c);
-        vm.warp(block.timestamp + 31);
-        vm.prank(syncer);
-        reg.finalizeRound(c);
-        assertEq(reg.getRound(ID, 0).acceptedCount, 1, "accepted count");
-        assertEq(reg.getRun(ID).currentRound, 1, "next round");
-    }
-
-    function test_evictedTrainerCannotSubmit_andIsSlashed() public {
-        ITrainingRegistryTypes.TaskParams memory p = _params(ID, 2, 1, 1, 3, 1e18);
-        p.maxMisses = 0;
-        _post(p);
-        _enroll(ID, 0, MIN_STAKE);
-        _enroll(ID, 1, MIN_STAKE);
-        _elect(ID);
-        _submit(ID, 0, 0, 0);
-        uint256[] memory acc = new uint256[](2);
-        acc[0] = 1;
-        vm.warp(block.timestamp + 31); // past the deadline: an early finalization counts no miss
-        vm.prank(syncer);
-        reg.finalizeRound(_commit(ID, 0, 1, acc));
-        ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(ID, trainers[1]);
-        assertTrue(m.evicted, "evicted");
-        assertEq(m.slashed, MIN_STAKE / 10, "10 % slashed");
-        assertEq(reg.getRun(ID).rewardPoolLeft, 1e18, "a slash never feeds the pool");
-        assertEq(reg.burned(), MIN_STAKE / 10, "the slash is burned");
-        ITrainingRegistryTypes.SignedPayload memory sp = _signed(1, ID, 1, 0, bytes32(uint256(7)), 0x3F800000);
-        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__TrainerIsEvicted.selector, ID, trainers[1]));
-        _submitSigned(ID, 1, 0, sp);
     }
 
     function test_syncerReplacement_afterTimeout() public {
@@ -142,9 +94,8 @@ contract TrainingRegistryTest is RegistryBase {
         assertEq(locked, 0, "old syncer's bond no longer locked");
         assertEq(reg.burned(), SYNCER_BOND, "bond burned");
         assertEq(reg.getRun(ID).rewardPoolLeft, 1e18, "a slash never feeds the pool");
-        uint256[] memory acc = new uint256[](1);
-        vm.prank(second);
-        reg.finalizeRound(_commit(ID, 0, 1, acc));
+        _commitAs(_rootCommit(ID, 0, 1, _fill(1, 0), _fill(1, 0))); // the new syncer commits
+        assertEq(reg.getRun(ID).syncer, second, "the replacement commits the round");
         _leavePool(first);
     }
 
@@ -164,7 +115,7 @@ contract TrainingRegistryTest is RegistryBase {
         );
         reg.claimSyncerFee(ID);
         _fullRound(ID, 1, 2, 1);
-        reg.seal(ID);
+        _sealAndClaim(ID);
         vm.prank(syncer);
         assertEq(reg.claimSyncerFee(ID), 100e18, "claimed");
         assertEq(reg.withdrawable(syncer), 100e18, "withdrawable");
@@ -212,32 +163,39 @@ contract TrainingRegistryTest is RegistryBase {
         assertEq(reg.withdrawable(trainers[0]), MIN_STAKE, "stake back");
     }
 
-    /// @notice Fuzzed amounts: whatever the pool, stakes and accepted pattern, the seal pays
-    /// out exactly what was escrowed and staked.
-    function testFuzz_sealConservesTokens(uint96 pool, uint96 extraStake, uint8 pattern, uint8 misses) public {
+    /// @notice Fuzzed amounts: whatever the pool, stakes and accepted pattern, the seal, the
+    /// claims and the sweep pay out exactly what was escrowed and staked.
+    function testFuzz_sealConservesTokens(uint96 pool, uint96 extraStake, uint8 pattern) public {
         ITrainingRegistryTypes.TaskParams memory p = _params(ID, 3, 1, 2, 2, pool);
-        p.maxMisses = misses % 2;
         p.syncerFeeBps = uint16(pattern) * 7; // 0 .. 1785 bps
         _post(p);
         for (uint256 i = 0; i < 3; ++i) {
             _enroll(ID, i, MIN_STAKE + uint256(extraStake) * (i + 1));
         }
         _elect(ID);
+        uint256[] memory credits = new uint256[](3);
         for (uint32 r = 0; r < 2; ++r) {
             uint256[] memory acc = new uint256[](3);
             for (uint256 i = 0; i < 3; ++i) {
-                if (reg.trainerMetrics(ID, trainers[i]).evicted) continue;
-                uint256 bits = (uint256(pattern) >> (2 * i + r)) & 3;
-                for (uint16 j = 0; j < 2; ++j) {
-                    if ((bits >> j) & 1 == 1) _submit(ID, i, r, j);
-                }
-                acc[i] = bits;
+                acc[i] = (uint256(pattern) >> (2 * i + r)) & 3;
             }
-            vm.warp(block.timestamp + 31);
-            vm.prank(syncer);
-            reg.finalizeRound(_commit(ID, r, 2, acc));
+            vm.warp(block.timestamp + 31); // after the deadline: any accepted set, quorum or not
+            _commitAs(_rootCommit(ID, r, 2, acc, credits));
+            for (uint256 i = 0; i < 3; ++i) {
+                credits[i] += (acc[i] & 1) * 1000 + (acc[i] >> 1) * 2000;
+            }
         }
-        reg.seal(ID);
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        reg.sealRootRun(ID);
+        if (credits[0] + credits[1] + credits[2] != 0) {
+            // nobody credited: the seal gave the whole pool back, there is nothing to claim or sweep
+            for (uint256 i = 0; i < 3; ++i) {
+                // forge-lint: disable-next-line(unsafe-typecast) -- i < 3
+                reg.claim(ID, uint16(i), credits[i], _proof(credits, uint16(i)));
+            }
+            vm.warp(block.timestamp + 91 days);
+            reg.sweep(ID);
+        }
         uint256 out;
         for (uint256 i = 0; i < 3; ++i) {
             out += reg.withdrawable(trainers[i]);

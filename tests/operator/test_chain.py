@@ -236,7 +236,7 @@ def test_reverts_are_decoded_by_name_and_nothing_is_sent(roles, running_task):
         assert ei.value.args_ == {"taskId": tid, "m": 2}
 
     other = make_spec(quorum=2)
-    sponsor.post_task(other, "bafyspec2")
+    post_root_run(sponsor, other, "bafyspec2")
     with pytest.raises(ChainRevert) as ei:
         t3.enroll_trainer(other.task_id_bytes, 5, "did:x")
     assert ei.value.error_name == "Registry__StakeTooLow"
@@ -383,7 +383,7 @@ def test_availability_challenge_expires_into_a_slash(roles, running_task):
 def test_cancel_during_enrollment_refunds(roles):
     spec = make_spec()
     sponsor = roles["sponsor"]
-    sponsor.post_task(spec, "bafyspec")
+    post_root_run(sponsor, spec, "bafyspec")
     roles["trainers"][2].enroll_trainer(spec.task_id_bytes, 100 * TOKEN, "did:x")
     before = sponsor.withdrawable()
     ev = sponsor.cancel_task(spec.task_id_bytes).event("TaskCancelled")
@@ -422,7 +422,7 @@ def test_enrollment_deadline_lets_anyone_close_or_cancel(roles):
     ready = make_spec(enrollment_window_ms=20_000)  # M=2, K=1
     short = make_spec(enrollment_window_ms=20_000, quorum=2)  # M=2, K=2
     for spec in (ready, short):
-        sponsor.post_task(spec, "bafyspec")
+        post_root_run(sponsor, spec, "bafyspec")
         t1.enroll_trainer(spec.task_id_bytes, 100 * TOKEN, "did:tenzro:machine:t1")
     run = base.get_run(ready.task_id_bytes)
     assert run.enrollment_deadline == run.posted_at + 20
@@ -453,7 +453,7 @@ def test_enrollment_deadline_lets_anyone_close_or_cancel(roles):
 def test_election_is_two_steps_and_pending_requests_are_shared(roles):
     base, sponsor, syncer, outsider = roles["base"], roles["sponsor"], roles["syncer"], roles["trainers"][2]
     spec = make_spec(trainer_count=1, quorum=1)
-    sponsor.post_task(spec, "bafyspec")
+    post_root_run(sponsor, spec, "bafyspec")
     tid = spec.task_id_bytes
     roles["trainers"][0].enroll_trainer(tid, 100 * TOKEN, "did:tenzro:machine:t1")  # M-th: Training
     ensure_syncer_stake(syncer, spec.syncer_bond_atto, MIN_SYNCER_STAKE)
@@ -480,7 +480,7 @@ def _run_with_one_elected_syncer(fresh_stack):
     base = ChainClient(fresh_stack.rpc_url, fresh_stack.deployments)
     sponsor, a, trainer, other = (base.with_account(anvil_account(i)) for i in (1, 2, 3, 4))
     spec = make_spec(trainer_count=1, quorum=1)
-    sponsor.post_task(spec, "bafyspec")
+    post_root_run(sponsor, spec, "bafyspec")
     tid = spec.task_id_bytes
     trainer.enroll_trainer(tid, 100 * TOKEN, "did:tenzro:machine:t")
     a.register_syncer(base.min_syncer_stake())

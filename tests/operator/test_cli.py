@@ -61,17 +61,19 @@ def test_unknown_task_and_receipt_before_seal(run_cli, running_task):
     assert "getReceipt reverted" in line
 
 
-def test_a_run_never_put_in_the_root_flow_is_named_not_misread(run_cli, roles):
-    """A sponsor can still post a run by hand without ``useRootFlow`` (the registry's v1 flow, until
-    its removal from the contracts lands): the operator's read model refuses it by name rather than
-    fold a v1 run's events into the one flow's shape."""
+def test_a_run_without_its_round_state_cannot_be_enrolled_in(run_cli, roles, keystores):
+    """A sponsor that posts by hand and never sends ``useRootFlow`` (the run's initial fragments
+    root and outer rule) gets a run nobody can stake in: the registry refuses the enrollment by
+    name (in one line, nothing staked), while the read model still shows the run Enrolling."""
     spec = make_spec()
     roles["sponsor"].post_task(spec, "bafyspec")  # no useRootFlow
-    for verb in ("get-run", "trainer-stats"):
-        line = one_line_error(run_cli("train", verb, "--task-id", spec.task_id, "--trainer",
-                                      roles["trainers"][0].address) if verb == "trainer-stats"
-                              else run_cli("train", verb, "--task-id", spec.task_id))
-        assert "never put in the root flow" in line and spec.task_id_bytes.hex() in line
+    line = one_line_error(run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100", "--did",
+                                  "did:tenzro:machine:0", keystore=keystores["t0"]))
+    assert "Registry__NotRootFlow" in line
+    res = run_cli("train", "get-run", "--task-id", spec.task_id, "--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["status"] == "ENROLLING" and doc["enrolled_count"] == 0
 
 
 def test_post_task_pins_canonical_spec_and_escrows(run_cli, roles, keystores, tmp_path, ipfs_url, real_spec):
@@ -252,7 +254,7 @@ def test_close_enrollment_seal_and_claim_by_hand(run_cli, roles, keystores, tmp_
 def test_cancel_task_refunds_pool_and_stakes(run_cli, roles, keystores):
     spec = make_spec()
     sponsor = roles["sponsor"]
-    sponsor.post_task(spec, "bafyspec")
+    post_root_run(sponsor, spec, "bafyspec")
     assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
                    "--did", "did:tenzro:machine:t1", keystore=keystores["t1"]).exit_code == 0
     line = one_line_error(run_cli("train", "cancel-task", "--task-id", spec.task_id, keystore=keystores["t1"]))
@@ -271,7 +273,7 @@ def test_cancel_task_refunds_pool_and_stakes(run_cli, roles, keystores):
 
 def test_anyone_cancels_a_run_short_of_quorum_after_its_deadline(run_cli, roles, keystores):
     spec = make_spec(quorum=2, enrollment_window_ms=10_000)
-    roles["sponsor"].post_task(spec, "bafyspec")
+    post_root_run(roles["sponsor"], spec, "bafyspec")
     assert run_cli("train", "enroll-trainer", "--task-id", spec.task_id, "--stake", "100",
                    "--did", "did:tenzro:machine:t1", keystore=keystores["t1"]).exit_code == 0
     roles["base"].mine(seconds=11)

@@ -11,6 +11,7 @@ from op_stack import make_spec
 from stack import TOKEN
 from tenzro_operator.errors import ChainError, ChainRevert, InsufficientTokens
 from tenzro_operator.permit import PermitDomain, permit_typed_data
+from tenzro_operator.root_flow import outer_rule
 
 
 def _nonce(client) -> int:
@@ -26,6 +27,7 @@ def test_post_and_enroll_are_one_transaction_each_and_leave_no_allowance(roles):
     assert res.method == "postTaskWithPermit" and _nonce(sponsor) == n + 1
     assert sponsor.allowance() == 0
     tid = spec.task_id_bytes
+    sponsor.use_root_flow(tid, b"\x01" * 32, outer_rule(spec))  # before anyone may enroll
     for t in (t0, t1):
         n, bal = _nonce(t), t.token_balance()
         res = t.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{t.address}")

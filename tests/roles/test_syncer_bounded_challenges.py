@@ -106,20 +106,3 @@ def test_fees_are_claimed_once_the_run_ended(status):
     assert claimed == [1]
     # a run another account sealed first (a trainer, to claim) still ended sealed; a cancelled one did not
     assert tally == ({"runs_sealed": 1} if status == RunStatus.SEALED else {})
-
-
-def test_a_run_never_put_in_the_root_flow_is_refused_before_any_bond_is_drawn():
-    """A sponsor can still post a run by hand without ``useRootFlow`` (the registry's v1 flow, until
-    its removal from the contracts lands). This operator settles root-flow runs only: getting
-    elected for such a run would lock a bond it could never earn back, so the syncer refuses it
-    by name before the election."""
-    from tenzro_operator.errors import TenzroError
-
-    elected = []
-    s = SimpleNamespace(open_task=lambda tid: None, check_stop=lambda: None,
-                        chain=SimpleNamespace(get_run=lambda tid: SimpleNamespace(status=RunStatus.TRAINING),
-                                              is_root_flow=lambda tid: False),
-                        ensure_elected=lambda run: elected.append(run) or True)
-    with pytest.raises(TenzroError, match="never put in the root flow"):
-        SyncerDaemon.serve(s, b"\x07" * 32)
-    assert elected == []

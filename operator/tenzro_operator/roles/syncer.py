@@ -61,7 +61,7 @@ the fees it accrued (one per round it committed: ``rewardPool * syncerFeeBps / 1
 maxRounds``) with ``claimSyncerFee``, and returns; ``summary`` counts rounds, seals and fees.
 
 Fault injection (tests and demos only, off by default): ``fault: {wrong_aggregate_at: [round,
-fragment], go_silent_at: round, drop_submission: [round, fragment, trainer_index]}`` in the config
+fragment], go_silent_at: round, censor_trainer: trainer_index, ...}`` in the config
 (`SyncerFaultSettings`): the lies the watcher (`tenzro_operator.roles.watcher`) and the registry
 must catch.
 
@@ -135,7 +135,7 @@ _REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malfo
                      "norm": "NormOutlier"}
 # what the syncer does on-chain about an invalid submission: prove it (evidence the registry
 # checks), or challenge its availability (anything it cannot fetch, decode or match)
-_PROVE = {"NonFinite": SlashReason.NON_FINITE, "NormOutlier": SlashReason.NORM_OUTLIER}
+_PROVE = {"NonFinite": SlashReason.NON_FINITE}  # a norm outlier: proveNormOutlier
 _CHALLENGE = ("Unavailable", "HashMismatch", "Malformed")
 # Reverts of a report or a new availability challenge that mean there is nothing (more) to do for
 # the submission: another report or challenge came first (a stale read), or protocol v3's bounds
@@ -160,21 +160,17 @@ class SyncerFaultSettings(BaseModel):
         go_silent_at: ``round``: from that round on, never commit: the daemon idles (polls,
             logs once) until the registry replaces it after ``syncerTimeout`` (its bond burned),
             then it stops serving the run as any replaced syncer does.
-        drop_submission: ``[round, fragment, trainer_index]``: leave that trainer's live
-            submission out of that round's commit (neither accepted nor rejected). The registry
-            refuses such a commit (``Registry__SubmissionOmitted``); the syncer logs the refusal
-            at ERROR, gives the cheat up and commits the round honestly on its next step (the
-            refusal is counted once, not as a failed step, so it never halts the daemon).
         censor_trainer: ``trainer_index``: from round 0 on, leave every submission of that trainer
             out of each commit, off-chain and forced alike. An off-chain omission is invisible
             on-chain (the trainer sees it in the commit and turns to the forced path,
             `RootTrainerMixin.check_left_out`) and a forced one is convicted by a watcher's
             ``proveOmission``.
         false_invalid_report: ``[round, fragment, trainer_index]``: before committing that round,
-            report that trainer's valid submission of that fragment as a norm outlier
-            (``proveInvalid`` with every other signed sum of the fragment). The registry checks
-            the evidence and refuses (``Registry__NotProven``): nobody is slashed; the syncer logs
-            the refusal at ERROR once and commits the round honestly.
+            report that trainer's valid submission of that fragment invalid (``proveInvalid``,
+            NonFinite, with no defective chunk to open). The registry checks the evidence and
+            refuses (an off-chain delivery is no live on-chain submission,
+            ``Registry__NoSuchSubmission``; a forced one has no such chunk): nobody is slashed;
+            the syncer logs the refusal at ERROR once and commits the round honestly.
         false_loss_increase: ``trainer_index``: with ``score_min``: reject every
             off-chain submission of that trainer as ``LossIncrease`` whatever its score. Nothing
             on-chain can tell; the trainer scores its own payload, finds the verdict false and
@@ -186,12 +182,11 @@ class SyncerFaultSettings(BaseModel):
 
     wrong_aggregate_at: tuple[int, int] | None = None
     go_silent_at: int | None = Field(default=None, ge=0)
-    drop_submission: tuple[int, int, int] | None = None
     censor_trainer: int | None = Field(default=None, ge=0)
     false_invalid_report: tuple[int, int, int] | None = None
     false_loss_increase: int | None = Field(default=None, ge=0)
 
-    @field_validator("wrong_aggregate_at", "drop_submission", "false_invalid_report")
+    @field_validator("wrong_aggregate_at", "false_invalid_report")
     @classmethod
     def _non_negative(cls, v):
         if v is not None and any(x < 0 for x in v):
@@ -319,7 +314,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self.rounds_path = self.data_dir / "syncer-rounds.jsonl"
         self.leave_to_others = leave_to_others
         self.fault: SyncerFaultSettings | None = getattr(config, "fault", None)
-        self._fault_dropped_refused = False  # drop_submission: refused by the registry, given up
         self._fault_false_reported = False  # false_invalid_report: made once
         self._fault_silent_logged = False
         self.reset_run()
@@ -536,7 +530,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         syncer becomes replaceable); else this syncer waits as a stand-in, ready to replace it, and
         keeps the open round's submissions meanwhile (`root_stand_by`)."""
         self.open_task(task_id)
-        in_root_flow = False  # read once the run trains: useRootFlow can land only while it enrolls
         while True:
             self.check_stop()
             run = self.chain.get_run(task_id)
@@ -548,10 +541,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 if self.guarded("close enrollment", lambda: self.maybe_close_enrollment(run)) is None:
                     self.sleep(self.backoff_s() if self.consecutive_failures else self.poll_s)
                 continue
-            in_root_flow = in_root_flow or self.chain.is_root_flow(task_id)
-            if not in_root_flow:  # never draw a bond for a run this daemon cannot settle
-                raise TenzroError(f"run 0x{task_id.hex()} was never put in the root flow (useRootFlow): protocol v1 "
-                                  "runs are not served")
             if self.ensure_elected(run):
                 break
             if self.leave_to_others and run.syncer != ZERO_ADDRESS:
@@ -988,13 +977,8 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                             "slashed %d atto (bounty %d)", sub.trainer, sub.fragment, rs.round - 1, ev["slashed"],
                             ev["bounty"])
             elif sub.reason in _PROVE:
-                opening, others = None, []
-                if sub.reason == "NonFinite":
-                    opening = non_finite_opening(sub.tree, sub.flat)
-                else:
-                    others = self._other_signed(sub)
                 res = self.chain.prove_invalid(self.task_id, rs.round, sub.fragment, sub.trainer,
-                                               _PROVE[sub.reason], sub.signed, opening, others)
+                                               _PROVE[sub.reason], sub.signed, non_finite_opening(sub.tree, sub.flat))
                 ev = res.event("InvalidProven")
                 log.warning("proved invalid trainer=%s fragment=%d reason=%s: slashed %d atto (bounty %d)",
                             sub.trainer, sub.fragment, sub.reason, ev["slashed"], ev["bounty"])
@@ -1116,11 +1100,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                     "on-chain: accepted (norm %.4g)", sub.trainer, sub.fragment, norm)
         return True
 
-    def _other_signed(self, sub: _Sub) -> list:
-        """The signed submissions of every other trainer of ``sub``'s fragment, in trainer-index
-        order: the evidence of a norm-outlier report (``proveInvalid``)."""
-        return [o.signed for o in sorted(self._fragment_subs(sub.fragment), key=self._index) if o is not sub]
-
     def _fragment_subs(self, f: int) -> list[_Sub]:
         return [s for s in self._round.subs.values() if s.fragment == f]
 
@@ -1219,7 +1198,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             accepted = self._norm_screen()  # a refused proof: that submission is aggregated
         self.root_score(r, accepted)  # the spec's score_min, if any
         self._fault_false_report(r, accepted)
-        dropping = self._fault_drop(r, accepted)
+        self._fault_censor(r, accepted)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
         t0 = time.perf_counter()
         for f in range(F):  # PROTOCOL.md section 1: inputs in trainer-index order, +0 for a fragment without any
@@ -1269,17 +1248,6 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             t_chain = time.perf_counter() - t2 + rs.split.get("chain_s", 0.0)
         except ChainRevert as exc:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
-            if dropping and exc.error_name == "Registry__SubmissionOmitted":
-                self._fault_dropped_refused = True
-                log.error("FAULT INJECTION: the registry refused round %d's commit that leaves out a live submission "
-                          "(%s); giving the cheat up: finalizing the round honestly", r, exc)
-                return False
-            if exc.error_name == "Registry__SubmissionOmitted":
-                # a submission landed after this syncer's last read of the chain (in the block of
-                # the finalize, or behind a lagging node): read it, validate it and commit again
-                log.info("round %d: a submission arrived after the last read (%s): collecting it and "
-                         "finalizing again", r, exc)
-                return False
             if exc.error_name in NOT_YET:
                 log.info("round %d: not yet (%s): committing on a later poll", r, exc.error_name)
                 return False
@@ -1337,33 +1305,26 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
 
     # ------------------------------------------------------------------ fault injection (tests, demos)
 
-    def _fault_drop(self, r: int, accepted: dict[int, list[_Sub]]) -> bool:
-        """``drop_submission`` / ``censor_trainer``: take that trainer's submissions out of
-        ``accepted`` (in place) for round r, unless the registry refused it already. True when
-        one was taken out."""
-        if self.fault is None or self._fault_dropped_refused:
-            return False
-        targets = []  # (fragment, trainer index)
-        spec = self.fault.drop_submission
-        if spec is not None and spec[0] == r and spec[1] in accepted:
-            targets.append((spec[1], spec[2]))
-        if self.fault.censor_trainer is not None:
-            targets += [(f, self.fault.censor_trainer) for f in accepted]
-        dropped = False
-        for f, i in targets:
+    def _fault_censor(self, r: int, accepted: dict[int, list[_Sub]]) -> None:
+        """``censor_trainer``: take that trainer's submissions out of ``accepted`` (in place) for
+        round r."""
+        if self.fault is None or self.fault.censor_trainer is None:
+            return
+        i = self.fault.censor_trainer
+        for f in accepted:
             keep = [s for s in accepted[f] if self._index(s) != i]
             if len(keep) == len(accepted[f]):
                 log.warning("FAULT INJECTION: trainer %d has no accepted submission of fragment %d in round %d: "
-                            "nothing to drop", i, f, r)
+                            "nothing to leave out", i, f, r)
                 continue
-            accepted[f], dropped = keep, True
-            log.warning("FAULT INJECTION: leaving trainer %d's live submission of fragment %d out of round %d's "
-                        "commit", i, f, r)
-        return dropped
+            accepted[f] = keep
+            log.warning("FAULT INJECTION: leaving trainer %d's submission of fragment %d out of round %d's commit",
+                        i, f, r)
 
     def _fault_false_report(self, r: int, accepted: dict[int, list[_Sub]]) -> None:
-        """``false_invalid_report``: once, report that trainer's valid submission of round r as a
-        norm outlier; the registry refuses the evidence and the round goes on honestly."""
+        """``false_invalid_report``: once, report that trainer's valid submission of round r
+        invalid (NonFinite, no defective chunk to open); the registry refuses the evidence and the
+        round goes on honestly."""
         spec = self.fault.false_invalid_report if self.fault is not None else None
         if spec is None or self._fault_false_reported or spec[0] != r or spec[1] not in accepted:
             return
@@ -1372,12 +1333,10 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         if target is None:
             return
         self._fault_false_reported = True
-        others = self._other_signed(target)
-        log.warning("FAULT INJECTION: reporting trainer %d's valid submission of fragment %d in round %d as a norm "
-                    "outlier", i, f, r)
+        log.warning("FAULT INJECTION: reporting trainer %d's valid submission of fragment %d in round %d as "
+                    "non-finite", i, f, r)
         try:
-            self.chain.prove_invalid(self.task_id, r, f, target.trainer, _PROVE["NormOutlier"], target.signed, None,
-                                     others)
+            self.chain.prove_invalid(self.task_id, r, f, target.trainer, _PROVE["NonFinite"], target.signed)
         except ChainRevert as exc:
             log.error("FAULT INJECTION: the registry refused the false report (%s); finalizing the round honestly", exc)
             return

@@ -341,11 +341,6 @@ class WatcherDaemon(Daemon):
                 w.root_pending = {r: e for r, e in w.root_pending.items() if r < start}
                 w.next_round = min(w.next_round, start)
         if w.root is None and run.status in _TRAINED:
-            if not self.chain.is_root_flow(w.task_id):
-                log.warning("run %s was never put in the root flow (a protocol v1 run): not watched",
-                            task_label(w.task_id))
-                w.done = True
-                return True
             w.root = RootRoundChecker.for_run(self.chain, self.ipfs, w.task_id, run, w.start_block,
                                               self.config.max_model_params)
         while w.root is not None and w.next_round in w.root_pending:
