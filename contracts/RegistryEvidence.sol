@@ -232,7 +232,8 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
             run.syncer = address(0);
         }
         run.electionBlock = 0;
-        uint256 pot = _trainersPot(run, c);
+        // nobody credited yet: nothing to claim, the pool goes back at once (as at the seal)
+        uint256 pot = run.totalCredits == 0 ? 0 : _trainersPot(run, c);
         uint256 back = run.poolLeft - pot;
         _withdrawable[run.sponsor] += back;
         run.poolLeft = pot;

@@ -18,7 +18,7 @@ import {RegistryStorage} from "./RegistryStorage.sol";
 /// its functions run only by delegatecall from the registry (through RegistryEvidence's
 /// fallback), on the registry's storage (RegistryStorage's layout).
 /// @dev A round costs a constant number of storage writes whatever M and F: the RoundRecord the
-/// receipt is built from (as in v1) and one commitment word, keccak256(fragmentsRoot ‖
+/// receipt is built from and one commitment word, keccak256(fragmentsRoot ‖
 /// creditsRoot ‖ uint256 totalCredits ‖ keccak256(abi.encodePacked(acceptedBitmaps))), whose
 /// preimage is in RoundCommitted. The registry computes the cumulative credits and the counts
 /// itself from the accepted bitmaps and the previous credits (calldata, checked against the last
@@ -332,7 +332,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
         m.evicted = t.evicted;
         m.submitted = t.submitted;
         if (t.enrolled && run.status == RunStatus.Training) {
-            // the open round is counted into `submitted` at its finalize; add it here
+            // the open round's on-chain (forced) submissions
             uint256 states = _subsOf(taskId, run.currentRound, run.epoch)[t.index];
             m.submitted += uint32(_countNonZero(states, run.fragmentCount));
         }

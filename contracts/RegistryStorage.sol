@@ -131,7 +131,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     struct Trainer {
         uint16 index;
         bool enrolled;
-        bool evicted;
+        bool evicted; // protocol v1's eviction: never set since v3 (trainerMetrics reports it)
         uint32 submitted;
         uint32 accepted;
         uint32 missedRounds;
@@ -596,12 +596,10 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
     }
 
-    /// @dev The enrolled, non-evicted trainer `trainer` of `taskId` (reverts Registry__NotEnrolled,
-    /// Registry__TrainerIsEvicted).
+    /// @dev The enrolled trainer `trainer` of `taskId` (reverts Registry__NotEnrolled).
     function _activeTrainer(bytes32 taskId, address trainer) internal view returns (Trainer storage t) {
         t = _trainers[taskId][trainer];
         if (!t.enrolled) revert Registry__NotEnrolled(taskId, trainer);
-        if (t.evicted) revert Registry__TrainerIsEvicted(taskId, trainer);
     }
 
     /// @dev GradientSubmitted of a recorded submission (its own function: the legacy pipeline
@@ -639,7 +637,7 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
     }
 
     /// @dev Marks (trainer, round, fragment) submitted and returns the trainer's index; reverts for
-    /// an unknown or evicted trainer and for a second submission.
+    /// an unknown trainer and for a second submission.
     function _recordSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer)
         internal
         returns (uint256 index)

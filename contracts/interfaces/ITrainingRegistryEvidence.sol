@@ -150,8 +150,7 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// revealed, the syncer can commit the round only after its deadline. Reverts
     /// Registry__NotRootFlow, Registry__WrongStatus, Registry__WrongRound,
     /// Registry__DeadlinePassed, Registry__BadFragment, Registry__CommitPhaseOver,
-    /// Registry__NotCommitted (a zero commitment), Registry__NotEnrolled,
-    /// Registry__TrainerIsEvicted.
+    /// Registry__NotCommitted (a zero commitment), Registry__NotEnrolled.
     function commitSubmission(bytes32 taskId, uint32 round, uint16 fragment, bytes32 commitment) external;
 
     /// @notice The forced path's reveal (PROTOCOL.md §5): the submission of (round, fragment) a
@@ -167,7 +166,7 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// (proveOmission convicts it otherwise). Reverts Registry__NotRootFlow, Registry__WrongStatus,
     /// Registry__WrongRound, Registry__DeadlinePassed, Registry__BadFragment,
     /// Registry__CommitPhaseOpen, Registry__InvalidSignature, Registry__NotEnrolled,
-    /// Registry__TrainerIsEvicted, Registry__DuplicateSubmission, Registry__NotCommitted.
+    /// Registry__DuplicateSubmission, Registry__NotCommitted.
     /// @param s the signed submission (payloadRoot, payloadSumsq, cid, payloadHash, signature)
     function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external;
 
@@ -178,12 +177,12 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
 
     /// @notice Anyone cancels a Training run that cannot go on (PROTOCOL.md §4 "A run that cannot
     /// go on"): its syncer (if any) is replaceable now, no other candidate has stake >=
-    /// minSyncerStake with unlocked stake >= the run's bond, no challenge is pending and (root
-    /// flow) the last committed round's challenge window is over. The silent syncer's bond is
-    /// burned; every trainer gets stake - slashed; of the pool left after c committed rounds of
-    /// N, the trainers' pot is floor((rewardPool - N * feePerRound) * c / N) (v1: credited by
-    /// credits; root flow: claimable until now + CLAIM_SECONDS) and the rest goes back to the
-    /// sponsor; syncer fees of committed rounds stay claimable. Reverts Registry__WrongStatus,
+    /// minSyncerStake with unlocked stake >= the run's bond, no challenge is pending and the last
+    /// committed round's challenge window is over. The silent syncer's bond is burned; every
+    /// trainer gets stake - slashed; of the pool left after c committed rounds of N, the trainers'
+    /// pot is floor((rewardPool - N * feePerRound) * c / N), claimable against the last credits
+    /// root until now + CLAIM_SECONDS (0 when nobody was credited), and the rest goes back to the
+    /// sponsor at once; syncer fees of committed rounds stay claimable. Reverts Registry__WrongStatus,
     /// Registry__SyncerStillActive, Registry__RunCanGoOn, Registry__ChallengesPending,
     /// Registry__ChallengeWindowOpen.
     function cancelStalledRun(bytes32 taskId) external;

@@ -330,7 +330,7 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
 
     /// @notice Seals a Completed root-flow run once the last round's challenge window
     /// (challengeSeconds after its commit) has passed and no challenge is pending: stores the
-    /// receipt (as `seal`), refunds every trainer's stake minus its slashes (withdrawable), opens
+    /// receipt (RECEIPT.md), refunds every trainer's stake minus its slashes (withdrawable), opens
     /// claims until now + CLAIM_SECONDS. With no credits at all the pool goes back to the sponsor.
     /// Anyone may call it. Reverts Registry__ChallengeWindowOpen, Registry__ChallengesPending.
     function sealRootRun(bytes32 taskId) external;

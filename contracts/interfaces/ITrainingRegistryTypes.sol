@@ -28,7 +28,7 @@ interface ITrainingRegistryTypes {
 
     /// @notice Why a trainer was slashed.
     enum SlashReason {
-        MissedRounds, // evicted after more than maxMisses consecutive missed rounds
+        MissedRounds, // protocol v1's eviction (removed in v3: no misses are counted); kept for old logs
         HashMismatch, // payload bytes at the CID do not hash to the posted payloadHash
         Malformed, // wrong shape / dtype / not a safetensors payload
         NonFinite, // NaN or Inf in the payload
@@ -78,7 +78,7 @@ interface ITrainingRegistryTypes {
         uint64 graceWindowMs; // tau in milliseconds (> 0); stored rounded UP to whole seconds
         uint8 aggregation; // AggregationRule
         uint8 tier; // 0 = Open, 1 = Allowlist (only the sponsor's allowTrainers may enroll)
-        uint8 maxMisses; // evicted when consecutive missed rounds exceed this
+        uint8 maxMisses; // unused since protocol v3 (no misses are counted, nobody is evicted); kept in the ABI
         uint256 minStake; // minimum trainer stake, token atto-units (> 0)
         uint256 rewardPool; // escrowed reward pool, token atto-units (may be 0)
         uint64[] fragmentSizes; // F entries: parameter count of each fragment (> 0), reward weights
@@ -103,7 +103,7 @@ interface ITrainingRegistryTypes {
         uint16 quorum; // K
         uint16 fragmentCount; // F
         uint16 enrolledCount;
-        uint16 activeCount; // enrolled and not evicted
+        uint16 activeCount; // enrolled trainers (nobody is evicted since protocol v3)
         uint32 innerSteps; // H
         uint32 maxRounds;
         uint32 graceWindowSeconds;
@@ -149,15 +149,15 @@ interface ITrainingRegistryTypes {
         address trainer;
         uint16 index; // also the data shard index (shard i of M)
         bool enrolled;
-        bool evicted;
-        uint32 submitted; // submissions so far, including the open round
-        uint32 accepted; // accepted (fragment) submissions
-        uint32 missedRounds; // current run of consecutive missed rounds
-        uint32 totalMissed; // all missed rounds
+        bool evicted; // protocol v1's: always false since v3
+        uint32 submitted; // on-chain (forced) submissions of the open round
+        uint32 accepted; // protocol v1's: always 0 since v3 (a round's accepted set is in its bitmaps)
+        uint32 missedRounds; // protocol v1's: always 0 since v3
+        uint32 totalMissed; // protocol v1's: always 0 since v3
         uint256 stake; // staked at enrollment, atto-units
         uint256 slashed; // slashed so far, atto-units
-        uint256 credits; // fragment-size-weighted accepted submissions
-        uint256 currentReward; // rewardPoolLeft * credits / totalCredits (final after seal), atto-units
+        uint256 credits; // protocol v1's: always 0 since v3 (credits live in the credits root; claim)
+        uint256 currentReward; // protocol v1's: always 0 since v3 (RewardClaimed carries a reward)
         string did;
     }
 
@@ -255,8 +255,6 @@ interface ITrainingRegistryTypes {
         uint256 amount,
         uint256 stakeLeft
     );
-    /// @notice A trainer was evicted after `consecutiveMisses` missed rounds; it can no longer submit.
-    event TrainerEvicted(bytes32 indexed taskId, address indexed trainer, uint32 round, uint32 consecutiveMisses);
     /// @notice The run was sealed and its receipt stored.
     event RunSealed(
         bytes32 indexed taskId,
@@ -345,7 +343,6 @@ interface ITrainingRegistryTypes {
     error Registry__BadFragment(uint16 fragment, uint16 fragmentCount);
     error Registry__InvalidSignature();
     error Registry__NotEnrolled(bytes32 taskId, address trainer);
-    error Registry__TrainerIsEvicted(bytes32 taskId, address trainer);
     error Registry__DuplicateSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
     error Registry__NoSuchSubmission(bytes32 taskId, uint32 round, uint16 fragment, address trainer);
     error Registry__UnknownReason(uint8 reason);

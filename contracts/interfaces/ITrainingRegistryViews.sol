@@ -10,8 +10,10 @@ import {ITrainingRegistryTypes} from "./ITrainingRegistryTypes.sol";
 interface ITrainingRegistryViews is ITrainingRegistryTypes {
     /// @notice Task ids in posting order, paged. @return taskIds page, total number of runs
     function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total);
-    /// @notice One trainer's counters in a run (the open round's submissions included) and its
-    /// share of the pool so far (atto-units). Reverts Registry__UnknownTask.
+    /// @notice One trainer of a run: index, enrollment, stake and slashes (atto-units), DID and the
+    /// open round's on-chain (forced) submissions. Its credits and reward live in the run's
+    /// credits root (claim); the v1 counters (accepted, misses, eviction, credits, currentReward)
+    /// are always 0 since protocol v3. Reverts Registry__UnknownTask.
     function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory);
     /// @notice Fragment bitmaps of one trainer in one round (bit f = fragment f): submitted holds
     /// every submitted fragment (including rejected and accepted ones), rejected those reported

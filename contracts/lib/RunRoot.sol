@@ -98,7 +98,7 @@ library RunRoot {
 
     /// @notice Digest of round `round` (rounds are numbered from 0).
     /// @param round the round number r.
-    /// @param weightsRoot_ the weights root committed by finalizeRound of round r.
+    /// @param weightsRoot_ the weights root committed by commitRound of round r (RunRoot over its fragment hashes).
     /// @param transcriptHash sha256 of the round's canonical transcript JSON (opaque here).
     /// @param acceptedCount accepted (trainer, fragment) submissions in round r.
     /// @return sha256(DOMAIN || 0x02 || uint32(r) || weightsRoot_r || transcriptHash_r || uint32(acceptedCount_r)).

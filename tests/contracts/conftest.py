@@ -300,8 +300,9 @@ def state(registry, token, roles) -> Callable:
     """state(*tasks): everything a revert must leave unchanged — token balances of the
     registry and of every role, withdrawable balances, the syncer pool (stakes, active runs,
     locked bonds), the burned total, and per task the run view, the trainer list, the
-    metrics and open-round submission bitmaps of the trainers the tests use (the first four)
-    and the syncers' accrued fees."""
+    metrics and open-round submission bitmaps of the trainers the tests use (the first four),
+    the syncers' accrued fees, the root-flow state (opt-in, initial fragments root, credits root,
+    claim deadline), the open round's commitment and, while Training, its commit phase."""
 
     trainers = roles.trainers[:4]
     holders = [roles.sponsor, roles.syncer, roles.other_syncer, roles.stranger, *trainers]
@@ -323,6 +324,9 @@ def state(registry, token, roles) -> Callable:
                 "metrics": [tuple(registry.trainerMetrics(task, a)) for a in trainers],
                 "subs": [tuple(registry.submissionsOf(task, run.currentRound, a)) for a in trainers],
                 "fees": [registry.syncerFeeOf(task, a) for a in (roles.syncer, roles.other_syncer)],
+                "root": tuple(registry.rootState(task)),
+                "commitment": bytes(registry.roundCommitment(task, run.currentRound)),
+                "phase": tuple(registry.commitPhase(task)) if run.status == 2 else None,  # Training only
             }
         return snap
 

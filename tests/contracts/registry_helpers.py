@@ -120,7 +120,7 @@ def gas_grid(full: bool) -> list[tuple[int, int]]:
 
 
 def fee_per_round(pool: int, bps: int, rounds: int) -> int:
-    """Syncer fee of one finalized round, atto-units: floor(floor(pool * bps / 10000) / rounds)
+    """Syncer fee of one committed round, atto-units: floor(floor(pool * bps / 10000) / rounds)
     (the rule of ITrainingRegistry's header, written out here from the interface text)."""
     return pool * bps // BPS // rounds
 
@@ -164,10 +164,21 @@ def root_commit(task: bytes, rnd: int, f: int, bitmaps: list[int], previous: lis
 
 
 def credits_of(registry, task: bytes) -> list[int]:
-    """The cumulative credits per trainer index after the rounds `commit_round` committed."""
+    """The cumulative credits per trainer index after the rounds `commit_round` committed, checked
+    against the registry's credits root. A run without a committed round has none (its root is
+    zero), also when the chain was reverted under the count: ape restores its snapshot after each
+    test, and a function-scoped fixture posts the same task id again."""
+    from tenzro_trainer.round_commitment import credits_tree
+
     n = registry.getRun(task).enrolledCount
+    committed = bytes(registry.rootState(task)[2])
+    if committed == bytes(32):
+        return [0] * n
     kept = _CREDITS.get((registry.address, task), [])
-    return [kept[i] if i < len(kept) else 0 for i in range(n)]
+    kept = [kept[i] if i < len(kept) else 0 for i in range(n)]
+    assert credits_tree(kept).root == committed, (
+        "the credits commit_round counted are not the registry's: a round committed or rewound outside it")
+    return kept
 
 
 def commit_round(registry, task: bytes, rnd: int, bitmaps: list[int], sender):

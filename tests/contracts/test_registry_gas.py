@@ -4,8 +4,8 @@ ape-foundry's anvil (gas used includes the 21,000 intrinsic gas and calldata).
 The per-round and per-claim figures of the one flow (``commitRound``, ``claim``) over M x F are
 test_root_flow_gas.py's; the challenges' are test_root_flow_proofs.py's and
 test_root_flow_challenge_gas.py's. This module measures the rest of a run at the reference shape
-(M = 8, F = 12: post, round state, enrollment, election, a forced submission, the seal, the
-syncer's fee, a withdrawal) and the evidence functions of PROTOCOL.md §4. Each transaction of a
+(M = 8, F = 12: post, round state, enrollment, election, a forced submission, the commit, the
+seal, the claims, the syncer's fee, a withdrawal, the sweep) and the evidence functions of PROTOCOL.md §4. Each transaction of a
 forced submission (the commitment, then the reveal, which records the live submission and logs
 the signed struct: about 65k and 81k) must stay at or under 90,000 gas. With
 TENZRO_GAS_REPORT=<file> set, the figures are written there as Markdown tables for
@@ -25,6 +25,7 @@ from registry_helpers import (
     OUTER,
     as_tuple,
     commit_round,
+    credits_of,
     nan_payload,
     params,
     seal_run,
@@ -41,7 +42,7 @@ def _gas(tx) -> int:
     return int(tx.gas_used)
 
 
-def test_gas_of_a_run_at_reference_shape(registry, enroll, sign, fund, syncer_pool, roles):
+def test_gas_of_a_run_at_reference_shape(registry, enroll, sign, fund, syncer_pool, roles, chain):
     """M = 8, F = 12 (the reference run): every lifecycle figure of the gas report, and the forced
     path's ceiling (its commitment and its reveal, each)."""
     from tenzro_trainer import round_commitment as rc
@@ -64,8 +65,16 @@ def test_gas_of_a_run_at_reference_shape(registry, enroll, sign, fund, syncer_po
     reveal = _gas(registry.submitOuterGradient(task, 0, 0, sign(t, task, 0, 0, fields), sender=roles.relayer))
     commit = _gas(commit_round(registry, task, 0, [(1 << 12) - 1] * 8, roles.syncer))
     seal = _gas(seal_run(registry, task, roles.stranger))
+    # every trainer's claim against the credits root (8 leaves: a 3-level proof)
+    from tenzro_trainer.round_commitment import credits_tree
+
+    credits = credits_of(registry, task)
+    tree = credits_tree(credits)
+    claims = [_gas(registry.claim(task, i, c, tree.path(i), sender=roles.stranger)) for i, c in enumerate(credits)]
     claim_fee = _gas(registry.claimSyncerFee(task, sender=roles.syncer))
     wd = _gas(registry.withdraw(sender=roles.trainers[1]))
+    chain.mine(deltatime=registry.rootState(task)[3] - chain.pending_timestamp + 1)  # past the claim deadline
+    sweep = _gas(registry.sweep(task, sender=roles.stranger))
 
     assert max(commitment, reveal) <= FORCED_CEILING, f"the forced path used {commitment} + {reveal} gas"
     _rows["ops"] = [
@@ -78,8 +87,10 @@ def test_gas_of_a_run_at_reference_shape(registry, enroll, sign, fund, syncer_po
         ("submitOuterGradient (its reveal)", reveal, reveal),
         ("commitRound, M = 8, F = 12, all 96 accepted (round 0)", commit, commit),
         ("sealRootRun (R = 1, M = 8)", seal, seal),
+        ("claim (M = 8, a 3-level credits proof)", min(claims), max(claims)),
         ("claimSyncerFee", claim_fee, claim_fee),
         ("withdraw", wd, wd),
+        ("sweep (after the claim deadline)", sweep, sweep),
     ]
     for name, lo, hi in _rows["ops"]:
         print(f"gas {name}: {lo:,}" + ("" if lo == hi else f" .. {hi:,}"))

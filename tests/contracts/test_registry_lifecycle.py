@@ -1,11 +1,14 @@
 """ape tests of TrainingRegistry: the happy path of every function and view.
 
-A run is driven as the operator drives it: the sponsor posts, trainers enroll (the M-th
-opens round 0), anyone requests a syncer election and anyone resolves it a block later, a
-relayer submits EIP-712-signed outer gradients, the syncer finalizes (earning its fee per
-round), anyone seals, everyone withdraws. The sealed receipt is checked against the Python
-encoder (tenzro_operator.receipt), an implementation written independently of the
-Solidity one.
+A run is driven as the operator drives it: the sponsor posts and commits the run's initial
+fragments root and outer rule (useRootFlow), trainers enroll (the M-th opens round 0), anyone
+requests a syncer election and anyone resolves it a block later, a trainer may force an
+EIP-712-signed outer gradient (commitSubmission, then anyone reveals it), the syncer commits each
+round by root (commitRound, earning its fee per round), anyone seals after the last round's
+challenge window (sealRootRun), anyone claims each trainer's reward against the credits root,
+the sponsor gets the unclaimed rest by the sweep, everyone withdraws. The sealed receipt is
+checked against the Python encoder (tenzro_operator.receipt), an implementation written
+independently of the Solidity one.
 """
 
 from __future__ import annotations
@@ -252,6 +255,8 @@ def test_cancel_task_refunds_pool_and_stakes(registry, full_registry, post_task,
     enroll(task, roles.trainers[0], 12 * E18)
     tx = full_registry.cancelTask(task, sender=roles.sponsor)
     assert events(tx, "TaskCancelled")[0].poolRefunded == POOL
+    payouts = {e.account: (e.reward, e.stakeRefund) for e in events(tx, "PayoutCredited")}
+    assert payouts == {roles.sponsor.address: (POOL, 0), roles.trainers[0].address: (0, 12 * E18)}
     assert registry.getRun(task).status == 5
     assert registry.withdrawable(roles.sponsor) == POOL
     assert registry.withdrawable(roles.trainers[0]) == 12 * E18
@@ -327,6 +332,41 @@ def test_a_forced_submission_is_committed_then_revealed_by_anyone(registry, star
     assert bytes(ev.signature) == signed[4]  # kept for norm proofs
     assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0, 0)
     assert registry.trainerMetrics(task, t).submitted == 1
+
+
+def test_commit_round_records_credits_and_opens_next(registry, start_run, roles, chain):
+    """commitRound before the deadline (K = 2 on each fragment): its event (roots, bitmaps,
+    transcript), the credits root of the cumulative credits (trainer i gains the size of each
+    fragment of its bitmap: 1000 and 2000), the round's commitment word, its record and digest, the
+    next round opened over the new weights, the round's syncer fee moved from the pool to the
+    syncer. (A trainer's credits live only in the credits root now: no per-trainer counters.)"""
+    from tenzro_trainer.round_commitment import credits_tree
+
+    fee = fee_per_round(POOL, SYNCER_FEE_BPS, 2)
+    task = start_run("task-commit", m=3)
+    bitmaps = [0b11, 0b11, 0b01]
+    c = root_commit(task, 0, 2, bitmaps, [0, 0, 0])
+    tx = commit_round(registry, task, 0, bitmaps, roles.syncer)
+    wroot = rc.weights_root(c[5])
+    tree = credits_tree([3000, 3000, 1000])
+    (ev,) = events(tx, "RoundCommitted")
+    assert (ev.round, ev.fragmentsRoot, ev.weightsRoot, ev.creditsRoot, ev.totalCredits) == (
+        0, c[2], wroot, tree.root, 7000)
+    assert list(ev.acceptedBitmaps) == bitmaps and (ev.transcriptHash, ev.transcriptCid) == (c[6], c[7])
+    assert bytes(registry.rootState(task)[2]) == tree.root
+    word = keccak(c[2] + tree.root + (7000).to_bytes(32, "big") + keccak(b"".join(b.to_bytes(32, "big") for b in bitmaps)))
+    assert bytes(registry.roundCommitment(task, 0)) == word
+    rec = registry.getRound(task, 0)
+    assert rec.transcriptHash == c[6] and rec.acceptedCount == 5
+    assert rec.roundDigest == rc.round_digest(0, wroot, c[6], 5)
+    assert rec.finalizedAt == chain.blocks.head.timestamp
+    nxt = events(tx, "RoundOpened")[0]
+    assert nxt.round == 1 and nxt.weightsRoot == wroot
+    run = registry.getRun(task)
+    assert run.currentRound == 1 and run.weightsRoot == wroot and run.totalCredits == 7000
+    # the round's syncer fee left the pool for the committing syncer
+    assert run.rewardPoolLeft == POOL - fee and run.syncerFeesAccrued == fee
+    assert registry.syncerFeeOf(task, roles.syncer) == fee
 
 
 def test_after_the_deadline_any_accepted_set_commits(registry, start_run, roles, chain):
@@ -454,6 +494,31 @@ def test_seal_without_credits_returns_pool_to_sponsor(registry, start_run, roles
     assert registry.withdrawable(roles.trainers[0]) == MIN_STAKE
     assert registry.claimSyncerFee(task, sender=roles.syncer).return_value in (fee, None)
     assert registry.withdrawable(roles.syncer) == fee
+
+
+def test_unclaimed_rewards_are_swept_to_the_sponsor_after_the_claim_deadline(registry, start_run, full_round, roles,
+                                                                               chain):
+    """The seal opens claims for 90 days; a trainer that never claims leaves its reward in the run,
+    and after the deadline anyone sweeps it (and the rounding dust) to the sponsor: a later claim
+    finds nothing left."""
+    from tenzro_trainer.round_commitment import credits_tree
+
+    task = start_run("task-sweep", m=2, quorum=2, maxRounds=1)
+    pool = POOL - fee_per_round(POOL, SYNCER_FEE_BPS, 1)
+    full_round(task, 0, 2, 2)
+    ev = events(seal_run(registry, task, roles.stranger), "RootRunSealed")[0]
+    assert ev.claimable == pool and ev.claimDeadline == chain.blocks.head.timestamp + 90 * 86_400
+    tree = credits_tree([3000, 3000])
+    reward = registry.claim(task, 0, 3000, tree.path(0), sender=roles.stranger).decode_logs(registry.RewardClaimed)[0].reward
+    assert reward == pool * 3000 // 6000
+    chain.mine(deltatime=90 * 86_400 + 1)
+    before = registry.withdrawable(roles.sponsor)
+    (swept,) = events(registry.sweep(task, sender=roles.stranger), "PoolSwept")
+    assert (swept.sponsor, swept.amount) == (roles.sponsor.address, pool - reward)
+    assert registry.withdrawable(roles.sponsor) - before == pool - reward
+    assert registry.getRun(task).rewardPoolLeft == 0
+    with ape.reverts(registry.Registry__ClaimExceedsPool):
+        registry.claim(task, 1, 3000, tree.path(1), sender=roles.stranger)
 
 
 def test_works_with_a_token_without_return_values(project, mocks, roles, chain):

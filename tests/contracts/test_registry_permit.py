@@ -67,7 +67,12 @@ def test_post_and_enroll_with_permits_leave_no_allowance(tnzo, preg, permits, pe
     permits.postTaskWithPermit(as_tuple(p), *permit(roles.sponsor, POOL), sender=roles.sponsor)
     assert tnzo.allowance(roles.sponsor, preg) == 0
     assert tnzo.balanceOf(preg) == POOL
-    preg.useRootFlow(p["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)  # before anyone enrolls
+    # nobody enrolls before useRootFlow, with a permit neither (the permit reverts with the call)
+    t = roles.trainers[0]
+    with ape.reverts(preg.Registry__NotRootFlow, taskId=p["taskId"]):
+        permits.enrollTrainerWithPermit(p["taskId"], MIN_STAKE, "did:tenzro:t", *permit(t, MIN_STAKE), sender=t)
+    assert tnzo.allowance(t, preg) == 0
+    preg.useRootFlow(p["taskId"], INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)
     for t in roles.trainers[:2]:
         tnzo.mint(t, MIN_STAKE, sender=roles.owner)
         permits.enrollTrainerWithPermit(p["taskId"], MIN_STAKE, "did:tenzro:t", *permit(t, MIN_STAKE), sender=t)

@@ -460,6 +460,38 @@ def test_enroll_without_tokens(registry, enrolling, fund, roles, unchanged, toke
     unchanged([enrolling], None, lambda: registry.enrollTrainer(enrolling, bal + MIN_STAKE, "did:x", sender=t))
 
 
+def test_enroll_before_the_root_flow(registry, post_task, fund, roles, unchanged):
+    """Nobody stakes on a run whose sponsor has not committed its initial fragments root and outer
+    rule (useRootFlow): every run that trains commits its rounds by root."""
+    task = post_task("noroot", root=False)
+    t = roles.trainers[0]
+    fund(t, MIN_STAKE)
+    unchanged([task], registry.Registry__NotRootFlow,
+              lambda: registry.enrollTrainer(task, MIN_STAKE, "did:x", sender=t), taskId=task)
+    registry.useRootFlow(task, INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)
+    registry.enrollTrainer(task, MIN_STAKE, "did:x", sender=t)
+    assert registry.getRun(task).enrolledCount == 1
+
+
+def test_use_root_flow_reverts(registry, post_task, start_run, roles, unchanged):
+    """useRootFlow: the sponsor's only, an outer rule the proofs can referee, once, while Enrolling."""
+    task = post_task("root-rules", root=False)
+    unchanged([task], registry.Registry__NotSponsor,
+              lambda: registry.useRootFlow(task, INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.stranger),
+              taskId=task, caller=roles.stranger.address)
+    half = (*OUTER[:3], 5_000)  # a trim of half the submissions leaves nothing to average
+    unchanged([task], registry.Registry__OuterRuleNotProvable,
+              lambda: registry.useRootFlow(task, INITIAL_FRAGMENTS_ROOT, half, sender=roles.sponsor),
+              rule=1, alphaBps=5_000)
+    registry.useRootFlow(task, INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor)
+    unchanged([task], registry.Registry__RootFlowLocked,
+              lambda: registry.useRootFlow(task, sha("another root"), OUTER, sender=roles.sponsor), taskId=task)
+    training = start_run("root-late", m=1, quorum=1)
+    unchanged([training], registry.Registry__WrongStatus,
+              lambda: registry.useRootFlow(training, INITIAL_FRAGMENTS_ROOT, OUTER, sender=roles.sponsor),
+              taskId=training, have=2)
+
+
 def test_close_enrollment_before_the_deadline(registry, enrolling, enroll, roles, unchanged):
     """v2: nobody, not even the sponsor, shortens the enrollment window (K are enrolled)."""
     enroll(enrolling, roles.trainers[0])
@@ -636,8 +668,47 @@ def test_prove_needs_the_trainers_signature_and_a_real_opening(registry, evidenc
               _prove(evidence, sign, roles, running, t, 0, 0, 3, signed=signed))
 
 
-# ---------------------------------------------------------------- commitRound, seal
-# (commitRound's own checks: tests/forge/RootFlow.t.sol; the proofs: test_root_flow_proofs.py)
+# ---------------------------------------------------------------- commitRound, seal, claim, sweep
+# (the proofs against a committed round: test_root_flow_proofs.py, test_root_flow_v3.py)
+
+
+def test_commit_round_checks(registry, start_run, roles, unchanged):
+    """commitRound's own checks, each by name with everything unchanged: the syncer's only, the
+    open round only, after the commit phase, one bitmap and one previous credit per enrolled
+    trainer and F fragment hashes, no bit at or beyond F, previous credits that are the committed
+    ones (all zero before round 0), K accepted per fragment before the deadline. A 10-minute
+    window (a 2-minute reveal phase) keeps every check before the deadline on a slow host."""
+    task = start_run("commit-checks", m=3, quorum=2, graceWindowMs=600_000, challengeSeconds=120)
+    t = roles.trainers[:3]
+    full = [0b11] * 3
+
+    def call(rnd=0, bitmaps=full, previous=(0, 0, 0), f=2, sender=roles.syncer):
+        return lambda: registry.commitRound(root_commit(task, rnd, f, list(bitmaps), list(previous)), sender=sender)
+
+    for who in (roles.stranger, roles.sponsor, t[0]):
+        unchanged([task], registry.Registry__NotSyncer, call(sender=who), taskId=task, caller=who.address)
+    unchanged([task], registry.Registry__WrongRound, call(rnd=1), taskId=task, given=1, open=0)
+    closes = registry.commitPhase(task)[0]
+    unchanged([task], registry.Registry__CommitPhaseOpen, call(), taskId=task, round=0, closes=closes)
+    to_reveal_phase(registry, task)
+    unchanged([task], registry.Registry__CommitLength, call(bitmaps=full[:2]),
+              bitmaps=2, credits=3, hashes=2, enrolled=3, f=2)
+    unchanged([task], registry.Registry__CommitLength, call(previous=(0, 0)),
+              bitmaps=3, credits=2, hashes=2, enrolled=3, f=2)
+    unchanged([task], registry.Registry__CommitLength, call(f=1), bitmaps=3, credits=3, hashes=1, enrolled=3, f=2)
+    unchanged([task], registry.Registry__BadBitmap, call(bitmaps=(0b11, 0b101, 0b11)), index=1, bitmap=0b101)
+    unchanged([task], registry.Registry__WrongPreviousCredits, call(previous=(0, 7, 0)),
+              given=(7).to_bytes(32, "big"), committed=bytes(32))
+    unchanged([task], registry.Registry__QuorumNotMet, call(bitmaps=(0b11, 0b01, 0b01)),
+              fragment=1, accepted=1, quorum=2)
+    assert registry.getRun(task).roundDeadline >= ape.chain.pending_timestamp  # all before the deadline
+    commit_round(registry, task, 0, full, roles.syncer)
+    # round 1 with previous credits other than round 0's (3000 each)
+    from tenzro_trainer.round_commitment import credits_tree
+
+    to_reveal_phase(registry, task)
+    unchanged([task], registry.Registry__WrongPreviousCredits, call(rnd=1, previous=(3000, 3000, 2000)),
+              given=credits_tree([3000, 3000, 2000]).root, committed=credits_tree([3000] * 3).root)
 
 
 def test_commit_after_completion(registry, start_run, roles, unchanged, chain):
@@ -661,6 +732,40 @@ def test_seal_twice(registry, start_run, roles, unchanged, chain):
     seal_run(registry, task, roles.stranger)
     unchanged([task], registry.Registry__WrongStatus, lambda: registry.sealRootRun(task, sender=roles.stranger),
               taskId=task, have=4)
+
+
+def test_seal_inside_the_challenge_window(registry, start_run, roles, unchanged, chain):
+    """The last round stays challengeable for challengeSeconds after its commit: no seal before."""
+    task = start_run("early-seal", m=1, quorum=1, maxRounds=1)
+    chain.mine(deltatime=GRACE_S + 1)
+    commit_round(registry, task, 0, [0b11], roles.syncer)
+    until = registry.getRound(task, 0).finalizedAt + registry.getRun(task).challengeSeconds
+    unchanged([task], registry.Registry__ChallengeWindowOpen,
+              lambda: registry.sealRootRun(task, sender=roles.stranger), taskId=task, until=until)
+
+
+def test_claim_and_sweep_reverts(registry, start_run, roles, unchanged, chain):
+    """Claims: only once the run ended, only with credits that open the credits root, once per
+    trainer; the sweep only after the claim deadline."""
+    from tenzro_trainer.round_commitment import credits_tree
+
+    task = start_run("claims", m=2, quorum=1, maxRounds=1)
+    tree = credits_tree([3000, 1000])
+    unchanged([task], registry.Registry__WrongStatus,
+              lambda: registry.claim(task, 0, 3000, tree.path(0), sender=roles.stranger), taskId=task, have=2)
+    unchanged([task], registry.Registry__WrongStatus, lambda: registry.sweep(task, sender=roles.stranger),
+              taskId=task, have=2)
+    chain.mine(deltatime=GRACE_S + 1)
+    commit_round(registry, task, 0, [0b11, 0b01], roles.syncer)
+    deadline = seal_run(registry, task, roles.stranger).decode_logs(registry.RootRunSealed)[0].claimDeadline
+    for index, credits, proof in ((0, 3001, tree.path(0)), (1, 1000, tree.path(0)), (0, 3000, tree.path(1))):
+        unchanged([task], registry.Registry__BadCreditProof,
+                  lambda: registry.claim(task, index, credits, proof, sender=roles.stranger), index=index)
+    registry.claim(task, 0, 3000, tree.path(0), sender=roles.stranger)
+    unchanged([task], registry.Registry__AlreadyClaimed,
+              lambda: registry.claim(task, 0, 3000, tree.path(0), sender=roles.stranger), taskId=task, index=0)
+    unchanged([task], registry.Registry__ClaimPeriodOpen, lambda: registry.sweep(task, sender=roles.stranger),
+              taskId=task, deadline=deadline)
 
 
 def test_receipt_before_seal(registry, running):

@@ -9,6 +9,9 @@
   its own.
 - Only stake placed before the request's block counts: a candidate that joins or tops up at
   or after it is left out of that draw (nobody stakes after seeing the seed).
+- A run whose silent syncer nobody can replace is cancelled by anyone (cancelStalledRun): the
+  bond is burned, the trainers' part of the pool for the committed rounds is claimed against the
+  last credits root, the rest goes back to the sponsor.
 
 Draws are made deterministic by controlling who is eligible (a single candidate, or the
 replaced syncer excluded), never by reading the seed.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import ape
 import pytest
-from registry_helpers import E18, ELECTION_WINDOW_BLOCKS as ELECTION_WINDOW, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, commit_round, leave_pool, ledger, seal_run
+from registry_helpers import E18, POOL, SYNCER_BOND, SYNCER_FEE_BPS, ELECTION_WINDOW_BLOCKS as ELECTION_WINDOW, GRACE_S, MIN_STAKE, MIN_SYNCER_STAKE, SYNCER_TIMEOUT, claim_all, commit_round, fee_per_round, leave_pool, ledger, seal_run
 
 BIG_BOND = 60 * E18  # more than half of MIN_SYNCER_STAKE: one candidate can hold one such run
 
@@ -94,7 +97,7 @@ def test_syncer_elected_late_gets_the_whole_timeout(registry, one_syncer, open_r
 
 
 def test_clock_restarts_with_each_round(registry, one_syncer, open_run, elect, roles, chain):
-    """Finalizing opens the next round: replaceable at the new deadline + timeout."""
+    """Committing a round opens the next: replaceable at the new deadline + timeout."""
     task = open_run("rounds", maxRounds=3)
     elect(task)
     chain.mine(deltatime=GRACE_S + 1)
@@ -224,3 +227,39 @@ def test_replaced_syncer_can_no_longer_act(registry, one_syncer, open_run, elect
     commit_round(registry, a, 0, [0, 0], roles.other_syncer)
     assert registry.getRun(a).currentRound == 1
     assert registry.trainerMetrics(a, roles.trainers[0]).stake == MIN_STAKE
+
+
+# ---------------------------------------------------------------- a stalled run
+
+
+def test_a_stalled_run_is_cancelled_and_claimed_against_the_last_credits_root(registry, token, one_syncer, open_run,
+                                                                              elect, roles, chain, accounts_seen):
+    """Round 0 is committed (credits 3000 and 1000), then the only candidate goes silent: nobody
+    can replace it, so once it is replaceable (and round 0's challenge window is over) anyone
+    cancels the run. The syncer's bond is burned (it keeps round 0's fee), the stakes go back
+    whole, the trainers' rate for 1 of 2 rounds, floor((pool - 2 fees) / 2), is claimed against
+    round 0's credits root, the rest of the pool goes back to the sponsor; tokens are conserved."""
+    task = open_run("stalled", maxRounds=2)
+    elect(task)
+    commit_round(registry, task, 0, [0b11, 0b01], roles.syncer)
+    with ape.reverts(registry.Registry__SyncerStillActive):
+        registry.cancelStalledRun(task, sender=roles.stranger)
+    chain.mine(deltatime=GRACE_S + SYNCER_TIMEOUT + 1)
+    fee = fee_per_round(POOL, SYNCER_FEE_BPS, 2)
+    pot = (POOL - 2 * fee) // 2
+    burned = registry.burned()
+    tx = registry.cancelStalledRun(task, sender=roles.stranger)
+    (ev,) = events(tx, "StalledRunCancelled")
+    assert (ev.committedRounds, ev.trainersPot, ev.sponsorRefund, ev.syncerBondBurned) == (
+        1, pot, POOL - fee - pot, SYNCER_BOND)
+    payouts = {e.account: (e.reward, e.stakeRefund) for e in events(tx, "PayoutCredited")}
+    assert payouts == {t.address: (0, MIN_STAKE) for t in roles.trainers[:2]}
+    assert registry.withdrawable(roles.sponsor) == POOL - fee - pot
+    assert registry.burned() - burned == SYNCER_BOND
+    assert tuple(registry.syncerInfo(roles.syncer)) == (MIN_SYNCER_STAKE - SYNCER_BOND, 0, True, 0)
+    run = registry.getRun(task)
+    assert (run.status, run.syncer, run.rewardPoolLeft, run.stakeHeld) == (5, "0x" + "00" * 20, pot, 0)
+    assert _balanced(registry, token, accounts_seen)
+    assert claim_all(registry, task, roles.stranger) == [pot * 3000 // 4000, pot * 1000 // 4000]
+    assert registry.claimSyncerFee(task, sender=roles.syncer).decode_logs(registry.SyncerFeeClaimed)[0].amount == fee
+    assert _balanced(registry, token, accounts_seen)

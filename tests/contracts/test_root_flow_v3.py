@@ -115,8 +115,8 @@ def test_the_norm_screen_judges_against_the_previous_rounds_accepted_sums(full_r
                                                                           syncer_pool):
     """Round 0 accepts every trainer (sums about 0.004 and 0.002); in round 1 a trainer forces a
     payload 100x larger on fragment 0: proven a NormOutlier against round 0's accepted sums
-    (signed, opened from its fragment leaf), while the v1 proof over the round's own forced
-    submissions is refused in the root flow."""
+    (signed, opened from its fragment leaf); proveInvalid proves no norm outlier (reason 4 is
+    Registry__UnknownReason there)."""
     reg = full_registry
     c = _start(reg, fund, elect, sign, roles, "root-norm")
     task, trainers = c["task"], c["trainers"]

@@ -5,12 +5,13 @@ import {ITrainingRegistryTypes} from "../../contracts/interfaces/ITrainingRegist
 import {RegistryBase} from "./RegistryBase.sol";
 import {ITrainingRegistry} from "../../contracts/interfaces/ITrainingRegistry.sol";
 import {ITrainingRegistryFull} from "../../contracts/interfaces/ITrainingRegistryFull.sol";
+import {ITrainingRegistryRounds} from "../../contracts/interfaces/ITrainingRegistryRounds.sol";
 import {ChunkMerkle} from "../../contracts/lib/ChunkMerkle.sol";
 
 /// @notice No slash on anyone's word (PROTOCOL.md §4, issue "Protocol v2", attacks 4 and 5):
 /// invalid forced payloads are proven by opening committed chunks, unavailable ones by an
-/// unanswered challenge; a wrong report slashes nobody. (Norm outliers: ProtocolV3Attacks.t.sol,
-/// proveNormOutlier; a live forced submission left out: RootFlow.t.sol, proveOmission.)
+/// unanswered challenge; a wrong report slashes nobody. (Norm outliers and a live forced
+/// submission left out: ProtocolV3Attacks.t.sol, proveNormOutlier and proveOmission.)
 contract EvidenceTest is RegistryBase {
     bytes32 internal constant ID = keccak256("evidence");
     uint32 internal constant ONE = 0x3F800000; // 1.0
@@ -80,25 +81,53 @@ contract EvidenceTest is RegistryBase {
         _elect(ID);
     }
 
-    /// @dev Trainer i forces `p` in the open round: commits it, reveals it after the commit phase,
-    /// then the clock goes back to where it was, so a test can force several payloads one after
-    /// the other as if they were committed together (the registry orders none of them by time).
+    /// @dev The forced submissions `_send` committed and `_revealSent` has not revealed yet.
+    ITrainingRegistryTypes.SignedPayload[] internal _sent;
+
+    /// @dev Trainer i commits to forcing `p` in the open round (the commit phase must be open);
+    /// `_revealSent` reveals it with the others after the phase.
     function _send(uint256 i, Payload memory p) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
-        uint32 round = reg.getRun(ID).currentRound;
-        sp = _signed(i, ID, round, 0, p.root, p.sumsq);
-        uint256 t = block.timestamp;
-        _force(ID, i, 0, sp);
-        vm.warp(t);
+        sp = _signed(i, ID, reg.getRun(ID).currentRound, 0, p.root, p.sumsq);
+        _commitForced(ID, i, 0, sp);
+        _sent.push(sp);
     }
 
-    /// @dev Commits round `round` with trainer i accepted on the one fragment for each bit i of
-    /// `bits` (m trainers), after the commit phase.
-    function _commitBits(uint32 round, uint256 m, uint256 bits) internal {
-        uint256[] memory acc = new uint256[](m);
+    /// @dev Waits out the commit phase and reveals every forced submission `_send` committed.
+    function _revealSent() internal {
+        _toRevealPhase(ID);
+        uint32 round = reg.getRun(ID).currentRound;
+        for (uint256 k = 0; k < _sent.length; ++k) {
+            _reveal(ID, round, 0, _sent[k]);
+        }
+        delete _sent;
+    }
+
+    /// @dev Commits round 0 of the one-fragment run (m trainers, nobody credited before) with
+    /// trainer i accepted for each bit i of `bits`, after the commit phase; returns its bitmaps
+    /// and the claim a proof about it opens (round 0: no previous roots).
+    function _commitRound0(uint256 m, uint256 bits)
+        internal
+        returns (ITrainingRegistryRounds.RoundClaim memory a, uint256[] memory acc)
+    {
+        acc = new uint256[](m);
+        uint256[] memory credits = new uint256[](m);
+        uint256 total;
+        uint256 size = reg.getRun(ID).fragmentSizes[0];
         for (uint256 i = 0; i < m; ++i) {
             acc[i] = (bits >> i) & 1;
+            credits[i] = acc[i] * size;
+            total += credits[i];
         }
-        _commitAs(_rootCommit(ID, round, 1, acc, _creditsNow(ID)));
+        ITrainingRegistryRounds.RootCommit memory c = _rootCommit(ID, 0, 1, acc, new uint256[](m));
+        _commitAs(c);
+        a.taskId = ID;
+        a.round = 0;
+        a.current = ITrainingRegistryRounds.RoundRoots({
+            fragmentsRoot: c.fragmentsRoot,
+            creditsRoot: _creditsRoot(credits),
+            totalCredits: total,
+            bitmapsHash: keccak256(abi.encodePacked(acc))
+        });
     }
 
     // ------------------------------------------------------------ non-finite, padding
@@ -108,6 +137,7 @@ contract EvidenceTest is RegistryBase {
         Payload memory bad = _payload(ONE, NAN, 0);
         ITrainingRegistryTypes.SignedPayload memory sp = _send(1, bad);
         _send(0, _payload(ONE, ONE, 0));
+        _revealSent();
 
         // the sound chunk proves nothing
         vm.prank(prover);
@@ -142,6 +172,7 @@ contract EvidenceTest is RegistryBase {
         ITrainingRegistryTypes.SignedPayload memory sp = _send(1, padded);
         Payload memory fine = _payload(ONE, ONE, 0);
         ITrainingRegistryTypes.SignedPayload memory sp0 = _send(0, fine);
+        _revealSent();
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(2)));
         ev.proveInvalid(ID, 0, 0, trainers[0], 2, sp0, _open(fine, 1));
         ev.proveInvalid(ID, 0, 0, trainers[1], 2, sp, _open(padded, 1));
@@ -152,6 +183,7 @@ contract EvidenceTest is RegistryBase {
         _run(2, 1, 1);
         Payload memory bad = _payload(ONE, NAN, 0);
         ITrainingRegistryTypes.SignedPayload memory sp = _send(1, bad);
+        _revealSent();
         // a chunk that is not in the committed tree
         ITrainingRegistryTypes.ChunkOpening memory o = _open(bad, 1);
         o.siblingS[0] = ONE;
@@ -171,13 +203,13 @@ contract EvidenceTest is RegistryBase {
         _run(2, 1, 1);
         _send(0, _payload(ONE, ONE, 0));
         ITrainingRegistryTypes.SignedPayload memory sp = _send(1, _payload(ONE, ONE, 0));
+        _revealSent();
         uint256 bond = ev.challengeBond(ID);
         assertEq(bond, SYNCER_BOND / 10, "bond = 10 % of the syncer bond");
         _fund(syncer, bond);
         vm.prank(syncer);
         ev.challengeAvailability(ID, 0, 0, trainers[1], sp, 1);
-        // the commit waits for the challenge to settle
-        _toRevealPhase(ID);
+        // the commit (the commit phase is over) waits for the challenge to settle
         vm.prank(syncer);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ChallengesPending.selector, ID, uint16(1)));
         reg.commitRound(_rootCommit(ID, 0, 1, _fill(2, 1), _fill(2, 0)));
@@ -190,17 +222,24 @@ contract EvidenceTest is RegistryBase {
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, slash, "slashed");
         assertEq(reg.withdrawable(syncer), bond + slash / 10, "bond back + bounty");
         assertEq(ev.challengeBondsHeld(), 0, "no bond held");
-        // the lapsed submission is no longer live: leaving it out is no omission
-        _commitBits(0, 2, 1);
+        (, uint256 rejected,) = reg.submissionsOf(ID, 0, trainers[1]);
+        assertEq(rejected, 1, "the unanswered submission lapsed");
+        // no longer live: leaving it out is no omission
+        (ITrainingRegistryRounds.RoundClaim memory a, uint256[] memory acc) = _commitRound0(2, 1);
+        vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryRounds.Registry__NoMismatch.selector, 0, 1));
+        reg.proveOmission(a, acc, 0, 1);
         vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
         reg.sealRootRun(ID);
     }
 
-    function test_availability_answered_bondToTrainer() public {
+    /// @dev An answered challenge keeps the submission live: the syncer must accept it, and a
+    /// round that leaves it out is convicted by proveOmission (the bond, the rewind).
+    function test_availability_answered_bondToTrainer_mustBeAccepted() public {
         _run(2, 1, 1);
         _send(0, _payload(ONE, ONE, 0));
         Payload memory p1 = _payload(ONE, ONE, 0);
         ITrainingRegistryTypes.SignedPayload memory sp = _send(1, p1);
+        _revealSent();
         uint256 bond = ev.challengeBond(ID);
         _fund(syncer, bond);
         vm.prank(syncer);
@@ -213,7 +252,14 @@ contract EvidenceTest is RegistryBase {
         (uint256 submitted, uint256 rejected,) = reg.submissionsOf(ID, 0, trainers[1]);
         assertEq(submitted, 1, "still live");
         assertEq(rejected, 0, "not rejected");
-        _commitBits(0, 2, 3);
+        (ITrainingRegistryRounds.RoundClaim memory a, uint256[] memory acc) = _commitRound0(2, 1);
+        reg.proveOmission(a, acc, 0, 1);
+        (uint256 stake,,,) = reg.syncerInfo(syncer);
+        assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the syncer that left it out lost its bond");
+        ITrainingRegistryTypes.RunView memory v = reg.getRun(ID);
+        assertTrue(v.status == ITrainingRegistryTypes.RunStatus.Training, "the round is discarded");
+        assertEq(v.currentRound, 0, "round 0 trains again");
+        assertEq(v.totalCredits, 0, "its credits are gone");
     }
 
     // ------------------------------------------------------------ attacks 4 and 5
@@ -228,15 +274,16 @@ contract EvidenceTest is RegistryBase {
         }
         for (uint256 i = 2; i < 4; ++i) {
             ITrainingRegistryTypes.TrainerMetrics memory m = reg.trainerMetrics(ID, trainers[i]);
-            assertTrue(!m.evicted, "honest trainer not evicted");
             assertEq(m.slashed, 0, "honest trainer not slashed");
         }
+        assertEq(reg.getRun(ID).stakeHeld, 4 * MIN_STAKE, "every stake held whole");
     }
 
     function test_attack4_falseInvalidReport_refuted() public {
         _run(2, 1, 1);
         Payload memory honest = _payload(ONE, ONE, 0);
         ITrainingRegistryTypes.SignedPayload memory sp = _send(1, honest);
+        _revealSent();
         for (uint8 reason = 0; reason < 7; ++reason) {
             vm.prank(syncer);
             vm.expectRevert();
@@ -246,13 +293,15 @@ contract EvidenceTest is RegistryBase {
     }
 
     /// Attack 5 (sponsor + syncer): "report everything invalid, accept nothing" fails: the report
-    /// needs evidence, a live forced submission left out is proven omitted (RootFlow.t.sol), so the
-    /// pool goes to the trainers, and no slashed stake could reach the sponsor anyway.
+    /// needs evidence, a live forced submission left out is proven omitted (proveOmission:
+    /// ProtocolV3Attacks.t.sol, test_withheldForcedPayload_*), so the pool goes to the trainers,
+    /// and no slashed stake could reach the sponsor anyway.
     function test_attack5_collusion_cannotRejectEverything() public {
         _run(2, 1, 1);
         Payload memory p = _payload(ONE, ONE, 0);
         ITrainingRegistryTypes.SignedPayload memory s0 = _send(0, p);
         _send(1, p);
+        _revealSent();
         vm.prank(syncer);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotProven.selector, uint8(3)));
         ev.proveInvalid(ID, 0, 0, trainers[0], 3, s0, _open(p, 1));

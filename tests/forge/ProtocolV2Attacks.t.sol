@@ -305,8 +305,9 @@ contract ProtocolV2AttacksTest is RegistryBase {
 
     // ------------------------------------------------------------ 9: gas bomb
 
-    /// Before: finalizeRound at M = 256, F = 128 with everything accepted cost 33.4M gas, over a
-    /// 30M block. Now M * F <= 2048, and the largest allowed shapes commit and seal in budget.
+    /// Before: the v1 flow's per-submission round close (since removed) at M = 256, F = 128 with
+    /// everything accepted cost 33.4M gas, over a 30M block. Now M * F <= 2048, and the largest
+    /// allowed shapes commit by root and seal in budget.
     function test_attack9_gasBomb_fails() public {
         vm.prank(attacker);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__ShapeTooLarge.selector, 256, 128, 2048));

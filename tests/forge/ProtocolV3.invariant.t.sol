@@ -373,7 +373,6 @@ contract ProtocolV3Handler is TestBase {
         p.maxRounds = ROUNDS;
         p.graceWindowMs = uint64(GRACE) * 1000;
         p.aggregation = 0; // Mean
-        p.maxMisses = 1;
         p.minStake = MIN_STAKE;
         p.rewardPool = POOL;
         p.fragmentSizes = new uint64[](1);

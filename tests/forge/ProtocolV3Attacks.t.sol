@@ -373,6 +373,27 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ev.cancelStalledRun(ID);
     }
 
+    /// A stall after rounds that credited nobody: claims would divide by zero credits, so before
+    /// the fix the trainers' pot sat in the registry until the sweep, 90 days later. Now the whole
+    /// pool left goes back to the sponsor at once, as at the seal, and nothing is claimable.
+    function test_runEnds_cancelAfterRoundsWithoutCredit_returnsThePoolAtOnce() public {
+        uint16 m = 4;
+        address silent = _openRoot(m, 2, 4, 2000); // N = 4, fee 50 per round
+        address other = silent == syncer ? SECOND : syncer;
+        vm.warp(reg.getRun(ID).roundDeadline + 1); // after the deadline: a round without quorum commits
+        _commitBy(silent, _rootCommit(ID, 0, 2, _fill(m, 0), _fill(m, 0)));
+        _leavePool(other);
+        uint64 replaceableAt = reg.getRun(ID).syncerReplaceableAt;
+        uint64 window = reg.getRound(ID, 0).finalizedAt + CHALLENGE_SECONDS;
+        vm.warp((replaceableAt > window ? replaceableAt : window) + 1);
+        uint256 sponsorBefore = reg.withdrawable(sponsor);
+        ev.cancelStalledRun(ID);
+        assertEq(reg.withdrawable(sponsor) - sponsorBefore, POOL - 50e18, "the pool but the committed round's fee");
+        assertEq(reg.getRun(ID).rewardPoolLeft, 0, "nothing left to claim or sweep");
+        vm.prank(silent);
+        assertEq(reg.claimSyncerFee(ID), 50e18, "the fee of the committed round");
+    }
+
     /// @dev Posts an m-trainer root-flow task of one fragment of 16 values (one chunk: a vector's
     /// root is its leaf) and `rounds` rounds, enrolls and elects; returns the syncer.
     function _openOneChunk(uint16 m, uint32 rounds) internal returns (address elected) {
@@ -626,14 +647,7 @@ contract ProtocolV3AttacksTest is RegistryBase {
         elected = _elect(ID);
         (,, bytes32 root, uint32 sumsq) = _payload4();
         sp = _signed(0, ID, 0, 0, root, sumsq);
-        bytes32 sh = RoundProofs.structHash(
-            ID, 0, 0, reg.getRun(ID).weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
-        );
-        vm.prank(trainers[0]);
-        rf.commitSubmission(ID, 0, 0, keccak256(abi.encode(sh, trainers[0])));
-        (uint64 closes,) = rf.commitPhase(ID);
-        vm.warp(closes + 1);
-        _reveal(ID, 0, 0, sp);
+        _force(ID, 0, 0, sp);
     }
 
     /// @dev The whole-payload answer of _payload4 (`chunks` chunks of it).
@@ -862,16 +876,11 @@ contract ProtocolV3AttacksTest is RegistryBase {
         ref.previous = _roots(c0, 16);
     }
 
-    /// @dev Trainer i forces a submission of round 1, fragment 0 with sum of squares `sumsq`
-    /// (commit now; reveal with _submitSigned after the commit phase).
+    /// @dev Trainer i commits to a forced submission of the open round's fragment 0 with sum of
+    /// squares `sumsq` (commit now; reveal with _reveal after the commit phase).
     function _forceSum(uint256 i, uint32 sumsq) internal returns (ITrainingRegistryTypes.SignedPayload memory sp) {
-        ITrainingRegistryTypes.RunView memory v = reg.getRun(ID);
-        sp = _signed(i, ID, v.currentRound, 0, keccak256(abi.encode("forced", i)), sumsq);
-        bytes32 sh = RoundProofs.structHash(
-            ID, v.currentRound, 0, v.weightsRoot, sp.payloadRoot, sp.payloadSumsq, sp.cid, sp.payloadHash
-        );
-        vm.prank(trainers[i]);
-        rf.commitSubmission(ID, v.currentRound, 0, keccak256(abi.encode(sh, trainers[i])));
+        sp = _signed(i, ID, reg.getRun(ID).currentRound, 0, keccak256(abi.encode("forced", i)), sumsq);
+        _commitForced(ID, i, 0, sp);
     }
 
     /// Before: the NormOutlier screen's median was over the round's on-chain (forced) submissions

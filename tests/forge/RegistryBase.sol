@@ -92,7 +92,6 @@ abstract contract RegistryBase is TestBase {
         p.graceWindowMs = GRACE_MS;
         p.aggregation = 1;
         p.tier = 0;
-        p.maxMisses = 1;
         p.minStake = MIN_STAKE;
         p.rewardPool = pool;
         p.fragmentSizes = new uint64[](f);

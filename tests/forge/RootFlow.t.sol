@@ -362,8 +362,8 @@ contract RootFlowTest is RegistryBase {
         assertEq(reg.getRun(ID).totalCredits, 4000, "both rounds committed");
     }
 
-    /// @dev A commitment is the sender's: a trainer outside the run, a zero commitment and the v1
-    /// flow are refused.
+    /// @dev A commitment is the sender's: a trainer outside the run and a zero commitment are
+    /// refused.
     function test_commitSubmission_refusals() public {
         _openRoot(ID, 2, 2, 1, 1, POOL);
         vm.expectRevert(abi.encodeWithSelector(ITrainingRegistryTypes.Registry__NotEnrolled.selector, ID, relayer));

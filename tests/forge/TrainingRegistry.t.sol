@@ -73,6 +73,9 @@ contract TrainingRegistryTest is RegistryBase {
         reg.claim(ID, 1, 2000, _proof(credits, 1));
         assertEq(reg.withdrawable(trainers[0]), 300e18 + MIN_STAKE, "a third");
         assertEq(reg.withdrawable(trainers[1]), 600e18 + MIN_STAKE, "two thirds");
+        vm.warp(block.timestamp + 91 days); // the claim period is over: the sweep finds nothing left
+        reg.sweep(ID);
+        assertEq(reg.withdrawable(sponsor), 0, "no dust");
     }
 
     function test_syncerReplacement_afterTimeout() public {
@@ -187,8 +190,9 @@ contract TrainingRegistryTest is RegistryBase {
         }
         vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
         reg.sealRootRun(ID);
+        // when nobody was credited the seal gave the whole pool back: there is nothing to claim
+        // or sweep; otherwise every trainer claims and the sweep returns the rest
         if (credits[0] + credits[1] + credits[2] != 0) {
-            // nobody credited: the seal gave the whole pool back, there is nothing to claim or sweep
             for (uint256 i = 0; i < 3; ++i) {
                 // forge-lint: disable-next-line(unsafe-typecast) -- i < 3
                 reg.claim(ID, uint16(i), credits[i], _proof(credits, uint16(i)));
