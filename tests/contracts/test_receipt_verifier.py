@@ -1,4 +1,5 @@
-"""ape tests of ReceiptVerifier (the TRAINING_VERIFY mimic) against the v1 vectors.
+"""ape tests of ReceiptVerifier (the TRAINING_VERIFY mimic) against the vectors of receipt encoding v1
+(contracts/RECEIPT.md: the receipt format's version, not protocol v1's removed flow).
 
 The verifier is used twice: deployed normally, and its runtime code placed at
 0x0000000000000000000000000000000000001008 with anvil_setCode, as the deploy

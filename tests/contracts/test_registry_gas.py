@@ -4,12 +4,12 @@ ape-foundry's anvil (gas used includes the 21,000 intrinsic gas and calldata).
 The per-round and per-claim figures of the one flow (``commitRound``, ``claim``) over M x F are
 test_root_flow_gas.py's; the challenges' are test_root_flow_proofs.py's and
 test_root_flow_challenge_gas.py's. This module measures the rest of a run at the reference shape
-(M = 8, F = 12: post, round state, enrollment, election, a forced submission, the commit, the
-seal, the claims, the syncer's fee, a withdrawal, the sweep) and the evidence functions of PROTOCOL.md §4. Each transaction of a
-forced submission (the commitment, then the reveal, which records the live submission and logs
-the signed struct: about 65k and 81k) must stay at or under 90,000 gas. With
-TENZRO_GAS_REPORT=<file> set, the figures are written there as Markdown tables for
-contracts/GAS.md:
+(M = 8, F = 12: post, useRootFlow, enrollment, election, a forced submission, the commit, the
+seal, the claims, the syncer's fee, a withdrawal, the sweep) and the evidence functions of
+PROTOCOL.md §4. Each transaction of a forced submission (the commitment, then the reveal, which
+records the live submission and logs the signed struct: about 65k and 81k) must stay at or under
+90,000 gas. With TENZRO_GAS_REPORT=<file> set, the figures are written there as Markdown tables
+for contracts/GAS.md (copied there by hand: its table has one gas column):
 
     TENZRO_GAS_REPORT=/tmp/gas.md .venv/bin/pytest tests/contracts/test_registry_gas.py -q -s
 """

@@ -21,7 +21,7 @@ import ape
 import pytest
 import solcx
 from ethpm_types import ContractType
-from registry_helpers import SOLC, deploy_registry
+from registry_helpers import OUTER, SOLC, deploy_registry
 
 from tenzro_operator import receipt as rc
 
@@ -477,7 +477,7 @@ def sealed_run(project, chain, owner, accounts, tnzo):
     params = (task, h("spec json"), "bafyspec", h("initial weights"), 1, 1, 1, 24, 1, 5_000, 0, 0, 2,
               E18, 10 * E18, [1000], 3600, 100, E18, 0x42C80000, 60)
     reg.postTask(params, sender=sponsor)
-    reg.useRootFlow(task, h("initial fragments"), (0x3F333333, 0x3F666666, True, 0), sender=sponsor)
+    reg.useRootFlow(task, h("initial fragments"), OUTER, sender=sponsor)
     return reg, task, frag, sponsor, syncer, trainer
 
 

@@ -35,7 +35,7 @@ import os
 import pytest
 import test_root_flow_proofs as proofs
 import torch
-from registry_helpers import CHALLENGE_S, E18, gas_grid, prove_committed, sha, to_reveal_phase
+from registry_helpers import CHALLENGE_S, E18, force, gas_grid, prove_committed, sha
 from test_root_flow_proofs import ZERO_ROOTS, _bitmap_opening, _commit, _proof, _slot_answer, _start
 
 from tenzro_trainer import round_commitment as rc
@@ -145,11 +145,7 @@ def test_challenge_gas_grid(full_registry, shape, roles, chain, sign, monkeypatc
     p = (torch.randn(N, generator=c["g"]) * 0.01).float()
     root, sumsq = ChunkTree(p).root
     fields = (root, sumsq, f"bafyforced{m}x{f}", sha(f"forced {m} {f}"))
-    signed = sign(t, task, 0, FRAGMENT, fields)
-    sh = rc.OuterGradient(task, 0, FRAGMENT, bytes(reg.getRun(task).weightsRoot), *fields).struct_hash()
-    reg.commitSubmission(task, 0, FRAGMENT, rc.forced_commitment(sh, t.address), sender=t)
-    to_reveal_phase(reg, task)
-    reg.submitOuterGradient(task, 0, FRAGMENT, signed, sender=roles.relayer)
+    force(reg, task, t, FRAGMENT, sign(t, task, 0, FRAGMENT, fields), relayer=roles.relayer)  # commit, then reveal
     # past the deadline: the quorum (2) is not checked, M - 1 accepted on fragment 0 is allowed at M = 2
     chain.mine(deltatime=reg.getRun(task).roundDeadline + 1 - chain.pending_timestamp)
     left_out = frozenset({(FRAGMENT, TRAINER)})

@@ -17,24 +17,27 @@ import os
 
 import ape
 import pytest
-from registry_helpers import E18, MIN_STAKE, as_tuple, gas_grid, params, sha, to_reveal_phase
+from registry_helpers import (
+    CHALLENGE_S,
+    MIN_STAKE,
+    OUTER,
+    as_tuple,
+    gas_grid,
+    params,
+    root_commit,
+    seal_run,
+    sha,
+    to_reveal_phase,
+)
 
 from tenzro_trainer.round_commitment import credits_tree
 
 ROUND_TARGET, CLAIM_TARGET = 300_000, 80_000
-CHALLENGE_S = 20
-OUTER = (0x3F333333, 0x3F666666, True, 0)  # lr 0.7, momentum 0.9 (binary32 bits), Nesterov, no trim
 REPORT = os.environ.get("TENZRO_ROOT_GAS_REPORT")
 _grid: dict[tuple[int, int], tuple[int, int]] = {}
 
 
-def _root_commit(task: bytes, rnd: int, f: int, bitmaps: list[int], previous: list[int]) -> tuple:
-    return (task, rnd, sha(f"fragments:{task.hex()}:{rnd}"), bitmaps, previous,
-            [sha(f"w:{task.hex()}:{rnd}:{j}") for j in range(f)], sha(f"transcript:{task.hex()}:{rnd}"),
-            f"bafkreitranscript{rnd}")
-
-
-def _root_run(registry, fund, elect, roles, chain, trainers, name: str, m: int, f: int, rounds: int = 2):
+def _root_run(registry, fund, elect, roles, trainers, name: str, m: int, f: int, rounds: int = 2):
     """Posts an M x F root-flow run, enrolls M trainers, elects the syncer, commits ``rounds``
     rounds with every trainer accepted on every fragment, seals after the challenge window and
     claims for every trainer. Returns the task id, its final credits tree, the largest round and
@@ -54,13 +57,12 @@ def _root_run(registry, fund, elect, roles, chain, trainers, name: str, m: int, 
     round_gas = []
     for r in range(rounds):
         to_reveal_phase(registry, task)
-        tx = registry.commitRound(_root_commit(task, r, f, [(1 << f) - 1] * m, [r * per_round] * m),
+        tx = registry.commitRound(root_commit(task, r, f, [(1 << f) - 1] * m, [r * per_round] * m),
                                   sender=roles.syncer)
         round_gas.append(int(tx.gas_used))
     tree = credits_tree([rounds * per_round] * m)
     assert bytes(registry.rootState(task)[2]) == tree.root  # the registry's sums are the Python ones
-    chain.mine(deltatime=CHALLENGE_S + 1)
-    registry.sealRootRun(task, sender=roles.stranger)
+    seal_run(registry, task, roles.stranger)  # after the last round's challenge window
     pool = registry.getRun(task).rewardPoolLeft
     claim_gas, paid = [], 0
     for i, a in enumerate(order):
@@ -72,13 +74,13 @@ def _root_run(registry, fund, elect, roles, chain, trainers, name: str, m: int, 
             "claim": max(claim_gas), "paid": paid, "pool": pool}
 
 
-def test_root_flow_on_a_real_chain_at_the_reference_shape(full_registry, fund, elect, syncer_pool, roles, chain,
+def test_root_flow_on_a_real_chain_at_the_reference_shape(full_registry, fund, elect, syncer_pool, roles,
                                                           trainer_accounts):
     """M = 8, F = 12: a round is one commitRound under the 300,000-gas target, a claim under
     80,000; the Python credits tree opens on-chain; rewards paid + what is left for the sweep =
     the pool (the floor dust, under one atto-unit per trainer); a second claim is refused."""
     registry = full_registry
-    run = _root_run(registry, fund, elect, roles, chain, trainer_accounts, "root-ref", 8, 12)
+    run = _root_run(registry, fund, elect, roles, trainer_accounts, "root-ref", 8, 12)
     _grid[(8, 12)] = (run["round"], run["claim"])
     print(f"per-round gas at M=8, F=12: {run['round']}")
     print(f"per-claim gas at M=8, F=12: {run['claim']}")
@@ -93,13 +95,13 @@ def test_root_flow_on_a_real_chain_at_the_reference_shape(full_registry, fund, e
 
 @pytest.mark.slow
 @pytest.mark.parametrize("m,f", gas_grid(bool(REPORT)))
-def test_root_flow_gas_grid(full_registry, fund, elect, syncer_pool, roles, chain, trainer_accounts, m, f):
+def test_root_flow_gas_grid(full_registry, fund, elect, syncer_pool, roles, trainer_accounts, m, f):
     """Per-round and per-claim gas over M x F: a round grows with M (two calldata words per
     trainer, its bitmap in the log, its credit leaves) and F (hashes, sizes read, bits summed); a
     claim by one proof sibling per doubling of M."""
     if (m, f) == (8, 12) and (8, 12) in _grid:
         return
-    run = _root_run(full_registry, fund, elect, roles, chain, trainer_accounts, f"root-grid-{m}-{f}", m, f)
+    run = _root_run(full_registry, fund, elect, roles, trainer_accounts, f"root-grid-{m}-{f}", m, f)
     _grid[(m, f)] = (run["round"], run["claim"])
     # the round target is the issue's, at M = 8, F = 12; elsewhere the figures are recorded
     assert run["claim"] <= CLAIM_TARGET and run["paid"] <= run["pool"]

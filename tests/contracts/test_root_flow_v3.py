@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ape
 import torch
-from registry_helpers import CHALLENGE_S, sha, to_reveal_phase
+from registry_helpers import CHALLENGE_S, force, sha, to_reveal_phase
 from test_root_flow_proofs import M, SIZES, ZERO_ROOTS, _commit, _force_commit, _start
 
 from tenzro_operator.chain import ChunkOpening
@@ -125,11 +125,8 @@ def test_the_norm_screen_judges_against_the_previous_rounds_accepted_sums(full_r
     p = (torch.randn(SIZES[0], generator=c["g"]) * 1.0).float()  # ~100x the honest 0.01 scale
     root, sumsq = ChunkTree(p).root
     fields = (root, sumsq, "bafyoutlier", sha("outlier"))
-    sh = rc.OuterGradient(task, reg_round, 0, bytes(reg.getRun(task).weightsRoot), *fields).struct_hash()
-    reg.commitSubmission(task, reg_round, 0, rc.forced_commitment(sh, trainers[0].address), sender=trainers[0])
     sp = c["sign"](trainers[0], task, reg_round, 0, fields)
-    to_reveal_phase(reg, task)
-    reg.submitOuterGradient(task, reg_round, 0, sp, sender=roles.relayer)
+    force(reg, task, trainers[0], 0, sp, relayer=roles.relayer)  # its commitment, then the reveal
     with ape.reverts(reg.Registry__UnknownReason):  # proveInvalid proves no norm outlier
         reg.proveInvalid(task, reg_round, 0, trainers[0], 4, sp, (0, b"", [], []), sender=roles.stranger)
     acc = r0.states[0].accepted

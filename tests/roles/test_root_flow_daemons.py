@@ -135,7 +135,7 @@ def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(de
     cat = trainers.index(copier.address.lower())
     want = [0 if i == cat else 3 for i in range(4)]
     assert [list(rounds[r]["acceptedBitmaps"]) for r in (0, 1)] == [want, want]
-    assert events(client, tid, "GradientSubmitted") == [] and events(client, tid, "RoundFinalized") == []
+    assert events(client, tid, "GradientSubmitted") == []  # every submission went off-chain
 
     # the transcript carries what a fraud proof needs: each signed struct, the momentum
     ipfs = dev.ipfs()

@@ -61,7 +61,7 @@ the fees it accrued (one per round it committed: ``rewardPool * syncerFeeBps / 1
 maxRounds``) with ``claimSyncerFee``, and returns; ``summary`` counts rounds, seals and fees.
 
 Fault injection (tests and demos only, off by default): ``fault: {wrong_aggregate_at: [round,
-fragment], go_silent_at: round, censor_trainer: trainer_index, ...}`` in the config
+fragment], go_silent_at: round, drop_submission: [round, fragment, trainer_index], ...}`` in the config
 (`SyncerFaultSettings`): the lies the watcher (`tenzro_operator.roles.watcher`) and the registry
 must catch.
 
@@ -160,6 +160,10 @@ class SyncerFaultSettings(BaseModel):
         go_silent_at: ``round``: from that round on, never commit: the daemon idles (polls,
             logs once) until the registry replaces it after ``syncerTimeout`` (its bond burned),
             then it stops serving the run as any replaced syncer does.
+        drop_submission: ``[round, fragment, trainer_index]``: leave that trainer's submission of
+            that fragment out of that round's commit. Off-chain, the omission is invisible on-chain:
+            the trainer sees it in the commit and forces its next submissions (a forced one left
+            out is proven by a watcher's ``proveOmission``).
         censor_trainer: ``trainer_index``: from round 0 on, leave every submission of that trainer
             out of each commit, off-chain and forced alike. An off-chain omission is invisible
             on-chain (the trainer sees it in the commit and turns to the forced path,
@@ -182,11 +186,12 @@ class SyncerFaultSettings(BaseModel):
 
     wrong_aggregate_at: tuple[int, int] | None = None
     go_silent_at: int | None = Field(default=None, ge=0)
+    drop_submission: tuple[int, int, int] | None = None
     censor_trainer: int | None = Field(default=None, ge=0)
     false_invalid_report: tuple[int, int, int] | None = None
     false_loss_increase: int | None = Field(default=None, ge=0)
 
-    @field_validator("wrong_aggregate_at", "false_invalid_report")
+    @field_validator("wrong_aggregate_at", "drop_submission", "false_invalid_report")
     @classmethod
     def _non_negative(cls, v):
         if v is not None and any(x < 0 for x in v):
@@ -1198,7 +1203,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             accepted = self._norm_screen()  # a refused proof: that submission is aggregated
         self.root_score(r, accepted)  # the spec's score_min, if any
         self._fault_false_report(r, accepted)
-        self._fault_censor(r, accepted)
+        self._fault_drop(r, accepted)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
         t0 = time.perf_counter()
         for f in range(F):  # PROTOCOL.md section 1: inputs in trainer-index order, +0 for a fragment without any
@@ -1305,21 +1310,26 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
 
     # ------------------------------------------------------------------ fault injection (tests, demos)
 
-    def _fault_censor(self, r: int, accepted: dict[int, list[_Sub]]) -> None:
-        """``censor_trainer``: take that trainer's submissions out of ``accepted`` (in place) for
-        round r."""
-        if self.fault is None or self.fault.censor_trainer is None:
+    def _fault_drop(self, r: int, accepted: dict[int, list[_Sub]]) -> None:
+        """``drop_submission`` / ``censor_trainer``: take that trainer's submissions out of
+        ``accepted`` (in place) for round r."""
+        if self.fault is None:
             return
-        i = self.fault.censor_trainer
-        for f in accepted:
+        targets = []  # (fragment, trainer index)
+        spec = self.fault.drop_submission
+        if spec is not None and spec[0] == r and spec[1] in accepted:
+            targets.append((spec[1], spec[2]))
+        if self.fault.censor_trainer is not None:
+            targets += [(f, self.fault.censor_trainer) for f in accepted]
+        for f, i in targets:
             keep = [s for s in accepted[f] if self._index(s) != i]
             if len(keep) == len(accepted[f]):
                 log.warning("FAULT INJECTION: trainer %d has no accepted submission of fragment %d in round %d: "
                             "nothing to leave out", i, f, r)
                 continue
             accepted[f] = keep
-            log.warning("FAULT INJECTION: leaving trainer %d's submission of fragment %d out of round %d's commit",
-                        i, f, r)
+            log.warning("FAULT INJECTION: leaving trainer %d's live submission of fragment %d out of round %d's "
+                        "commit", i, f, r)
 
     def _fault_false_report(self, r: int, accepted: dict[int, list[_Sub]]) -> None:
         """``false_invalid_report``: once, report that trainer's valid submission of round r
