@@ -28,6 +28,7 @@ from registry_helpers import (
     MIN_SYNCER_STAKE,
     OUTER,
     as_tuple,
+    commit_forced,
     commit_round,
     deploy_registry,
     mock_contract_type,
@@ -219,18 +220,15 @@ def submit(registry, sign, roles) -> Callable:
     signed payload}: each trainer forces a signed stand-in submission (commitment root = a hash, sum
     of squares 1.0) of the open round: all commit in the commit phase (commitSubmission), then
     all are revealed after it (submitOuterGradient)."""
-    from tenzro_trainer import round_commitment as rc
 
     def _submit(task: bytes, pairs, sender=None) -> dict:
-        run = registry.getRun(task)
-        rnd, base = run.currentRound, bytes(run.weightsRoot)
+        rnd = registry.getRun(task).currentRound
         signed = {}
         for trainer, fragment in pairs:
             cid = f"bafkreigrad{rnd}x{fragment}"
             fields = (sha(f"root:{cid}:{trainer.address}"), 0x3F800000, cid,
                       sha(f"payload:{trainer.address}:{rnd}:{fragment}"))
-            sh = rc.OuterGradient(task, rnd, fragment, base, *fields).struct_hash()
-            registry.commitSubmission(task, rnd, fragment, rc.forced_commitment(sh, trainer.address), sender=trainer)
+            commit_forced(registry, task, trainer, fragment, fields)
             signed[(trainer.address, fragment)] = sign(trainer, task, rnd, fragment, fields)
         to_reveal_phase(registry, task)
         for (_, fragment), sp in signed.items():

@@ -141,18 +141,26 @@ INITIAL_FRAGMENTS_ROOT = hashlib.sha256(b"initial fragments root").digest()
 _CREDITS: dict[tuple[str, bytes], list[int]] = {}
 
 
+def commit_forced(registry, task: bytes, trainer, fragment: int, fields: tuple):
+    """Trainer ``trainer``'s ``commitSubmission`` (commit phase) of the open round's fragment
+    ``fragment`` for the payload ``fields`` (payloadRoot, payloadSumsq, cid, payloadHash; a signed
+    tuple's first four), over the run's weights now. Returns the receipt."""
+    from tenzro_trainer import round_commitment as rc
+
+    run = registry.getRun(task)
+    sh = rc.OuterGradient(task, run.currentRound, fragment, bytes(run.weightsRoot), *fields[:4]).struct_hash()
+    return registry.commitSubmission(task, run.currentRound, fragment, rc.forced_commitment(sh, trainer.address),
+                                     sender=trainer)
+
+
 def force(registry, task: bytes, trainer, fragment: int, signed: tuple, relayer=None):
     """Trainer ``trainer`` forces ``signed`` (a payload tuple signed over the run's weights now) in
     the open round: ``commitSubmission`` in the commit phase, then the reveal after it (by
     ``relayer``, default the trainer). Returns the reveal's receipt."""
-    from tenzro_trainer import round_commitment as rc
-
-    run = registry.getRun(task)
-    sh = rc.OuterGradient(task, run.currentRound, fragment, bytes(run.weightsRoot), *signed[:4]).struct_hash()
-    registry.commitSubmission(task, run.currentRound, fragment, rc.forced_commitment(sh, trainer.address),
-                              sender=trainer)
+    rnd = registry.getRun(task).currentRound
+    commit_forced(registry, task, trainer, fragment, signed)
     to_reveal_phase(registry, task)
-    return registry.submitOuterGradient(task, run.currentRound, fragment, signed, sender=relayer or trainer)
+    return registry.submitOuterGradient(task, rnd, fragment, signed, sender=relayer or trainer)
 
 
 def root_commit(task: bytes, rnd: int, f: int, bitmaps: list[int], previous: list[int]) -> tuple:

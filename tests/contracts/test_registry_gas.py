@@ -24,6 +24,7 @@ from registry_helpers import (
     INITIAL_FRAGMENTS_ROOT,
     OUTER,
     as_tuple,
+    commit_forced,
     commit_round,
     credits_of,
     nan_payload,
@@ -45,8 +46,6 @@ def _gas(tx) -> int:
 def test_gas_of_a_run_at_reference_shape(registry, enroll, sign, fund, syncer_pool, roles, chain):
     """M = 8, F = 12 (the reference run): every lifecycle figure of the gas report, and the forced
     path's ceiling (its commitment and its reveal, each)."""
-    from tenzro_trainer import round_commitment as rc
-
     fund(roles.sponsor, 1000 * E18)
     p = params("gas-ref", trainerCount=8, quorum=6, fragmentCount=12, maxRounds=1, graceWindowMs=600_000)
     post_gas = _gas(registry.postTask(as_tuple(p), sender=roles.sponsor))
@@ -59,8 +58,7 @@ def test_gas_of_a_run_at_reference_shape(registry, enroll, sign, fund, syncer_po
     # one forced submission: its trainer's commitment, then anyone's reveal after the commit phase
     t = roles.trainers[0]
     fields = (sha("gas root"), 0x3F800000, "bafkreigas", sha("gas payload"))
-    sh = rc.OuterGradient(task, 0, 0, bytes(registry.getRun(task).weightsRoot), *fields).struct_hash()
-    commitment = _gas(registry.commitSubmission(task, 0, 0, rc.forced_commitment(sh, t.address), sender=t))
+    commitment = _gas(commit_forced(registry, task, t, 0, fields))
     to_reveal_phase(registry, task)
     reveal = _gas(registry.submitOuterGradient(task, 0, 0, sign(t, task, 0, 0, fields), sender=roles.relayer))
     commit = _gas(commit_round(registry, task, 0, [(1 << 12) - 1] * 8, roles.syncer))
@@ -104,12 +102,10 @@ def test_gas_of_evidence(registry, evidence, start_run, sign, fund, roles, chain
     one (a 7-level proof), one answered, one expired."""
     import torch
 
-    from tenzro_trainer import round_commitment as rc
     from tenzro_trainer.commitment import ChunkTree
 
     task = start_run("gas-evidence", m=8, quorum=1, fragmentCount=2, maxRounds=1)
     tr = roles.trainers[:8]
-    base = bytes(registry.getRun(task).weightsRoot)
     # trainer 0 forces a NaN on fragment 0, trainers 1 and 2 sound payloads on fragment 1: all
     # commit in the commit phase, all are revealed after it
     nan_signed, opening = nan_payload(sign, tr[0], task, 0, 0, 1000)
@@ -118,8 +114,7 @@ def test_gas_of_evidence(registry, evidence, start_run, sign, fund, roles, chain
     for i in (1, 2):
         forced[(i, 1)] = sign(tr[i], task, 0, 1, (root, sumsq, f"bafkreisq{i}", sha(f"sq{i}")))
     for (i, f), sp in forced.items():
-        sh = rc.OuterGradient(task, 0, f, base, *sp[:4]).struct_hash()
-        registry.commitSubmission(task, 0, f, rc.forced_commitment(sh, tr[i].address), sender=tr[i])
+        commit_forced(registry, task, tr[i], f, sp)
     to_reveal_phase(registry, task)
     for (i, f), sp in forced.items():
         registry.submitOuterGradient(task, 0, f, sp, sender=roles.relayer)

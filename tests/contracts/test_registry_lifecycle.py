@@ -37,6 +37,7 @@ from registry_helpers import (
     to_reveal_phase,
     as_tuple,
     claim_all,
+    commit_forced,
     commit_round,
     deploy_registry,
     fee_per_round,
@@ -313,13 +314,10 @@ def test_outer_gradient_digest_matches_eth_account(registry, chain):
 def test_a_forced_submission_is_committed_then_revealed_by_anyone(registry, start_run, sign, roles):
     """The forced path: the trainer commits in the commit phase, anyone (here the syncer) reveals
     after it; the event carries the signature (norm proofs read the signed sums)."""
-    from tenzro_trainer import round_commitment as rcm
-
     task = start_run("task-submit")
     t = roles.trainers[0]
     fields = (sha("root"), 0x3F800000, "bafkreicid", sha("payload"))
-    sh = rcm.OuterGradient(task, 0, 1, bytes(registry.getRun(task).weightsRoot), *fields).struct_hash()
-    registry.commitSubmission(task, 0, 1, rcm.forced_commitment(sh, t.address), sender=t)
+    commit_forced(registry, task, t, 1, fields)
     signed = sign(t, task, 0, 1, fields)
     with ape.reverts(registry.Registry__CommitPhaseOpen):
         registry.submitOuterGradient(task, 0, 1, signed, sender=roles.syncer)

@@ -182,12 +182,6 @@ abstract contract RegistryBase is TestBase {
         _reveal(id, reg.getRun(id).currentRound, frag, sp);
     }
 
-    /// @dev A stand-in forced submission of trainer i (sum of squares 1.0) of the open round.
-    function _stub(bytes32 id, uint256 i, uint16 frag) internal view returns (ITrainingRegistryTypes.SignedPayload memory) {
-        uint32 round = reg.getRun(id).currentRound;
-        return _signed(i, id, round, frag, keccak256(abi.encode("payload", id, i, round, frag)), 0x3F800000);
-    }
-
     /// @dev Warps past the open round's commit phase (a round commits early only after it).
     function _toRevealPhase(bytes32 id) internal {
         (uint64 closes,) = reg.commitPhase(id);

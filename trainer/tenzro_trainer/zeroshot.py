@@ -30,6 +30,7 @@ Usage::
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -185,6 +186,7 @@ def zero_shot_score(model, max_windows: int = 3) -> dict:
     return {"relative_mase": rel["mase"], "relative_wql": rel["wql"], "series": len(tasks),
             "windows": sum(len(t.origins) for t in tasks), "beats_seasonal_naive": wins}
 
+
 #: The reference recipe's recorded zero-shot figures (``trainer/benchmarks/zero_shot.py``).
 REFERENCE_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "zero_shot.json"
 
@@ -195,8 +197,6 @@ def reference_figures(path: Path = REFERENCE_RESULTS) -> dict | None:
     "dataset_hash", "baselines": {name: relative MASE}}`` (relative scores: geometric mean over the
     set's series, SeasonalNaive = 1), or None when the file is absent or not a results file.
     """
-    import json
-
     try:
         d = json.loads(path.read_text())
         s, a = d["summary"], d["args"]
@@ -271,7 +271,6 @@ def statsforecast_forecaster(name: str, history: int = 512, arima_seasonal_histo
     return fn
 
 
-__all__ = ["BASELINES", "Forecaster", "MethodScores", "QUANTILES", "REFERENCE_RESULTS", "ZeroShotTask", "evaluate_forecaster",
-           "reference_figures",
-           "geometric_mean", "pinball", "relative_summary", "score_task", "statsforecast_forecaster",
-           "window_origins", "zero_shot_score", "zero_shot_tasks"]
+__all__ = ["BASELINES", "Forecaster", "MethodScores", "QUANTILES", "REFERENCE_RESULTS", "ZeroShotTask",
+           "evaluate_forecaster", "geometric_mean", "pinball", "reference_figures", "relative_summary", "score_task",
+           "statsforecast_forecaster", "window_origins", "zero_shot_score", "zero_shot_tasks"]

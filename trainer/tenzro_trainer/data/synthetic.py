@@ -54,7 +54,7 @@ PERIODS = (24, 48, 96, 168, 336, 672, 7, 14, 30, 60, 365, 730, 4, 26, 52, 6, 12,
 SYNTH_START = pd.Timestamp("2000-01-01")
 
 
-def pinned_numerics() -> dict[str, str]:
+def _pinned_numerics() -> dict[str, str]:
     """The environment KernelSynth's draws run in (see the module docstring): one BLAS thread,
     OpenBLAS's Haswell (AVX2) kernels, and every AVX-512 loop of this NumPy build turned off."""
     from numpy.core._multiarray_umath import __cpu_dispatch__
@@ -64,7 +64,7 @@ def pinned_numerics() -> dict[str, str]:
             "NPY_DISABLE_CPU_FEATURES": " ".join(f for f in __cpu_dispatch__ if f.startswith("AVX512"))}
 
 
-PINNED_NUMERICS = pinned_numerics()
+PINNED_NUMERICS = _pinned_numerics()
 
 
 def _kernel_bank(length: int) -> list:
@@ -203,7 +203,7 @@ def ts_mixup(df: pd.DataFrame, n_series: int, max_mix: int = 3, min_len: int = 1
     return pd.concat(frames, ignore_index=True)
 
 
-__all__ = ["PERIODS", "PINNED_NUMERICS", "kernel_synth", "pinned_numerics", "ts_mixup"]
+__all__ = ["PERIODS", "PINNED_NUMERICS", "kernel_synth", "ts_mixup"]
 
 
 if __name__ == "__main__":  # the pinned-numerics child of `kernel_synth`: args JSON, output .npy path
