@@ -329,21 +329,13 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
         m.trainer = trainer;
         m.index = t.index;
         m.enrolled = t.enrolled;
-        m.evicted = t.evicted;
-        m.submitted = t.submitted;
         if (t.enrolled && run.status == RunStatus.Training) {
             // the open round's on-chain (forced) submissions
             uint256 states = _subsOf(taskId, run.currentRound, run.epoch)[t.index];
-            m.submitted += uint32(_countNonZero(states, run.fragmentCount));
+            m.submitted = uint32(_countNonZero(states, run.fragmentCount));
         }
-        m.accepted = t.accepted;
-        m.missedRounds = t.missedRounds;
-        m.totalMissed = t.totalMissed;
         m.stake = t.stake;
         m.slashed = t.slashed;
-        m.credits = t.credits;
-        uint256 pool = run.status == RunStatus.Sealed ? run.distributedPool : run.poolLeft;
-        m.currentReward = run.totalCredits == 0 ? 0 : (pool * t.credits) / run.totalCredits;
         m.did = _dids[taskId][trainer];
     }
 
@@ -351,11 +343,11 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
     function submissionsOf(bytes32 taskId, uint32 round, address trainer)
         external
         view
-        returns (uint256 submitted, uint256 rejected, uint256 accepted)
+        returns (uint256 submitted, uint256 rejected)
     {
         Run storage run = _existing(taskId);
         Trainer storage t = _trainers[taskId][trainer];
-        if (!t.enrolled) return (0, 0, 0);
+        if (!t.enrolled) return (0, 0);
         // a committed round's submissions are those of the opening it was committed in
         uint16 epoch = round < _roundsFinalized(run) ? _roundEpochs[taskId][round] : run.epoch;
         uint256 states = _subsOf(taskId, round, epoch)[t.index];
@@ -366,8 +358,6 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
             if (s != 0) submitted |= 1 << i;
             // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
             if (s == ST_REJECTED) rejected |= 1 << i;
-            // forge-lint: disable-next-line(incorrect-shift) -- bit i of the result bitmap, as intended
-            if (s == ST_ACCEPTED) accepted |= 1 << i;
         }
     }
 

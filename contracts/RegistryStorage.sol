@@ -70,10 +70,9 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         "OuterGradient(bytes32 taskId,uint32 round,uint16 fragment,bytes32 baseRoot,bytes32 payloadRoot,uint32 payloadSumsq,string cid,bytes32 payloadHash)"
     );
 
-    /// @dev Submission states, two bits per fragment.
+    /// @dev Submission states of the forced path, two bits per fragment (0 none).
     uint256 internal constant ST_SUBMITTED = 1;
     uint256 internal constant ST_REJECTED = 2;
-    uint256 internal constant ST_ACCEPTED = 3;
 
     // ------------------------------------------------------------ storage
 
@@ -86,8 +85,6 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint16 trainerCount;
         uint16 quorum;
         uint16 enrolledCount;
-        uint16 activeCount;
-        uint8 maxMisses;
         uint8 aggregation;
         uint8 tier;
         uint32 revealSeconds; // root flow: min(challengeSeconds, graceWindowSeconds / 2), the reveal phase
@@ -127,18 +124,13 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         uint64[] fragmentSizes;
     }
 
-    /// @dev One trainer of one run. Slot 0 holds everything submitOuterGradient reads.
+    /// @dev One trainer of one run: stake and slashes share slot 0 (the seal's refund and a slash
+    /// read both), index and enrollment slot 1 (what a submission or proof checks).
     struct Trainer {
-        uint16 index;
-        bool enrolled;
-        bool evicted; // protocol v1's eviction: never set since v3 (trainerMetrics reports it)
-        uint32 submitted;
-        uint32 accepted;
-        uint32 missedRounds;
-        uint32 totalMissed;
         uint128 stake;
         uint128 slashed;
-        uint256 credits;
+        uint16 index;
+        bool enrolled;
     }
 
     /// @dev Root-flow state of one run (PROTOCOL.md §5). run.totalCredits is the cumulative
@@ -344,7 +336,6 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         run.fragmentCount = p.fragmentCount;
         run.trainerCount = p.trainerCount;
         run.quorum = p.quorum;
-        run.maxMisses = p.maxMisses;
         run.aggregation = p.aggregation;
         run.tier = p.tier;
         run.graceWindowSeconds = graceSeconds;
@@ -399,7 +390,6 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         _dids[taskId][msg.sender] = did;
         _trainerList[taskId].push(msg.sender);
         run.enrolledCount = index + 1;
-        run.activeCount += 1;
         run.stakeHeld += stake;
         emit TrainerEnrolled(taskId, msg.sender, index, index, run.trainerCount, stake, did);
         if (index + 1 == run.trainerCount) _openRound(run, taskId, 0);

@@ -305,13 +305,11 @@ contract TrainingRegistry is RegistryStorage, ITrainingRegistry {
         v.quorum = run.quorum;
         v.fragmentCount = run.fragmentCount;
         v.enrolledCount = run.enrolledCount;
-        v.activeCount = run.activeCount;
         v.innerSteps = run.innerSteps;
         v.maxRounds = run.maxRounds;
         v.graceWindowSeconds = run.graceWindowSeconds;
         v.aggregation = run.aggregation;
         v.tier = run.tier;
-        v.maxMisses = run.maxMisses;
         v.currentRound = run.currentRound;
         v.roundOpenedAt = run.roundOpenedAt;
         v.roundDeadline = run.roundDeadline;

@@ -78,7 +78,6 @@ interface ITrainingRegistryTypes {
         uint64 graceWindowMs; // tau in milliseconds (> 0); stored rounded UP to whole seconds
         uint8 aggregation; // AggregationRule
         uint8 tier; // 0 = Open, 1 = Allowlist (only the sponsor's allowTrainers may enroll)
-        uint8 maxMisses; // unused since protocol v3 (no misses are counted, nobody is evicted); kept in the ABI
         uint256 minStake; // minimum trainer stake, token atto-units (> 0)
         uint256 rewardPool; // escrowed reward pool, token atto-units (may be 0)
         uint64[] fragmentSizes; // F entries: parameter count of each fragment (> 0), reward weights
@@ -103,13 +102,11 @@ interface ITrainingRegistryTypes {
         uint16 quorum; // K
         uint16 fragmentCount; // F
         uint16 enrolledCount;
-        uint16 activeCount; // enrolled trainers (nobody is evicted since protocol v3)
         uint32 innerSteps; // H
         uint32 maxRounds;
         uint32 graceWindowSeconds;
         uint8 aggregation;
         uint8 tier;
-        uint8 maxMisses;
         uint32 currentRound; // open round (Training), maxRounds after the last finalize
         uint64 roundOpenedAt; // seconds
         uint64 roundDeadline; // seconds: roundOpenedAt + graceWindowSeconds
@@ -149,15 +146,9 @@ interface ITrainingRegistryTypes {
         address trainer;
         uint16 index; // also the data shard index (shard i of M)
         bool enrolled;
-        bool evicted; // protocol v1's: always false since v3
         uint32 submitted; // on-chain (forced) submissions of the open round
-        uint32 accepted; // protocol v1's: always 0 since v3 (a round's accepted set is in its bitmaps)
-        uint32 missedRounds; // protocol v1's: always 0 since v3
-        uint32 totalMissed; // protocol v1's: always 0 since v3
         uint256 stake; // staked at enrollment, atto-units
         uint256 slashed; // slashed so far, atto-units
-        uint256 credits; // protocol v1's: always 0 since v3 (credits live in the credits root; claim)
-        uint256 currentReward; // protocol v1's: always 0 since v3 (RewardClaimed carries a reward)
         string did;
     }
 

@@ -11,18 +11,17 @@ interface ITrainingRegistryViews is ITrainingRegistryTypes {
     /// @notice Task ids in posting order, paged. @return taskIds page, total number of runs
     function listRuns(uint256 offset, uint256 limit) external view returns (bytes32[] memory taskIds, uint256 total);
     /// @notice One trainer of a run: index, enrollment, stake and slashes (atto-units), DID and the
-    /// open round's on-chain (forced) submissions. Its credits and reward live in the run's
-    /// credits root (claim); the v1 counters (accepted, misses, eviction, credits, currentReward)
-    /// are always 0 since protocol v3. Reverts Registry__UnknownTask.
+    /// open round's on-chain (forced) submissions. Its credits live in the run's credits root
+    /// (each round's RoundCommitted; claim pays them after the seal). Reverts Registry__UnknownTask.
     function trainerMetrics(bytes32 taskId, address trainer) external view returns (TrainerMetrics memory);
-    /// @notice Fragment bitmaps of one trainer in one round (bit f = fragment f): submitted holds
-    /// every submitted fragment (including rejected and accepted ones), rejected those reported
-    /// invalid, accepted none (a committed round's accepted set is in its bitmaps, behind
-    /// its fragments root).
+    /// @notice Fragment bitmaps of one trainer's forced (on-chain) submissions in one round (bit f =
+    /// fragment f): submitted holds every one (rejected ones included), rejected those proven
+    /// invalid or unavailable. A committed round's accepted set is in its bitmaps, behind its
+    /// fragments root (proveBitmap opens them).
     function submissionsOf(bytes32 taskId, uint32 round, address trainer)
         external
         view
-        returns (uint256 submitted, uint256 rejected, uint256 accepted);
+        returns (uint256 submitted, uint256 rejected);
     /// @notice A syncer candidate's draw weight (PROTOCOL.md §3): `weight` counts in elections
     /// requested after its last change (atto-units; 0 when it is leaving or not a candidate), and
     /// its weight may change again (a top-up, an exit, a displacement) from block

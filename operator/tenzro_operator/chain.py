@@ -229,13 +229,11 @@ class RunView:
     quorum: int = 0
     fragment_count: int = 0
     enrolled_count: int = 0
-    active_count: int = 0
     inner_steps: int = 0
     max_rounds: int = 0
     grace_window_seconds: int = 0
     aggregation: int = 0
     tier: int = 0
-    max_misses: int = 0
     current_round: int = 0
     round_opened_at: int = 0
     round_deadline: int = 0
@@ -312,19 +310,13 @@ class TrainerStats:
     trainer: str = ZERO_ADDRESS
     index: int = 0
     enrolled: bool = False
-    evicted: bool = False
-    submitted: int = 0
-    accepted: int = 0
-    missed_rounds: int = 0
-    total_missed: int = 0
+    submitted: int = 0  # on-chain (forced) submissions of the open round
     stake: int = 0
     slashed: int = 0
-    credits: int = 0
-    current_reward: int = 0
     did: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return _view_json(self, ("stake", "slashed", "credits", "current_reward"))
+        return _view_json(self, ("stake", "slashed"))
 
 
 @dataclass(frozen=True)
@@ -1586,7 +1578,7 @@ class ChainClient:
             "initialWeightsRoot": _b32(initial_weights_root), "trainerCount": spec.trainer_count,
             "quorum": spec.quorum, "fragmentCount": spec.architecture.fragment_count,
             "innerSteps": spec.inner_steps, "maxRounds": spec.max_rounds, "graceWindowMs": spec.grace_window_ms,
-            "aggregation": spec.aggregation_rule_id, "tier": spec.registry_tier, "maxMisses": p.max_missed_rounds,
+            "aggregation": spec.aggregation_rule_id, "tier": spec.registry_tier,
             "minStake": p.min_stake_atto, "rewardPool": spec.reward_pool_atto,
             "fragmentSizes": list(p.fragment_sizes), "enrollmentSeconds": spec.enrollment_seconds,
             "syncerFeeBps": spec.syncer_fee_bps, "syncerBond": spec.syncer_bond_atto,
@@ -1954,10 +1946,11 @@ class ChainClient:
         """Trainers in enrollment order (index i trains shard i)."""
         return [to_checksum_address(a) for a in self.call("trainersOf", _b32(task_id))]
 
-    def submissions_of(self, task_id: bytes, round: int, trainer: str) -> tuple[int, int, int]:
-        """Fragment bitmaps ``(submitted, rejected, accepted)`` of a trainer in a round."""
-        s, r, a = self.call("submissionsOf", _b32(task_id), int(round), to_checksum_address(trainer))
-        return int(s), int(r), int(a)
+    def submissions_of(self, task_id: bytes, round: int, trainer: str) -> tuple[int, int]:
+        """Fragment bitmaps ``(submitted, rejected)`` of a trainer's forced (on-chain) submissions
+        in a round (bit f = fragment f); a committed round's accepted set is in its bitmaps."""
+        s, r = self.call("submissionsOf", _b32(task_id), int(round), to_checksum_address(trainer))
+        return int(s), int(r)
 
     def withdrawable(self, address: str | None = None) -> int:
         return int(self.call("withdrawable", to_checksum_address(address or self.address)))

@@ -23,58 +23,27 @@ people, ``--format json`` for scripts. Every `TenzroError` is printed as one lin
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from tenzro_operator.cli_common import (
+    ENVIRONMENT_HELP, CliGroup, Ctx, common_options, console, echo_json, format_option, hex32, kv_table,
+    parse_did, parse_task_id, run_of, tx_out,
+)
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.units import format_tokens, parse_tokens
 
 __all__ = ["cli", "main"]
 
-DEFAULT_RPC = "http://127.0.0.1:8545"
-DEFAULT_IPFS = "http://127.0.0.1:5001"
-DEFAULT_DEPLOYMENTS = "deployments/local.json"
 
-
-class _Group(click.Group):
-    """A click group that turns every `TenzroError` into a one-line ``Error: ...`` (exit 1)."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except TenzroError as exc:
-            raise click.ClickException(str(exc)) from None
-
-
-ENVIRONMENT_HELP = """\b
-Environment variables (an option given on the command line wins):
-  TENZRO_NODE_RPC           --rpc: JSON-RPC URL of the chain (default: the
-                            deployment record's rpc_url)
-  TENZRO_DEPLOYMENTS        --deployments: the deployment record
-  TENZRO_IPFS_API           --ipfs: Kubo RPC API URL of the IPFS node
-  TENZRO_KEYSTORE           --keystore: encrypted keystore of the sender
-  TENZRO_PASSWORD_ENV       --password-env: which variable holds the password
-  TENZRO_KEYSTORE_PASSWORD  the keystore password (the default variable)
-  TENZRO_LOG_LEVEL          --log-level
-  TENZRO_LOG_FORMAT         --log-format: text, kv or json (one JSON object
-                            per line); daemons: their log_format field
-  TENZRO_<FIELD>            daemons (syncer run / trainer run): any field of
-                            their YAML config, nested with __, e.g.
-                            TENZRO_NODE_RPC, TENZRO_INNER__LR
-"""
-
-
-@click.group(cls=_Group, epilog=ENVIRONMENT_HELP)
+@click.group(cls=CliGroup, epilog=ENVIRONMENT_HELP)
 @click.version_option(package_name="tenzro-train", prog_name="tenzro")
 @click.option("--log-level", default="ERROR", envvar="TENZRO_LOG_LEVEL", show_default=True, show_envvar=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
@@ -91,169 +60,14 @@ def cli(log_level: str, log_format: str) -> None:
     configure_logging(log_level, log_format, role="cli")
 
 
-@cli.group(cls=_Group, epilog=ENVIRONMENT_HELP)
+@cli.group(cls=CliGroup, epilog=ENVIRONMENT_HELP)
 def train() -> None:
     """Tenzro Train verbs: post, enroll, submit, finalize, seal, claim, inspect, withdraw, verify."""
 
 
-@cli.group(cls=_Group)
+@cli.group(cls=CliGroup)
 def keys() -> None:
     """Encrypted keystores (eth-account, Web3 Secret Storage v3)."""
-
-
-# ------------------------------------------------------------------------------ common options
-
-
-class Ctx:
-    """What the common options give a verb: lazily built chain and IPFS clients.
-
-    ``rpc`` / ``ipfs`` None mean "the ``rpc_url`` / ``ipfs_url`` the deployment record names" (what
-    ``make deploy`` wrote, so a devnet on other ports is found), else `DEFAULT_RPC` / `DEFAULT_IPFS`."""
-
-    def __init__(self, rpc: str | None, deployments: Path, keystore: Path | None, password_env: str,
-                 ipfs: str | None) -> None:
-        self._rpc, self.deployments, self.keystore = rpc, deployments, keystore
-        self.password_env, self._ipfs = password_env, ipfs
-        self._chain = None
-
-    def _recorded(self, field: str) -> str | None:
-        from tenzro_operator.chain import load_deployment
-
-        try:
-            return getattr(load_deployment(self.deployments), field)
-        except TenzroError:
-            return None  # ChainClient reports the missing / bad record itself
-
-    @property
-    def rpc(self) -> str:
-        """The JSON-RPC URL: ``--rpc`` / ``TENZRO_NODE_RPC``, else the record's, else `DEFAULT_RPC`."""
-        return self._rpc or self._recorded("rpc_url") or DEFAULT_RPC
-
-    @property
-    def ipfs_url(self) -> str:
-        """The Kubo RPC URL: ``--ipfs`` / ``TENZRO_IPFS_API``, else the record's, else `DEFAULT_IPFS`."""
-        return self._ipfs or self._recorded("ipfs_url") or DEFAULT_IPFS
-
-    def signer(self):
-        """The keystore's unlocked account (password from the env var or a prompt)."""
-        if self.keystore is None:
-            raise click.UsageError("this verb sends a transaction: pass --keystore FILE (or set TENZRO_KEYSTORE)")
-        from tenzro_operator.keys import unlock
-
-        return unlock(self.keystore, self.password_env)
-
-    def chain(self, signer: bool = False):
-        """A `ChainClient`; with ``signer`` the keystore is unlocked (password from the env var or a prompt)."""
-        from tenzro_operator.chain import ChainClient
-
-        account = self.signer() if signer else None
-        return ChainClient(self.rpc, self.deployments, account, retries=3, backoff_s=0.25)
-
-    def ipfs(self):
-        from tenzro_operator.ipfs import IpfsClient
-
-        return IpfsClient(self.ipfs_url)
-
-
-def common_options(fn: Callable) -> Callable:
-    """``--rpc --deployments --keystore --password-env --ipfs`` on a verb; passes ``ctx: Ctx``."""
-
-    @click.option("--rpc", envvar="TENZRO_NODE_RPC", default=None, show_envvar=True,
-                  help=f"JSON-RPC endpoint of the chain  [default: the rpc_url recorded in --deployments, "
-                       f"else {DEFAULT_RPC}]")
-    @click.option("--deployments", envvar="TENZRO_DEPLOYMENTS", default=DEFAULT_DEPLOYMENTS, show_default=True,
-                  show_envvar=True, type=click.Path(dir_okay=False, path_type=Path),
-                  help="deployments/<network>.json (addresses, ABIs, chain id and block 0 hash)")
-    @click.option("--keystore", envvar="TENZRO_KEYSTORE", default=None, show_envvar=True,
-                  type=click.Path(dir_okay=False, path_type=Path), help="encrypted keystore of the sender")
-    @click.option("--password-env", envvar="TENZRO_PASSWORD_ENV", default="TENZRO_KEYSTORE_PASSWORD",
-                  show_default=True, show_envvar=True,
-                  help="environment variable holding the keystore password (else a prompt)")
-    @click.option("--ipfs", envvar="TENZRO_IPFS_API", default=None, show_envvar=True,
-                  help=f"Kubo RPC API of the IPFS node  [default: the ipfs_url recorded in --deployments, "
-                       f"else {DEFAULT_IPFS}]")
-    @functools.wraps(fn)
-    def wrapper(rpc, deployments, keystore, password_env, ipfs, **kw):
-        return fn(Ctx(rpc, deployments, keystore, password_env, ipfs), **kw)
-
-    return wrapper
-
-
-format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-                             show_default=True, help="table for people, json for scripts")
-
-
-def _task_id(value: str) -> bytes:
-    """``--task-id``: the spec's task_id string (hashed), or ``0x`` + 64 hex digits as is. A value
-    that looks like hex but is not 32 bytes is refused rather than hashed as a name."""
-    import re
-
-    from tenzro_operator.spec import task_id_bytes32
-
-    if re.fullmatch(r"0x[0-9a-fA-F]*", value) and len(value) != 66:
-        raise click.BadParameter(f"{value!r} looks like a hex task id but has {len(value) - 2} hex digits, "
-                                 f"not 64 (pass the full 0x id, or the spec's task_id name)", param_hint="--task-id")
-    return task_id_bytes32(value)
-
-
-def _did(value: str) -> str:
-    """``--did``: W3C DID syntax (`tenzro_operator.did`), refused before any transaction."""
-    from tenzro_operator.did import check_did
-
-    try:
-        return check_did(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--did") from None
-
-
-def _run(chain, value: str):
-    """The run ``--task-id`` names, or one line saying there is none on this chain."""
-    from tenzro_operator.errors import ChainRevert
-
-    tid = _task_id(value)
-    try:
-        return chain.get_run(tid)
-    except ChainRevert as exc:
-        if exc.error_name != "Registry__UnknownTask":
-            raise
-        raise TenzroError(f"no run with task id {value!r} (0x{tid.hex()}) on {chain.shown_url}; "
-                          f"`tenzro train list-runs` shows the posted runs") from None
-
-
-def _hex(b: bytes) -> str:
-    return "0x" + bytes(b).hex()
-
-
-def _echo_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=True))
-
-
-#: columns of a table written to a pipe or a file: wide enough that a 66-character id or hash stays
-#: on one line (grep, copy-paste), as the natural width of the table, never padded to it
-PIPE_WIDTH = 1000
-
-
-def _console() -> Console:
-    """stdout; on a terminal its width, elsewhere (a pipe, a file, a test) `PIPE_WIDTH` unless
-    ``COLUMNS`` says otherwise, so ids are not folded at 80 columns."""
-    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-    return Console(file=sys.stdout, soft_wrap=True, width=PIPE_WIDTH if wide else None)
-
-
-def _kv_table(title: str, rows: list[tuple[str, Any]]) -> None:
-    t = Table(title=title, show_header=False)
-    t.add_column("field", style="bold")
-    t.add_column("value", overflow="fold")
-    for k, v in rows:
-        t.add_row(k, str(v))
-    _console().print(t)
-
-
-def _tx_out(fmt: str, title: str, fields: dict[str, Any]) -> None:
-    if fmt == "json":
-        _echo_json(fields)
-    else:
-        _kv_table(title, list(fields.items()))
 
 
 # ------------------------------------------------------------------------------ train verbs
@@ -285,11 +99,11 @@ def post_task(ctx: Ctx, spec_path: Path, no_approve: bool, fmt: str) -> None:
     data = canonical_json(spec)
     cid = ipfs.add(data, pin=True)
     res = chain.post_task(spec, cid, approve=not no_approve)
-    from tenzro_operator.root_flow import enable_root_flow
+    from tenzro_operator.roles.sponsor import enable_root_flow
 
     enable_root_flow(chain, ipfs, spec)  # the initial fragments root and the outer rule, before any enrollment
-    _tx_out(fmt, "task posted", {"task_id": spec.task_id, "task_id_bytes32": _hex(spec.task_id_bytes),
-                                 "spec_cid": cid, "spec_hash": _hex(spec_hash(spec)),
+    tx_out(fmt, "task posted", {"task_id": spec.task_id, "task_id_bytes32": hex32(spec.task_id_bytes),
+                                 "spec_cid": cid, "spec_hash": hex32(spec_hash(spec)),
                                  "reward_pool": spec.reward_pool, "tx": res.tx_hash, "block": res.block_number})
 
 
@@ -306,7 +120,7 @@ def list_runs(ctx: Ctx, offset: int, limit: int, atto: bool, fmt: str) -> None:
     ids, total = chain.list_runs(offset, limit)
     runs = [chain.get_run(i) for i in ids]
     if fmt == "json":
-        _echo_json({"total": total, "offset": offset, "runs": [r.to_json() for r in runs]})
+        echo_json({"total": total, "offset": offset, "runs": [r.to_json() for r in runs]})
         return
     names = _spec_names(ctx, runs)
     amount = (lambda a: f"{a} atto") if atto else format_tokens
@@ -314,10 +128,10 @@ def list_runs(ctx: Ctx, offset: int, limit: int, atto: bool, fmt: str) -> None:
     for col in ("task id", "name", "status", "round", "trainers", "K", "F", "rule", "pool", "syncer", "posted"):
         t.add_column(col, overflow="fold")
     for r in runs:
-        t.add_row(_hex(r.task_id), names.get(r.task_id, "?"), r.status.name, f"{r.current_round}/{r.max_rounds}",
+        t.add_row(hex32(r.task_id), names.get(r.task_id, "?"), r.status.name, f"{r.current_round}/{r.max_rounds}",
                   f"{r.enrolled_count}/{r.trainer_count}", str(r.quorum), str(r.fragment_count),
                   r.aggregation_name, amount(r.reward_pool), r.syncer, _when(r.posted_at))
-    _console().print(t)
+    console().print(t)
 
 
 def _spec_names(ctx: Ctx, runs) -> dict[bytes, str]:
@@ -356,21 +170,21 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
     from tenzro_operator.run_view import build
 
     chain = ctx.chain()
-    run = _run(chain, task_id)
+    run = run_of(chain, task_id)
     view = build(chain, run.task_id, ipfs=ctx.ipfs() if trainers else None, trainers=trainers)
     if fmt == "json":
         out = view.to_json(trainers=True)
-        _echo_json(out)
+        echo_json(out)
         return
     amount = (lambda a: f"{a} atto") if atto else format_tokens
     run = view.run
-    rows = [("task id", _hex(run.task_id)), ("status", run.status.name),
+    rows = [("task id", hex32(run.task_id)), ("status", run.status.name),
             ("next change", f"{view.next_change} at {_when(view.next_change_at)}" if view.next_change_at
              else view.next_change),
             ("sponsor", run.sponsor),
-            ("syncer", run.syncer), ("spec cid", run.spec_cid), ("spec hash", _hex(run.spec_hash)),
+            ("syncer", run.syncer), ("spec cid", run.spec_cid), ("spec hash", hex32(run.spec_hash)),
             ("round", f"{run.current_round} of {run.max_rounds}"), ("deadline", _when(run.round_deadline)),
-            ("trainers (enrolled/active/M)", f"{run.enrolled_count}/{run.active_count}/{run.trainer_count}"),
+            ("trainers (enrolled/M)", f"{run.enrolled_count}/{run.trainer_count}"),
             ("quorum K", run.quorum), ("fragments F", run.fragment_count), ("inner steps H", run.inner_steps),
             ("aggregation", run.aggregation_name), ("grace window", f"{run.grace_window_seconds} s"),
             ("min stake", amount(run.min_stake)), ("reward pool", amount(run.reward_pool)),
@@ -382,7 +196,7 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
             ("syncer elected at", _when(run.syncer_elected_at)),
             ("syncer replaceable at", _when(run.syncer_replaceable_at)),
             ("election requested at block", run.election_block or "-"),
-            ("weights root", _hex(run.weights_root))]
+            ("weights root", hex32(run.weights_root))]
     if view.commit_phase_closes_at:
         rows.append(("commit phase closes", _when(view.commit_phase_closes_at)))
     if view.claimable_pool is not None:
@@ -391,7 +205,7 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
     if view.swept is not None:
         rows.append(("swept to the sponsor", amount(view.swept)))
     rows += [("transcripts", e) for e in view.transcript_errors]
-    _kv_table("run", rows)
+    kv_table("run", rows)
     if view.rounds:
         t = Table(title="rounds")
         for col in ("round", "status", "committed", "challenge window ends", "accepted", "weights root",
@@ -401,18 +215,18 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
             t.add_row(str(r.round), r.status, _when(r.committed_at or 0), _when(r.challenge_window_ends_at or 0),
                       "-" if r.accepted_count is None else str(r.accepted_count), r.weights_root or "-",
                       r.transcript_cid or "-")
-        _console().print(t)
+        console().print(t)
     if view.trainers:
         t = Table(title="trainers")
-        for col in ("#", "trainer", "submitted", "accepted", "scored out", "missed", "evicted", "credits", "stake",
+        for col in ("#", "trainer", "submitted", "accepted", "scored out", "credits", "stake",
                     "slashed", "reward", "claimed"):
             t.add_column(col)
         for s in view.trainers:
             t.add_row(str(s.index), s.trainer, "?" if s.submitted is None else str(s.submitted), str(s.accepted),
-                      "?" if s.scored_out is None else str(s.scored_out), str(s.total_missed),
-                      "yes" if s.evicted else "", str(s.credits), amount(s.stake), amount(s.slashed),
+                      "?" if s.scored_out is None else str(s.scored_out), str(s.credits), amount(s.stake),
+                      amount(s.slashed),
                       amount(s.current_reward), amount(s.claimed_reward) if s.claimed else "")
-        _console().print(t)
+        console().print(t)
 
 
 @train.command("get-receipt")
@@ -422,21 +236,21 @@ def get_run(ctx: Ctx, task_id: str, trainers: bool, atto: bool, fmt: str) -> Non
 def get_receipt(ctx: Ctx, task_id: str, fmt: str) -> None:
     """The sealed receipt, and whether the verifier (0x…1008 on devnets) accepts it."""
     chain = ctx.chain()
-    rec = chain.get_receipt(_task_id(task_id))
+    rec = chain.get_receipt(parse_task_id(task_id))
     ok = chain.verify_receipt(rec.serialized, rec.run_root)
     out = rec.to_json()
     out["verifier_accepts"] = ok
     if fmt == "json":
-        _echo_json(out)
+        echo_json(out)
     else:
         rows = [(k, _when(v) if k == "sealed_at" else v) for k, v in out.items() if k != "serialized"]
-        _kv_table("training receipt", rows + [("serialized", f"{len(rec.serialized)} bytes")])
+        kv_table("training receipt", rows + [("serialized", f"{len(rec.serialized)} bytes")])
 
 
 @train.command("enroll-trainer")
 @click.option("--task-id", required=True)
 @click.option("--stake", required=True, help="tokens ('100', '1.5') or atto-units ('1000atto')")
-@click.option("--did", required=True, callback=lambda _c, _p, v: _did(v),
+@click.option("--did", required=True, callback=lambda _c, _p, v: parse_did(v),
               help="the trainer's DID, e.g. did:tenzro:machine:gpu-host-1 (W3C DID syntax, at most 128 bytes)")
 @format_option
 @common_options
@@ -448,14 +262,14 @@ def enroll_trainer(ctx: Ctx, task_id: str, stake: str, did: str, fmt: str) -> No
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--stake") from None
     chain = ctx.chain(signer=True)
-    run = _run(chain, task_id)
+    run = run_of(chain, task_id)
     stats = chain.trainer_stats(run.task_id)
     if stats.enrolled:
         raise TenzroError(f"{chain.address} is already enrolled in run {task_id} as trainer {stats.index} "
                           f"(`tenzro train trainer-stats --task-id {task_id}` shows it); nothing was sent")
     res = chain.enroll_trainer(run.task_id, amount, did)
     ev = res.event("TrainerEnrolled")
-    _tx_out(fmt, "enrolled", {"trainer": chain.address, "index": ev["index"], "shard": ev["shard"],
+    tx_out(fmt, "enrolled", {"trainer": chain.address, "index": ev["index"], "shard": ev["shard"],
                               "shard_count": ev["shardCount"], "stake": str(ev["stake"]), "tx": res.tx_hash})
 
 
@@ -487,7 +301,7 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
     digest = hashlib.sha256(data).digest()
     chain = ctx.chain(signer=True)
     ipfs = ctx.ipfs()
-    run = _run(chain, task_id)
+    run = run_of(chain, task_id)
     norm = None
     from tenzro_operator.task_assets import fetch_spec
     from tenzro_operator.task_runtime import TaskRuntime
@@ -514,11 +328,11 @@ def submit_gradient(ctx: Ctx, task_id: str, round_: int, fragment: int, payload:
     res = _commit_and_reveal(chain, run, round_, fragment, SignedPayload(root, sumsq, cid, digest),
                              say=fmt != "json", wait=not no_wait)
     if res is None:
-        _tx_out(fmt, "committed", {"cid": cid, "payload_sha256": _hex(digest), "payload_root": _hex(root),
+        tx_out(fmt, "committed", {"cid": cid, "payload_sha256": hex32(digest), "payload_root": hex32(root),
                                    "round": round_, "fragment": fragment, "reveal_after": _when(chain.commit_phase(
                                        run.task_id)[0])})
         return
-    _tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": _hex(digest), "payload_root": _hex(root),
+    tx_out(fmt, "submitted", {"cid": cid, "payload_sha256": hex32(digest), "payload_root": hex32(root),
                                "bytes": len(data),
                                "round": round_, "fragment": fragment, "tx": res.tx_hash, "gas": res.gas_used,
                                "l2_norm": norm if norm is None else round(norm, 6)})
@@ -641,7 +455,7 @@ def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
                 raise ValueError(f"{v!r} is not 32 bytes of hex")
             return b
 
-        args = dict(task_id=_task_id(str(doc["task_id"])), round=int(doc["round"]),
+        args = dict(task_id=parse_task_id(str(doc["task_id"])), round=int(doc["round"]),
                     fragments_root=b32(doc["fragments_root"]), accepted_bitmaps=ints("accepted_bitmaps"),
                     previous_credits=ints("previous_credits"),
                     fragment_hashes=[b32(h) for h in doc["fragment_hashes"]],
@@ -651,8 +465,8 @@ def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
     chain = ctx.chain(signer=True)
     res = chain.commit_round(**args)
     ev = res.event("RoundCommitted")
-    _tx_out(fmt, "round committed", {"round": ev["round"], "weights_root": _hex(ev["weightsRoot"]),
-                                     "credits_root": _hex(ev["creditsRoot"]), "total_credits": str(ev["totalCredits"]),
+    tx_out(fmt, "round committed", {"round": ev["round"], "weights_root": hex32(ev["weightsRoot"]),
+                                     "credits_root": hex32(ev["creditsRoot"]), "total_credits": str(ev["totalCredits"]),
                                      "tx": res.tx_hash, "gas": res.gas_used})
 
 
@@ -664,9 +478,9 @@ def cancel_task(ctx: Ctx, task_id: str, fmt: str) -> None:
     """Cancel a run that is still Enrolling: the sponsor at any time, anyone once its enrollment
     deadline has passed with fewer than K trainers enrolled. The reward pool and every stake are
     credited back in full (collect them with `withdraw`)."""
-    res = ctx.chain(signer=True).cancel_task(_task_id(task_id))
+    res = ctx.chain(signer=True).cancel_task(parse_task_id(task_id))
     ev = res.event("TaskCancelled")
-    _tx_out(fmt, "task cancelled", {"task_id": _hex(ev["taskId"]), "pool_refunded": str(ev["poolRefunded"]),
+    tx_out(fmt, "task cancelled", {"task_id": hex32(ev["taskId"]), "pool_refunded": str(ev["poolRefunded"]),
                                     "pool_refunded_tokens": format_tokens(ev["poolRefunded"]),
                                     "trainers_refunded": ev["trainersRefunded"], "tx": res.tx_hash})
 
@@ -678,9 +492,9 @@ def cancel_task(ctx: Ctx, task_id: str, fmt: str) -> None:
 def close_enrollment(ctx: Ctx, task_id: str, fmt: str) -> None:
     """Anyone, once the run's enrollment deadline has passed: open round 0 with the trainers
     enrolled so far (at least K of the M slots; the M-th enrollment opens it by itself)."""
-    res = ctx.chain(signer=True).close_enrollment(_task_id(task_id))
+    res = ctx.chain(signer=True).close_enrollment(parse_task_id(task_id))
     ev = res.event("RoundOpened")
-    _tx_out(fmt, "round 0 opened", {"task_id": _hex(ev["taskId"]), "round": ev["round"],
+    tx_out(fmt, "round 0 opened", {"task_id": hex32(ev["taskId"]), "round": ev["round"],
                                     "deadline": ev["deadline"], "tx": res.tx_hash})
 
 
@@ -693,10 +507,10 @@ def seal(ctx: Ctx, task_id: str, fmt: str) -> None:
     last round's challenge window (the receipt is stored, stakes refunded, claims open: `tenzro
     train claim`). The daemons do this themselves; this is for when they cannot."""
     chain = ctx.chain(signer=True)
-    tid = _run(chain, task_id).task_id
+    tid = run_of(chain, task_id).task_id
     res = chain.seal_root_run(tid)
     ev = res.event("RootRunSealed")
-    _tx_out(fmt, "run sealed", {"task_id": _hex(ev["taskId"]), "claimable": str(ev["claimable"]),
+    tx_out(fmt, "run sealed", {"task_id": hex32(ev["taskId"]), "claimable": str(ev["claimable"]),
                                 "claimable_tokens": format_tokens(ev["claimable"]),
                                 "claim_deadline": _when(int(ev["claimDeadline"])), "tx": res.tx_hash})
 
@@ -715,25 +529,25 @@ def reward(ctx: Ctx, task_id: str, trainer: str, atto: bool, fmt: str) -> None:
     from tenzro_operator.reward import reward_report
 
     chain = ctx.chain()
-    tid = _run(chain, task_id).task_id
+    tid = run_of(chain, task_id).task_id
     rep = reward_report(chain, tid, trainer)  # RunViewError (a TenzroError): one line
     amount = (lambda a: f"{a} atto") if atto else format_tokens
     if fmt == "json":
-        _echo_json({"trainer": rep.trainer, "index": rep.index, "credits": str(rep.credits),
+        echo_json({"trainer": rep.trainer, "index": rep.index, "credits": str(rep.credits),
                     "total_credits": str(rep.total_credits), "pool": str(rep.pool), "sealed": rep.sealed,
                     "reward": str(rep.reward), "claimed": rep.claimed, "claimed_amount": str(rep.claimed_amount),
-                    "credits_root": _hex(rep.credits_root),
+                    "credits_root": hex32(rep.credits_root),
                     "rounds": [{"round": r, "accepted_bitmap": b, "credits": str(c)} for r, b, c in rep.per_round]})
         return
     rows = [(f"round {r}", f"bitmap {b:#b}: {c:,} credits") for r, b, c in rep.per_round]
     pool_is = "claimable after the seal" if rep.sealed else "pool left now (not sealed: fees and later rounds change it)"
     rows += [("credits", f"{rep.credits:,} of {rep.total_credits:,} (the registry's credits root "
-                         f"{_hex(rep.credits_root)[:18]}… checks out)"),
+                         f"{hex32(rep.credits_root)[:18]}… checks out)"),
              ("pool", f"{amount(rep.pool)} ({pool_is})"),
              ("reward", f"{amount(rep.reward)} = pool x {rep.credits:,} / {rep.total_credits:,}"),
              ("claimed", f"yes: {amount(rep.claimed_amount)}" if rep.claimed else
               ("no: `tenzro train claim` (anyone may)" if rep.sealed else "no: claims open at the seal"))]
-    _kv_table(f"reward of trainer {rep.index} ({rep.trainer})", rows)
+    kv_table(f"reward of trainer {rep.index} ({rep.trainer})", rows)
 
 
 @train.command("claim")
@@ -749,7 +563,7 @@ def claim(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
     from tenzro_operator.reward import reward_report
 
     chain = ctx.chain(signer=trainer is None)  # with --trainer the key is unlocked only to send
-    tid = _run(chain, task_id).task_id
+    tid = run_of(chain, task_id).task_id
     rep = reward_report(chain, tid, trainer or chain.address)  # RunViewError (a TenzroError): one line
     if not rep.sealed:
         raise TenzroError(f"run {task_id} is not sealed yet: claims open at the seal (`tenzro train get-run` "
@@ -763,7 +577,7 @@ def claim(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
         chain = ctx.chain(signer=True)
     res = chain.claim_reward(tid, rep.index, rep.credits, rep.proof)
     ev = res.event("RewardClaimed")
-    _tx_out(fmt, "reward claimed", {"trainer": ev["trainer"], "index": ev["index"], "credits": str(ev["credits"]),
+    tx_out(fmt, "reward claimed", {"trainer": ev["trainer"], "index": ev["index"], "credits": str(ev["credits"]),
                                     "reward": str(ev["reward"]), "reward_tokens": format_tokens(ev["reward"]),
                                     "tx": res.tx_hash})
 
@@ -776,7 +590,7 @@ def withdraw(ctx: Ctx, fmt: str) -> None:
     chain = ctx.chain(signer=True)
     res = chain.withdraw()
     amount = res.event("Withdrawn")["amount"]
-    _tx_out(fmt, "withdrawn", {"account": chain.address, "amount": str(amount),
+    tx_out(fmt, "withdrawn", {"account": chain.address, "amount": str(amount),
                                "amount_tokens": format_tokens(amount), "tx": res.tx_hash})
 
 
@@ -800,7 +614,7 @@ def register_syncer(ctx: Ctx, stake: str, fmt: str) -> None:
                               f"(the registry's minSyncerStake), got {format_tokens(amount)}")
     res = chain.register_syncer(amount)
     after = chain.syncer_info()
-    _tx_out(fmt, "syncer registered", {"syncer": chain.address, "stake_added": str(amount),
+    tx_out(fmt, "syncer registered", {"syncer": chain.address, "stake_added": str(amount),
                                        "stake": str(after.stake), "locked": str(after.locked), "tx": res.tx_hash})
 
 
@@ -824,13 +638,13 @@ def unregister_syncer(ctx: Ctx, fmt: str) -> None:
     leaving = res.events_named("SyncerLeaving")
     if leaving:
         from_block = int(leaving[0]["fromBlock"])
-        _tx_out(fmt, "syncer leaving", {"syncer": chain.address, "stake": str(info.stake),
+        tx_out(fmt, "syncer leaving", {"syncer": chain.address, "stake": str(info.stake),
                                         "stake_tokens": format_tokens(info.stake), "withdrawable_from_block": from_block,
                                         "next": f"tenzro train unregister-syncer (from block {from_block})",
                                         "tx": res.tx_hash})
         return
     released = chain.withdrawable() - owed
-    _tx_out(fmt, "syncer unregistered", {"syncer": chain.address, "stake_released": str(released),
+    tx_out(fmt, "syncer unregistered", {"syncer": chain.address, "stake_released": str(released),
                                          "stake_released_tokens": format_tokens(released),
                                          "next": "tenzro train withdraw", "tx": res.tx_hash})
 
@@ -844,7 +658,7 @@ def elect_syncer(ctx: Ctx, task_id: str, fmt: str) -> None:
     replaceable (its bond is burned). Two transactions: requestSyncerElection, then electSyncer
     from the next block (whose hash of the request block seeds the stake-weighted draw)."""
     chain = ctx.chain(signer=True)
-    _tx_out(fmt, "syncer elected", {"syncer": chain.run_syncer_election(_task_id(task_id))})
+    tx_out(fmt, "syncer elected", {"syncer": chain.run_syncer_election(parse_task_id(task_id))})
 
 
 @train.command("claim-syncer-fee")
@@ -855,8 +669,8 @@ def claim_syncer_fee(ctx: Ctx, task_id: str, fmt: str) -> None:
     """Syncer, after the seal: move the fees it accrued in a run (one per round it finalized) to
     its withdrawable balance (collect with `withdraw`)."""
     chain = ctx.chain(signer=True)
-    amount = chain.claim_syncer_fee(_task_id(task_id))
-    _tx_out(fmt, "syncer fee claimed", {"syncer": chain.address, "amount": str(amount),
+    amount = chain.claim_syncer_fee(parse_task_id(task_id))
+    tx_out(fmt, "syncer fee claimed", {"syncer": chain.address, "amount": str(amount),
                                         "amount_tokens": format_tokens(amount)})
 
 
@@ -873,7 +687,7 @@ def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, atto: bool, fmt: 
     from tenzro_operator.run_view import RunViewError, build
 
     chain = ctx.chain(signer=trainer is None)
-    tid = _run(chain, task_id).task_id
+    tid = run_of(chain, task_id).task_id
     address = trainer or chain.address
     view = build(chain, tid, ipfs=ctx.ipfs())
     try:
@@ -893,7 +707,7 @@ def trainer_stats(ctx: Ctx, task_id: str, trainer: str | None, atto: bool, fmt: 
         for k in ("submitted", "scored_out"):
             if k in out and out[k] is None:
                 out[k] = "? (transcripts not read)"
-    _tx_out(fmt, "trainer", out)
+    tx_out(fmt, "trainer", out)
 
 
 @train.command("verify-receipt")
@@ -910,10 +724,10 @@ def verify_receipt(ctx: Ctx, task_id: str, commitments_only: bool, fmt: str) -> 
     from tenzro_operator.replay import verify_receipt as replay_verify
 
     if fmt == "json":
-        report = replay_verify(ctx.chain(), ctx.ipfs(), _task_id(task_id), check_payloads=not commitments_only)
-        _echo_json(report.to_json())
+        report = replay_verify(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), check_payloads=not commitments_only)
+        echo_json(report.to_json())
     else:
-        with Progress(console=_console(), transient=True) as bar:
+        with Progress(console=console(), transient=True) as bar:
             tasks: dict[str, Any] = {}
 
             def progress(stage: str, done: int, total: int) -> None:
@@ -921,9 +735,9 @@ def verify_receipt(ctx: Ctx, task_id: str, commitments_only: bool, fmt: str) -> 
                     tasks[stage] = bar.add_task(f"replay: {stage}s", total=total)
                 bar.update(tasks[stage], completed=done, total=total)
 
-            report = replay_verify(ctx.chain(), ctx.ipfs(), _task_id(task_id), check_payloads=not commitments_only,
+            report = replay_verify(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), check_payloads=not commitments_only,
                                    progress=progress)
-        report.render(_console())
+        report.render(console())
     if not report.ok:
         raise click.exceptions.Exit(1)
 

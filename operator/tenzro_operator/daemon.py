@@ -406,7 +406,7 @@ class Daemon:
 
     def holds_stake(self, task_id: bytes) -> bool:
         """True when leaving run ``task_id`` would cost this account: it is the run's syncer, or an
-        enrolled, not evicted trainer of a run that is not over (M1 of issue 14: such a run is
+        enrolled trainer of a run that is not over (M1 of issue 14: such a run is
         retried, never given up).
 
         Raises:
@@ -421,7 +421,7 @@ class Daemon:
         if run.syncer == self.account.address:
             return True
         stats = self.chain.trainer_stats(task_id, self.account.address)
-        return bool(stats.enrolled and not stats.evicted)
+        return bool(stats.enrolled)
 
     def _load_skipped(self) -> set[bytes]:
         """Runs given up on by an earlier life of this daemon (``<data_dir>/<role>-skipped-runs.json``)."""

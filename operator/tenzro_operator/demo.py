@@ -127,7 +127,6 @@ class DemoSettings:
     enrollment_window_ms: int = 600_000  # 10 min for the M trainers to enroll
     timeout_s: float = 900.0
     task_id: str | None = None
-    max_missed_rounds: int = 2
     model_metadata: dict = field(default_factory=lambda: {"preset": "demo"})  # the spec's architecture.metadata
     syncer_options: dict = field(default_factory=dict)  # extra syncer.yaml keys, e.g. straggler_wait_s
     # a second syncer candidate ("standin"), registered before the post and run beside the first:
@@ -389,7 +388,7 @@ def spec_draft(s: DemoSettings, task: str, sponsor_address: str) -> SpecDraft:
         fragment_count=s.fragments, trainer_count=s.trainers,
         quorum=s.quorum, inner_steps=s.inner_steps, max_rounds=s.rounds, grace_window_ms=s.grace_window_ms,
         aggregation=s.aggregation, reward_pool=s.reward_pool, min_stake=s.stake,
-        max_missed_rounds=s.max_missed_rounds, syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
+        syncer_fee_bps=s.syncer_fee_bps, syncer_bond=s.syncer_bond,
         enrollment_window_ms=s.enrollment_window_ms, challenge_window_ms=s.challenge_window_ms,
         norm_multiple=s.norm_multiple, score_min=default_score_min(s.scoring),
         overlap_steps=s.overlap_steps, compression=s.compression)
@@ -586,13 +585,11 @@ def summarize(s: DemoSettings, chain: ChainClient, ipfs: IpfsClient, spec, df: p
 
 def _print_summary(summary: dict) -> None:
     t = Table(title="trainers (rewards claimed with credit proofs)")
-    for col in ("trainer", "accepted", "scored out", "missed", "reward (TNZO)", "slashed (TNZO)",
-                "withdrawable (TNZO)"):
+    for col in ("trainer", "accepted", "scored out", "reward (TNZO)", "slashed (TNZO)", "withdrawable (TNZO)"):
         t.add_column(col, justify="right" if col != "trainer" else "left")
     for row in sorted(summary["trainers"], key=lambda r: r["trainer"]):
         out = row.get("scored_out")
-        t.add_row(row["trainer"] + (" (evicted)" if row["evicted"] else ""), str(row["accepted"]),
-                  "-" if out is None else str(out), str(row["missed_rounds"]), f"{row['reward_tnzo']:.4f}",
+        t.add_row(row["trainer"], str(row["accepted"]), "-" if out is None else str(out), f"{row['reward_tnzo']:.4f}",
                   f"{row['slashed_tnzo']:.4f}", f"{row['withdrawable_tnzo']:.4f}")
     console.print(t)
     h = Table(title="held-out metrics of the global weights")

@@ -70,18 +70,16 @@ def unclaimed_credits(chain: ChainClient, task_id: bytes, from_block: int) -> li
 
 
 def trainer_rows(chain: ChainClient, task_id: bytes, from_block: int, role_of: dict[str, str]) -> list[dict]:
-    """One row per enrolled trainer, in index order: accepted fragment submissions, missed rounds,
-    credits, reward, slashed and withdrawable (TNZO). ``role_of`` maps lower-case addresses to the
-    demo's role names. The registry counts no misses (only forced submissions could), so
-    ``missed_rounds`` is 0 for a trainer that never forced one."""
+    """One row per enrolled trainer, in index order: accepted fragment submissions, credits,
+    reward, slashed and withdrawable (TNZO). ``role_of`` maps lower-case addresses to the demo's
+    role names."""
     accepted, credits = _root_work(chain, task_id, from_block)
     claims = _claims(chain, task_id, from_block)
     rows = []
     for i, addr in enumerate(chain.trainers_of(task_id)):
         st = chain.trainer_stats(task_id, addr)
         rows.append({"trainer": role_of.get(addr.lower(), addr), "address": addr,
-                     "accepted": accepted[i], "missed_rounds": st.total_missed,
-                     "evicted": st.evicted, "credits": credits[i],
+                     "accepted": accepted[i], "credits": credits[i],
                      "reward_tnzo": claims.get(addr.lower(), 0) / TOKEN,
                      "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
     return rows

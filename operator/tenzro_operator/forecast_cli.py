@@ -186,7 +186,7 @@ def _quantiles(value: str) -> tuple[float, ...]:
 
 def register(cli: click.Group, train: click.Group) -> None:
     """Add ``export-model`` to ``tenzro train`` and ``forecast`` to ``tenzro``."""
-    from tenzro_operator.cli import Ctx, _echo_json, _task_id, common_options, format_option
+    from tenzro_operator.cli_common import Ctx, common_options, echo_json, format_option, parse_task_id
 
     @train.command("export-model")
     @click.option("--task-id", required=True)
@@ -197,9 +197,9 @@ def register(cli: click.Group, train: click.Group) -> None:
     def export_model_cmd(ctx: Ctx, task_id: str, out: Path, fmt: str) -> None:
         """Fetch the sealed run's final weights from IPFS, check them against the receipt's final
         model hash, write safetensors plus the model config."""
-        meta = export_model(ctx.chain(), ctx.ipfs(), _task_id(task_id), out)
+        meta = export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), out)
         if fmt == "json":
-            _echo_json({"out": str(out), **meta})
+            echo_json({"out": str(out), **meta})
         else:
             click.echo(f"exported {meta['model']['family']} model of run {meta['provenance']['task_id']} to {out} "
                        f"(final model hash {meta['provenance']['final_model_hash']})")
@@ -232,7 +232,7 @@ def register(cli: click.Group, train: click.Group) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 if task_id is not None:
                     model_dir = Path(tmp) / "model"
-                    export_model(ctx.chain(), ctx.ipfs(), _task_id(task_id), model_dir)
+                    export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), model_dir)
                 model, _ = load_model_dir(model_dir)
             if not model.quantile_levels and qs != (0.5,):
                 # a point head has one forecast: its "quantiles" would all equal it (a band of zero width)

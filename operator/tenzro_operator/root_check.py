@@ -274,13 +274,12 @@ class RootRoundChecker:
 
     def omissions(self, r: int, event: Mapping[str, Any]) -> list[tuple[int, int]]:
         """``(fragment, trainer index)`` of every forced submission of round r that is live
-        on-chain (revealed in the opening the round was committed in, neither rejected nor
-        accepted) while the committed bitmaps leave its bit clear: challenge 5 of PROTOCOL.md §5."""
+        on-chain (revealed in the opening the round was committed in, not rejected) while the committed bitmaps leave its bit clear: challenge 5 of PROTOCOL.md §5."""
         bitmaps = [int(b) for b in event["acceptedBitmaps"]]
         out = []
         for i, trainer in enumerate(self.trainers):
-            submitted, rejected, accepted = self.chain.submissions_of(self.task_id, r, trainer)
-            live = submitted & ~rejected & ~accepted & ~bitmaps[i]
+            submitted, rejected = self.chain.submissions_of(self.task_id, r, trainer)
+            live = submitted & ~rejected & ~bitmaps[i]
             out += [(f, i) for f in range(len(self.runtime.fragments)) if live >> f & 1]
         return out
 

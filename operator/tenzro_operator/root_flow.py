@@ -53,7 +53,7 @@ from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 
 __all__ = ["MAX_COMMITMENTS", "MAX_MESSAGE_BYTES", "CommitMessage", "RevealMessage", "RootFlowError",
            "bitmap_credits", "committed_round", "committed_rounds", "committed_weights", "credits_proof", "cumulative_credits",
-           "enable_root_flow", "fragment_states", "fragment_vectors", "initial_fragments_root", "outer_rule",
+           "fragment_states", "fragment_vectors", "initial_fragments_root", "outer_rule",
            "parse_message", "recover_signer"]
 
 MAX_MESSAGE_BYTES = 4096  # bytes: a reveal is about 700
@@ -252,23 +252,6 @@ def fragment_states(outers: Sequence, accepted: Mapping[int, Mapping[int, bytes]
         m = flatten_fragment(dict(zip(o.names, o.momentum)))
         out.append(rc.FragmentState.build(f, w, m, rc.AcceptedSet(accepted.get(f, {}), enrolled)))
     return out
-
-
-def enable_root_flow(client: ChainClient, ipfs, spec) -> None:
-    """``useRootFlow`` for a just-posted spec (the sponsor, before anyone enrolls; trainers
-    enroll only once the run is in the root flow): the initial fragments root and the outer rule.
-
-    Raises:
-        ChainRevert: ``Registry__OuterRuleNotProvable`` (Krum, a trim of half or more),
-            ``Registry__WrongStatus`` / ``Registry__NotSponsor`` / someone enrolled already.
-    """
-    from tenzro_operator.task_assets import initial_weights
-    from tenzro_operator.task_runtime import TaskRuntime
-
-    runtime = TaskRuntime.from_spec(spec)
-    run = client.get_run(spec.task_id_bytes)
-    state, _ = initial_weights(ipfs, spec, runtime, run.initial_weights_root)
-    client.use_root_flow(spec.task_id_bytes, initial_fragments_root(state, runtime.fragments), outer_rule(spec))
 
 
 # ----------------------------------------------------------------------------- credits

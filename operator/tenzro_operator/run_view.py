@@ -99,13 +99,10 @@ class TrainerRow:
     index: int
     did: str = ""
     enrolled: bool = True
-    evicted: bool = False
     submitted: int | None = None
     accepted: int = 0
     scored_out: int | None = None
     scored_out_reasons: list[dict[str, Any]] = field(default_factory=list)
-    missed_rounds: int = 0
-    total_missed: int = 0
     stake: int = 0
     slashed: int = 0
     credits: int = 0
@@ -342,10 +339,8 @@ def _stats(chain, task_id: bytes, want: bool) -> list:
 
 
 def _row(s) -> TrainerRow:
-    return TrainerRow(trainer=s.trainer, index=s.index, did=s.did, enrolled=s.enrolled, evicted=s.evicted,
-                      submitted=s.submitted, accepted=s.accepted, missed_rounds=s.missed_rounds,
-                      total_missed=s.total_missed, stake=s.stake, slashed=s.slashed, credits=s.credits,
-                      current_reward=s.current_reward)
+    return TrainerRow(trainer=s.trainer, index=s.index, did=s.did, enrolled=s.enrolled, stake=s.stake,
+                      slashed=s.slashed)
 
 
 def _build(chain, run, task_id, events, head, now, ipfs, want) -> RunReadModel:

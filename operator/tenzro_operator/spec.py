@@ -39,7 +39,8 @@ Protocol fields the contract enforces but the docs' spec has no slot for live in
 
 =====================  ==========================================================
 ``min_stake``          minimum trainer stake, decimal string of token atto-units
-``max_missed_rounds``  consecutive missed rounds before eviction (int >= 1)
+``max_missed_rounds``  protocol v1's eviction threshold: accepted in old specs and ignored
+                       (nobody is evicted since protocol v3; the registry has no such field)
 ``fragment_sizes``     parameters per fragment, F ints (sum = architecture.param_count)
 ``initial_weights``    F objects ``{"cid": "...", "sha256": "0x<64 hex>"}``: round 0's
                        global weights, sha256 of the exact safetensors bytes
@@ -260,7 +261,8 @@ class ProtocolParams(_Strict):
     """``metadata.protocol``: the fields the registry enforces beyond the docs' spec."""
 
     min_stake: str
-    max_missed_rounds: int = Field(ge=1, le=255, description="the registry stores it as uint8")
+    max_missed_rounds: int | None = Field(
+        default=None, description="protocol v1's eviction threshold; ignored (accepted so older specs still parse)")
     fragment_sizes: list[Annotated[int, Field(gt=0)]]
     initial_weights: list[InitialWeight]
     norm_multiple: float = Field(gt=0)
@@ -526,7 +528,7 @@ class TaskSpec(_Strict):
         """``metadata.protocol``; raises `SpecError` when absent (posting needs it)."""
         p = self.protocol
         if p is None:
-            raise SpecError("metadata.protocol", "missing; posting a task needs min_stake, max_missed_rounds, "
+            raise SpecError("metadata.protocol", "missing; posting a task needs min_stake, "
                             "fragment_sizes, initial_weights, norm_multiple, shards and seed")
         return p
 
@@ -741,3 +743,17 @@ def task_id_bytes32(task_id: str | bytes) -> bytes:
     from eth_utils import keccak
 
     return keccak(text=task_id)
+
+
+def task_id_argument(value: str) -> bytes:
+    """A task id a person typed (``--task-id``, the gateway's ``task_id``): the spec's task_id
+    string (hashed, `task_id_bytes32`), or ``0x`` + 64 hex digits as is.
+
+    Raises:
+        SpecError: an empty id, or one that looks like hex but is not 32 bytes (refused rather
+            than hashed as a name: a truncated id would name another run).
+    """
+    if re.fullmatch(r"0x[0-9a-fA-F]*", value) and len(value) != 66:
+        raise SpecError("task_id", f"{value!r} looks like a hex task id but has {len(value) - 2} hex digits, "
+                                   f"not 64 (pass the full 0x id, or the spec's task_id name)")
+    return task_id_bytes32(value)

@@ -105,7 +105,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def register(train: click.Group) -> None:
     """Attach ``new-spec`` to the ``tenzro train`` group."""
-    from tenzro_operator.cli import Ctx, _echo_json, common_options, format_option
+    from tenzro_operator.cli_common import Ctx, common_options, echo_json, format_option
     from tenzro_operator.spec import AGGREGATION_RULES, DEFAULT_COMPRESSION
     from tenzro_trainer.config import ROBUST_DEFAULTS
 
@@ -143,7 +143,6 @@ def register(train: click.Group) -> None:
     @click.option("--syncer-fee-bps", default=100, show_default=True, type=click.IntRange(0, 10_000),
                   help="share of the pool paid to syncers, basis points")
     @click.option("--syncer-bond", default="10", show_default=True, help="TNZO the elected syncer locks")
-    @click.option("--max-missed-rounds", default=2, show_default=True, type=click.IntRange(min=0))
     @click.option("--seed", default=0, show_default=True, type=int, help="seed of the initial weights")
     @click.option("--score-min", type=float, default=None,
                   help="leave out payloads whose loss-improvement score on the trainer's own shard is at or below "
@@ -166,7 +165,7 @@ def register(train: click.Group) -> None:
                  preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
                  grace_window: float, enrollment_window: float, aggregation: str, trim_bps: int,
                  norm_multiple: float, reward_pool: str, min_stake: str, syncer_fee_bps: int, syncer_bond: str,
-                 max_missed_rounds: int, seed: int, score_min: float | None, no_scoring: bool,
+                 seed: int, score_min: float | None, no_scoring: bool,
                  overlap_steps: int, compression: str | None, allowlist: tuple[str, ...], out: Path,
                  fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
@@ -185,7 +184,7 @@ def register(train: click.Group) -> None:
             syncer_fee_bps=syncer_fee_bps, syncer_bond=_tokens(syncer_bond, "--syncer-bond"),
             aggregation={aggregation: {"alpha_bps": trim_bps}} if aggregation == "TrimmedMean" else aggregation,
             norm_multiple=norm_multiple, overlap_steps=overlap_steps, reward_pool=_tokens(reward_pool, "--reward-pool"),
-            min_stake=_tokens(min_stake, "--min-stake"), max_missed_rounds=max_missed_rounds, seed=seed,
+            min_stake=_tokens(min_stake, "--min-stake"), seed=seed,
             score_min=score_min, compression=_compression(compression), enrollment_allowlist=allowlist,
             metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
@@ -201,7 +200,7 @@ def register(train: click.Group) -> None:
                    "fragment_sizes": list(proto.fragment_sizes),
                    "initial_weights": [w.cid for w in proto.initial_weights], "compression": proto.compression}
         if fmt == "json":
-            _echo_json(summary)
+            echo_json(summary)
         else:
             click.echo(f"wrote {out}: task {spec.task_id} ({summary['series']} series, "
                        f"{spec.architecture.param_count:,} parameters in {fragments} fragments); "

@@ -52,7 +52,7 @@ def _address(value: str | None, keystore: Path | None, option: str) -> str:
 
 def register(cli: click.Group) -> None:
     """Attach ``balance``, ``transfer`` and ``faucet`` to the top-level ``tenzro`` group."""
-    from tenzro_operator.cli import Ctx, _tx_out, common_options, format_option
+    from tenzro_operator.cli_common import Ctx, common_options, format_option, tx_out
 
     @cli.command("balance")
     @click.option("--address", default=None, help="account to show  [default: the keystore's]")
@@ -65,11 +65,11 @@ def register(cli: click.Group) -> None:
         wei, atto = chain.balance_eth(addr), chain.token_balance(addr)
         owed, allowance, info = chain.withdrawable(addr), chain.allowance(addr), chain.syncer_info(addr)
         if fmt == "json":
-            _tx_out(fmt, "", {"address": addr, "eth_wei": str(wei), "tnzo": str(atto), "withdrawable": str(owed),
+            tx_out(fmt, "", {"address": addr, "eth_wei": str(wei), "tnzo": str(atto), "withdrawable": str(owed),
                               "syncer_stake": str(info.stake), "syncer_locked": str(info.locked),
                               "registry_allowance": str(allowance)})
             return
-        _tx_out(fmt, f"balance of {addr}", {
+        tx_out(fmt, f"balance of {addr}", {
             "ETH (gas)": format_tokens(wei, "ETH"), "TNZO": format_tokens(atto),
             "withdrawable from the registry": format_tokens(owed),
             "syncer pool stake (locked)": f"{format_tokens(info.stake)} ({format_tokens(info.locked)})"
@@ -92,7 +92,7 @@ def register(cli: click.Group) -> None:
 
             raise InsufficientTokens(chain.address, have, atto, "transfer")
         res = chain.transfer_tokens(recipient, atto)
-        _tx_out(fmt, "transferred", {"from": chain.address, "to": recipient, "amount": str(atto),
+        tx_out(fmt, "transferred", {"from": chain.address, "to": recipient, "amount": str(atto),
                                      "amount_tokens": format_tokens(atto), "tx": res.tx_hash})
 
     @cli.command("faucet")
@@ -123,6 +123,6 @@ def register(cli: click.Group) -> None:
             if funder.token_balance() < atto:
                 raise TenzroError(f"the deployer holds only {format_tokens(funder.token_balance())}; ask for less")
             tx = funder.transfer_tokens(addr, atto).tx_hash
-        _tx_out(fmt, "funded", {"to": addr, "eth_added": format_tokens(wei, "ETH"), "tnzo_sent": format_tokens(atto),
+        tx_out(fmt, "funded", {"to": addr, "eth_added": format_tokens(wei, "ETH"), "tnzo_sent": format_tokens(atto),
                                 "eth_balance": format_tokens(chain.balance_eth(addr), "ETH"),
                                 "tnzo_balance": format_tokens(chain.token_balance(addr)), "tx": tx or "-"})

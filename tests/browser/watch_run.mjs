@@ -60,18 +60,17 @@ function readPage() {
     }));
   const trainers = rows(byHeader("credits"))
     .map((tr) => [...tr.querySelectorAll("td")])
-    .filter((td) => td.length >= 10)
+    .filter((td) => td.length >= 9)
     .map((td) => ({
       index: num(text(td[0])),
       trainer: text(td[1].querySelector(".mono")),
       submitted: num(text(td[2])),
       accepted: num(text(td[3])),
-      missed: num(text(td[4])),
-      stake: text(td[5]),
-      slashed: text(td[6]),
-      credits: text(td[7]),
-      reward: text(td[8]),
-      state: text(td[9]),
+      stake: text(td[4]),
+      slashed: text(td[5]),
+      credits: text(td[6]),
+      reward: text(td[7]),
+      state: text(td[8]),
     }));
   const overview = tables[0];
   const roundRow = overview

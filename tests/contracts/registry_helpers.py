@@ -85,7 +85,6 @@ def params(name: str = "task-1", **over) -> dict:
         graceWindowMs=GRACE_MS,
         aggregation=1,
         tier=0,
-        maxMisses=1,
         minStake=MIN_STAKE,
         rewardPool=POOL,
         fragmentSizes=[1000 * (i + 1) for i in range(f)],
@@ -102,7 +101,7 @@ def params(name: str = "task-1", **over) -> dict:
 TASK_PARAM_KEYS = (
     "taskId", "specHash", "specCid", "initialWeightsRoot", "trainerCount", "quorum",
     "fragmentCount", "innerSteps", "maxRounds", "graceWindowMs", "aggregation", "tier",
-    "maxMisses", "minStake", "rewardPool", "fragmentSizes", "enrollmentSeconds", "syncerFeeBps",
+    "minStake", "rewardPool", "fragmentSizes", "enrollmentSeconds", "syncerFeeBps",
     "syncerBond", "normScreenSq", "challengeSeconds",
 )
 

@@ -115,17 +115,17 @@ def test_constructor_views(registry, token):
 
 def test_post_task_escrows_and_records_everything(registry, token, post_task, roles, chain):
     before = token.balanceOf(registry)
-    tx_task = post_task("task-post", graceWindowMs=1_500, maxMisses=3)
+    tx_task = post_task("task-post", graceWindowMs=1_500)
     assert token.balanceOf(registry) - before == POOL
     run = registry.getRun(tx_task)
-    p = params("task-post", graceWindowMs=1_500, maxMisses=3)
+    p = params("task-post", graceWindowMs=1_500)
     assert run.status == 1  # Enrolling
     assert run.sponsor == roles.sponsor.address
     assert run.syncer == "0x" + "00" * 20 or int(run.syncer, 16) == 0
     assert run.specHash == p["specHash"] and run.specCid == p["specCid"]
     assert run.initialWeightsRoot == p["initialWeightsRoot"] == run.weightsRoot
     assert (run.trainerCount, run.quorum, run.fragmentCount) == (3, 2, 2)
-    assert (run.innerSteps, run.maxRounds, run.maxMisses) == (24, 2, 3)
+    assert (run.innerSteps, run.maxRounds) == (24, 2)
     assert run.graceWindowSeconds == 2  # 1.5 s rounded up
     assert (run.minStake, run.rewardPool, run.rewardPoolLeft) == (MIN_STAKE, POOL, POOL)
     assert list(run.fragmentSizes) == [1000, 2000]
@@ -225,12 +225,12 @@ def test_enroll_assigns_balanced_shards_and_opens_round_0(registry, post_task, e
     assert opened.round == 0 and opened.deadline == opened.openedAt + GRACE_S
     assert opened.weightsRoot == params("task-enroll")["initialWeightsRoot"]
     run = registry.getRun(task)
-    assert run.status == 2 and run.enrolledCount == 3 and run.activeCount == 3
+    assert run.status == 2 and run.enrolledCount == 3
     assert run.roundDeadline == chain.blocks.head.timestamp + GRACE_S
     assert run.stakeHeld == 3 * MIN_STAKE + 3
     assert list(registry.trainersOf(task)) == [t.address for t in roles.trainers[:3]]
     m = registry.trainerMetrics(task, roles.trainers[1])
-    assert (m.index, m.enrolled, m.evicted, m.stake, m.did) == (1, True, False, MIN_STAKE + 1, "did:tenzro:1")
+    assert (m.index, m.enrolled, m.stake, m.did) == (1, True, MIN_STAKE + 1, "did:tenzro:1")
 
 
 def test_close_enrollment_by_anyone_after_the_deadline(registry, post_task, enroll, elect, syncer_pool, roles,
@@ -328,7 +328,7 @@ def test_a_forced_submission_is_committed_then_revealed_by_anyone(registry, star
     assert (ev.cid, ev.payloadHash, ev.payloadRoot, ev.payloadSumsq) == ("bafkreicid", sha("payload"), sha("root"),
                                                                           0x3F800000)
     assert bytes(ev.signature) == signed[4]  # kept for norm proofs
-    assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0, 0)
+    assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0)
     assert registry.trainerMetrics(task, t).submitted == 1
 
 
@@ -397,7 +397,7 @@ def test_prove_invalid_slashes_pays_bounty_and_burns(registry, full_registry, st
     assert ev.amount == MIN_STAKE * 500 // 10_000
     (proof,) = events(tx, "InvalidProven")
     assert (proof.prover, proof.slashed, proof.bounty) == (roles.stranger.address, ev.amount, ev.amount // 10)
-    assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0b10, 0)
+    assert tuple(registry.submissionsOf(task, 0, t)) == (0b10, 0b10)
     (burn,) = events(tx, "StakeBurned")
     assert (burn.taskId, burn["from"], burn.amount) == (task, t.address, ev.amount - proof.bounty)
     run = registry.getRun(task)

@@ -471,10 +471,10 @@ def sealed_run(project, chain, owner, accounts, tnzo):
     reg.registerSyncer(2 * E18, sender=syncer)
     task = rc.task_id_bytes("escrow-sealed-run")
     frag = h("fragment-0 safetensors")
-    # TaskParams: M = K = F = 1, H = 24, R = 1, tau 5 s, Mean, Open, maxMisses 2 (unused), minStake 1 TNZO,
+    # TaskParams: M = K = F = 1, H = 24, R = 1, tau 5 s, Mean, Open, minStake 1 TNZO,
     # pool 10 TNZO, one fragment of 1000, enrollment 1 h, syncer fee 1 %, syncer bond 1 TNZO, norm
     # screen x10 (100.0 squared), availability challenges answered within 60 s
-    params = (task, h("spec json"), "bafyspec", h("initial weights"), 1, 1, 1, 24, 1, 5_000, 0, 0, 2,
+    params = (task, h("spec json"), "bafyspec", h("initial weights"), 1, 1, 1, 24, 1, 5_000, 0, 0,
               E18, 10 * E18, [1000], 3600, 100, E18, 0x42C80000, 60)
     reg.postTask(params, sender=sponsor)
     reg.useRootFlow(task, h("initial fragments"), OUTER, sender=sponsor)

@@ -335,7 +335,7 @@ def test_a_forced_submission_of_a_discarded_opening_cannot_convict_the_next_sync
     assert reg.submissionsOf(task, 1, trainer)[0] == 0b01
     a, o, sigs = _proof(c, 0, r0, c["initial"], 1, 5)
     reg.proveAggregate(a, o, sigs, sender=roles.stranger)  # round 0 goes back: rounds 0 and 1 reopen
-    assert tuple(reg.submissionsOf(task, 1, trainer)) == (0, 0, 0)  # nothing in the openings to come
+    assert tuple(reg.submissionsOf(task, 1, trainer)) == (0, 0)  # nothing in the openings to come
     fund(roles.syncer, 10 * E18)
     ape.chain.mine(ELECTION_WINDOW_BLOCKS + 1)
     reg.registerSyncer(10 * E18, sender=roles.syncer)

@@ -155,7 +155,7 @@ contract EvidenceTest is RegistryBase {
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, slash, "5 % slashed");
         assertEq(reg.withdrawable(prover), slash / 10, "10 % bounty to the prover");
         assertEq(reg.burned(), slash - slash / 10, "the rest burned");
-        (, uint256 rej,) = reg.submissionsOf(ID, 0, trainers[1]);
+        (, uint256 rej) = reg.submissionsOf(ID, 0, trainers[1]);
         assertEq(rej, 1, "rejected");
 
         // proven once: a second proof finds no live submission
@@ -222,7 +222,7 @@ contract EvidenceTest is RegistryBase {
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, slash, "slashed");
         assertEq(reg.withdrawable(syncer), bond + slash / 10, "bond back + bounty");
         assertEq(ev.challengeBondsHeld(), 0, "no bond held");
-        (, uint256 rejected,) = reg.submissionsOf(ID, 0, trainers[1]);
+        (, uint256 rejected) = reg.submissionsOf(ID, 0, trainers[1]);
         assertEq(rejected, 1, "the unanswered submission lapsed");
         // no longer live: leaving it out is no omission
         (ITrainingRegistryRounds.RoundClaim memory a, uint256[] memory acc) = _commitRound0(2, 1);
@@ -249,7 +249,7 @@ contract EvidenceTest is RegistryBase {
         ev.answerAvailability(ID, 0, 0, trainers[1], _open(p1, 0));
         assertEq(reg.withdrawable(trainers[1]), bond, "the bond compensates the trainer");
         assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, 0, "not slashed");
-        (uint256 submitted, uint256 rejected,) = reg.submissionsOf(ID, 0, trainers[1]);
+        (uint256 submitted, uint256 rejected) = reg.submissionsOf(ID, 0, trainers[1]);
         assertEq(submitted, 1, "still live");
         assertEq(rejected, 0, "not rejected");
         (ITrainingRegistryRounds.RoundClaim memory a, uint256[] memory acc) = _commitRound0(2, 1);

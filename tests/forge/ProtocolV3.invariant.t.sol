@@ -312,7 +312,7 @@ contract ProtocolV3Handler is TestBase {
     }
 
     function _live(bytes32 id, uint32 round, address t) internal view returns (bool) {
-        (uint256 sub, uint256 rej,) = reg.submissionsOf(id, round, t);
+        (uint256 sub, uint256 rej) = reg.submissionsOf(id, round, t);
         return (sub & ~rej) & 1 == 1;
     }
 

@@ -319,8 +319,8 @@ contract RootFlowTest is RegistryBase {
         vm.prank(trainers[1]);
         rf.commitSubmission(ID, 0, 0, late); // after the reveal: too late
 
-        (uint256 sub0,,) = reg.submissionsOf(ID, 0, trainers[0]);
-        (uint256 sub1,,) = reg.submissionsOf(ID, 0, trainers[1]);
+        (uint256 sub0,) = reg.submissionsOf(ID, 0, trainers[0]);
+        (uint256 sub1,) = reg.submissionsOf(ID, 0, trainers[1]);
         assertEq(sub0, 1, "the victim's submission is live");
         assertEq(sub1, 0, "the copycat has none");
         (, unrevealed) = rf.commitPhase(ID);

@@ -233,7 +233,7 @@ contract TrainingRegistryTest is RegistryBase {
         sp.cid = "bafk";
         sp.signature = sig;
         reg.submitOuterGradient(ID, 0, 0, sp);
-        (uint256 sub,,) = reg.submissionsOf(ID, 0, trainers[0]);
+        (uint256 sub,) = reg.submissionsOf(ID, 0, trainers[0]);
         assertEq(sub, 0, "nothing recorded");
     }
 }

@@ -118,7 +118,7 @@ def test_full_lifecycle_and_conservation(roles, running_task):
         assert (ev["round"], ev["fragment"], ev["trainer"], ev["cid"]) == (rnd, 1, t1.address, f"bafk-{rnd}-1")
         assert ev["payloadHash"] == sha(b"%d1" % rnd)
         t2.submit_outer_gradient(tid, rnd, 0, m2.signed_payload())
-        assert base.submissions_of(tid, rnd, t1.address) == (0b11, 0, 0)
+        assert base.submissions_of(tid, rnd, t1.address) == (0b11, 0)
         hashes = [sha(b"w%d0" % rnd), sha(b"w%d1" % rnd)]
         com = syncer.commit_round(tid, rnd, sha(b"fragments%d" % rnd), [0b11, 0b01], credits, hashes,
                                   sha(b"transcript%d" % rnd), "tcid").event("RoundCommitted")
@@ -346,7 +346,7 @@ def test_prove_invalid_slashes_with_evidence_only(roles, running_task):
     ev = res.event("InvalidProven")
     assert ev["trainer"] == t1.address and ev["reason"] == SlashReason.NON_FINITE and ev["prover"] == syncer.address
     assert ev["slashed"] == 100 * TOKEN * bps // 10_000 and ev["bounty"] == ev["slashed"] // 10
-    assert base.submissions_of(tid, 0, t1.address) == (1, 1, 0)
+    assert base.submissions_of(tid, 0, t1.address) == (1, 1)
     run = base.get_run(tid)
     assert run.stake_held == before.stake_held - ev["slashed"]
     assert base.burned() == burned_before + ev["slashed"] - ev["bounty"]

@@ -125,10 +125,6 @@ def _mutate(raw, fn):
     (lambda d: d["metadata"]["protocol"]["initial_weights"][1].update(sha256="0x12"),
      "metadata.protocol.initial_weights[1].sha256", "64 hex digits"),
     (lambda d: d["metadata"]["protocol"].update(min_stake="-5"), "metadata.protocol.min_stake", "decimal"),
-    (lambda d: d["metadata"]["protocol"].update(max_missed_rounds=0), "metadata.protocol.max_missed_rounds",
-     "greater than"),
-    (lambda d: d["metadata"]["protocol"].update(max_missed_rounds=256), "metadata.protocol.max_missed_rounds",
-     "less than"),
     # metadata.outer: the syncer's outer optimizer, so a posted task can always build it
     (lambda d: d["metadata"].update(outer={"lr": 0}), "metadata.outer.lr", "greater than 0"),
     (lambda d: d["metadata"].update(outer={"momentum": 1.0}), "metadata.outer.momentum", "less than 1"),
@@ -259,6 +255,15 @@ def test_one_flow_and_scoring_are_spec_fields(raw):
     d["metadata"]["protocol"].update(flow="roots", score_min=None)
     with pytest.raises(SpecError, match="flow"):
         parse_spec(d)
+
+
+def test_a_spec_written_for_v1_evictions_still_parses(raw):
+    """``max_missed_rounds`` (protocol v1's eviction threshold) is accepted and ignored: the
+    registry's TaskParams has no such field since nobody is evicted."""
+    d = copy.deepcopy(raw)
+    d["metadata"]["protocol"]["max_missed_rounds"] = 2
+    assert parse_spec(d).require_protocol().max_missed_rounds == 2
+    assert parse_spec(raw).require_protocol().max_missed_rounds is None  # the example no longer writes it
 
 
 def test_compression_is_a_spec_field_by_name_or_codec_object(raw):

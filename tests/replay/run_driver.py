@@ -191,7 +191,7 @@ def play_run(rpc_url: str, deployments: Path, ipfs: IpfsClient, df: pd.DataFrame
     spec = build_spec(ipfs, SpecDraft(task_id=task_name, sponsor_address=sponsor.address, fragment_count=fragments,
                                       trainer_count=m, quorum=quorum or m, inner_steps=inner_steps, max_rounds=rounds,
                                       grace_window_ms=600_000, aggregation=aggregation, reward_pool=100 * TOKEN,
-                                      min_stake=10 * TOKEN, max_missed_rounds=2), df)
+                                      min_stake=10 * TOKEN), df)
     task_id, _ = post_task(sponsor, ipfs, spec)  # postTask, then useRootFlow
     assert base.is_root_flow(task_id)
     progress("posted", -1)

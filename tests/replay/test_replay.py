@@ -166,10 +166,10 @@ def test_honest_rejections_pass_the_replay(stack, rejection_run):
         assert [(x.trainer, x.reason) for x in fr.rejected] == [(who, "NonFinite")]
         assert [x.trainer for x in fr.accepted] == [a for a in rejection_run.trainers if a != who]
     # off-chain: the registry never saw trainer 1's payload
-    assert chain.submissions_of(task, 0, to_checksum_address(t1)) == (0, 0, 0)
+    assert chain.submissions_of(task, 0, to_checksum_address(t1)) == (0, 0)
     assert chain.trainer_stats(task, t1).slashed == 0
     # forced: submitted and rejected on-chain, its trainer slashed for NonFinite
-    assert chain.submissions_of(task, 1, to_checksum_address(t0)) == (0b01, 0b01, 0)
+    assert chain.submissions_of(task, 1, to_checksum_address(t0)) == (0b01, 0b01)
     (slash,) = drv.events_named(chain, task, "TrainerSlashed")
     assert slash["trainer"].lower() == t0 and slash["reason"] == SlashReason.NON_FINITE
     assert chain.trainer_stats(task, t0).slashed == slash["amount"] > 0

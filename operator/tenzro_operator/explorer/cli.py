@@ -15,7 +15,7 @@ READ_TIMEOUT_S = 10.0  # as tenzro_operator.explorer.server.READ_TIMEOUT_S
 
 def register(cli: click.Group) -> None:
     """Attach ``explorer`` to the top-level ``tenzro`` group."""
-    from tenzro_operator.cli import DEFAULT_DEPLOYMENTS, DEFAULT_IPFS, DEFAULT_RPC, Ctx
+    from tenzro_operator.cli_common import DEFAULT_IPFS, Ctx, deployments_option, rpc_option
 
     @cli.command("explorer")
     @click.option("--host", default="127.0.0.1", show_default=True,
@@ -27,12 +27,8 @@ def register(cli: click.Group) -> None:
     @click.option("--syncer-rounds", "syncer_rounds", multiple=True,
                   type=click.Path(dir_okay=False, path_type=Path),
                   help="a syncer's <data_dir>/syncer-rounds.jsonl: shows its held-out loss per round (repeatable)")
-    @click.option("--rpc", envvar="TENZRO_NODE_RPC", default=None, show_envvar=True,
-                  help=f"JSON-RPC endpoint of the chain  [default: the rpc_url recorded in --deployments, "
-                       f"else {DEFAULT_RPC}]")
-    @click.option("--deployments", envvar="TENZRO_DEPLOYMENTS", default=DEFAULT_DEPLOYMENTS, show_default=True,
-                  show_envvar=True, type=click.Path(dir_okay=False, path_type=Path),
-                  help="deployments/<network>.json (addresses, ABIs, chain id and block 0 hash)")
+    @rpc_option
+    @deployments_option
     @click.option("--ipfs", envvar="TENZRO_IPFS_API", default=DEFAULT_IPFS, show_default=True, show_envvar=True,
                   help="Kubo RPC API of the IPFS node")
     @click.option("--max-connections", default=MAX_CONNECTIONS, show_default=True, type=click.IntRange(1, 10_000),

@@ -57,11 +57,11 @@ RUN = """{% extends "base.html" %}{% block body %}
 <h2>Run</h2>
 <table>
 <tr><th>round</th><td>{{ run.current_round }} of {{ run.max_rounds }}{% if run.status == "TRAINING" %}, deadline
-{{ run.round_deadline_iso | dash }}{% endif %}</td><th>trainers (enrolled / active / M)</th><td>{{ run.enrolled_count }} /
-{{ run.active_count }} / {{ run.trainer_count }}</td></tr>
+{{ run.round_deadline_iso | dash }}{% endif %}</td><th>trainers (enrolled / M)</th><td>{{ run.enrolled_count }} /
+{{ run.trainer_count }}</td></tr>
 <tr><th>quorum K</th><td>{{ run.quorum }}</td><th>fragments F</th><td>{{ run.fragment_count }}</td></tr>
 <tr><th>inner steps H</th><td>{{ run.inner_steps }}</td><th>grace window</th><td>{{ run.grace_window_seconds }} s</td></tr>
-<tr><th>aggregation</th><td>{{ run.aggregation }}</td><th>max missed rounds</th><td>{{ run.max_misses }}</td></tr>
+<tr><th>aggregation</th><td colspan="3">{{ run.aggregation }}</td></tr>
 <tr><th>reward pool</th><td>{{ run.reward_pool | tokens }} ({{ run.reward_pool_left | tokens }} left)</td>
 <th>min stake</th><td>{{ run.min_stake | tokens }}</td></tr>
 <tr><th>sponsor</th><td class="mono">{{ run.sponsor }}</td><th>syncer</th><td class="mono">{{ run.syncer }}</td></tr>
@@ -78,16 +78,16 @@ p.next_change_at_iso %} at {{ p.next_change_at_iso }}{% endif %}{% endif %}</td>
 
 <h2>Trainers</h2>
 <table><tr><th class="n">#</th><th>trainer</th><th class="n">submitted</th><th class="n">accepted</th>
-<th class="n">missed</th><th class="n">stake</th><th class="n">slashed</th><th class="n">credits</th>
+<th class="n">stake</th><th class="n">slashed</th><th class="n">credits</th>
 <th class="n">reward</th><th>state</th><th class="n">scored out</th><th class="n">claimed</th></tr>
 {% for t in p.trainers %}<tr><td class="n">{{ t.index }}</td><td><span class="mono">{{ t.trainer }}</span>
 <div class="muted mono">{{ t.did }}</div></td><td class="n">{{ t.submitted | dash }}</td><td class="n">{{ t.accepted }}</td>
-<td class="n">{{ t.total_missed }}</td><td class="n">{{ t.stake | tokens }}</td>
+<td class="n">{{ t.stake | tokens }}</td>
 <td class="n{% if t.slashed != '0' %} bad{% endif %}">{{ t.slashed | tokens }}</td><td class="n">{{ t.credits }}</td>
-<td class="n">{{ t.current_reward | tokens }}</td><td>{{ "evicted" if t.evicted else ("enrolled" if t.enrolled else "—") }}</td>
+<td class="n">{{ t.current_reward | tokens }}</td><td>{{ "enrolled" if t.enrolled else "—" }}</td>
 <td class="n">{{ t.scored_out | dash }}{% for x in t.scored_out_reasons %}<div class="muted">r{{ x.round }} f{{ x.fragment }}:
 {{ x.reason }}</div>{% endfor %}</td><td class="n">{{ t.claimed_reward | tokens if t.claimed else "—" }}</td></tr>
-{% else %}<tr><td colspan="12" class="muted">nobody enrolled yet</td></tr>{% endfor %}
+{% else %}<tr><td colspan="11" class="muted">nobody enrolled yet</td></tr>{% endfor %}
 </table>
 
 <h2>Rounds</h2>

@@ -221,10 +221,9 @@ class TrainingMethods:
             raise RpcError(BAD_SIGNATURE, f"bad signature: it recovers to {signer}, not to the trainer {claimed}",
                            {"recovered": signer, "trainer": claimed})
         stats = self.chain.trainer_stats(tid, signer)
-        if not stats.enrolled or stats.evicted:
-            why = "was evicted from" if stats.enrolled else "is not an enrolled trainer of"
+        if not stats.enrolled:
             raise RpcError(BAD_SIGNATURE,
-                           f"bad signature: it recovers to {signer}, which {why} run 0x{tid.hex()} (signed by another "
+                           f"bad signature: it recovers to {signer}, which is not an enrolled trainer of run 0x{tid.hex()} (signed by another "
                            f"key, over other fields, or over another round's weights root)",
                            {"recovered": signer, "weights_root": "0x" + run.weights_root.hex()})
         res = self.relayer.submit_outer_gradient(tid, rnd, frag, payload)

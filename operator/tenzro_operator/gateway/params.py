@@ -22,17 +22,16 @@ def bad(name: str, expected: str, got: Any) -> RpcError:
 
 def task_id(value: Any, name: str = "task_id") -> bytes:
     """A task id: ``0x`` + 64 hex digits as is, or the spec's ``task_id`` name (hashed, as the CLI's
-    ``--task-id``: `tenzro_operator.cli._task_id`). Returns 32 bytes."""
-    import click
-
-    from tenzro_operator.cli import _task_id
+    ``--task-id``: `tenzro_operator.spec.task_id_argument`). Returns 32 bytes."""
+    from tenzro_operator.errors import SpecError
+    from tenzro_operator.spec import task_id_argument
 
     if not isinstance(value, str) or not value:
         raise bad(name, "the spec's task_id name or 0x + 64 hex digits", value)
     try:
-        return _task_id(value)
-    except click.BadParameter as exc:
-        raise RpcError(INVALID_PARAMS, f"invalid params: {name}: {exc.message}", {"param": name}) from None
+        return task_id_argument(value)
+    except SpecError as exc:
+        raise RpcError(INVALID_PARAMS, f"invalid params: {name}: {exc.reason}", {"param": name}) from None
 
 
 def uint(value: Any, name: str, bits: int = 256) -> int:

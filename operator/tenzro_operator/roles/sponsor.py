@@ -28,8 +28,8 @@ from tenzro_operator.spec import (
     resolve_codec,
     task_id_bytes32,
 )
-from tenzro_operator.root_flow import enable_root_flow
-from tenzro_operator.task_assets import pin_dataset
+from tenzro_operator.root_flow import initial_fragments_root, outer_rule
+from tenzro_operator.task_assets import initial_weights, pin_dataset
 from tenzro_operator.task_runtime import INITIAL_ROUND, TaskRuntime
 from tenzro_trainer.config import ROBUST_DEFAULTS, ModelConfig
 
@@ -65,7 +65,6 @@ class SpecDraft:
     aggregation: str | dict = "Mean"
     reward_pool: int = 1_000 * TOKEN
     min_stake: int = 100 * TOKEN
-    max_missed_rounds: int = 2
     norm_multiple: float = 10.0
     shards: int | None = None  # default: one shard per trainer
     seed: int = 0
@@ -133,7 +132,7 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
             "min_throughput": None,
             "created_at": int(time.time()),
             "metadata": {**d.metadata, "protocol": {
-                "min_stake": str(d.min_stake), "max_missed_rounds": d.max_missed_rounds,
+                "min_stake": str(d.min_stake),
                 "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
                 "shards": d.shards or d.trainer_count, "seed": d.seed,
                 **({"score_min": d.score_min} if d.score_min is not None else {}),
@@ -147,6 +146,20 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
     blobs = runtime.encode_weights(runtime.initial_state(d.seed), INITIAL_ROUND)
     initial = [{"cid": ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()} for b in blobs]
     return spec(dataset_ref, dhash, initial)
+
+
+def enable_root_flow(client: ChainClient, ipfs, spec) -> None:
+    """``useRootFlow`` for a just-posted spec (the sponsor, before anyone enrolls; trainers
+    enroll only once the run is in the root flow): the initial fragments root and the outer rule.
+
+    Raises:
+        ChainRevert: ``Registry__OuterRuleNotProvable`` (Krum, a trim of half or more),
+            ``Registry__WrongStatus`` / ``Registry__NotSponsor`` / someone enrolled already.
+    """
+    runtime = TaskRuntime.from_spec(spec)
+    run = client.get_run(spec.task_id_bytes)
+    state, _ = initial_weights(ipfs, spec, runtime, run.initial_weights_root)
+    client.use_root_flow(spec.task_id_bytes, initial_fragments_root(state, runtime.fragments), outer_rule(spec))
 
 
 def post_task(client: ChainClient, ipfs: IpfsClient, spec: TaskSpec) -> tuple[bytes, str]:

@@ -1165,7 +1165,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         if rs.quorum_since is None:
             rs.quorum_since = time.monotonic()
         per_fragment = [sum(1 for s in rs.subs.values() if s.fragment == f) for f in acc]
-        if all(n >= run.active_count for n in per_fragment):
+        if all(n >= run.enrolled_count for n in per_fragment):
             return True
         return time.monotonic() - rs.quorum_since >= float(self.opt("straggler_wait_s", 2.0))
 

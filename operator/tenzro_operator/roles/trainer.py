@@ -212,7 +212,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
 
     def find_task(self, patient: bool = False) -> bytes:
         """The run to join: the config's ``task_id`` (refused unless posted within ``task_wait_s``
-        seconds, default at once), else a run this account is already enrolled in (not evicted)
+        seconds, default at once), else a run this account is already enrolled in
         and not finished, else the first Enrolling run with a free slot (and, with ``family`` set,
         that architecture family) that this account may enroll in (a tier 1 run's spec lists it in
         ``enrollment_allowlist``; a run that does not is skipped).
@@ -262,7 +262,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         for tid, run in runs:  # a restart: a run we are in and that is not over
             if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING):
                 stats = self.chain.trainer_stats(tid)
-                if stats.enrolled and not stats.evicted:
+                if stats.enrolled:
                     return tid
         family = getattr(self.config, "family", None)
         now = None
@@ -304,7 +304,7 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
     # ------------------------------------------------------------------ one run
 
     def serve(self, task_id: bytes) -> bool:
-        """Join run ``task_id`` and train every round until it is over or this trainer is evicted."""
+        """Join run ``task_id`` and train every round until it is over."""
         run = self.open_task(task_id)
         self.enroll(run)
         self.build_worker()

@@ -11,10 +11,10 @@ from tenzro_trainer.data.collection import (
     extended_manifest,
     manifest,
     seasonality,
-    write_manifest,
 )
 from tenzro_trainer.data.hashing import dataset_hash, verify_dataset_hash
 from tenzro_trainer.data.loader import load_long_format, validate_long_format, write_long_format
+from tenzro_trainer.data.manifest_file import write_manifest
 from tenzro_trainer.data.windows import (
     EvalWindows,
     Split,
