@@ -115,7 +115,7 @@ def test_constructor_views(registry, token):
 
 def test_post_task_escrows_and_records_everything(registry, token, post_task, roles, chain):
     before = token.balanceOf(registry)
-    tx_task = post_task("task-post", graceWindowMs=1_500)
+    tx_task = post_task("task-post", root=False, graceWindowMs=1_500)  # postTask only: its block is the head
     assert token.balanceOf(registry) - before == POOL
     run = registry.getRun(tx_task)
     p = params("task-post", graceWindowMs=1_500)

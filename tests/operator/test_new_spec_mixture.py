@@ -25,7 +25,8 @@ def test_mixture_spec_records_its_parameters_and_hash(run_cli, keystores, tmp_pa
     df = training_mixture(cfg)  # anyone can regenerate what the dataset hash covers
     assert spec.dataset_hash == "0x" + dataset_hash(df)
     assert mixture_shares(df) == pytest.approx({"real": cfg.weight_real, "tsmixup": cfg.weight_tsmixup,
-                                                "kernelsynth": cfg.weight_kernelsynth}, abs=0.01)
+                                                "kernelsynth": cfg.weight_kernelsynth,
+                                                "trendseason": cfg.weight_trendseason}, abs=0.01)
 
     # the devnet trains on the split the simulator trains on: short series left-padded, not dropped
     runtime = TaskRuntime.from_spec(spec)

@@ -10,7 +10,7 @@ from tenzro_trainer.config import ModelConfig
 from tenzro_trainer.data import dataset_hash, default_collection, train_heldout_split
 from tenzro_trainer.data.collection import extended_collection, extended_manifest, seasonality
 from tenzro_trainer.data.mixture import MixtureConfig, mixture_shares, training_mixture
-from tenzro_trainer.data.synthetic import kernel_synth, ts_mixup
+from tenzro_trainer.data.synthetic import kernel_synth, trend_season, ts_mixup
 from tenzro_trainer.data.windows import WindowDataset, heldout_windows
 from tenzro_trainer.errors import DataError
 from tenzro_trainer.models import build_model
@@ -37,16 +37,35 @@ def test_kernel_synth_is_deterministic_and_varied():
     assert (stds > 0).all() and np.isfinite(a["y"]).all()
 
 
+def test_trend_season_draws_short_series_of_every_frequency_that_persist_and_trend():
+    a, b = trend_season(60, seed=3), trend_season(60, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+    assert not trend_season(60, seed=4)["y"].equals(a["y"])
+    sizes = a.groupby("unique_id").size()
+    assert a["unique_id"].nunique() == 60 and sizes.between(24, 512).all() and np.isfinite(a["y"]).all()
+    # yearly, quarterly and monthly series among them (the step between dates, in days)
+    steps = {int(g["ds"].diff().dt.days.median()) for _, g in a.groupby("unique_id")}
+    assert {365, 91, 31} <= steps
+    # what the prior teaches: a series' next value is closer to its last one than to its mean
+    # (persistence, the thing the recipe lacked on short yearly series)
+    near_last = [abs(g["y"].iloc[-1] - g["y"].iloc[-2]) < abs(g["y"].iloc[-1] - g["y"].iloc[:-1].mean())
+                 for _, g in a.groupby("unique_id")]
+    assert np.mean(near_last) > 0.7
+    with pytest.raises(DataError, match="min_len"):
+        trend_season(1, min_len=30, max_len=20)
+
+
 _HASH_IN_CHILD = (
-    "import sys; from tenzro_trainer.data import dataset_hash; from tenzro_trainer.data.synthetic import kernel_synth;"
-    "print(dataset_hash(kernel_synth(8, length=256, seed=5)))")
+    "import sys; from tenzro_trainer.data import dataset_hash; from tenzro_trainer.data.synthetic import kernel_synth,"
+    " trend_season; print(dataset_hash(kernel_synth(8, length=256, seed=5)), dataset_hash(trend_season(40, seed=5)))")
 
 
-def test_kernel_synth_is_the_same_bits_whatever_the_callers_numerics():
+def test_synthetic_series_are_the_same_bits_whatever_the_callers_numerics():
     """A fresh machine must rebuild the recorded mixture hash. Without the pinned child the BLAS
     thread count, OpenBLAS's kernel and NumPy's AVX-512 loops each changed the KernelSynth bits
-    (measured on this machine); a caller started under each of them now gets one hash, and so
-    does this process."""
+    (measured on this machine); a caller started under each of them now gets one hash for
+    KernelSynth and one for TrendSeason (its exp and sin run in the same child), and so does this
+    process."""
     import os
     import subprocess
     import sys
@@ -59,7 +78,7 @@ def test_kernel_synth_is_the_same_bits_whatever_the_callers_numerics():
         res = subprocess.run([sys.executable, "-c", _HASH_IN_CHILD], env={**env, **extra}, capture_output=True,
                              text=True, check=True)
         hashes.add(res.stdout.strip())
-    hashes.add(dataset_hash(kernel_synth(8, length=256, seed=5)))
+    hashes.add(f"{dataset_hash(kernel_synth(8, length=256, seed=5))} {dataset_hash(trend_season(40, seed=5))}")
     assert len(hashes) == 1, hashes
 
 
@@ -79,13 +98,13 @@ def test_ts_mixup_mixes_scaled_windows_and_keeps_tails_out():
 
 
 def test_mixture_weights_are_series_shares_and_the_hash_covers_synthetic_series():
-    cfg = MixtureConfig(real="default", weight_real=0.2, weight_tsmixup=0.6, weight_kernelsynth=0.2,
-                        kernelsynth_length=64, tsmixup_max_len=128)
-    assert cfg.counts(49) == (147, 49)
-    assert MixtureConfig().counts(96) == (1056, 768)  # the recipe's defaults on the extended collection
+    cfg = MixtureConfig(real="default", weight_real=0.2, weight_tsmixup=0.4, weight_kernelsynth=0.2,
+                        weight_trendseason=0.2, kernelsynth_length=64, tsmixup_max_len=128, trendseason_max_len=64)
+    assert cfg.counts(49) == (98, 49, 49)
+    assert MixtureConfig().counts(96) == (1056, 768, 2880)  # the recipe's defaults on the extended collection
     df = training_mixture(cfg)
     shares = mixture_shares(df)
-    assert shares == pytest.approx({"real": 0.2, "tsmixup": 0.6, "kernelsynth": 0.2}, abs=0.01)
+    assert shares == pytest.approx({"real": 0.2, "tsmixup": 0.4, "kernelsynth": 0.2, "trendseason": 0.2}, abs=0.01)
     h = dataset_hash(df)
     assert h != dataset_hash(default_collection())
     changed = df.copy()

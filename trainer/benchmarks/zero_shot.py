@@ -223,7 +223,7 @@ def main() -> None:
                     "--device cuda --dtype bf16)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--max-windows", type=int, default=10)
-    ap.add_argument("--mix-weights", type=float, nargs=3, metavar=("REAL", "TSMIXUP", "KERNELSYNTH"),
+    ap.add_argument("--mix-weights", type=float, nargs=4, metavar=("REAL", "TSMIXUP", "KERNELSYNTH", "TRENDSEASON"),
                     help="the training mixture's shares (default: MixtureConfig's)")
     ap.add_argument("--label", default="CPU reference recipe")
     ap.add_argument("--out", default="zero_shot")
@@ -249,7 +249,8 @@ def main() -> None:
         baselines_report(tasks, baselines, args.max_windows, args.set, time.perf_counter() - t0, out)
         return
     mix_cfg = MixtureConfig() if args.mix_weights is None else MixtureConfig(
-        weight_real=args.mix_weights[0], weight_tsmixup=args.mix_weights[1], weight_kernelsynth=args.mix_weights[2])
+        weight_real=args.mix_weights[0], weight_tsmixup=args.mix_weights[1], weight_kernelsynth=args.mix_weights[2],
+        weight_trendseason=args.mix_weights[3])
     t0 = time.perf_counter()
     df = cached_mixture(mix_cfg)
     ds_hash = dataset_hash(df)

@@ -175,10 +175,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     # ~0.85M parameters (timesfm; ttm 1.5M, chronos_bolt 1.1M): the CPU reference recipe of the
     # zero-shot benchmark (context 512, quantile head, short histories padded).
     "cpu-ref": dict(context_len=512, horizon=64, patch_len=32, d_model=128, n_layers=4, n_heads=4, d_ff=256,
-                    quantiles=QUANTILE_LEVELS, masked=True, min_context=32),
+                    quantiles=QUANTILE_LEVELS, masked=True, min_context=8),
     # ~29M parameters (timesfm; ttm 22M, chronos_bolt 42M): the single-GPU reference recipe (CUDA bf16).
     "gpu-ref": dict(context_len=512, horizon=64, patch_len=32, d_model=512, n_layers=8, n_heads=8, d_ff=2048,
-                    quantiles=QUANTILE_LEVELS, masked=True, min_context=32),
+                    quantiles=QUANTILE_LEVELS, masked=True, min_context=8),
 }
 
 

@@ -56,9 +56,10 @@ def _extended_and_zero_shot_sections() -> list[str]:
         f"`extended_collection()`: the {len(base)} series above plus these {len(extra)} "
         f"({sum(i.length for i in extra)} points); dataset hash `{dataset_hash(extended_collection())}`.",
         "The recipes train on the mixture of `tenzro_trainer.data.mixture`: these real series, TSMixup",
-        "mixtures of them and KernelSynth series (Ansari et al. 2024, Sec. 4); weights real 0.05, TSMixup",
-        "0.55, KernelSynth 0.40 as shares of the series (the sampler draws series uniformly). The synthetic",
-        "series are generated, not downloaded: their licence is the repository's.",
+        "mixtures of them, KernelSynth series (Ansari et al. 2024, Sec. 4) and TrendSeason series (a",
+        "statistical prior, `tenzro_trainer.data.synthetic.trend_season`); weights real 0.02, TSMixup 0.22,",
+        "KernelSynth 0.16, TrendSeason 0.60 as shares of the series (the sampler draws series uniformly).",
+        "The synthetic series are generated, not downloaded: their licence is the repository's.",
         "",
         "| unique_id | domain | frequency | season | length | source | licence |",
         "| --- | --- | --- | --- | --- | --- | --- |",

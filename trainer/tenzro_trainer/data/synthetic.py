@@ -9,6 +9,16 @@ the paper's: periodic kernels with the periods of common seasonalities (24, 48, 
 672, 7, 14, 30, 60, 365, 730, 4, 26, 52, 6, 12, 40, 10 steps), RBF and rational quadratic length
 scales 0.1, 1, 10, linear kernels with offsets 0, 1, 10, white noise 0.1 and 1.
 
+**TrendSeason**: short series drawn from the statistical models the baselines fit, the
+trend x seasonality x noise prior of ForecastPFN (Dooley et al. 2023, "ForecastPFN:
+Synthetically-Trained Zero-Shot Forecasting", NeurIPS, Sec. 3) in log space: a drift (damped
+with probability 1/2, Gardner & McKenzie 1985), a random-walk level, 1-3 harmonics of the season
+of a drawn frequency (yearly 1, quarterly 4, monthly 12, weekly 52, daily 7, hourly 24) and AR(1)
+noise; 60 % of the series are the exponential of that (positive, multiplicative), the rest an
+affine map of it (additive). Lengths are log-uniform in [24, 512]. KernelSynth's and TSMixup's
+series are 128-1024 points of mostly stationary or periodic shape; this one teaches what short
+yearly, quarterly and monthly series do (persist and trend), where the recipe lost most.
+
 **TSMixup** (Alg. 1): draw ``k ~ U{1, ..., max_mix}`` source series uniformly, a window length
 ``l ~ U[min_len, max_len]``, a random length-``l`` window of each source (as much as it has when
 shorter), scale each window by its mean absolute value, and mix them with weights
@@ -32,6 +42,7 @@ builds it under several outer environments). Other architectures (ARM) get other
 Usage::
 
     ks = kernel_synth(n_series=100, length=1024, seed=0)          # long format, ids kernelsynth/0000...
+    tr = trend_season(n_series=100, seed=0)                        # ids trendseason/0000..., own frequencies
     mix = ts_mixup(real_df, n_series=100, seed=0)                  # ids tsmixup/0000...
 """
 
@@ -117,7 +128,7 @@ def kernel_synth(n_series: int, length: int = 1024, max_kernels: int = 5, seed: 
     Raises:
         DataError: the child process failed.
     """
-    if any(os.environ.get(k) != v for k, v in PINNED_NUMERICS.items()):
+    if not _pinned():
         ys = _draw_pinned(n_series, length, max_kernels, seed)
     else:
         ys = _draws(n_series, length, max_kernels, seed)
@@ -126,21 +137,33 @@ def kernel_synth(n_series: int, length: int = 1024, max_kernels: int = 5, seed: 
                      ignore_index=True)
 
 
+def _pinned() -> bool:
+    """True when this process already runs under :data:`PINNED_NUMERICS`."""
+    return all(os.environ.get(k) == v for k, v in PINNED_NUMERICS.items())
+
+
 def _draw_pinned(n_series: int, length: int, max_kernels: int, seed: int) -> np.ndarray:
-    """`_draws` in a child process under :data:`PINNED_NUMERICS` (the variables must be set
-    before NumPy loads its BLAS and picks its loops, so not in this process).
+    """`_draws` in a child process under :data:`PINNED_NUMERICS`."""
+    return _in_pinned_child("kernelsynth", {"n_series": n_series, "length": length, "max_kernels": max_kernels,
+                                            "seed": seed})
+
+
+def _in_pinned_child(generator: str, kwargs: dict) -> np.ndarray:
+    """``generator``'s draws (``kernelsynth``: `_draws`, ``trendseason``: `_trend_season_draws`) in a
+    child process under :data:`PINNED_NUMERICS` (the variables must be set before NumPy loads its
+    BLAS and picks its loops, so not in this process).
 
     Raises:
         DataError: the child failed (its stderr's last line named).
     """
-    with tempfile.TemporaryDirectory(prefix="kernelsynth-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{generator}-") as tmp:
         out = Path(tmp) / "draws.npy"
-        args = json.dumps({"n_series": n_series, "length": length, "max_kernels": max_kernels, "seed": seed})
+        args = json.dumps({"generator": generator, **kwargs})
         res = subprocess.run([sys.executable, "-m", "tenzro_trainer.data.synthetic", args, str(out)],
                              env={**os.environ, **PINNED_NUMERICS}, capture_output=True, text=True)
         if res.returncode != 0 or not out.exists():
             last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-            raise DataError(f"KernelSynth: the pinned-numerics child failed (exit {res.returncode}): {last}")
+            raise DataError(f"{generator}: the pinned-numerics child failed (exit {res.returncode}): {last}")
         return np.load(out)
 
 
@@ -164,6 +187,71 @@ def _draws(n_series: int, length: int, max_kernels: int, seed: int) -> np.ndarra
             cov = cov + cov_of(p) if rng.rand() < 0.5 else cov * cov_of(p)
         ys[i] = _gp_sample(cov, rng)
     return ys
+
+
+#: TrendSeason's frequencies: (pandas frequency, season in steps, share of the series)
+TREND_SEASON_FREQS = (("YS", 1, 0.30), ("QS", 4, 0.25), ("MS", 12, 0.25), ("W", 52, 0.05), ("D", 7, 0.075),
+                      ("h", 24, 0.075))
+TREND_SEASON_START = pd.Timestamp("1700-01-01")  # 512 yearly steps stay inside pandas' timestamps
+
+
+def trend_season(n_series: int, min_len: int = 24, max_len: int = 512, seed: int = 0) -> pd.DataFrame:
+    """``n_series`` TrendSeason series (see the module docstring) in long format, each with the
+    dates of its drawn frequency from 1700-01-01. The draws run under :data:`PINNED_NUMERICS`, as
+    KernelSynth's (its ``exp`` and ``sin`` go through NumPy's vector loops).
+
+    Returns:
+        columns ``unique_id`` (``trendseason/0000``, ...), ``ds``, ``y`` float64.
+    Raises:
+        DataError: ``min_len`` < 2 or above ``max_len``; the child process failed.
+    """
+    if not 2 <= min_len <= max_len:
+        raise DataError(f"TrendSeason: lengths must satisfy 2 <= min_len <= max_len, got {min_len}, {max_len}")
+    kw = {"n_series": n_series, "min_len": min_len, "max_len": max_len, "seed": seed}
+    flat = _trend_season_draws(**kw) if _pinned() else _in_pinned_child("trendseason", kw)
+    frames, pos = [], 0
+    for i in range(n_series):
+        f, n = int(flat[pos]), int(flat[pos + 1])
+        frames.append(pd.DataFrame({"unique_id": f"trendseason/{i:04d}",
+                                    "ds": pd.date_range(TREND_SEASON_START, periods=n, freq=TREND_SEASON_FREQS[f][0]),
+                                    "y": flat[pos + 2 : pos + 2 + n]}))
+        pos += 2 + n
+    return pd.concat(frames, ignore_index=True)
+
+
+def _trend_season_draws(n_series: int, min_len: int, max_len: int, seed: int) -> np.ndarray:
+    """TrendSeason's draws in this process's numerics, flat float64: per series its frequency
+    index, its length n and its n values."""
+    rng = np.random.RandomState(seed)
+    share = np.array([f[2] for f in TREND_SEASON_FREQS])
+    out = []
+    for _ in range(n_series):
+        f = int(rng.choice(len(TREND_SEASON_FREQS), p=share / share.sum()))
+        m = TREND_SEASON_FREQS[f][1]
+        n = int(np.exp(rng.uniform(np.log(min_len), np.log(max_len))))
+        t = np.arange(n, dtype="float64")
+        drift = rng.normal(0, 0.03) * (rng.rand() < 0.8)  # log units per step
+        phi = 1.0 if rng.rand() < 0.5 else rng.uniform(0.8, 0.99)  # damping of the drift
+        trend = drift * (np.cumsum(phi**t) - 1.0) if phi < 1 else drift * t
+        walk = np.exp(rng.uniform(np.log(0.002), np.log(0.08))) * (rng.rand() < 0.7)
+        level = np.cumsum(rng.normal(0, walk, n))
+        seasonal = np.zeros(n)
+        if m > 1 and rng.rand() < 0.85:
+            for k in range(1, rng.randint(1, 4) + 1):
+                if 2 * k > m:
+                    break
+                seasonal += rng.uniform(0, 0.4) / k * np.sin(2 * np.pi * k * t / m + rng.uniform(0, 2 * np.pi))
+        noise = rng.normal(0, np.exp(rng.uniform(np.log(0.005), np.log(0.15))), n)
+        rho = rng.uniform(-0.3, 0.8)
+        for j in range(1, n):  # AR(1)
+            noise[j] += rho * noise[j - 1]
+        z = trend + level + seasonal + noise
+        if rng.rand() < 0.6:
+            y = np.exp(z) * np.exp(rng.uniform(0, 8))  # multiplicative, positive
+        else:
+            y = z * np.exp(rng.uniform(0, 5)) + rng.normal(0, 10)  # additive
+        out += [float(f), float(n), *y]
+    return np.asarray(out)
 
 
 def ts_mixup(df: pd.DataFrame, n_series: int, max_mix: int = 3, min_len: int = 128, max_len: int = 1024,
@@ -203,9 +291,10 @@ def ts_mixup(df: pd.DataFrame, n_series: int, max_mix: int = 3, min_len: int = 1
     return pd.concat(frames, ignore_index=True)
 
 
-__all__ = ["PERIODS", "PINNED_NUMERICS", "kernel_synth", "ts_mixup"]
+__all__ = ["PERIODS", "PINNED_NUMERICS", "TREND_SEASON_FREQS", "kernel_synth", "trend_season", "ts_mixup"]
 
 
-if __name__ == "__main__":  # the pinned-numerics child of `kernel_synth`: args JSON, output .npy path
+if __name__ == "__main__":  # the pinned-numerics child (`_in_pinned_child`): args JSON, output .npy path
     _kw = json.loads(sys.argv[1])
-    np.save(sys.argv[2], _draws(_kw["n_series"], _kw["length"], _kw["max_kernels"], _kw["seed"]))
+    _gen = {"kernelsynth": _draws, "trendseason": _trend_season_draws}[_kw.pop("generator")]
+    np.save(sys.argv[2], _gen(**_kw))
