@@ -58,19 +58,25 @@ function readPage() {
       quorum_met: c[5],
       weights_root: c[7],
     }));
-  const trainers = rows(byHeader("credits"))
+  // the trainers' table, read by its column headers (a column added or removed does not shift
+  // the others' values under the wrong names)
+  const trainerTable = byHeader("credits");
+  const col = trainerTable
+    ? Object.fromEntries([...trainerTable.querySelectorAll("tr:first-child th")].map((th, i) => [text(th), i]))
+    : {};
+  const trainers = rows(trainerTable)
     .map((tr) => [...tr.querySelectorAll("td")])
-    .filter((td) => td.length >= 9)
+    .filter((td) => td.length === Object.keys(col).length)
     .map((td) => ({
-      index: num(text(td[0])),
-      trainer: text(td[1].querySelector(".mono")),
-      submitted: num(text(td[2])),
-      accepted: num(text(td[3])),
-      stake: text(td[4]),
-      slashed: text(td[5]),
-      credits: text(td[6]),
-      reward: text(td[7]),
-      state: text(td[8]),
+      index: num(text(td[col["#"]])),
+      trainer: text(td[col["trainer"]].querySelector(".mono")),
+      submitted: num(text(td[col["submitted"]])),
+      accepted: num(text(td[col["accepted"]])),
+      stake: text(td[col["stake"]]),
+      slashed: text(td[col["slashed"]]),
+      credits: text(td[col["credits"]]),
+      reward: text(td[col["reward"]]),
+      state: text(td[col["state"]]),
     }));
   const overview = tables[0];
   const roundRow = overview
