@@ -554,7 +554,9 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
             self.guarded("stand by", lambda: self.root_stand_by(run))
             self.sleep(self.poll_s)
         self.root_listen()  # trainers deliver while restore fetches and evaluates the weights
-        self.restore()
+        # a block of a committed round nobody serves right now (a stand-in taking over from a
+        # syncer whose host is cut) is retried by the steps, not fatal
+        self.guarded("restore the committed rounds", self.restore)
         self.step_until_done("syncer round")
         return True
 
@@ -729,7 +731,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
                 self._fault_silent_logged = True
             self.sleep(self.poll_s)
             return "next"
-        if r - 1 != self.last_finalized:  # finalized elsewhere or by a previous life: catch up
+        if r - 1 != self.last_finalized or not self.outers:  # finalized elsewhere, a previous life, or not restored
             self.restore()
         if self._round is None or self._round.round != r:
             self._open_round(run)
