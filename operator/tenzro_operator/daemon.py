@@ -43,7 +43,7 @@ from typing import Any, Callable
 import torch
 
 from tenzro_operator.chain import ZERO_ADDRESS, RunStatus, RunView
-from tenzro_operator.errors import ChainRevert, IpfsError, ServiceUnavailable, TenzroError, TxFailed
+from tenzro_operator.errors import ChainRevert, IpfsError, IpfsNotFound, ServiceUnavailable, TenzroError, TxFailed
 from tenzro_operator.redact import redact_url
 from tenzro_operator.events import atomic_write_bytes  # re-exported: the one durable write
 from tenzro_operator.logs import set_log_context
@@ -51,6 +51,9 @@ from tenzro_operator.spec import task_id_bytes32
 
 __all__ = ["Daemon", "DaemonHalted", "StopRequested", "append_jsonl", "atomic_write_bytes", "atomic_torch_save",
            "load_state_file"]
+
+#: what the embedded node (scripts/ipfs/fetch.mjs) says when it has no connected peer to ask for a block
+NO_PEER = "no connected peer"
 
 log = logging.getLogger("tenzro.daemon")
 
@@ -270,6 +273,12 @@ class Daemon:
             raise
         except ServiceUnavailable as exc:
             if self._ride_out(what, exc):
+                return None
+            return self._failed(what, exc)
+        except IpfsNotFound as exc:
+            # the node answers but reaches no peer (its host's link is cut): ridden out as an outage,
+            # not counted as the content's fault
+            if NO_PEER in str(exc) and self._ride_out(what, exc):
                 return None
             return self._failed(what, exc)
         except Exception as exc:  # noqa: BLE001 - isolation: log, count, maybe halt
