@@ -67,7 +67,6 @@ class Ctx:
                  ipfs: str | None) -> None:
         self._rpc, self.deployments, self.keystore = rpc, deployments, keystore
         self.password_env, self._ipfs = password_env, ipfs
-        self._chain = None
 
     def _recorded(self, field: str) -> str | None:
         from tenzro_operator.chain import load_deployment

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import torch
 
 from tenzro_operator.chain import ZERO_ADDRESS, RunStatus, RunView
-from tenzro_operator.errors import ChainRevert, IpfsError, IpfsNotFound, ServiceUnavailable, TenzroError, TxFailed
+from tenzro_operator.errors import ChainRevert, IpfsError, IpfsIsolated, ServiceUnavailable, TenzroError, TxFailed
 from tenzro_operator.redact import redact_url
 from tenzro_operator.events import atomic_write_bytes  # re-exported: the one durable write
 from tenzro_operator.logs import set_log_context
@@ -51,9 +51,6 @@ from tenzro_operator.spec import task_id_bytes32
 
 __all__ = ["Daemon", "DaemonHalted", "StopRequested", "append_jsonl", "atomic_write_bytes", "atomic_torch_save",
            "load_state_file"]
-
-#: what the embedded node (scripts/ipfs/fetch.mjs) says when it has no connected peer to ask for a block
-NO_PEER = "no connected peer"
 
 log = logging.getLogger("tenzro.daemon")
 
@@ -263,7 +260,8 @@ class Daemon:
     def guarded(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn``; on an exception log it with ``what``, count it, and return None, or raise
         `DaemonHalted` once ``max_consecutive_failures`` steps in a row have failed. An RPC or IPFS
-        node that does not answer (`ServiceUnavailable`) is not counted while it has been down for
+        node that does not answer (`ServiceUnavailable`), or an IPFS node that reaches no peer
+        (`IpfsIsolated`), is not counted while it has been down for
         at most ``outage_tolerance_s`` seconds (config, default 300): the step is retried with
         `backoff_s`, the log says how long it has been down, ``tenzro_service_outage_seconds``
         shows it. A success resets both. `StopRequested` and `DaemonHalted` pass through."""
@@ -271,14 +269,8 @@ class Daemon:
             out = fn()
         except (StopRequested, DaemonHalted):
             raise
-        except ServiceUnavailable as exc:
+        except (ServiceUnavailable, IpfsIsolated) as exc:  # a node down, or one that reaches no peer
             if self._ride_out(what, exc):
-                return None
-            return self._failed(what, exc)
-        except IpfsNotFound as exc:
-            # the node answers but reaches no peer (its host's link is cut): ridden out as an outage,
-            # not counted as the content's fault
-            if NO_PEER in str(exc) and self._ride_out(what, exc):
                 return None
             return self._failed(what, exc)
         except Exception as exc:  # noqa: BLE001 - isolation: log, count, maybe halt
@@ -291,8 +283,8 @@ class Daemon:
                 self.metrics.service_outage.set(0)
         return out
 
-    def _ride_out(self, what: str, exc: ServiceUnavailable) -> bool:
-        """An RPC or IPFS node that does not answer: retry (with `backoff_s`) for up to
+    def _ride_out(self, what: str, exc: TenzroError) -> bool:
+        """An RPC or IPFS node that does not answer (or reaches no peer): retry (with `backoff_s`) for up to
         ``outage_tolerance_s`` seconds from the first failure, logging how long it has been down;
         True while within that time."""
         now = time.monotonic()

@@ -187,6 +187,12 @@ class IpfsNotFound(IpfsError):
         super().__init__(f"IPFS content {cid} was not found" + (f": {detail}" if detail else ""))
 
 
+class IpfsIsolated(IpfsNotFound):
+    """Not found because the node reaches no peer to ask (its host's link is down): an outage of
+    the network around the node, not a fault of the content; daemons ride it out as they do a
+    service that does not answer (`tenzro_operator.daemon.Daemon.guarded`)."""
+
+
 class IpfsIntegrityError(IpfsContentError):
     """Bytes returned for a CID do not hash to that CID."""
 

@@ -35,6 +35,7 @@ from tenzro_operator.errors import (
     IpfsContentError,
     IpfsError,
     IpfsIntegrityError,
+    IpfsIsolated,
     IpfsMessageTooLarge,
     IpfsNotFound,
     IpfsPubsubError,
@@ -322,6 +323,8 @@ def verify_content(cid: str, data: bytes) -> None:
 # ---------------------------------------------------------------------------
 
 _RETRY_STATUS = {502, 503, 504}
+#: what the embedded node (scripts/ipfs/fetch.mjs) says when it has no connected peer to ask for a block
+_NO_PEER_MARKER = "no connected peer"
 _NOT_FOUND_MARKERS = ("not found", "could not find", "no link named", "not exist", "context deadline exceeded")
 _NOT_A_FILE_MARKERS = ("is a directory", "not a file", "notafileerror")
 _CONNECTION_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
@@ -414,7 +417,7 @@ class IpfsClient:
             return IpfsError(f"the node at {self.api_url} does not serve /api/v0/{command} (HTTP 404)")
         message = message[:500]
         if cid is not None and any(m in message.lower() for m in _NOT_FOUND_MARKERS):
-            return IpfsNotFound(cid, message)
+            return (IpfsIsolated if _NO_PEER_MARKER in message.lower() else IpfsNotFound)(cid, message)
         if cid is not None and any(m in message.lower() for m in _NOT_A_FILE_MARKERS):
             return IpfsUnsupported(cid, f"not a file: {message}")
         if cid is not None and "invalid cid" in message.lower():

@@ -128,34 +128,22 @@ def kernel_synth(n_series: int, length: int = 1024, max_kernels: int = 5, seed: 
     Raises:
         DataError: the child process failed.
     """
-    if not _pinned():
-        ys = _draw_pinned(n_series, length, max_kernels, seed)
-    else:
-        ys = _draws(n_series, length, max_kernels, seed)
+    ys = _pinned_draws("kernelsynth", n_series=n_series, length=length, max_kernels=max_kernels, seed=seed)
     ds = pd.date_range(SYNTH_START, periods=length, freq=freq)
     return pd.concat([pd.DataFrame({"unique_id": f"kernelsynth/{i:04d}", "ds": ds, "y": y}) for i, y in enumerate(ys)],
                      ignore_index=True)
 
 
-def _pinned() -> bool:
-    """True when this process already runs under :data:`PINNED_NUMERICS`."""
-    return all(os.environ.get(k) == v for k, v in PINNED_NUMERICS.items())
-
-
-def _draw_pinned(n_series: int, length: int, max_kernels: int, seed: int) -> np.ndarray:
-    """`_draws` in a child process under :data:`PINNED_NUMERICS`."""
-    return _in_pinned_child("kernelsynth", {"n_series": n_series, "length": length, "max_kernels": max_kernels,
-                                            "seed": seed})
-
-
-def _in_pinned_child(generator: str, kwargs: dict) -> np.ndarray:
-    """``generator``'s draws (``kernelsynth``: `_draws`, ``trendseason``: `_trend_season_draws`) in a
-    child process under :data:`PINNED_NUMERICS` (the variables must be set before NumPy loads its
-    BLAS and picks its loops, so not in this process).
+def _pinned_draws(generator: str, **kwargs) -> np.ndarray:
+    """``generator``'s draws (a name of `_GENERATORS`) under :data:`PINNED_NUMERICS`: in this
+    process when it already runs under them, else in a child process (the variables must be set
+    before NumPy loads its BLAS and picks its loops).
 
     Raises:
         DataError: the child failed (its stderr's last line named).
     """
+    if all(os.environ.get(k) == v for k, v in PINNED_NUMERICS.items()):
+        return _GENERATORS[generator](**kwargs)
     with tempfile.TemporaryDirectory(prefix=f"{generator}-") as tmp:
         out = Path(tmp) / "draws.npy"
         args = json.dumps({"generator": generator, **kwargs})
@@ -207,8 +195,7 @@ def trend_season(n_series: int, min_len: int = 24, max_len: int = 512, seed: int
     """
     if not 2 <= min_len <= max_len:
         raise DataError(f"TrendSeason: lengths must satisfy 2 <= min_len <= max_len, got {min_len}, {max_len}")
-    kw = {"n_series": n_series, "min_len": min_len, "max_len": max_len, "seed": seed}
-    flat = _trend_season_draws(**kw) if _pinned() else _in_pinned_child("trendseason", kw)
+    flat = _pinned_draws("trendseason", n_series=n_series, min_len=min_len, max_len=max_len, seed=seed)
     frames, pos = [], 0
     for i in range(n_series):
         f, n = int(flat[pos]), int(flat[pos + 1])
@@ -294,7 +281,10 @@ def ts_mixup(df: pd.DataFrame, n_series: int, max_mix: int = 3, min_len: int = 1
 __all__ = ["PERIODS", "PINNED_NUMERICS", "TREND_SEASON_FREQS", "kernel_synth", "trend_season", "ts_mixup"]
 
 
-if __name__ == "__main__":  # the pinned-numerics child (`_in_pinned_child`): args JSON, output .npy path
+#: the draws `_pinned_draws` runs, by name (the child process is told the name)
+_GENERATORS = {"kernelsynth": _draws, "trendseason": _trend_season_draws}
+
+
+if __name__ == "__main__":  # the pinned-numerics child (`_pinned_draws`): args JSON, output .npy path
     _kw = json.loads(sys.argv[1])
-    _gen = {"kernelsynth": _draws, "trendseason": _trend_season_draws}[_kw.pop("generator")]
-    np.save(sys.argv[2], _gen(**_kw))
+    np.save(sys.argv[2], _GENERATORS[_kw.pop("generator")](**_kw))
