@@ -107,15 +107,29 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         address trainer = _signerOf(sh, s.signature);
         if (trainer == address(0)) revert Registry__InvalidSignature();
         uint256 index = _recordSubmission(taskId, round, fragment, trainer);
-        if (
-            _forcedCommitments[taskId][round][run.roundOpenedAt][_slotKey(index, fragment)]
-                != keccak256(abi.encode(sh, trainer))
-        ) {
+        mapping(uint256 => bytes32) storage slots = _forcedCommitments[taskId][round][run.roundOpenedAt];
+        uint256 key = _slotKey(index, fragment);
+        if (slots[key] != keccak256(abi.encode(sh, trainer))) {
             revert Registry__NotCommitted(taskId, round, fragment, trainer);
         }
+        delete slots[key]; // revealed: nothing left for slashUnrevealed
         // the commitment is of this opening, so it was counted (commitRound and the rewind reset the count)
         rr.unrevealed -= 1;
         _emitSubmitted(taskId, round, fragment, trainer, s);
+    }
+
+    /// @inheritdoc ITrainingRegistryEvidence
+    function slashUnrevealed(bytes32 taskId, uint32 round, uint16 fragment, address trainer) external {
+        Run storage run = _existing(taskId);
+        _checkWindow(run, taskId, round, _committedRounds(run, taskId));
+        // the opening the round was committed in ran its reveal phase whole (an early commit waits
+        // for every reveal; a later one comes after the deadline); a rewind's cut opening is not it
+        mapping(uint256 => bytes32) storage slots = _forcedCommitments[taskId][round][_rounds[taskId][round].openedAt];
+        Trainer storage t = _trainers[taskId][trainer];
+        uint256 key = _slotKey(t.index, fragment);
+        if (!t.enrolled || slots[key] == bytes32(0)) revert Registry__NotCommitted(taskId, round, fragment, trainer);
+        delete slots[key];
+        _burn(taskId, trainer, _slashStake(run, taskId, trainer, round, fragment, SlashReason.Unrevealed));
     }
 
     // ------------------------------------------------------------ weights availability (root flow)
@@ -550,17 +564,30 @@ contract RegistryEvidence is RegistryStorage, ITrainingRegistryEvidence, ITraini
         SlashReason reason,
         address prover
     ) internal {
+        uint256 amount = _slashStake(run, taskId, trainer, round, fragment, reason);
+        uint256 bounty = prover == address(0) ? 0 : (amount * BOUNTY_BPS) / BPS;
+        _withdrawable[prover] += bounty;
+        _burn(taskId, trainer, amount - bounty);
+        emit InvalidProven(taskId, trainer, round, fragment, reason, prover, amount, bounty);
+    }
+
+    /// @dev Takes INVALID_SLASH_BPS of the trainer's remaining stake off its record and the run's
+    /// stakes held (TrainerSlashed) and returns it, atto-units: the caller pays it out or burns it.
+    function _slashStake(
+        Run storage run,
+        bytes32 taskId,
+        address trainer,
+        uint32 round,
+        uint16 fragment,
+        SlashReason reason
+    ) private returns (uint256 amount) {
         Trainer storage t = _trainers[taskId][trainer];
         uint256 remaining = uint256(t.stake) - t.slashed;
-        uint256 amount = (remaining * INVALID_SLASH_BPS) / BPS;
-        uint256 bounty = prover == address(0) ? 0 : (amount * BOUNTY_BPS) / BPS;
+        amount = (remaining * INVALID_SLASH_BPS) / BPS;
         // forge-lint: disable-next-line(unsafe-typecast) -- amount <= remaining <= stake < 2**128
         t.slashed += uint128(amount);
         run.stakeHeld -= amount;
-        _withdrawable[prover] += bounty;
-        _burn(taskId, trainer, amount - bounty);
         emit TrainerSlashed(taskId, trainer, reason, round, fragment, amount, remaining - amount);
-        emit InvalidProven(taskId, trainer, round, fragment, reason, prover, amount, bounty);
     }
 
     /// @dev Counts one more availability challenge against the submission of trainer `index` on

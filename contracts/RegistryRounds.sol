@@ -95,6 +95,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
         rec.roundDigest = RunRoot.roundDigest(c.round, weightsRoot, c.transcriptHash, accepted);
         rec.acceptedCount = accepted;
         rec.finalizedAt = uint64(block.timestamp);
+        rec.openedAt = run.roundOpenedAt;
         rec.challengeStatus = RunRoot.STATUS_UNCHALLENGED; // a round committed again after a rewind starts clean
         bytes32 commitment = keccak256(
             abi.encodePacked(c.fragmentsRoot, creditsRoot, total, keccak256(abi.encodePacked(c.acceptedBitmaps)))
@@ -276,15 +277,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
     {
         Run storage run = _existing(taskId);
         RootRun storage rr = _rootOf(taskId);
-        RunStatus status = run.status;
-        if (status != RunStatus.Training && status != RunStatus.Completed) {
-            revert Registry__WrongStatus(taskId, status);
-        }
-        if (round >= _roundsFinalized(run)) revert Registry__RoundNotCommitted(taskId, round);
-        uint64 until = _rounds[taskId][round].finalizedAt + run.challengeSeconds;
-        if (block.timestamp > until) {
-            revert Registry__ChallengeWindowClosed(taskId, round, until);
-        }
+        _checkWindow(run, taskId, round, _committedRounds(run, taskId));
         if (fragment >= run.fragmentCount) revert Registry__BadFragment(fragment, run.fragmentCount);
         if (chunkIndex >= (uint256(run.fragmentSizes[fragment]) + 15) / 16) revert Registry__BadOpening(chunkIndex);
         SlotChallenge storage sc = _slotChallenges[taskId][round][_weightsKey(fragment, momentum, chunkIndex)];
@@ -627,28 +620,9 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
         );
     }
 
-    /// @dev Rounds committed so far (Training: the open round's number; Completed: all); a
-    /// Sealed or earlier run has none open to proofs (Registry__WrongStatus).
-    function _committedRounds(Run storage run, bytes32 taskId) private view returns (uint32) {
-        RunStatus status = run.status;
-        if (status != RunStatus.Training && status != RunStatus.Completed) {
-            revert Registry__WrongStatus(taskId, status);
-        }
-        // forge-lint: disable-next-line(unsafe-typecast) -- at most maxRounds (uint32)
-        return uint32(_roundsFinalized(run));
-    }
-
     /// @dev keccak256 of a round's roots: the word commitRound stores.
     function _rootsHash(RoundRoots calldata x) private pure returns (bytes32) {
         return keccak256(abi.encodePacked(x.fragmentsRoot, x.creditsRoot, x.totalCredits, x.bitmapsHash));
-    }
-
-    /// @dev Round r is committed (Registry__RoundNotCommitted) and its challenge window open
-    /// (Registry__ChallengeWindowClosed).
-    function _checkWindow(Run storage run, bytes32 taskId, uint32 r, uint32 committed) private view {
-        if (r >= committed) revert Registry__RoundNotCommitted(taskId, r);
-        uint64 until = _rounds[taskId][r].finalizedAt + run.challengeSeconds;
-        if (block.timestamp > until) revert Registry__ChallengeWindowClosed(taskId, r, until);
     }
 
     /// @dev The claim's roots (and the previous round's roots and weights root) are the committed

@@ -8,6 +8,7 @@ import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {ITrainingRegistryTypes} from "./interfaces/ITrainingRegistryTypes.sol";
+import {ITrainingRegistryRounds} from "./interfaces/ITrainingRegistryRounds.sol";
 import {ReceiptBuilder} from "./lib/ReceiptBuilder.sol";
 import {RunRoot} from "./lib/RunRoot.sol";
 
@@ -648,6 +649,26 @@ abstract contract RegistryStorage is ITrainingRegistryTypes, EIP712, ReentrancyG
         if (status == RunStatus.Training) return run.currentRound;
         if (status == RunStatus.Completed || status == RunStatus.Sealed) return run.maxRounds;
         return 0;
+    }
+
+    /// @dev Rounds committed so far (Training: the open round's number; Completed: all); a
+    /// Sealed or earlier run has none open to proofs (Registry__WrongStatus).
+    function _committedRounds(Run storage run, bytes32 taskId) internal view returns (uint32) {
+        RunStatus status = run.status;
+        if (status != RunStatus.Training && status != RunStatus.Completed) {
+            revert Registry__WrongStatus(taskId, status);
+        }
+        // forge-lint: disable-next-line(unsafe-typecast) -- at most maxRounds (uint32)
+        return uint32(_roundsFinalized(run));
+    }
+
+    /// @dev Round r is committed (Registry__RoundNotCommitted: r >= `committed`, the rounds
+    /// committed so far) and its challenge window, finalizedAt + challengeSeconds, open
+    /// (Registry__ChallengeWindowClosed).
+    function _checkWindow(Run storage run, bytes32 taskId, uint32 r, uint32 committed) internal view {
+        if (r >= committed) revert ITrainingRegistryRounds.Registry__RoundNotCommitted(taskId, r);
+        uint64 until = _rounds[taskId][r].finalizedAt + run.challengeSeconds;
+        if (block.timestamp > until) revert ITrainingRegistryRounds.Registry__ChallengeWindowClosed(taskId, r, until);
     }
 
     /// @dev Removes a slot or weights challenge (`key` of the round) from the books and pays its

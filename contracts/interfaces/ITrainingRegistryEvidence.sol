@@ -170,6 +170,19 @@ interface ITrainingRegistryEvidence is ITrainingRegistryTypes {
     /// @param s the signed submission (payloadRoot, payloadSumsq, cid, payloadHash, signature)
     function submitOuterGradient(bytes32 taskId, uint32 round, uint16 fragment, SignedPayload calldata s) external;
 
+    /// @notice Anyone slashes a forced commitment that was never revealed (PROTOCOL.md §5,
+    /// "Commit never reveal"): `trainer`'s commitSubmission of (round, fragment) in the opening
+    /// the round was committed in (getRound's openedAt), whose reveal phase therefore ran whole
+    /// (an early commit waits for every reveal; a later one comes after the deadline). A
+    /// commitment of an opening a rewind cut is never this one. Within the committed round's
+    /// challenge window (finalizedAt + challengeSeconds, seconds) and before the seal; once per
+    /// commitment. The trainer loses INVALID_SLASH_BPS of its remaining stake (reason
+    /// Unrevealed), all of it burned: the caller gets nothing, so nobody profits from it.
+    /// Reverts Registry__WrongStatus (not Training or Completed), Registry__RoundNotCommitted,
+    /// Registry__ChallengeWindowClosed, Registry__NotCommitted (no lapsed commitment: revealed,
+    /// never made, or slashed already).
+    function slashUnrevealed(bytes32 taskId, uint32 round, uint16 fragment, address trainer) external;
+
     /// @notice Cancel a task still Enrolling: the sponsor at any time, anyone once the
     /// enrollment deadline has passed with fewer than K enrolled. The reward pool and all
     /// stakes are credited back (withdraw to collect).

@@ -33,7 +33,8 @@ interface ITrainingRegistryTypes {
         Malformed, // wrong shape / dtype / not a safetensors payload
         NonFinite, // NaN or Inf in the payload
         NormOutlier, // signed sum of squares > normScreenSq x the median of the fragment's submissions
-        Unavailable // an availability challenge went unanswered within the task's challengeSeconds
+        Unavailable, // an availability challenge went unanswered within the task's challengeSeconds
+        Unrevealed // a forced submission committed (commitSubmission) and never revealed (slashUnrevealed)
     }
 
     /// @notice A trainer's signed submission of one (round, fragment): the fields of the EIP-712
@@ -139,6 +140,9 @@ interface ITrainingRegistryTypes {
         // root flow: 1 once a challenge of the committed round was lost (a slot challenge
         // answered), else 0; the receipt folds it into the round's digest (RunRoot.withStatus)
         uint8 challengeStatus;
+        // root flow: the opening (RoundOpened's openedAt, seconds) the round was committed in:
+        // its forced commitments are the ones slashUnrevealed reads
+        uint64 openedAt;
     }
 
     /// @notice Per-trainer metrics (trainerMetrics).

@@ -127,7 +127,8 @@ class RunStatus(enum.IntEnum):
 
 class SlashReason(enum.IntEnum):
     """``ITrainingRegistry.SlashReason``: proveInvalid proves 2..3, proveNormOutlier 4 (PROTOCOL.md
-    §4); 5 follows an unanswered availability challenge; 0 and 1 are kept for old events."""
+    §4); 5 follows an unanswered availability challenge; 6 a forced commitment never revealed
+    (``slashUnrevealed``); 0 and 1 are kept for old events."""
 
     MISSED_ROUNDS = 0
     HASH_MISMATCH = 1
@@ -135,6 +136,7 @@ class SlashReason(enum.IntEnum):
     NON_FINITE = 3
     NORM_OUTLIER = 4
     UNAVAILABLE = 5
+    UNREVEALED = 6
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,7 @@ class RoundRecord:
     accepted_count: int = 0
     finalized_at: int = 0
     challenge_status: int = 0  # root flow: 1 once a challenge of the round was lost (receipt.with_status)
+    opened_at: int = 0  # root flow: the opening (seconds) the round was committed in
 
 
 @dataclass(frozen=True)
@@ -1744,6 +1747,18 @@ class ChainClient:
     def expire_availability(self, task_id: bytes, round: int, fragment: int, trainer: str) -> TxResult:
         """``expireAvailability`` after an unanswered challenge's deadline (slashes the trainer)."""
         return self.transact("expireAvailability", _b32(task_id), int(round), int(fragment),
+                             to_checksum_address(trainer))
+
+    def slash_unrevealed(self, task_id: bytes, round: int, fragment: int, trainer: str) -> TxResult:
+        """``slashUnrevealed`` (anyone, within the committed round's challenge window): `trainer`'s
+        forced commitment of (round, fragment) in the opening the round was committed in was never
+        revealed; it loses 5 % of its remaining stake, burned (the caller gets nothing).
+
+        Raises:
+            ChainRevert: ``Registry__NotCommitted`` (revealed, never made, or slashed already),
+                ``Registry__RoundNotCommitted``, ``Registry__ChallengeWindowClosed``, ``Registry__WrongStatus``.
+        """
+        return self.transact("slashUnrevealed", _b32(task_id), int(round), int(fragment),
                              to_checksum_address(trainer))
 
     def availability_challenge(self, task_id: bytes, round: int, fragment: int, trainer: str) -> dict[str, Any]:

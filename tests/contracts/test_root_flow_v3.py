@@ -9,14 +9,16 @@ rounds aggregated and committed as the syncer does), at M = 3 trainers and F = 2
   ``expireWeights`` of an unanswered one (conviction and rewind);
 - the whole-payload availability challenge of a forced submission (attack 5): answered with every
   chunk of the payload, or it lapses;
-- the norm screen against the previous round's accepted sums (attack 6): ``proveNormOutlier``.
+- the norm screen against the previous round's accepted sums (attack 6): ``proveNormOutlier``;
+- commit never reveal: ``slashUnrevealed`` of a forced commitment the round's opening never saw
+  revealed.
 """
 
 from __future__ import annotations
 
 import ape
 import torch
-from registry_helpers import CHALLENGE_S, force, sha, to_reveal_phase
+from registry_helpers import CHALLENGE_S, MIN_STAKE, force, sha, to_reveal_phase
 from test_root_flow_proofs import M, SIZES, ZERO_ROOTS, _commit, _force_commit, _start
 
 from tenzro_operator.chain import ChunkOpening
@@ -136,3 +138,35 @@ def test_the_norm_screen_judges_against_the_previous_rounds_accepted_sums(full_r
     tx = reg.proveNormOutlier(task, reg_round, 0, trainers[0], sp, ref, sender=roles.stranger)
     print(f"gas proveNormOutlier (M = 3, F = 2, a reference of {M} entries): {tx.gas_used}")
     assert tx.decode_logs(reg.InvalidProven)[0].reason == 4
+
+
+def test_a_forced_commitment_never_revealed_is_slashed_and_burned(full_registry, fund, elect, sign, roles, chain,
+                                                                   syncer_pool):
+    """Trainer 2 commits a forced submission of fragment 0 and never reveals it: the round commits
+    only after its deadline; then anyone slashes the lapsed commitment (5 % of the stake, reason
+    6), all of it burned (the caller gets nothing), once; trainer 1, who revealed, is not
+    slashable."""
+    reg = full_registry
+    c = _start(reg, fund, elect, sign, roles, "root-unrevealed")
+    task, trainers, stranger = c["task"], c["trainers"], roles.stranger
+    sp1, _ = _force_commit(c, 0, 1, 1)
+    _force_commit(c, 0, 0, 2)
+    with ape.reverts(reg.Registry__RoundNotCommitted):  # the reveal phase is still the trainer's
+        reg.slashUnrevealed(task, 0, 0, trainers[2], sender=stranger)
+    to_reveal_phase(reg, task)
+    reg.submitOuterGradient(task, 0, 1, sp1, sender=roles.relayer)
+    run = reg.getRun(task)
+    chain.mine(deltatime=run.roundDeadline + 1 - chain.pending_timestamp)
+    _commit(c, 0, c["initial"], exclude=frozenset({(0, 2), (1, 1)}))
+    assert reg.getRound(task, 0).openedAt == run.roundOpenedAt
+    burned, paid = reg.burned(), reg.withdrawable(stranger)
+    tx = reg.slashUnrevealed(task, 0, 0, trainers[2], sender=stranger)
+    print(f"gas slashUnrevealed (M = 3, F = 2): {tx.gas_used}")
+    ev = tx.decode_logs(reg.TrainerSlashed)[0]
+    assert (ev.trainer, ev.reason, ev.round, ev.fragment, ev.amount) == (trainers[2].address, 6, 0, 0,
+                                                                           MIN_STAKE * 5 // 100)
+    assert reg.burned() - burned == ev.amount and reg.withdrawable(stranger) == paid
+    with ape.reverts(reg.Registry__NotCommitted):  # once
+        reg.slashUnrevealed(task, 0, 0, trainers[2], sender=stranger)
+    with ape.reverts(reg.Registry__NotCommitted):  # revealed
+        reg.slashUnrevealed(task, 0, 1, trainers[1], sender=stranger)

@@ -125,6 +125,7 @@ contract ProtocolV3Handler is TestBase {
     // reach counters (the campaign is not vacuous)
     uint256 public posts;
     uint256 public forcedReveals;
+    uint256 public unrevealedSlashes;
     uint256 public honestCommits;
     uint256 public lyingCommits;
     uint256 public availChallenges;
@@ -821,6 +822,20 @@ contract ProtocolV3Handler is TestBase {
 
     // ------------------------------------------------------------ actions: round challenges
 
+    /// @dev Anyone (attacker 1) slashes trainer `who`'s commitment of a committed round as never
+    /// revealed: it must hold only for a commitment that was not revealed (never the honest
+    /// trainer's, which reveals as soon as the commit phase is over).
+    function slashUnrevealed(uint256 seed, uint256 back, uint256 who) external step {
+        if (tasks.length == 0) return;
+        bytes32 id = _task(seed);
+        (bool ok, uint32 r) = _committedRound(id, back);
+        if (!ok) return;
+        vm.prank(ATT1);
+        try ev.slashUnrevealed(id, r, 0, trainers[who % M]) {
+            ++unrevealedSlashes;
+        } catch {}
+    }
+
     function _committedRound(bytes32 id, uint256 back) internal view returns (bool ok, uint32 r) {
         uint256 n = _recs[id].length;
         if (n == 0) return (false, 0);
@@ -1420,7 +1435,7 @@ contract ProtocolV3InvariantTest is TestBase {
 
     /// @dev Every action of the handler, not its test hooks (driveToEnd, setNormProofs).
     function targetSelectors() public view returns (FuzzSelector[] memory t) {
-        bytes4[] memory s = new bytes4[](29);
+        bytes4[] memory s = new bytes4[](30);
         ProtocolV3Handler x = h;
         (s[0], s[1], s[2], s[3], s[4]) = (x.post.selector, x.enroll.selector, x.closeEnrollment.selector, x.cancel.selector, x.elect.selector);
         (s[5], s[6], s[7], s[8], s[9]) = (x.cancelStalled.selector, x.deliver.selector, x.commitForced.selector, x.reveal.selector, x.unregister.selector);
@@ -1430,6 +1445,7 @@ contract ProtocolV3InvariantTest is TestBase {
         (s[22], s[23], s[24], s[25], s[26]) = (x.seal.selector, x.claim.selector, x.sweep.selector, x.claimFee.selector, x.withdraw.selector);
         // the moves that make rounds happen, twice as likely
         (s[27], s[28]) = (x.commitAttacker.selector, x.warp.selector);
+        s[29] = x.slashUnrevealed.selector;
         t = new FuzzSelector[](1);
         t[0] = FuzzSelector(address(h), s);
     }
@@ -1570,6 +1586,7 @@ contract ProtocolV3InvariantTest is TestBase {
     function _log() internal {
         emit log_named_uint("posts", h.posts());
         emit log_named_uint("forced reveals", h.forcedReveals());
+        emit log_named_uint("unrevealed commitments slashed", h.unrevealedSlashes());
         emit log_named_uint("honest commits", h.honestCommits());
         emit log_named_uint("lying commits", h.lyingCommits());
         emit log_named_uint("availability challenges (attacker)", h.availChallenges());
@@ -1665,6 +1682,32 @@ contract ProtocolV3InvariantTest is TestBase {
         _checkEveryRunEnds();
     }
 
+    /// @notice A forced commitment never revealed is slashed once the round is committed, once;
+    /// the honest trainer's, revealed, never is; every invariant holds along the way.
+    function test_reach_unrevealedCommitmentSlashedNeverTheHonestOne() public {
+        (uint256 k, bytes32 id) = _runHeldBy(true);
+        h.deliver(k, 1, 0x01010101);
+        h.deliver(k, 2, 0x02020202);
+        h.commitForced(k, 0, 0, true, false); // the honest trainer forces (and reveals)
+        h.commitForced(k, 3, 0x03030303, true, false); // never revealed
+        for (uint256 j = 0; j < 10 && h.recsLength(id) == 0; ++j) {
+            h.warp(30);
+        }
+        assertEq(h.recsLength(id), 1, "the honest syncer committed round 0 after its deadline");
+        assertEq(h.forcedReveals(), 1, "the honest trainer revealed");
+        h.slashUnrevealed(k, 0, 0);
+        assertEq(h.unrevealedSlashes(), 0, "the honest trainer's revealed commitment was slashed");
+        h.slashUnrevealed(k, 0, 3);
+        h.slashUnrevealed(k, 0, 3);
+        assertEq(h.unrevealedSlashes(), 1, "slashed once");
+        assertTrue(reg.trainerMetrics(id, h.trainers(3)).slashed > 0, "the trainer that never revealed paid nothing");
+        _log();
+        _checkTokensConserved();
+        _checkHonestSyncerKeepsBond();
+        _checkHonestTrainerKeepsStakeAndCredit();
+        _checkEveryRunEnds();
+    }
+
     /// @notice The attacker side is reached: a last-second availability challenge answered, an
     /// unopenable commit convicted by an unanswered weights challenge (rewind), a wrong-weights
     /// commit convicted by a true aggregate proof, a silent syncer replaced, and the run still
@@ -1716,7 +1759,7 @@ contract ProtocolV3InvariantTest is TestBase {
 
     /// @dev One random action of the handler from a random word (the campaign's own mix).
     function _randomAction(uint256 x) internal {
-        uint256 a = x % 27;
+        uint256 a = x % 28;
         uint256 r1 = x >> 8;
         uint256 r2 = x >> 40;
         uint8 b1 = uint8(x >> 72);
@@ -1745,6 +1788,7 @@ contract ProtocolV3InvariantTest is TestBase {
         else if (a == 22) h.proveNorm(r1, r2);
         else if (a == 23 || a == 24) h.warp(b1);
         else if (a == 25) h.seal(r1);
+        else if (a == 26) h.slashUnrevealed(r1, r2, x >> 96);
         else if (x % 3 == 0) h.claim(r1, r2);
         else if (x % 3 == 1) h.claimFee(r1, b1);
         else h.withdraw(b1);

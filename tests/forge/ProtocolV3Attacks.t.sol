@@ -735,6 +735,115 @@ contract ProtocolV3AttacksTest is RegistryBase {
         assertEq(stake, MIN_SYNCER_STAKE - SYNCER_BOND, "the omission of an available payload went unpunished");
     }
 
+    // ------------------------------------------------------------ commit never reveal
+
+    /// Before: a trainer committed a forced submission and never revealed it; the early commit
+    /// waits for every reveal, so the round was held to its deadline and the trainer paid only
+    /// the commitment's gas. Now: once the round is committed (in the opening the commitment was
+    /// made in, whose reveal phase therefore ran whole), anyone may slash the lapsed commitment,
+    /// within the round's challenge window: INVALID_SLASH_BPS of the trainer's remaining stake,
+    /// burned (the caller gets nothing), once. A trainer that revealed is not touched.
+    function test_commitNeverReveal_costsTheCommitter() public {
+        address elected = _openRoot(3, 1, 2, 0);
+        ITrainingRegistryTypes.SignedPayload memory sp0 = _commitWork(0, keccak256("work 0"));
+        _commitWork(1, keccak256("never revealed"));
+        _commitWork(2, keccak256("never revealed either"));
+        _toRevealPhase(ID);
+        _reveal(ID, 0, 0, sp0);
+
+        // the commitment never revealed holds the round to its deadline
+        ITrainingRegistryRounds.RootCommit memory c = _fullCommit(0, 3, 1, 0);
+        c.acceptedBitmaps[1] = 0;
+        c.acceptedBitmaps[2] = 0;
+        vm.prank(elected);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryTypes.Registry__RevealsPending.selector, ID, uint32(0), uint16(2))
+        );
+        rf.commitRound(c);
+
+        // not before the round is committed: the reveal phase is still the trainer's
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryRounds.Registry__RoundNotCommitted.selector, ID, uint32(0))
+        );
+        ev.slashUnrevealed(ID, 0, 0, trainers[1]);
+
+        vm.warp(reg.getRun(ID).roundDeadline + 1);
+        vm.prank(elected);
+        rf.commitRound(c);
+
+        uint256 burnedBefore = reg.burned();
+        uint256 watcherBefore = reg.withdrawable(WATCHER);
+        vm.prank(WATCHER);
+        ev.slashUnrevealed(ID, 0, 0, trainers[1]);
+        uint256 expected = MIN_STAKE / 20; // INVALID_SLASH_BPS: 5 %
+        assertEq(reg.trainerMetrics(ID, trainers[1]).slashed, expected, "the trainer that never revealed kept its stake");
+        assertEq(reg.burned() - burnedBefore, expected, "the slash was not burned");
+        assertEq(reg.withdrawable(WATCHER), watcherBefore, "the caller profited from the slash");
+
+        // once; never the trainer that revealed; not after the round's challenge window
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__NotCommitted.selector, ID, uint32(0), uint16(0), trainers[1]
+            )
+        );
+        ev.slashUnrevealed(ID, 0, 0, trainers[1]);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__NotCommitted.selector, ID, uint32(0), uint16(0), trainers[0]
+            )
+        );
+        ev.slashUnrevealed(ID, 0, 0, trainers[0]);
+        assertEq(reg.trainerMetrics(ID, trainers[0]).slashed, 0, "the trainer that revealed was slashed");
+        uint64 until = reg.getRound(ID, 0).finalizedAt + CHALLENGE_SECONDS;
+        vm.warp(until + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryRounds.Registry__ChallengeWindowClosed.selector, ID, uint32(0), until)
+        );
+        ev.slashUnrevealed(ID, 0, 0, trainers[2]);
+    }
+
+    /// The honest side: a rewind that reopens a round cuts its opening's reveal phase, so a
+    /// commitment of the cut opening is never slashed, neither before the round is committed
+    /// again nor after (the committed opening is the new one).
+    function test_commitNeverReveal_cutOpeningIsNotSlashed() public {
+        uint16 m = 4;
+        uint16 f = 2; // trainers gain 3000 credits a round (_challengeSlot)
+        address liar = _openRoot(m, f, 3, 0);
+        ITrainingRegistryRounds.RootCommit memory c0 = _fullCommit(0, m, f, 0);
+        _commitBy(liar, c0);
+        ITrainingRegistryRounds.RoundClaim memory a0 = _challengeSlot(0, c0, c0);
+
+        // round 1: trainer 2 commits; before its reveal, round 0 is proven wrong and reopened
+        _commitWork(2, keccak256("cut by the rewind"));
+        vm.warp(block.timestamp + CHALLENGE_SECONDS + 1);
+        assertTrue(block.timestamp <= reg.getRun(ID).roundDeadline, "the rewind lands inside round 1");
+        rf.expireSlot(a0, 0, 0);
+        assertEq(reg.getRun(ID).currentRound, 0, "round 0 open again");
+        vm.expectRevert(
+            abi.encodeWithSelector(ITrainingRegistryRounds.Registry__RoundNotCommitted.selector, ID, uint32(1))
+        );
+        ev.slashUnrevealed(ID, 1, 0, trainers[2]);
+
+        // rounds 0 and 1 are committed again (a new opening of round 1): still nothing to slash
+        address next = reg.getRun(ID).syncer;
+        if (next == address(0)) {
+            vm.warp(block.timestamp + SYNCER_TIMEOUT + 1);
+            next = _elect(ID);
+        }
+        _commitBy(next, c0);
+        vm.warp(reg.getRun(ID).roundDeadline + 1);
+        _commitBy(next, _fullCommit(1, m, f, 3000));
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITrainingRegistryTypes.Registry__NotCommitted.selector, ID, uint32(1), uint16(0), trainers[2]
+            )
+        );
+        ev.slashUnrevealed(ID, 1, 0, trainers[2]);
+        assertEq(
+            reg.trainerMetrics(ID, trainers[2]).slashed, 0, "a commitment whose reveal phase the rewind cut was slashed"
+        );
+    }
+
     // ------------------------------------------------------------ a proof's bounty copied from the mempool
 
     /// @dev The claim of round 0 committed as `c` (3 trainers, one 64-value fragment) with trainer

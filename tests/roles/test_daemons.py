@@ -74,7 +74,7 @@ def test_full_run_seals_with_every_trainer_credited(dev, runner, tmp_path):
     assert run.syncer_fees_accrued == 2 * fee_per_round > 0
     syncer = runner.daemons["syncer"]
     assert syncer.summary == {"rounds_finalized": 2, "runs_sealed": 1, "fees_claimed_atto": 2 * fee_per_round,
-                              "weights_challenges_answered": 0}
+                              "weights_challenges_answered": 0, "unrevealed_slashed": 0}
     assert client.syncer_fee_of(tid, syncer.account.address) == 0
     claimed = events(client, tid, "SyncerFeeClaimed")
     assert [(e["args"]["syncer"], e["args"]["amount"]) for e in claimed] == [(syncer.account.address,

@@ -124,3 +124,35 @@ def test_a_forced_reveal_landing_late_holds_the_commit_until_it_is_handled(dev, 
     for idx in TRAINERS[:2]:
         who = dev.client(idx).address
         assert (accepted[who], client.trainer_stats(tid, who).slashed) == (2, 0)
+
+
+@pytest.mark.slow
+def test_a_forced_commitment_never_revealed_is_slashed_once_the_round_is_committed(dev, runner, tmp_path):
+    """Commit never reveal (issue #23): a trainer commits a forced submission on-chain and never
+    reveals it, so the round cannot commit before its deadline. The syncer commits after the
+    deadline and then slashes the lapsed commitment (``slashUnrevealed``, reason 6, burned); the
+    honest trainers lose nothing, the run seals and tokens are conserved."""
+    tid = post_small_task(dev, trainers=3, quorum=2, fragments=2, rounds=1, grace_window_ms=20_000)
+    silent = dev.client(TRAINERS[2])
+    silent.enroll_trainer(tid, 100 * TOKEN, f"did:tenzro:machine:{silent.address}")
+    runner.start("syncer", syncer_daemon(dev, tid, tmp_path / "syncer", evaluate=False))
+    runner.start("honest0", trainer_daemon(dev, TRAINERS[0], tid, tmp_path / "t0"))
+    runner.start("honest1", trainer_daemon(dev, TRAINERS[1], tid, tmp_path / "t1"))
+    client = dev.client()
+    wait_until(lambda: client.get_run(tid).status == RunStatus.TRAINING, 120, "round 0")
+    force_commit(silent, tid, 0, 1, _junk(kubo_cid(os.urandom(1000))))
+    assert client.commit_phase(tid)[1] == 1  # one commitment the early commit waits for
+
+    assert runner.join(240) == {"syncer": 0, "honest0": 0, "honest1": 0}
+    assert client.get_run(tid).status == RunStatus.SEALED
+    (com,) = events(client, tid, "RoundCommitted")
+    assert com["args"]["round"] == 0 and not events(client, tid, "GradientSubmitted")
+    assert client.get_round(tid, 0).finalized_at > client.get_round(tid, 0).opened_at + 20  # after the deadline
+    slashes = [(e["args"]["trainer"], e["args"]["fragment"], e["args"]["reason"], e["args"]["amount"])
+               for e in events(client, tid, "TrainerSlashed")]
+    assert slashes == [(silent.address, 1, 6, 100 * TOKEN * 5 // 100)]
+    assert client.trainer_stats(tid, silent.address).slashed == 5 * TOKEN
+    assert runner.daemons["syncer"].summary["unrevealed_slashed"] == 1
+    for idx in TRAINERS[:2]:
+        assert client.trainer_stats(tid, dev.client(idx).address).slashed == 0
+    assert_tokens_conserved(client, tid, 3)

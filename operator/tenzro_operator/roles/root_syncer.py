@@ -18,7 +18,7 @@ import time
 from eth_utils import to_checksum_address
 
 from tenzro_operator.chain import ChunkOpening, RunStatus
-from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable, TenzroError
+from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable, ServiceUnavailable, TenzroError
 from tenzro_operator.pubsub import submission_topic, syncer_topic
 from tenzro_operator.roles.delivery import (
     ANNOUNCE_EVERY_S,
@@ -523,6 +523,28 @@ class RootSyncerMixin:
             log.info("round %d: answered the weights challenge of fragment %d chunk %d (the bond is this syncer's)",
                      r, f, chunk)
         return answered
+
+    def root_slash_unrevealed(self, r: int, rs) -> int:
+        """After this syncer committed round r: ``slashUnrevealed`` every on-chain forced
+        commitment of the round's opening that was never revealed (``rs.commitments`` less the
+        round's ``GradientSubmitted``; PROTOCOL.md §5, "Commit never reveal"). The registry burns
+        the slash: a duty, not a gain. A refusal (revealed after all, slashed by another first, a
+        commitment of an opening a rewind cut) or an outage is logged and left. Returns the
+        commitments slashed."""
+        revealed = {(s.fragment, s.key) for s in rs.subs.values() if not s.offchain}
+        slashed = 0
+        for f, trainer in sorted(rs.commitments - revealed):
+            try:
+                res = self.chain.slash_unrevealed(self.task_id, r, f, trainer)
+            except (ChainRevert, ServiceUnavailable) as exc:
+                log.info("round %d: trainer %s's forced commitment of fragment %d was not slashed: %s", r, trainer,
+                         f, exc)
+                continue
+            slashed += 1
+            self._tally("unrevealed_slashed", 1)
+            log.warning("round %d: trainer %s committed fragment %d on-chain and never revealed it: slashed %d atto "
+                        "(burned; tx %s)", r, trainer, f, int(res.event("TrainerSlashed")["amount"]), res.tx_hash)
+        return slashed
 
     # ------------------------------------------------------------------ restarts, the seal
 

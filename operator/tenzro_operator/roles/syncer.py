@@ -34,8 +34,9 @@ One round r (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 10-12; DESIGN.md 
    `RoundTranscript`, call ``commitRound`` with the fragments root, one accepted bitmap per
    trainer index (``trainersOf`` order) and the cumulative credits before the round;
 5. persist ``<data_dir>/syncer-<task>.pt`` (round, outer optimizer state dicts) atomically,
-   append the timing split to ``<data_dir>/syncer-rounds.jsonl``; answer any ``challengeWeights``
-   of its committed rounds within their windows.
+   append the timing split to ``<data_dir>/syncer-rounds.jsonl``; slash every on-chain forced
+   commitment of the round that was never revealed (``slashUnrevealed``, burned); answer any
+   ``challengeWeights`` of its committed rounds within their windows.
 
 Restarts: the saved state continues when the chain's open round is the one after the saved
 round. When the state file is missing or one committed round behind (a crash after the
@@ -282,6 +283,7 @@ class _RoundState:
     settled: bool = False  # root flow: no forced submission can arrive any more (`_root_inputs_settled`)
     challenged: bool = False  # the last collect sent an availability challenge (`ready` waits a step)
     first_block: int = 0  # the first block that can hold an event of this round's opening
+    commitments: set[tuple[int, str]] = field(default_factory=set)  # on-chain forced commitments (fragment, trainer)
     t_start: float = field(default_factory=time.perf_counter)
     split: dict[str, float] = field(default_factory=lambda: {"fetch_s": 0.0, "validate_s": 0.0})
 
@@ -306,7 +308,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
     outers: list[OuterOptimizer]  # one per fragment
     last_finalized: int  # round finalized last (-1: none)
     _run_start: int  # first block that can hold an event of the run (`ChainClient.run_start_block`)
-    cursor: EventCursor | None  # GradientSubmitted of the run (positioned at the open round's first block)
+    cursor: EventCursor | None  # GradientSubmitted, SubmissionCommitted of the run (from the open round's first block)
     _round: _RoundState | None
     _eval: HeldoutEvaluator | None
     _last_loss: float | None  # held-out loss of the weights finalized last
@@ -326,7 +328,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self.history: list[dict[str, Any]] = []
         # what this process did, over every run it served (shared with the per-run workers)
         self.summary: dict[str, int] = {"rounds_finalized": 0, "runs_sealed": 0, "fees_claimed_atto": 0,
-                                        "weights_challenges_answered": 0}
+                                        "weights_challenges_answered": 0, "unrevealed_slashed": 0}
 
     _tally_lock = threading.Lock()  # the per-run threads of `serve_elected` share one `summary`
     _split_lock = threading.Lock()  # the fetch threads of `validate_all` add to one timing split
@@ -566,7 +568,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self.spec = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
         self.runtime = TaskRuntime.from_spec(self.spec, max_params=self.config.max_model_params)
         self._run_start = self.chain.run_start_block(run)
-        self.cursor = EventCursor(self.chain, ["GradientSubmitted"], task_id=self.task_id, start_block=self._run_start,
+        self.cursor = EventCursor(self.chain, ["GradientSubmitted", "SubmissionCommitted"], task_id=self.task_id, start_block=self._run_start,
                                   confirmations=int(self.opt("confirmations", 0)),
                                   tail_blocks=int(self.opt("reorg_tail_blocks", 64)),
                                   path=self.data_dir / f"syncer-{self.task_id.hex()}.cursor.json")
@@ -784,6 +786,9 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         for ev in batch.events:
             a = ev["args"]
             if int(a["round"]) != rs.round:
+                continue
+            if ev["event"] == "SubmissionCommitted":  # its reveal is a GradientSubmitted (`root_slash_unrevealed`)
+                rs.commitments.add((int(a["fragment"]), a["trainer"].lower()))
                 continue
             sub = _Sub(int(a["fragment"]), a["trainer"], SignedPayload.from_event(a), block=int(ev["block_number"]))
             held = rs.subs.get((sub.fragment, sub.key))
@@ -1279,6 +1284,7 @@ class SyncerDaemon(RootSyncerMixin, Daemon):
         self.finalized_here += 1
         self._tally("rounds_finalized", 1)
         self.persist()
+        self.root_slash_unrevealed(r, rs)
         wall = max(0.0, time.time() - run.round_opened_at)
         self.metrics.round_latency.labels(task=task_label(self.task_id)).observe(wall)
         n_acc = sum(len(v) for v in accepted.values())
