@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from tenzro_operator.errors import IpfsError
+from tenzro_operator.errors import IpfsError, RpcUnavailable
 from tenzro_operator.roles.delivery import DeliveryError, post_messages
 from tenzro_operator.roles.endpoint_policy import Endpoint, EndpointRefused, PinnedTransport, resolve_endpoint
 from tenzro_operator.roles.root_trainer import RootTrainerMixin
@@ -319,6 +319,32 @@ def test_the_forced_paths_onchain_steps_survive_a_restart(tmp_path):
     assert saved["onchain"] == {"5": {"closes": 0, "steps": {"0": "revealed", "1": "revealed"}}} and saved["forced"]
     again.force(5, reveal=False, closes=99)  # round 5 reopened (a rewind): the new opening's commitments go on-chain
     assert again.calls[-2:] == [("commit", (5, 0)), ("commit", (5, 1))]
+
+
+def test_a_commitment_sent_without_an_answer_is_revealed_after_a_restart(tmp_path):
+    """A commitment whose transaction died without an answer may have been mined, and one never
+    revealed is slashed (``slashUnrevealed``): it is sent again while the commit phase lasts, and
+    revealed after it, also by a restarted trainer."""
+    t = _Trainer(tmp_path, force_onchain=True)
+    msg = SimpleNamespace(commitment=lambda: b"\1" * 32, signed_payload=lambda: "payload")
+    t._outbox = {5: [(0, msg)]}
+
+    def dies(*a):
+        t.calls.append(("commit", a[1:3]))
+        raise RpcUnavailable("http://127.0.0.1:1", 3, "connection reset")
+
+    t.chain.commit_submission = dies
+    with pytest.raises(RpcUnavailable):
+        t.force(5, reveal=False, closes=0)
+    assert t._onchain == {5: {0: "sent"}}
+    with pytest.raises(RpcUnavailable):
+        t.force(5, reveal=False, closes=0)  # still in the phase: sent again
+    assert t.calls == [("commit", (5, 0))] * 2
+    again = _Trainer(tmp_path)  # restarted in the reveal phase: reveals what may have landed
+    again._outbox = {5: [(0, msg)]}
+    assert again._onchain == {5: {0: "sent"}}
+    again.force(5, reveal=True, closes=0)
+    assert again.calls == [("reveal", (5, 0))] and again._onchain == {5: {0: "revealed"}}
 
 
 def test_a_corrupt_forced_state_is_a_warning_not_a_crash(tmp_path, caplog):

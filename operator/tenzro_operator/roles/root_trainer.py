@@ -301,13 +301,17 @@ class RootTrainerMixin:
 
     def force(self, r: int, reveal: bool, closes: int) -> None:
         """The forced path (PROTOCOL.md §5 "Forced inclusion", commit-reveal): each fragment of
-        round r also goes on-chain, its commitment (``commitSubmission``, 64,660 gas at M = 3,
-        F = 2) in the commit phase and its reveal (``submitOuterGradient``, 81,047 gas) after it,
+        round r also goes on-chain, its commitment (``commitSubmission``, 64,595 gas at M = 3,
+        F = 2) in the commit phase and its reveal (``submitOuterGradient``, 79,624 gas) after it,
         both paid by this trainer. A refusal (the phase ended, the round moved on) is logged and
         that fragment stays off-chain only; a reveal refused as early (the node's head not yet past
         ``closes``, chain seconds) is retried on the next poll, after a block is mined on a devnet.
         Each step is saved (`save_forced`) for a restart; steps of an earlier opening of round r
-        (another ``closes``: a rewind) are void."""
+        (another ``closes``: a rewind) are void. A commitment whose transaction failed without an
+        answer (a dead RPC, a receipt that never came) may still be mined, and one never revealed
+        costs 5 % of the stake (``slashUnrevealed``): it is marked ``sent`` before it goes, sent
+        again while the phase lasts and revealed after it like a confirmed one (a reveal of a
+        commitment that never landed is refused: ``Registry__NotCommitted``)."""
         fresh = self._onchain_at.get(r) != closes
         if fresh:  # the first call of this opening of round r: steps of an earlier one (a rewind) are void
             if r in self._onchain_at:
@@ -319,11 +323,13 @@ class RootTrainerMixin:
             for f, m in self._outbox.get(r, []):
                 step = done.get(f)
                 try:
-                    if step is None and not reveal:
+                    if step in (None, "sent") and not reveal:
+                        done[f] = "sent"
+                        self.save_forced()
                         self.chain.commit_submission(self.task_id, r, f, m.commitment())
                         done[f] = "committed"
                         log.info("round %d: fragment %d committed on-chain (forced path)", r, f)
-                    elif step == "committed" and reveal:
+                    elif step in ("committed", "sent") and reveal:
                         self.chain.submit_outer_gradient(self.task_id, r, f, m.signed_payload())
                         done[f] = "revealed"
                         self.summary["forced"] = self.summary.get("forced", 0) + 1
