@@ -6,7 +6,7 @@ and the gateway's ``tenzro_training_getRun``.
 
 The expected figures are computed here from the raw events (``RoundCommitted``, ``RootRunSealed``,
 ``RewardClaimed``), the registry's getters (``getRound``, ``rootState``, ``trainerMetrics``) and the
-transcripts on IPFS, independently of `tenzro_operator.run_view`: credits as ``commitRound`` sums
+transcripts on IPFS, independently of `tenzro_operator.views.run`: credits as ``commitRound`` sums
 them (checked against the registry's credits root), rewards as ``claim`` pays them.
 
 Used by the tests that already seal a root-flow run (tests/roles/test_root_flow_daemons.py,
@@ -108,7 +108,7 @@ def _assert_page_in_chromium(url: str, want: dict) -> None:
 def assert_views_tell_the_truth(chain, ipfs, rpc_url: str, ipfs_url: str, deployments: Path, tid: bytes) -> dict:
     """Assert that get-run, trainer-stats, the explorer's API and the gateway's getRun show the
     sealed root-flow run ``tid`` as its events and claims say. Returns the expected figures."""
-    from tenzro_operator.cli import cli
+    from tenzro_operator.cli.main import cli
     from tenzro_operator.explorer.server import Explorer, ExplorerServer
     from tenzro_operator.explorer.sources import ChainSource, SpecCache, SyncerRecords
     from tenzro_operator.gateway.methods import TrainingMethods

@@ -149,3 +149,28 @@ def test_the_trainer_imports_no_chain_ipfs_or_operator_code():
             bad += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in names
                     if n.split(".")[0] in TRAINER_FORBIDDEN and not getattr(node, "level", 0)]
     assert not bad, "\n".join(bad)
+
+
+# What each package of the operator must not import (each says so in its docstring): the chain and
+# IPFS clients sit below everything that uses them, the read model below the roles and the CLI.
+LAYERS = {
+    "tenzro_operator.chain": ("tenzro_operator.cli", "tenzro_operator.daemon", "tenzro_operator.ipfs",
+                              "tenzro_operator.roles", "tenzro_operator.views", "tenzro_trainer"),
+    "tenzro_operator.ipfs": ("tenzro_operator.chain", "tenzro_operator.cli", "tenzro_operator.daemon",
+                             "tenzro_operator.roles", "tenzro_operator.views", "tenzro_trainer"),
+    "tenzro_operator.views": ("tenzro_operator.cli", "tenzro_operator.daemon", "tenzro_operator.roles"),
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_each_package_imports_only_what_lies_below_it():
+    g = import_graph()
+    bad = [f"{m} imports {t}" for pkg, forbidden in LAYERS.items() for m, ts in g.items() if _within(m, pkg)
+           for t in ts if any(_within(t, f) for f in forbidden)]
+    # the verb groups register on the group `cli.main` hands them and never import it back
+    bad += [f"{m} imports {t}" for m, ts in g.items() if m != "tenzro_operator.cli.__main__"
+            for t in ts if t == "tenzro_operator.cli.main"]
+    assert not bad, "\n".join(sorted(bad))

@@ -294,7 +294,7 @@ def flood_pubsub(rpc: str, deployments: str, task_id: bytes, fragments: int, ipf
     the syncer topic and the others submissions, over ``connections`` keep-alive connections to
     the node, each message one ``pubsub/pub`` call, built a batch of 100 ahead."""
     from tenzro_operator.ipfs import IpfsClient
-    from tenzro_operator.pubsub import multibase_encode, submission_topic, syncer_topic
+    from tenzro_operator.ipfs.pubsub import multibase_encode, submission_topic, syncer_topic
 
     IpfsClient(ipfs_api).swarm_connect(devnet_swarm)
     forger, done = Forger(task_id, fragments), threading.Event()
@@ -372,7 +372,7 @@ def one_run(rate: int, args: dict) -> dict:
     from tenzro_operator import demo
     from tenzro_operator.demo_results import trainer_rows
     from tenzro_operator.ipfs import IpfsClient
-    from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+    from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 
     port = _free_port()
     work = Path(tempfile.mkdtemp(prefix=f"flood-{rate}-"))

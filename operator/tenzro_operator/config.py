@@ -88,7 +88,7 @@ class CommonConfig(BaseSettings):
     ipfs_bootstrap: list[str] = Field(default_factory=list, description="multiaddrs "
                                       "(/ip4/<host>/tcp/<port>/p2p/<peer id>) of other parties' IPFS nodes that "
                                       "the daemons connect their node to at start and again when one drops "
-                                      "(tenzro_operator.ipfs_peers); bitswap fetches from connected peers only")
+                                      "(tenzro_operator.ipfs.peers); bitswap fetches from connected peers only")
     ipfs_peer_check_s: float = Field(default=10.0, gt=0, description="seconds between checks that the "
                                      "ipfs_bootstrap peers are still connected")
     ipfs_announce: list[str] | None = Field(default=None, max_length=8, description="multiaddrs of this party's IPFS node "
@@ -162,7 +162,7 @@ class CommonConfig(BaseSettings):
     @field_validator("ipfs_bootstrap", "ipfs_announce")
     @classmethod
     def _bootstrap(cls, v: list[str] | None) -> list[str] | None:
-        from tenzro_operator.ipfs_peers import check_bootstrap_addr
+        from tenzro_operator.ipfs.peers import check_bootstrap_addr
 
         return v if v is None else [check_bootstrap_addr(a) for a in v]
 

@@ -43,10 +43,10 @@ from typing import Any, Callable
 import torch
 
 from tenzro_operator.chain import ZERO_ADDRESS, RunStatus, RunView
+from tenzro_operator.chain.event_cursor import atomic_write_bytes  # re-exported: the one durable write
 from tenzro_operator.errors import ChainRevert, IpfsError, IpfsIsolated, ServiceUnavailable, TenzroError, TxFailed
-from tenzro_operator.redact import redact_url
-from tenzro_operator.events import atomic_write_bytes  # re-exported: the one durable write
 from tenzro_operator.logs import set_log_context
+from tenzro_operator.redact import redact_url
 from tenzro_operator.spec import task_id_bytes32
 
 __all__ = ["Daemon", "DaemonHalted", "StopRequested", "append_jsonl", "atomic_write_bytes", "atomic_torch_save",
@@ -175,7 +175,7 @@ class Daemon:
 
     def keep_ipfs_peers(self) -> None:
         """Connect the IPFS node to the config's ``ipfs_bootstrap`` peers and re-dial any that drops,
-        every ``ipfs_peer_check_s`` seconds (`tenzro_operator.ipfs_peers.BootstrapPeers`: bounded
+        every ``ipfs_peer_check_s`` seconds (`tenzro_operator.ipfs.peers.BootstrapPeers`: bounded
         dials, logged), in a thread with its own client that ends with the daemon. Returns once the
         first dials are over (at most 30 s), so the role's first fetch finds its peers connected.
         Nothing when the list is empty; never raises for an unreachable peer."""
@@ -187,7 +187,7 @@ class Daemon:
         and the nodes its runs' parties announce, `track_peers`), started at the first call."""
         if self.ipfs_peers is None:
             from tenzro_operator.ipfs import IpfsClient
-            from tenzro_operator.ipfs_peers import BootstrapPeers
+            from tenzro_operator.ipfs.peers import BootstrapPeers
 
             addrs = list(getattr(self.config, "ipfs_bootstrap", None) or [])
             self.ipfs_peers = BootstrapPeers(IpfsClient(self.ipfs.api_url, timeout_s=30.0, retries=0), addrs,

@@ -56,7 +56,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from tenzro_operator import devnet, escrow, replay, run_view
+from tenzro_operator import devnet, escrow, replay
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.demo_results import accounting, round_weights, trainer_rows, unclaimed_credits
 from tenzro_operator.errors import TenzroError
@@ -73,6 +73,7 @@ from tenzro_operator.roles.sponsor import (
 from tenzro_operator.spec import DEFAULT_COMPRESSION, MAX_SUBMISSION_SLOTS, spec_hash
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.units import format_tokens
+from tenzro_operator.views import run as run_view
 from tenzro_trainer.config import ROBUST_DEFAULTS
 from tenzro_trainer.data.collection import default_collection
 from tenzro_trainer.evaluate import HeldoutEvaluator
@@ -273,7 +274,7 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
     for role in (r for r in SYNCER_ROLES if r in keys):  # the candidates: same options, each its own key and data
         cfg = _write_yaml(work / "config" / f"{role}.yaml", {
             **_common(s, keys[role], work / role), "task_id": task, **s.syncer_options, **extra.get(role, {})})
-        procs.append(spawn(role, [sys.executable, "-m", "tenzro_operator.syncer_cli", "run", "--config", str(cfg)],
+        procs.append(spawn(role, [sys.executable, "-m", "tenzro_operator.cli.syncer", "run", "--config", str(cfg)],
                            work / "logs" / f"{role}.log"))
     for i in range(s.trainers):
         cfg = _write_yaml(work / "config" / f"trainer-{i}.yaml", {
@@ -281,14 +282,14 @@ def launch_daemons(s: DemoSettings, task: str, keys: dict[str, Path], work: Path
             "did": f"did:tenzro:machine:demo-trainer-{i}", "inner": {"batch_size": s.batch_size},
             "device": "cpu", "dtype": "fp32", "syncer_rpc_allow_private": True,  # a syncer endpoint on 127.0.0.1
             **extra.get(f"trainer-{i}", {})})
-        procs.append(spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config",
+        procs.append(spawn(f"trainer-{i}", [sys.executable, "-m", "tenzro_operator.cli.trainer", "run", "--config",
                                             str(cfg)], work / "logs" / f"trainer-{i}.log"))
     if not watcher:
         return procs
     # a watcher beside them: replays each round as it lands (read-only: no key); exits at the seal
     watcher_cfg = _write_yaml(work / "config" / "watcher.yaml", {
         **_common(s, None, work / "watcher"), "task_id": task, **extra.get("watcher", {})})
-    procs.append(spawn("watcher", [sys.executable, "-m", "tenzro_operator.watcher_cli", "run", "--config",
+    procs.append(spawn("watcher", [sys.executable, "-m", "tenzro_operator.cli.watcher", "run", "--config",
                                    str(watcher_cfg)], work / "logs" / "watcher.log"))
     return procs
 
@@ -487,10 +488,10 @@ def wait_settled(procs: list[Proc], timeout_s: float = 120.0) -> None:
 def claim_for_the_stopped(chain: ChainClient, task_id: bytes, procs: list[Proc], addresses: dict[str, str]) -> None:
     """Claim the reward of every trainer whose process was stopped on purpose (`Proc.killed`) and
     that has credits from the rounds it delivered before: anyone may claim for a trainer, the
-    reward goes to the trainer (``claim`` with its credits proof, `tenzro_operator.reward`). The
+    reward goes to the trainer (``claim`` with its credits proof, `tenzro_operator.views.reward`). The
     summary's check that every trainer with credits claimed then holds for the living daemons,
     which must claim by themselves."""
-    from tenzro_operator.reward import reward_report
+    from tenzro_operator.views.reward import reward_report
 
     for p in procs:
         if not (p.killed and p.name in addresses):

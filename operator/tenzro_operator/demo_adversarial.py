@@ -169,9 +169,9 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL, cheats: Collection[str] = CHE
                                "did": f"did:tenzro:machine:adversarial-{i}", "inner": {"batch_size": s.batch_size},
                                **kw}
     a_fault = {k: v for c in cheats for k, v in SYNCER_FAULTS.get(c, {}).items()}
-    procs = [spawn("syncer-a", "tenzro_operator.syncer_cli", syncer("syncer-a", fault=a_fault or None))]
-    procs += [spawn(f"trainer-{i}", "tenzro_operator.trainer_cli", trainer(i)) for i in range(HONEST)]
-    procs.append(spawn("watcher", "tenzro_operator.watcher_cli",
+    procs = [spawn("syncer-a", "tenzro_operator.cli.syncer", syncer("syncer-a", fault=a_fault or None))]
+    procs += [spawn(f"trainer-{i}", "tenzro_operator.cli.trainer", trainer(i)) for i in range(HONEST)]
+    procs.append(spawn("watcher", "tenzro_operator.cli.watcher",
                        {**_common(s, keys["watcher"], work / "watcher"), "task_id": task}))
     try:
         # the honest trainers hold indices 0..3 (the false report names index 0), then the cheaters
@@ -180,11 +180,11 @@ def run_adversarial(s: DemoSettings = ADVERSARIAL, cheats: Collection[str] = CHE
             if kinds[f"trainer-{i}"] == "availability loop":  # its own challenges' bonds
                 deployer.wait(deployer.send("mint", addr[f"trainer-{i}"], LOOP_BONDS * s.syncer_bond // 10,
                                             contract="TenzroToken"))
-            procs.append(spawn(f"trainer-{i}", "tenzro_operator.trainer_cli",
+            procs.append(spawn(f"trainer-{i}", "tenzro_operator.cli.trainer",
                                trainer(i, **TRAINER_FAULTS[kinds[f"trainer-{i}"]])))
         _wait(lambda: sponsor.get_run(task_id).syncer == addr["syncer-a"], 300, "syncer A to be elected", procs)
         if "syncer-b" in syncers:
-            procs.append(spawn("syncer-b", "tenzro_operator.syncer_cli", syncer("syncer-b")))
+            procs.append(spawn("syncer-b", "tenzro_operator.cli.syncer", syncer("syncer-b")))
         a_cheats = ", ".join(c for c in cheats if c in SYNCER_FAULTS) or "none"
         cheaters = "".join(f", {kinds[f'trainer-{i}']}" for i in range(HONEST, s.trainers))
         console.print(f"started syncer A (cheats: {a_cheats}), 4 honest trainers{cheaters}, a watcher with a key"

@@ -56,7 +56,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from tenzro_operator import devnet, run_view
+from tenzro_operator import devnet
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.demo import (
     REPO_ROOT,
@@ -77,10 +77,11 @@ from tenzro_operator.demo import (
 )
 from tenzro_operator.errors import IpfsError, TenzroError
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 from tenzro_operator.keys import anvil_account
 from tenzro_operator.netns import Hosts, LinkCounters, NetnsError, unavailable_reason
 from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
+from tenzro_operator.views import run as run_view
 
 RPC_PORT = 8545  # anvil on the chain host
 API_PORT = 5001  # every host's IPFS RPC API (each host has its own port space)

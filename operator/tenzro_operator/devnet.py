@@ -32,7 +32,7 @@ import httpx
 from eth_account.signers.local import LocalAccount
 
 from tenzro_operator.errors import DevnetError, IpfsNodeError
-from tenzro_operator.ipfs_node import node_command
+from tenzro_operator.ipfs.node import node_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_DIR = REPO_ROOT / ".devnet"

@@ -132,7 +132,7 @@ class EventWatcherHalted(TenzroError):
     """An event handler failed too many times in a row; the watcher stopped on purpose."""
 
 
-# --- IPFS (tenzro_operator.ipfs, tenzro_operator.ipfs_node) -----------------
+# --- IPFS (tenzro_operator.ipfs) -----------------
 
 
 class IpfsError(TenzroError):

@@ -45,8 +45,8 @@ from typing import Callable, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from tenzro_operator.errors import IpfsError, ServiceUnavailable, TenzroError
-from tenzro_operator.ipfs_peers import check_bootstrap_addr, peer_id_of
-from tenzro_operator.pubsub import nodes_topic
+from tenzro_operator.ipfs.peers import check_bootstrap_addr, peer_id_of
+from tenzro_operator.ipfs.pubsub import nodes_topic
 from tenzro_operator.roles.endpoint_policy import address_refusal
 from tenzro_operator.roles.intake_guard import BoundedSet, FailedSignatures, TokenBuckets
 from tenzro_operator.root_flow import MAX_MESSAGE_BYTES, Address, Hex32, RootFlowError, Signature

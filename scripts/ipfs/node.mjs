@@ -33,7 +33,7 @@
  *   tenzro/training/1.0.0/<task id hex>          signed trainer submissions
  *   tenzro/training/syncer/1.0.0/<task id hex>   syncer announcements
  *   tenzro/training/nodes/1.0.0/<task id hex>    the parties' node addresses
- * (constants and helpers in operator/tenzro_operator/pubsub.py). A message
+ * (constants and helpers in operator/tenzro_operator/ipfs/pubsub.py). A message
  * carries at most 1 MiB of data.
  */
 import http from 'node:http'

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from tenzro_operator.chain import ChainClient
-from tenzro_operator.cli import cli
+from tenzro_operator.cli.forecast import export_model
+from tenzro_operator.cli.main import cli
 from tenzro_operator.demo import DemoSettings, post_demo_task, run_demo
-from tenzro_operator.forecast_cli import export_model
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.root_flow import RevealMessage, committed_rounds, committed_weights, cumulative_credits
 from tenzro_operator.task_runtime import WeightsError

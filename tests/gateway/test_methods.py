@@ -71,7 +71,7 @@ def training(rpc, roles, posted):
 def test_reads_equal_the_cli_json(rpc, roles, training, chain):
     from click.testing import CliRunner
 
-    from tenzro_operator.cli import cli
+    from tenzro_operator.cli.main import cli
 
     spec, tid = training
     common = ["--rpc", chain.rpc_url, "--deployments", str(chain.deployments), "--format", "json"]

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from tenzro_operator.netns import Hosts, family_namespaces, unavailable_reason
 from tenzro_operator.ipfs import IpfsClient, IpfsNotFound
-from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
+from tenzro_operator.netns import Hosts, family_namespaces, unavailable_reason
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]

@@ -9,7 +9,7 @@ from typing import Iterator
 
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 
 
 def wait_for(cond, timeout_s: float) -> bool:

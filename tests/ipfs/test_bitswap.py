@@ -15,7 +15,7 @@ from ipfs_fixtures import NodeHandle, node_pair
 from kubo_oracle import cid_v1, to_text
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient, IpfsError, IpfsNotFound, IpfsTooLarge
-from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 
 UNKNOWN = "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  # valid CID, nobody has it
 CHUNK = 262144  # bytes: Kubo's leaf size

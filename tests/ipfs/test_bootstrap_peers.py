@@ -1,4 +1,4 @@
-"""Daemons find each other's IPFS nodes (issue 25): `tenzro_operator.ipfs_peers.BootstrapPeers` against two
+"""Daemons find each other's IPFS nodes (issue 25): `tenzro_operator.ipfs.peers.BootstrapPeers` against two
 real local nodes (scripts/ipfs/node.mjs on 127.0.0.1). B connects to A at start, notices when A drops,
 re-dials it a bounded number of times (logged), and reconnects once A is back; a daemon whose config has
 ``ipfs_bootstrap`` keeps its node connected by itself; the setting is validated in the config and the CLI."""
@@ -16,8 +16,8 @@ from stack import free_port
 from tenzro_operator.config import TrainerConfig, load_config
 from tenzro_operator.errors import ConfigError
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.ipfs_node import start_ipfs_node
-from tenzro_operator.ipfs_peers import BootstrapPeers, check_bootstrap_addr, peer_id_of
+from tenzro_operator.ipfs.node import start_ipfs_node
+from tenzro_operator.ipfs.peers import BootstrapPeers, check_bootstrap_addr, peer_id_of
 
 PEER = "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"
 
@@ -128,7 +128,7 @@ def test_bootstrap_setting_is_validated_in_config_and_cli(tmp_path, monkeypatch)
 
     from click.testing import CliRunner
 
-    from tenzro_operator.daemon_cli import daemon_group
+    from tenzro_operator.cli.daemon import daemon_group
 
     seen = {}
 

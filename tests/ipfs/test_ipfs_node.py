@@ -15,7 +15,7 @@ from stack import free_port
 from kubo_oracle import cid_v1, kubo_file_cid, to_text
 from tenzro_operator.errors import IpfsNodeError
 from tenzro_operator.ipfs import IpfsClient, IpfsIntegrityError, IpfsNotFound, IpfsUnavailable
-from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 from test_ipfs_cids import EMPTY_V1, HELLO_IPFS_V1, HELLO_V0, HELLO_V1
 
 UNKNOWN = "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"  # valid CID, nobody has it

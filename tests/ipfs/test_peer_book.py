@@ -19,9 +19,9 @@ from eth_account import Account
 from ipfs_fixtures import NodeHandle, wait_for
 from stack import free_port
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.ipfs_peers import BootstrapPeers
+from tenzro_operator.ipfs.peers import BootstrapPeers
+from tenzro_operator.ipfs.pubsub import nodes_topic
 from tenzro_operator.peer_book import ANNOUNCER_BURST, NodeAnnouncement, PeerBook, dial_refusal
-from tenzro_operator.pubsub import nodes_topic
 from tenzro_operator.root_flow import RootFlowError
 
 TASK = bytes.fromhex("ab" * 32)

@@ -20,7 +20,8 @@ from stack import free_port, wait_until
 from tenzro_operator.errors import IpfsNodeError
 from tenzro_operator.errors import IpfsBadTopic, IpfsError, IpfsMessageTooLarge, IpfsPubsubError, IpfsUnavailable
 from tenzro_operator.ipfs import IpfsClient
-from tenzro_operator.pubsub import (
+from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
+from tenzro_operator.ipfs.pubsub import (
     MAX_MESSAGE_BYTES,
     SUBMISSION_TOPIC,
     SYNCER_TOPIC,
@@ -29,7 +30,6 @@ from tenzro_operator.pubsub import (
     submission_topic,
     syncer_topic,
 )
-from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
 
 TASK = bytes(range(32))
 

@@ -57,7 +57,7 @@ def running_task(roles):
 @pytest.fixture(scope="session")
 def ipfs_url(tmp_path_factory) -> str:
     """A real IPFS node (the project's Helia node) on a free port for the session."""
-    from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+    from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 
     tmp = tmp_path_factory.mktemp("ipfs")
     proc = start_ipfs_node(tmp / "repo", free_port())
@@ -87,7 +87,7 @@ def run_cli(stack, ipfs_url):
     options out (to test their defaults)."""
     from click.testing import CliRunner
 
-    from tenzro_operator.cli import cli
+    from tenzro_operator.cli.main import cli
 
     runner = CliRunner()
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from op_stack import PW_ENV, ensure_syncer_stake, make_spec, one_line_error, post_root_run
 from stack import MIN_SYNCER_STAKE, TOKEN, free_port
-from tenzro_operator.cli import cli
+from tenzro_operator.cli.main import cli
 from tenzro_operator.keys import anvil_account, create_keystore
 from tenzro_operator.spec import canonical_json, spec_hash
 

@@ -1,7 +1,7 @@
 """The CLI's tables in a pipe or a file keep a 64-hex id on one line (issue #27 item 10): rich
 folds at 80 columns when it cannot ask a terminal, and a folded id cannot be grepped or copied."""
 
-from tenzro_operator.cli_common import kv_table
+from tenzro_operator.cli.common import kv_table
 
 TASK = "0x" + "ab" * 32
 

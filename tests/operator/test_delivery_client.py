@@ -20,6 +20,7 @@ from tenzro_operator.errors import IpfsError, RpcUnavailable
 from tenzro_operator.roles.delivery import DeliveryError, post_messages
 from tenzro_operator.roles.endpoint_policy import Endpoint, EndpointRefused, PinnedTransport, resolve_endpoint
 from tenzro_operator.roles.root_trainer import RootTrainerMixin
+from tenzro_operator.root_flow import RootFlowError
 
 OK_ANSWER = b'[{"jsonrpc":"2.0","id":0,"result":{"accepted":true}}]'
 
@@ -345,6 +346,22 @@ def test_a_commitment_sent_without_an_answer_is_revealed_after_a_restart(tmp_pat
     assert again._onchain == {5: {0: "sent"}}
     again.force(5, reveal=True, closes=0)
     assert again.calls == [("reveal", (5, 0))] and again._onchain == {5: {0: "revealed"}}
+
+
+def test_a_node_that_lags_behind_a_committed_round_is_read_again_not_a_failure(tmp_path):
+    """The registry shows round 3 committed but the node asked for its logs does not return the
+    event yet (it lags: the chaos test's proxy): read again until it does; a node that never does
+    fails the step after ``wait_s``."""
+    t = _Trainer(tmp_path)
+    t.poll_s, t.events = 0.01, SimpleNamespace(start_block=0)
+    t.sleep = lambda s: time.sleep(s)
+    event = {"event": "RoundCommitted", "args": {"round": 3, "acceptedBitmaps": [1]}}
+    answers = [[], [], [event]]
+    t.chain.block_number = lambda: 9
+    t.chain.get_logs = lambda *a, **k: answers.pop(0) if answers else []
+    assert t._committed_event(3, wait_s=5.0) == event["args"] and answers == []
+    with pytest.raises(RootFlowError, match="no RoundCommitted event for round 3"):
+        t._committed_event(3, wait_s=0.05)
 
 
 def test_a_corrupt_forced_state_is_a_warning_not_a_crash(tmp_path, caplog):

@@ -10,7 +10,7 @@ import requests
 
 from faultproxy import FaultProxy
 from tenzro_operator.chain import ChainClient
-from tenzro_operator.events import EventCursor
+from tenzro_operator.chain.event_cursor import EventCursor
 from tenzro_operator.keys import anvil_account
 
 SPENDER = anvil_account(9).address  # a marker: only the tests' approvals name it

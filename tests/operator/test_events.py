@@ -11,8 +11,8 @@ import pytest
 
 from stack import TOKEN
 from tenzro_operator.chain import ChainClient
+from tenzro_operator.chain.event_cursor import EventWatcher
 from tenzro_operator.errors import EventWatcherHalted
-from tenzro_operator.events import EventWatcher
 from tenzro_operator.keys import anvil_account
 from tenzro_operator.metrics import TrainerMetrics
 

@@ -39,7 +39,7 @@ def test_rpc_defaults_to_the_deployment_record(run_cli, stack, tmp_path):
 def test_ipfs_defaults_to_the_deployment_record(stack, tmp_path):
     """A devnet on other ports (`make deploy IPFS_PORT=5002`) records its IPFS node; a verb without
     --ipfs uses it, not 5001 (where another checkout's node may answer). --ipfs still wins."""
-    from tenzro_operator.cli_common import DEFAULT_IPFS, Ctx
+    from tenzro_operator.cli.common import DEFAULT_IPFS, Ctx
 
     rec = json.loads(stack.deployments.read_text())
     rec["ipfs_url"] = "http://127.0.0.1:5002"

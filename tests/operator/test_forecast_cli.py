@@ -10,7 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tenzro_operator.cli import cli
+from tenzro_operator.cli.main import cli
 from tenzro_trainer.config import QUANTILE_LEVELS, ModelConfig
 from tenzro_trainer.forecast import forecast_histories
 from tenzro_trainer.model_dir import load_model_dir, save_model_dir

@@ -23,7 +23,7 @@ from eth_account import Account
 import tenzro_operator.roles.intake_guard as guard
 from tenzro_operator.chain import SignedPayload, sign_outer_gradient
 from tenzro_operator.daemon import Daemon
-from tenzro_operator.pubsub import PubsubMessage
+from tenzro_operator.ipfs.pubsub import PubsubMessage
 from tenzro_operator.roles.delivery import (
     ANNOUNCEMENT_CHECKS_PER_POLL,
     CLIENT_BURST,

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from tenzro_operator.errors import IpfsPubsubError
-from tenzro_operator.pubsub import multibase_decode, multibase_encode
+from tenzro_operator.ipfs.pubsub import multibase_decode, multibase_encode
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 63, 4096])

@@ -1,4 +1,4 @@
-"""The run read model's folds (`tenzro_operator.run_view`) on hand-made root-flow events: commits,
+"""The run read model's folds (`tenzro_operator.views.run`) on hand-made root-flow events: commits,
 a rewind by a fraud proof and the round committed again, slot challenges and their outcomes,
 credits per trainer as the registry sums them, and the run's phase with the time it next changes.
 The same read model against a sealed run on a devnet: tests/run_view_checks.py."""
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from tenzro_operator.chain import RunStatus, RunView
-from tenzro_operator.run_view import (
+from tenzro_operator.views.run import (
     RunViewError,
     fold_root_rounds,
     fold_root_trainers,
@@ -109,7 +109,7 @@ def test_phase_names_the_next_change_and_its_time():
 
 
 def test_trainer_lookup_names_the_run():
-    from tenzro_operator.run_view import RunReadModel, TrainerRow
+    from tenzro_operator.views.run import RunReadModel, TrainerRow
 
     view = RunReadModel(task_id=b"\x01" * 32, run=SimpleNamespace(), head_block=1, now=1, phase="SEALED",
                         next_change_at=None, next_change="final", trainers=[TrainerRow(trainer="0xAbC", index=0)],

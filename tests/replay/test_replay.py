@@ -17,13 +17,13 @@ import run_driver as drv
 from stack import free_port
 from tenzro_operator import receipt as rc
 from tenzro_operator.chain import SlashReason
-from tenzro_operator.cli import cli
+from tenzro_operator.cli.main import cli
 from tenzro_operator.errors import IpfsUnavailable
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account
 from tenzro_operator.replay import ReplayError, verify_receipt
-from tenzro_operator.root_check import RootRoundChecker
 from tenzro_operator.roles.sponsor import SpecDraft, build_spec, post_task
+from tenzro_operator.root_check import RootRoundChecker
 
 pytestmark = pytest.mark.slow
 

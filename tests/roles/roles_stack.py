@@ -190,8 +190,8 @@ def syncer_daemon(dev: Devnet, task_id: bytes | None, data_dir: Path, account: i
 
 def accepted_counts(client: ChainClient, task_id: bytes) -> dict[str, int]:
     """Accepted fragment submissions per trainer (checksummed address) of run ``task_id``, summed
-    over its committed rounds' bitmaps (`tenzro_operator.run_view`: the registry keeps roots only)."""
-    from tenzro_operator.run_view import build
+    over its committed rounds' bitmaps (`tenzro_operator.views.run`: the registry keeps roots only)."""
+    from tenzro_operator.views.run import build
 
     return {t.trainer: t.accepted for t in build(client, task_id).trainers}
 

@@ -16,7 +16,7 @@ import pytest
 
 from stack import wait_until
 from tenzro_operator.chain import RunStatus, SignedPayload
-from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.ipfs.pubsub import submission_topic
 from tenzro_operator.roles.delivery import post_messages
 from tenzro_operator.root_flow import MAX_COMMITMENTS, CommitMessage, RevealMessage
 

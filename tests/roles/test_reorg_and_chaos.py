@@ -81,7 +81,7 @@ class _Net:
 def _chain_and_ipfs(tmp: Path):
     """anvil + the IPFS node on free ports, contracts deployed, accounts 1..8 funded; the IPFS
     node's process handle and repo are yielded too, to restart it."""
-    from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+    from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 
     anvil = Anvil(tmp).start()
     port = free_port()
@@ -137,7 +137,7 @@ def test_chaos_a_hostile_network_cannot_halt_starve_or_double_spend(tmp_path, ca
     requests; the IPFS node is restarted once mid-run. The run seals, the tokens are conserved
     exactly (nothing burned, nothing minted, the registry holds what the run owes), nobody honest
     is slashed and no transaction takes effect twice."""
-    from tenzro_operator.ipfs_node import start_ipfs_node, stop_ipfs_node
+    from tenzro_operator.ipfs.node import start_ipfs_node, stop_ipfs_node
 
     rounds, fragments = 4, 2
     with _chain_and_ipfs(tmp_path) as (anvil, dep, node, port), FaultProxy(anvil.url, seed=14) as proxy:

@@ -13,13 +13,14 @@ import pytest
 from roles_stack import TRAINERS, events, post_small_task, syncer_daemon, trainer_daemon
 from run_view_checks import assert_views_tell_the_truth
 from stack import TOKEN, wait_until
-from tenzro_operator import replay, run_view
+from tenzro_operator import replay
 from tenzro_operator.chain import RunStatus
-from tenzro_operator.forecast_cli import export_model
-from tenzro_operator.pubsub import submission_topic
+from tenzro_operator.cli.forecast import export_model
+from tenzro_operator.ipfs.pubsub import submission_topic
 from tenzro_operator.roles.trainer import FaultSettings
 from tenzro_operator.root_flow import CommitMessage, RevealMessage, committed_rounds, cumulative_credits, parse_message
 from tenzro_operator.transcript import RoundTranscript
+from tenzro_operator.views import run as run_view
 from tenzro_trainer import round_commitment as rc
 
 pytestmark = pytest.mark.timeout(400)

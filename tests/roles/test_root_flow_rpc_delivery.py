@@ -12,7 +12,7 @@ import pytest
 from roles_stack import SYNCER, TRAINERS, post_small_task, syncer_daemon, trainer_daemon
 from stack import free_port, wait_until
 from tenzro_operator.chain import RunStatus, SignedPayload
-from tenzro_operator.pubsub import multibase_encode, syncer_topic
+from tenzro_operator.ipfs.pubsub import multibase_encode, syncer_topic
 from tenzro_operator.roles.delivery import DELIVER, MAX_BATCH, Announcement, post_messages
 from tenzro_operator.root_flow import MAX_COMMITMENTS, MAX_MESSAGE_BYTES, CommitMessage, RevealMessage, committed_rounds
 

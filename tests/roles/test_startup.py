@@ -103,7 +103,7 @@ def test_dead_rpc_and_bad_password_through_the_cli(dev, tmp_path):
     dead = f"http://127.0.0.1:{free_port()}"
     cfg = _yaml(tmp_path, "trainer.yaml", node_rpc=dead, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
                 keystore=key, task_id="whatever", metrics_port=None, data_dir=tmp_path / "t")
-    p = _cli("tenzro_operator.trainer_cli", cfg)
+    p = _cli("tenzro_operator.cli.trainer", cfg)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 1
     lines = err.strip().splitlines()
@@ -112,7 +112,7 @@ def test_dead_rpc_and_bad_password_through_the_cli(dev, tmp_path):
     assert "(eth_chainId: ConnectionRefusedError: Connection refused)" in lines[-1] and len(lines[-1]) < 250, lines[-1]
     assert sum("retry" in ln for ln in lines[:-1]) == 4  # retries with backoff first, then the error
     assert "Traceback" not in err
-    p = _cli("tenzro_operator.syncer_cli", cfg, env_extra={"TENZRO_KEYSTORE_PASSWORD": "wrong"})
+    p = _cli("tenzro_operator.cli.syncer", cfg, env_extra={"TENZRO_KEYSTORE_PASSWORD": "wrong"})
     out, err = p.communicate(timeout=60)
     assert p.returncode == 1 and "wrong password for keystore" in err and "wrong\n" not in err.replace(
         "wrong password", "")
@@ -126,7 +126,7 @@ def test_trainer_cli_enrolls_then_exits_zero_on_sigterm(dev, tmp_path):
     cfg = _yaml(tmp_path, "trainer.yaml", node_rpc=dev.rpc_url, ipfs_api=dev.ipfs_url, deployments=dev.deployments,
                 keystore=key, task_id="0x" + tid.hex(), metrics_port=0, data_dir=tmp_path / "t",
                 poll_interval_s=0.3)
-    p = _cli("tenzro_operator.trainer_cli", cfg)
+    p = _cli("tenzro_operator.cli.trainer", cfg)
     client = dev.client()
     me = anvil_account(TRAINERS[1]).address
     deadline = time.monotonic() + 90

@@ -28,7 +28,7 @@ def test_unknown_task_id_fails_fast_through_the_cli(dev, tmp_path):
                                    "keystore": str(key), "task_id": "no-such-task", "metrics_port": None,
                                    "data_dir": str(tmp_path / "t")}))
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "tenzro_operator.trainer_cli", "run", "--config", str(cfg)], cwd=REPO,
+    p = subprocess.run([sys.executable, "-m", "tenzro_operator.cli.trainer", "run", "--config", str(cfg)], cwd=REPO,
                        env=dict(os.environ, TENZRO_KEYSTORE_PASSWORD=PASSWORD), capture_output=True, text=True,
                        timeout=120)
     assert time.monotonic() - t0 < 60

@@ -15,7 +15,7 @@ READ_TIMEOUT_S = 10.0  # as tenzro_operator.explorer.server.READ_TIMEOUT_S
 
 def register(cli: click.Group) -> None:
     """Attach ``explorer`` to the top-level ``tenzro`` group."""
-    from tenzro_operator.cli_common import DEFAULT_IPFS, Ctx, deployments_option, rpc_option
+    from tenzro_operator.cli.common import DEFAULT_IPFS, Ctx, deployments_option, rpc_option
 
     @cli.command("explorer")
     @click.option("--host", default="127.0.0.1", show_default=True,

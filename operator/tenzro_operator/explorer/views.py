@@ -13,7 +13,7 @@ verifier's ``eth_call``, and ``cat`` on the IPFS node.
   checked against the committed ``transcriptHash`` (accepted and rejected submissions per
   fragment, reasons included).
 
-Runs, trainers and rounds are read through `tenzro_operator.run_view` (one shape).
+Runs, trainers and rounds are read through `tenzro_operator.views.run` (one shape).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def run_view(chain, specs, records, task_id: bytes) -> dict[str, Any]:
     Raises:
         PageNotFound: no run with this id. RpcUnavailable: the chain does not answer.
     """
-    from tenzro_operator.run_view import build
+    from tenzro_operator.views.run import build
 
     run = _get_run(chain, task_id)
     spec, spec_error, _ = _spec(specs, run)
@@ -192,7 +192,7 @@ def _is_evidence(e: dict[str, Any]) -> bool:
 
 
 def _rounds(view, losses: dict[int, dict]) -> list[dict[str, Any]]:
-    """Per round, opened or committed (`tenzro_operator.run_view.RoundRow`):
+    """Per round, opened or committed (`tenzro_operator.views.run.RoundRow`):
     timing (unix seconds, with ``*_iso``), accepted count, weights root, transcript CID and hash,
     challenge window, proofs and challenges, held-out loss (None unless the syncer's records carry it)."""
     out = []
@@ -228,7 +228,7 @@ def round_view(chain, ipfs, task_id: bytes, round_: int) -> dict[str, Any]:
             discarded by a fraud proof). IpfsUnavailable: the node is down.
     """
     from tenzro_operator.errors import IpfsContentError, IpfsNotFound
-    from tenzro_operator.run_view import build
+    from tenzro_operator.views.run import build
     from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript, TranscriptError
 
     run = _get_run(chain, task_id)

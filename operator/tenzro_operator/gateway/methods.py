@@ -2,7 +2,7 @@
 
 Reads answer what ``tenzro train list-runs / get-run / get-receipt --format json`` print: the
 registry's views through `ChainClient` and the views' own ``to_json``; ``getRun`` through the run
-read model (`tenzro_operator.run_view`). Writes never use a user's key: ``postTask`` (and the
+read model (`tenzro_operator.views.run`). Writes never use a user's key: ``postTask`` (and the
 sponsor's ``useRootFlow`` after it), ``enrollTrainer`` and ``finalizeRound`` (the syncer's
 ``commitRound``) relay a transaction the user signed (`rawtx` checks it, `relay` sends it);
 ``submitGradient`` takes a trainer's EIP-712 signed submission, checks that it recovers to an
@@ -123,10 +123,10 @@ class TrainingMethods:
         return {"total": total, "offset": off, "runs": [self.chain.get_run(i).to_json() for i in ids]}
 
     def getRun(self, task_id: Any, trainers: Any = True) -> dict[str, Any]:  # noqa: N802
-        """One run as ``tenzro train get-run --format json`` prints it (`run_view.RunReadModel.to_json`,
+        """One run as ``tenzro train get-run --format json`` prints it (`views.run.RunReadModel.to_json`,
         the run's fields, its phase and next change, ``rounds`` and, with ``trainers``,
         ``"trainers"`` (submitted / scored out are null: the gateway reads no transcripts). Reverts ``Registry__UnknownTask`` for a task id never posted."""
-        from tenzro_operator.run_view import build
+        from tenzro_operator.views.run import build
 
         tid = P.task_id(task_id)
         with_trainers = P.flag(trainers, "trainers")

@@ -23,7 +23,8 @@ import time
 
 from web3.exceptions import ContractLogicError, Web3RPCError
 
-from tenzro_operator.chain import ChainClient, ErrorDecoder, PendingTx, TxResult, _revert_data
+from tenzro_operator.chain import ChainClient, ErrorDecoder, PendingTx, TxResult
+from tenzro_operator.chain.abi_decoding import revert_data
 from tenzro_operator.gateway.jsonrpc import NODE_REJECTED, NONCE_GAP, RpcError
 from tenzro_operator.gateway.rawtx import DecodedTx
 
@@ -58,7 +59,7 @@ class Relay:
         try:
             self.chain._rpc(f"eth_call {function}", lambda: self.chain.w3.eth.call(call, "latest"))
         except (ContractLogicError, Web3RPCError) as exc:
-            data = _revert_data(exc)
+            data = revert_data(exc)
             if data is None and not isinstance(exc, ContractLogicError):
                 raise RpcError(NODE_REJECTED, f"the node refuses the simulated {function}: {exc}") from None
             raise self._errors.decode(data, f"TrainingRegistry.{function}") from None

@@ -4,7 +4,7 @@ Anyone may challenge a trainer's submission to open one chunk of its signed comm
 chunk index 2^32 - 1, all of them: the whole payload, PROTOCOL.md §4) within the task's
 ``challengeSeconds``; an unanswered challenge is expired into a slash (5 % of the remaining
 stake, the challenger's bond back plus a 10 % bounty). An honest trainer answers every challenge
-against it: the trainer's event cursor (`tenzro_operator.events.EventCursor`) hands it the
+against it: the trainer's event cursor (`tenzro_operator.chain.event_cursor.EventCursor`) hands it the
 ``AvailabilityChallenged`` events against it (`note`); it fetches its own payload from
 IPFS by the CID it submitted, rebuilds the chunk commitment and posts the opening with
 ``answerAvailability`` (the challenger's bond becomes the trainer's). Challenges can arrive until

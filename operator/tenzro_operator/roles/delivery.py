@@ -43,10 +43,10 @@ from pydantic import Field
 
 from tenzro_operator.errors import IpfsPubsubError, ServiceUnavailable, TenzroError
 from tenzro_operator.gateway.jsonrpc import BAD_SIGNATURE, INVALID_PARAMS, UNAVAILABLE, Dispatcher, RpcError
-from tenzro_operator.roles.intake_guard import TokenBuckets
 from tenzro_operator.gateway.server import GatewayServer
-from tenzro_operator.pubsub import multibase_decode, multibase_encode
+from tenzro_operator.ipfs.pubsub import multibase_decode, multibase_encode
 from tenzro_operator.roles.endpoint_policy import EndpointRefused, PinnedTransport, resolve_endpoint
+from tenzro_operator.roles.intake_guard import TokenBuckets
 from tenzro_operator.root_flow import (
     MAX_MESSAGE_BYTES,
     Address,

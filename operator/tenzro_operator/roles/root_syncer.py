@@ -19,7 +19,7 @@ from eth_utils import to_checksum_address
 
 from tenzro_operator.chain import ChunkOpening, RunStatus
 from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable, ServiceUnavailable, TenzroError
-from tenzro_operator.pubsub import submission_topic, syncer_topic
+from tenzro_operator.ipfs.pubsub import submission_topic, syncer_topic
 from tenzro_operator.roles.delivery import (
     ANNOUNCE_EVERY_S,
     DELIVER,
@@ -29,7 +29,6 @@ from tenzro_operator.roles.delivery import (
     announced_url,
 )
 from tenzro_operator.roles.intake_guard import Job, TokenBuckets, Verifier
-from tenzro_operator.task_assets import load_dataset
 from tenzro_operator.root_flow import (
     MAX_COMMITMENTS,
     MAX_MESSAGE_BYTES,
@@ -43,6 +42,7 @@ from tenzro_operator.root_flow import (
     fragment_states,
     parse_message,
 )
+from tenzro_operator.task_assets import load_dataset
 from tenzro_operator.transcript import RoundTranscript
 from tenzro_trainer import round_commitment as rc
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 
 from tenzro_operator.chain import RunStatus, RunView, SignedPayload
+from tenzro_operator.chain.event_cursor import atomic_write_bytes
 from tenzro_operator.errors import ChainRevert, IpfsError, TenzroError
-from tenzro_operator.events import atomic_write_bytes
-from tenzro_operator.pubsub import submission_topic, syncer_topic
+from tenzro_operator.ipfs.pubsub import submission_topic, syncer_topic
 from tenzro_operator.roles.delivery import (
     ANNOUNCEMENT_CHECKS_PER_POLL,
     ANNOUNCEMENT_FUTURE_S,
@@ -430,8 +431,8 @@ class RootTrainerMixin:
         delivered = dict(self._outbox.pop(r, []))
         if self._onchain.pop(r, None) is not None:
             self.save_forced()
-        try:
-            self._committed = {r: committed_round(self.chain, self.task_id, self.events.start_block, r)}
+        try:  # a cancelled run may not have committed round r; any other run past it did
+            self._committed = {} if run.status == RunStatus.CANCELLED else {r: self._committed_event(r)}
         except RootFlowError:  # the run left Training without committing round r
             self._committed = {}
         bitmap = int(self._committed[r]["acceptedBitmaps"][self.index]) if self._committed else 0
@@ -447,9 +448,29 @@ class RootTrainerMixin:
         Raises:
             RootFlowError: round r has no ``RoundCommitted`` event yet (the step is retried).
         """
-        ev = self._committed.get(r) or committed_round(self.chain, self.task_id, self.events.start_block, r)
+        ev = self._committed.get(r) or self._committed_event(r)
         cids, hashes = committed_weights(self.ipfs, ev)
         return {"fragmentCids": cids, "fragmentHashes": hashes}
+
+    def _committed_event(self, r: int, wait_s: float = 30.0) -> dict:
+        """Round r's ``RoundCommitted`` args, once the registry shows the round committed: a node
+        that does not return the event yet lags behind the one that answered ``getRun`` (a node
+        behind a load balancer, a reorg's tail), which is no failure of this trainer's, so the
+        logs are read again every ``poll_s`` for up to ``wait_s`` seconds.
+
+        Raises:
+            RootFlowError: still no event after ``wait_s`` (the step fails and is retried).
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return committed_round(self.chain, self.task_id, self.events.start_block, r)
+            except RootFlowError:
+                if time.monotonic() >= deadline:
+                    raise
+                log.info("round %d: the node does not return its RoundCommitted event yet (a lagging node): "
+                         "reading again", r)
+                self.sleep(self.poll_s)
 
     def copy_round(self, run: RunView) -> str:
         """FAULT INJECTION (``fault: {kind: copycat}``; tests and demos only): the copying attack of

@@ -88,6 +88,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tenzro_operator.chain import ZERO_ADDRESS, ChunkOpening, RunStatus, RunView, SignedPayload, SlashReason
+from tenzro_operator.chain.event_cursor import EventCursor
 from tenzro_operator.config import SyncerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import (
@@ -100,7 +101,6 @@ from tenzro_operator.errors import (
     IpfsUnavailable,
     TenzroError,
 )
-from tenzro_operator.events import EventCursor
 from tenzro_operator.evidence import bits_to_f32, exceeds_reference, non_finite_opening, norm_outliers
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics, task_label
@@ -213,7 +213,7 @@ class SyncerDaemonConfig(SyncerConfig):
     fetched at once, default 8), ``confirmations`` (blocks a submission must be buried under
     before it is read, default 0), ``reorg_tail_blocks`` (how deep below the head blocks are read
     one by one with their hashes checked: the deepest reorg and the largest node lag survived,
-    default 64; `tenzro_operator.events.EventCursor`), ``fault`` (`SyncerFaultSettings`: deliberate
+    default 64; `tenzro_operator.chain.event_cursor.EventCursor`), ``fault`` (`SyncerFaultSettings`: deliberate
     lies for tests and demos only; default off).
     """
 

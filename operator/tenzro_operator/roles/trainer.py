@@ -54,20 +54,20 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from tenzro_operator.chain import RunStatus, RunView, SignedPayload
+from tenzro_operator.chain.event_cursor import EventCursor
 from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
 from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
-from tenzro_operator.events import EventCursor
 from tenzro_operator.ipfs import kubo_cid
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics, task_label
 from tenzro_operator.payload_encoder import PayloadEncoder
-from tenzro_operator.spec import TaskSpec
 from tenzro_operator.progress import progress_bar
 from tenzro_operator.roles.challenge_loop import ChallengeLoop
 from tenzro_operator.roles.challenges import ChallengeAnswerer
 from tenzro_operator.roles.overlap import EarlySteps
 from tenzro_operator.roles.root_trainer import RootTrainerMixin
+from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, fetch_weights, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_trainer.codec import encode_fragment
@@ -123,7 +123,7 @@ class TrainerDaemonConfig(TrainerConfig):
     for that run to be posted, seconds; default 0, an unknown task id is refused at start-up),
     ``confirmations`` (blocks an event must be buried under before it is read, default 0) and
     ``reorg_tail_blocks`` (how deep below the head blocks are read one by one with their hashes
-    checked, default 64; `tenzro_operator.events.EventCursor`).
+    checked, default 64; `tenzro_operator.chain.event_cursor.EventCursor`).
     """
 
     fault: FaultSettings | None = None

@@ -57,11 +57,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tenzro_operator.chain import RunStatus, RunView
-from tenzro_operator.errors import ChainRevert
+from tenzro_operator.chain.event_cursor import EventCursor
 from tenzro_operator.config import WatcherConfig
 from tenzro_operator.daemon import Daemon, DaemonHalted, StopRequested, append_jsonl
+from tenzro_operator.errors import ChainRevert
 from tenzro_operator.errors import ServiceUnavailable, TenzroError
-from tenzro_operator.events import EventCursor
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import WatcherMetrics, task_label
 from tenzro_operator.root_check import RootCheck, RootRoundChecker

@@ -7,7 +7,7 @@ unavailable: one line on stderr).
 
 from __future__ import annotations
 
-from tenzro_operator.daemon_cli import daemon_group
+from tenzro_operator.cli.daemon import daemon_group
 
 __all__ = ["cli", "main"]
 
@@ -24,7 +24,7 @@ cli = daemon_group("watcher", _load, help="The Tenzro Train watcher daemon.",
 
 
 def main() -> None:
-    """Entry point (``python -m tenzro_operator.watcher_cli``; ``tenzro watcher run``)."""
+    """Entry point (``python -m tenzro_operator.cli.watcher``; ``tenzro watcher run``)."""
     cli()
 
 

@@ -186,7 +186,7 @@ def _quantiles(value: str) -> tuple[float, ...]:
 
 def register(cli: click.Group, train: click.Group) -> None:
     """Add ``export-model`` to ``tenzro train`` and ``forecast`` to ``tenzro``."""
-    from tenzro_operator.cli_common import Ctx, common_options, echo_json, format_option, parse_task_id
+    from tenzro_operator.cli.common import Ctx, common_options, echo_json, format_option, parse_task_id
 
     @train.command("export-model")
     @click.option("--task-id", required=True)

@@ -52,7 +52,7 @@ def _address(value: str | None, keystore: Path | None, option: str) -> str:
 
 def register(cli: click.Group) -> None:
     """Attach ``balance``, ``transfer`` and ``faucet`` to the top-level ``tenzro`` group."""
-    from tenzro_operator.cli_common import Ctx, common_options, format_option, tx_out
+    from tenzro_operator.cli.common import Ctx, common_options, format_option, tx_out
 
     @cli.command("balance")
     @click.option("--address", default=None, help="account to show  [default: the keystore's]")

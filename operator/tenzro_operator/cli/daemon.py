@@ -1,4 +1,4 @@
-"""The click group of a daemon role (``tenzro-trainer``, ``python -m tenzro_operator.syncer_cli``,
+"""The click group of a daemon role (``tenzro-trainer``, ``python -m tenzro_operator.cli.syncer``,
 ``tenzro trainer`` / ``tenzro syncer``): one ``run`` command that loads the role's config and runs
 its daemon in the foreground (`tenzro_operator.daemon.run_daemon_cli`).
 

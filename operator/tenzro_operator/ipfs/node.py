@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tenzro_operator.errors import IpfsNodeError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 NODE_BINARY = REPO_ROOT / "node_modules" / "node" / "bin" / "node"
 NODE_SCRIPT = REPO_ROOT / "scripts" / "ipfs" / "node.mjs"
 READY_PREFIX = "ipfs node ready "

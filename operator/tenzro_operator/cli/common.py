@@ -2,9 +2,10 @@
 built on first use), the ``--format`` option, the argument parsers (``--task-id``, ``--did``) and
 the output helpers (tables for people, JSON for scripts).
 
-It owns no verb. Imported by `tenzro_operator.cli` and by every module that registers verbs on
-it (``spec_cli``, ``wallet_cli``, ``forecast_cli``, ``explorer.cli``, ``gateway.cli``); it must not
-import any of them back (tests/test_import_graph.py).
+It owns no verb. Imported by `tenzro_operator.cli.main` and by every module that registers verbs
+on it (``train_runs``, ``train_trainer``, ``train_syncer``, ``keys``, ``spec``, ``wallet``,
+``forecast``, ``explorer.cli``, ``gateway.cli``); it must not import any of them back
+(tests/test_import_graph.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -210,3 +212,10 @@ def tx_out(fmt: str, title: str, fields: dict[str, Any]) -> None:
         echo_json(fields)
     else:
         kv_table(title, list(fields.items()))
+
+
+def when(ts: int) -> str:
+    """Unix seconds as ISO-8601 UTC with the raw value: ``2026-11-22T18:41:17Z (1795372877)``; 0 is "-"."""
+    if not ts:
+        return "-"
+    return f"{datetime.fromtimestamp(ts, timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} ({ts})"

@@ -105,7 +105,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def register(train: click.Group) -> None:
     """Attach ``new-spec`` to the ``tenzro train`` group."""
-    from tenzro_operator.cli_common import Ctx, common_options, echo_json, format_option
+    from tenzro_operator.cli.common import Ctx, common_options, echo_json, format_option
     from tenzro_operator.spec import AGGREGATION_RULES, DEFAULT_COMPRESSION
     from tenzro_trainer.config import ROBUST_DEFAULTS
 

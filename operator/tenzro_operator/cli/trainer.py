@@ -6,7 +6,7 @@ Exit codes: 0 after the run is over (or on SIGTERM/SIGINT, state saved), 1 on a 
 
 from __future__ import annotations
 
-from tenzro_operator.daemon_cli import daemon_group
+from tenzro_operator.cli.daemon import daemon_group
 
 __all__ = ["cli", "main"]
 

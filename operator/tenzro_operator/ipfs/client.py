@@ -17,7 +17,7 @@ Usage::
         assert ipfs.cat(cid) == b"hello IPFS\\n"
         ipfs.unpin(cid)
 
-Pubsub and swarm calls (``pubsub_*``, ``swarm_connect``): see `tenzro_operator.pubsub`.
+Pubsub and swarm calls (``pubsub_*``, ``swarm_connect``): see `tenzro_operator.ipfs.pubsub`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from tenzro_operator.errors import (
     IpfsUnavailable,
     IpfsUnsupported,
 )
-from tenzro_operator.pubsub import (
+from tenzro_operator.ipfs.pubsub import (
     MAX_MESSAGE_BYTES,
     PubsubSubscription,
     _check_topic,

@@ -1,4 +1,4 @@
-"""``python -m tenzro_operator.syncer_cli run --config syncer.yaml`` (``tenzro syncer run``): the syncer
+"""``python -m tenzro_operator.cli.syncer run --config syncer.yaml`` (``tenzro syncer run``): the syncer
 daemon in the foreground.
 
 Exit codes: 0 after the seal (or on SIGTERM/SIGINT, state saved), 1 on a clear error
@@ -7,7 +7,7 @@ Exit codes: 0 after the seal (or on SIGTERM/SIGINT, state saved), 1 on a clear e
 
 from __future__ import annotations
 
-from tenzro_operator.daemon_cli import daemon_group
+from tenzro_operator.cli.daemon import daemon_group
 
 __all__ = ["cli", "main"]
 
@@ -23,7 +23,7 @@ cli = daemon_group("syncer", _load, help="The Tenzro Train syncer daemon.",
 
 
 def main() -> None:
-    """Entry point (``python -m tenzro_operator.syncer_cli``; the lead maps ``tenzro syncer run``)."""
+    """Entry point (``python -m tenzro_operator.cli.syncer``; the lead maps ``tenzro syncer run``)."""
     cli()
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from tenzro_operator.errors import TenzroError
 from tenzro_operator.root_flow import RootFlowError, bitmap_credits, credits_proof
-from tenzro_operator.run_view import build
+from tenzro_operator.views.run import build
 
 
 @dataclass
