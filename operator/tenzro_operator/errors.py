@@ -132,6 +132,14 @@ class EventWatcherHalted(TenzroError):
     """An event handler failed too many times in a row; the watcher stopped on purpose."""
 
 
+class DaemonHalted(TenzroError):
+    """A daemon stopped on purpose after too many consecutive failures (the last one is named)."""
+
+
+class StopRequested(Exception):
+    """Raised inside a step when a stop was requested (SIGTERM/SIGINT or `Daemon.request_stop`)."""
+
+
 # --- IPFS (tenzro_operator.ipfs) -----------------
 
 
