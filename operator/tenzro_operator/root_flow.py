@@ -33,7 +33,9 @@ hex digits, addresses as ``0x`` + 40, the signature as ``0x`` + 130.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Mapping, Sequence
+import logging
+import time
+from typing import Annotated, Any, Callable, Literal, Mapping, Sequence
 
 import torch
 from eth_account import Account
@@ -55,6 +57,8 @@ __all__ = ["MAX_COMMITMENTS", "MAX_MESSAGE_BYTES", "CommitMessage", "RevealMessa
            "bitmap_credits", "committed_round", "committed_rounds", "committed_weights", "credits_proof", "cumulative_credits",
            "fragment_states", "fragment_vectors", "initial_fragments_root", "outer_rule",
            "parse_message", "recover_signer"]
+
+log = logging.getLogger("tenzro.root_flow")
 
 MAX_MESSAGE_BYTES = 4096  # bytes: a reveal is about 700
 MAX_COMMITMENTS = 8  # signed commitments the syncer keeps per (trainer, fragment) and round: a trainer's own bound
@@ -306,16 +310,26 @@ def credits_proof(credits: Sequence[int], index: int, root: bytes) -> list[bytes
     return tree.path(index)
 
 
-def committed_round(chain: ChainClient, task_id: bytes, from_block: int, r: int) -> dict:
-    """Round r's last ``RoundCommitted`` event (its args; `committed_rounds`).
+def committed_round(chain: ChainClient, task_id: bytes, from_block: int, r: int, *, wait_s: float = 0.0,
+                    sleep: Callable[[float], None] = time.sleep, poll_s: float = 0.5) -> dict:
+    """Round r's last ``RoundCommitted`` event (its args; `committed_rounds`). Called once the
+    registry shows round r committed, a node that does not return the event yet lags behind the
+    one that answered (a node behind a load balancer, a reorg's tail): with ``wait_s`` > 0 the logs
+    are read again every ``poll_s`` seconds (``sleep``: a daemon's, which a stop interrupts) for up
+    to ``wait_s`` seconds.
 
     Raises:
-        RootFlowError: round r has no ``RoundCommitted`` event yet.
+        RootFlowError: round r has no ``RoundCommitted`` event (still none after ``wait_s``).
     """
-    rounds = committed_rounds(chain, task_id, from_block, r + 1)
-    if r not in rounds:
-        raise RootFlowError(f"no RoundCommitted event for round {r} of task 0x{task_id.hex()} yet")
-    return rounds[r]
+    deadline = time.monotonic() + wait_s
+    while True:
+        rounds = committed_rounds(chain, task_id, from_block, r + 1)
+        if r in rounds:
+            return rounds[r]
+        if time.monotonic() >= deadline:
+            raise RootFlowError(f"no RoundCommitted event for round {r} of task 0x{task_id.hex()} yet")
+        log.info("round %d: the node does not return its RoundCommitted event yet (a lagging node): reading again", r)
+        sleep(poll_s)
 
 
 def committed_weights(ipfs, event: Mapping[str, Any]) -> tuple[list[str], list[bytes]]:

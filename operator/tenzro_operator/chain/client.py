@@ -11,7 +11,7 @@ from tenzro_operator.chain.rpc import RpcCore
 from tenzro_operator.chain.syncer_pool import SyncerPoolCalls
 from tenzro_operator.chain.token_calls import TokenCalls
 from tenzro_operator.chain.transactions import Transactions
-from tenzro_operator.chain.views import RegistryViews
+from tenzro_operator.chain.registry_views import RegistryViews
 
 
 class ChainClient(RegistryViews, RoundCalls, TrainerEvidenceCalls, RunLifecycleCalls, SyncerPoolCalls, TokenCalls,

@@ -498,7 +498,8 @@ class RootSyncerMixin:
                 del self._weights_pending[key]
                 continue
             try:
-                event = committed_round(self.chain, self.task_id, self._run_start, r)
+                event = committed_round(self.chain, self.task_id, self._run_start, r, wait_s=30.0, sleep=self.sleep,
+                                        poll_s=self.poll_s)
                 c = self._root_checker().committed(r, event)
                 tree = c.states[f].momentum if momentum else c.states[f].weights
                 opening = (c.states[f].leaf.as_tuple(), rc.fragments_tree(c.leaves).path(f),

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 
 from tenzro_operator.chain import RunStatus, RunView, SignedPayload
 from tenzro_operator.chain.event_cursor import atomic_write_bytes
@@ -453,24 +452,15 @@ class RootTrainerMixin:
         return {"fragmentCids": cids, "fragmentHashes": hashes}
 
     def _committed_event(self, r: int, wait_s: float = 30.0) -> dict:
-        """Round r's ``RoundCommitted`` args, once the registry shows the round committed: a node
-        that does not return the event yet lags behind the one that answered ``getRun`` (a node
-        behind a load balancer, a reorg's tail), which is no failure of this trainer's, so the
-        logs are read again every ``poll_s`` for up to ``wait_s`` seconds.
+        """Round r's ``RoundCommitted`` args once the registry shows the round committed, read again
+        for up to ``wait_s`` seconds while the node lags (`committed_round`): a lagging node is no
+        failure of this trainer's.
 
         Raises:
             RootFlowError: still no event after ``wait_s`` (the step fails and is retried).
         """
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                return committed_round(self.chain, self.task_id, self.events.start_block, r)
-            except RootFlowError:
-                if time.monotonic() >= deadline:
-                    raise
-                log.info("round %d: the node does not return its RoundCommitted event yet (a lagging node): "
-                         "reading again", r)
-                self.sleep(self.poll_s)
+        return committed_round(self.chain, self.task_id, self.events.start_block, r, wait_s=wait_s,
+                               sleep=self.sleep, poll_s=self.poll_s)
 
     def copy_round(self, run: RunView) -> str:
         """FAULT INJECTION (``fault: {kind: copycat}``; tests and demos only): the copying attack of
