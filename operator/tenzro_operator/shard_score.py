@@ -5,7 +5,7 @@ aggregates and rejects one at or below ``score_min`` (``LossIncrease`` in the tr
 trainer it rejected scores its own payload the same way (same model, batch and arithmetic:
 `tenzro_trainer.scoring`) and, when its score is above ``score_min``, takes the verdict for
 censorship and delivers on-chain from the next round on, where no score can leave it out
-(`RootTrainerMixin.check_left_out`). Scores are not provable on-chain; this makes a false
+(`ForcedPath.check_left_out`). Scores are not provable on-chain; this makes a false
 ``LossIncrease`` cost the lying syncer the trainer's off-chain path, not the trainer its credit.
 
 Credit for work only (issue #26, `tenzro_trainer.credit`): `credit_gate` builds the run's gate over

@@ -19,7 +19,8 @@ import pytest
 from tenzro_operator.errors import IpfsError, RpcUnavailable
 from tenzro_operator.roles.delivery import DeliveryError, post_messages
 from tenzro_operator.roles.endpoint_policy import Endpoint, EndpointRefused, PinnedTransport, resolve_endpoint
-from tenzro_operator.roles.root_trainer import RootTrainerMixin
+from tenzro_operator.roles.trainer_delivery import ForcedPath, SubmissionDelivery
+from tenzro_operator.roles.trainer_rounds import RoundFollowing
 from tenzro_operator.root_flow import RootFlowError
 
 OK_ANSWER = b'[{"jsonrpc":"2.0","id":0,"result":{"accepted":true}}]'
@@ -226,7 +227,7 @@ def test_a_well_behaved_endpoint_still_gets_its_answers_read(hostile):
 # ----------------------------------------------------------------------------- the trainer
 
 
-class _Trainer(RootTrainerMixin):
+class _Trainer(SubmissionDelivery, ForcedPath, RoundFollowing):
     """The root-flow half alone: a config, a data dir, a task, fakes for the rest."""
 
     def __init__(self, tmp_path, announced: str | None = None, **cfg) -> None:

@@ -1,5 +1,5 @@
 """The syncer's off-chain intake under a keyless outsider's attack (issue #24): a real
-`SubmissionEndpoint` on 127.0.0.1 and the real intake (`RootSyncerMixin.root_intake`), on a
+`SubmissionEndpoint` on 127.0.0.1 and the real intake (`SubmissionIntake.root_intake`), on a
 stand-in syncer whose chain is a counter (the chain is not the point here; the devnet version of
 the squatting attack is tests/roles/test_intake_squatting.py).
 
@@ -36,8 +36,8 @@ from tenzro_operator.roles.delivery import (
     post_messages,
 )
 from tenzro_operator.roles.intake_guard import TokenBuckets, Verifier
-from tenzro_operator.roles.root_syncer import CHAIN_TIME_MAX_AGE_S, PEER_BURST, PEER_RATE_PER_S, RootSyncerMixin
-from tenzro_operator.roles.root_trainer import RootTrainerMixin
+from tenzro_operator.roles.syncer_intake import CHAIN_TIME_MAX_AGE_S, PEER_BURST, PEER_RATE_PER_S, SubmissionIntake
+from tenzro_operator.roles.trainer_delivery import SubmissionDelivery
 from tenzro_operator.root_flow import MAX_COMMITMENTS, CommitMessage, RevealMessage
 
 TASK = bytes.fromhex("a1" * 32)
@@ -60,7 +60,7 @@ class CountingChain:
         return self.ts
 
 
-class IntakeSyncer(RootSyncerMixin):
+class IntakeSyncer(SubmissionIntake):
     """The root-flow intake of a syncer collecting round 0 of `TASK` (F fragments, these trainers)."""
 
     chain_now = Daemon.chain_now
@@ -363,8 +363,8 @@ def test_a_broken_subscription_is_made_again_not_a_halt(syncer, trainers):
 # ----------------------------------------------------------------------------- the trainer's side
 
 
-class AnnouncementReader(RootTrainerMixin):
-    """A trainer reading the run's syncer topic (`RootTrainerMixin.syncer_rpc_url`)."""
+class AnnouncementReader(SubmissionDelivery):
+    """A trainer reading the run's syncer topic (`SubmissionDelivery.syncer_rpc_url`)."""
 
     chain_now = Daemon.chain_now
 

@@ -4,7 +4,7 @@ the messages in `tenzro_operator.root_flow`; the method in ``operator/RPC.md``).
 Pubsub is best effort: a message published before the syncer's node has joined the mesh is lost.
 So a syncer may also serve ``tenzro_training_deliver`` (JSON-RPC 2.0 over HTTP, the gateway's
 envelope and server, `tenzro_operator.gateway.jsonrpc` / `.server`) and trainers post every
-message they publish there too. Both paths end in the same intake (`RootSyncerMixin.root_intake`:
+message they publish there too. Both paths end in the same intake (`SubmissionIntake.root_intake`:
 the round, the fragment, the enrolled trainer, the commit phase, the bound on commitments, the
 signatures); the endpoint only limits each client (`CLIENT_RATE_PER_S` calls a second by IP,
 refused ``rate_limited`` beyond), decodes, routes by task and answers with the intake's verdict,
@@ -70,7 +70,7 @@ NOT_ACCEPTED = -32010  # a well-formed message the intake refuses (data.reason s
 RATE_LIMITED = -32011  # a client over its rate (data.reason "rate_limited"): nothing of the request was read
 CLIENT_RATE_PER_S, CLIENT_BURST = 200.0, 400.0  # deliver calls per second (and burst) from one client IP
 CHECK_WAIT_S = 2.0  # seconds a call waits for its message's signature check before answering "pending"
-# a trainer's reading of the syncer topic (`RootTrainerMixin.syncer_rpc_url`), open to anyone's flood:
+# a trainer's reading of the syncer topic (`SubmissionDelivery.syncer_rpc_url`), open to anyone's flood:
 MAX_ANNOUNCEMENTS_PER_POLL = 256  # messages read per poll (the subscription holds as many; the node drops beyond)
 ANNOUNCEMENT_CHECKS_PER_POLL = 64  # signature recoveries per poll at most (newest first)
 ANNOUNCER_RATE_PER_S, ANNOUNCER_BURST = 1.0, 8.0  # messages per second (and burst) read from one peer

@@ -3,7 +3,7 @@ assigned shard and deliver one signed outer gradient per fragment, until the run
 its reward claimed.
 
 One round (DiLoCo, Douillard et al. 2023, Algorithm 1, lines 4-9; the delivery is
-contracts/PROTOCOL.md §5, `tenzro_operator.roles.root_trainer`):
+contracts/PROTOCOL.md §5, `tenzro_operator.roles.trainer_delivery`):
 
 1. read the open round r from ``getRun``; skip it when this process already delivered it (a
    restart) or its commit phase has closed;
@@ -39,6 +39,22 @@ Timings per round go to ``<data_dir>/trainer-rounds.jsonl`` (seconds): ``fetch_s
 from IPFS), ``inner_s`` (H inner steps), ``submit_s`` (encode + pin + sign + publish the
 commitments), ``loss`` (mean inner training loss), ``payload_bytes`` (bytes of the
 payloads pinned in the round, all fragments).
+
+`TrainerDaemon` is made of one class per concern, each in a module of its own:
+
+- `RunDiscovery` (`tenzro_operator.roles.trainer_discovery`): which run to join, and the wait for
+  the sponsor's ``useRootFlow`` before enrolling;
+- `SubmissionDelivery` (`tenzro_operator.roles.trainer_delivery`): signing the submissions and
+  delivering them to the syncer, over pubsub and its JSON-RPC endpoint;
+- `ForcedPath` (`tenzro_operator.roles.trainer_delivery`): on-chain delivery after a silent
+  omission, kept across restarts, and the availability challenges against it;
+- `RoundFollowing` (`tenzro_operator.roles.trainer_rounds`): a round's commit phase, the wait for
+  its commit, its committed weights, the ``copycat`` fault;
+- `RunEnding` (`tenzro_operator.roles.trainer_ending`): a silent syncer moved on, the seal, the
+  reward claim.
+
+This module keeps the configs, the faults, the lifecycle (run, serve, prepare, enroll), the inner
+steps, the pseudo-gradients, their payloads and pins. None of those modules imports this one.
 """
 
 from __future__ import annotations
@@ -57,7 +73,7 @@ from tenzro_operator.chain import RunStatus, RunView, SignedPayload
 from tenzro_operator.chain.event_cursor import EventCursor
 from tenzro_operator.config import TrainerConfig
 from tenzro_operator.daemon import Daemon, StopRequested, append_jsonl, atomic_torch_save, load_state_file
-from tenzro_operator.errors import ChainError, ChainRevert, TenzroError, TxFailed
+from tenzro_operator.errors import TenzroError, TxFailed
 from tenzro_operator.ipfs import kubo_cid
 from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import TrainerMetrics, task_label
@@ -66,7 +82,10 @@ from tenzro_operator.progress import progress_bar
 from tenzro_operator.roles.challenge_loop import ChallengeLoop
 from tenzro_operator.roles.challenges import ChallengeAnswerer
 from tenzro_operator.roles.overlap import EarlySteps
-from tenzro_operator.roles.root_trainer import RootTrainerMixin
+from tenzro_operator.roles.trainer_delivery import ForcedPath, SubmissionDelivery
+from tenzro_operator.roles.trainer_discovery import RunDiscovery
+from tenzro_operator.roles.trainer_ending import RunEnding
+from tenzro_operator.roles.trainer_rounds import RoundFollowing
 from tenzro_operator.spec import TaskSpec
 from tenzro_operator.task_assets import fetch_spec, fetch_weights, initial_weights, load_dataset
 from tenzro_operator.task_runtime import TaskRuntime
@@ -93,7 +112,7 @@ class FaultSettings(BaseModel):
     Attributes:
         kind: ``nan`` (every value NaN), ``wrong_hash`` (payloadHash of other bytes),
             ``scale100`` (delta x 100), ``sign_flip`` (-delta); ``copycat`` (trains nothing,
-            re-signs every other trainer's reveal as its own, `RootTrainerMixin.copy_round`);
+            re-signs every other trainer's reveal as its own, `RoundFollowing.copy_round`);
             ``withhold`` (its payload's CID is computed, the bytes go to no IPFS node, and no
             availability challenge of it is answered: with ``force_onchain`` and ``publish_pubsub:
             false``, the withheld forced payload of issue #23 attack 5); ``challenge_loop`` (with
@@ -146,7 +165,7 @@ def apply_fault(kind: str, delta: dict[str, torch.Tensor]) -> dict[str, torch.Te
     return delta
 
 
-class TrainerDaemon(RootTrainerMixin, Daemon):
+class TrainerDaemon(RunDiscovery, SubmissionDelivery, ForcedPath, RoundFollowing, RunEnding, Daemon):
     """One trainer (see the module docstring).
 
     Args:
@@ -208,42 +227,6 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         log.info("trainer done: %s", self.summary)
         return 0
 
-    # ------------------------------------------------------------------ discovery
-
-    def find_task(self, patient: bool = False) -> bytes:
-        """The run to join: the config's ``task_id`` (refused unless posted within ``task_wait_s``
-        seconds, default at once), else a run this account is already enrolled in
-        and not finished, else the first Enrolling run with a free slot (and, with ``family`` set,
-        that architecture family) that this account may enroll in (a tier 1 run's spec lists it in
-        ``enrollment_allowlist``; a run that does not is skipped).
-
-        Raises:
-            TenzroError: the configured task is not posted, or nothing found within
-                ``discover_timeout_s`` seconds (unless ``patient``).
-        """
-        if self.config.task_id and not patient:
-            return self._posted_task()
-        what = f"task {self.config.task_id!r}" if self.config.task_id else "an Enrolling run with a free slot"
-        return self.wait_for_task(self._discover, f"{what} on the registry", patient)
-
-    def _posted_task(self) -> bytes:
-        """The configured ``task_id`` once the registry has it; polls for ``task_wait_s`` seconds."""
-        from tenzro_operator.spec import task_id_bytes32
-
-        name = self.config.task_id
-        tid = task_id_bytes32(name)
-        deadline = time.monotonic() + float(getattr(self.config, "task_wait_s", 0.0))
-        while not self.chain.run_exists(tid):
-            if time.monotonic() >= deadline:
-                hexlike = name.startswith("0x") and len(name) != 66
-                raise TenzroError(
-                    f"trainer: no run with task_id {name!r} (0x{tid.hex()}) on {self.chain.shown_url}"
-                    + (" (a hex task id is 0x + 64 hex digits; this one was hashed as a name)" if hexlike else "")
-                    + ": check task_id in the config (or --task-id / TENZRO_TASK_ID); `tenzro train list-runs` "
-                      "lists the posted runs; set task_wait_s to wait for a run about to be posted")
-            self.sleep(self.poll_s)
-        return tid
-
     def reset_run(self) -> None:
         """Forget the previous run: spec, model (its torchrun job ended), shard index, weights cache,
         skipped rounds, log cursor."""
@@ -256,50 +239,6 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         self._early: EarlySteps | None = None  # the next round's early inner steps (spec overlap_steps)
         self._round_input = None  # (round, its input weights) of the last round trained (rescoring)
         self._scorer = None  # ShardScorer of the run (with score_min: checking a LossIncrease)
-
-    def _discover(self) -> bytes | None:
-        runs = self.live_runs()
-        for tid, run in runs:  # a restart: a run we are in and that is not over
-            if run.status in (RunStatus.ENROLLING, RunStatus.TRAINING):
-                stats = self.chain.trainer_stats(tid)
-                if stats.enrolled:
-                    return tid
-        family = getattr(self.config, "family", None)
-        now = None
-        for tid, run in runs:
-            if run.status != RunStatus.ENROLLING or run.enrolled_count >= run.trainer_count:
-                continue
-            now = self.chain_now() if now is None else now
-            if now >= run.enrollment_deadline:  # enrolling now would be refused (EnrollmentClosed)
-                continue
-            if family is None and run.tier == 0:
-                return tid
-            spec = self._spec_of(tid, run)
-            if spec is None or (family is not None and spec.architecture.family != family):
-                continue
-            if not self._listed(spec):
-                log.info("run 0x%s enrolls only its sponsor's allowlist, which does not name %s: skipped",
-                         tid.hex()[:16], self.account.address)
-                self.bad_runs.add(tid)
-                continue
-            return tid
-        return None
-
-    def _spec_of(self, tid: bytes, run: RunView) -> TaskSpec | None:
-        """Run ``tid``'s spec, fetched once per run (specs are immutable); None, with the run given
-        up (`quarantine`), when the spec is unusable."""
-        if tid not in self._specs:
-            try:
-                self._specs[tid] = fetch_spec(self.ipfs, run.spec_cid, run.spec_hash)
-            except TenzroError as exc:
-                self.quarantine(tid, exc)
-                return None
-        return self._specs[tid]
-
-    def _listed(self, spec: TaskSpec) -> bool:
-        """True unless the spec has an ``enrollment_allowlist`` (a tier 1 run) without this account."""
-        allow = spec.enrollment_allowlist
-        return not allow or self.account.address.lower() in {a.lower() for a in allow}
 
     # ------------------------------------------------------------------ one run
 
@@ -409,47 +348,6 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
         atomic_torch_save({"task": "0x" + self.task_id.hex(), "index": self.index, "round": round_,
                            "inner": self.worker.state_dict()}, self.state_path)
 
-    # ------------------------------------------------------------------ events
-
-    def poll_events(self) -> None:
-        """Read the run's new events (`EventCursor`: verified against a lagging node, rewound on a
-        reorg): the open availability challenges against this trainer's forced submissions; then
-        save the cursor with them (a restarted trainer answers a challenge read by its previous life).
-
-        Raises:
-            RpcUnavailable: the RPC endpoint is down.
-        """
-        batch = self.events.poll()
-        if batch.reorg_from is not None:  # transactions of ours may have gone with the replaced blocks
-            self.chain.resync_nonce()
-        me = self.account.address
-        for ev in batch.events:
-            a = ev["args"]
-            if ev["event"] == "AvailabilityChallenged" and a["trainer"] == me:
-                self.challenges.note(int(a["round"]), int(a["fragment"]))
-        self.events.extra["challenges"] = sorted(self.challenges.open)
-        self.events.save()
-
-    def answer_challenges(self) -> None:
-        """Read new events, answer every availability challenge against this trainer still open
-        (a ``withhold`` fault answers none of its withheld payloads'; ``challenge_loop``: see
-        `ChallengeLoop`)."""
-        self.poll_events()
-        if self.fault is not None and self.fault.kind == "withhold":
-            for r, f in self.challenges.open:
-                if self.fault.applies(r, f):
-                    log.warning("FAULT INJECTION: not answering the availability challenge of round %d fragment %d "
-                                "(payload withheld)", r, f)
-                    self.challenges.forget(r, f)
-        try:
-            if self._loop is not None:  # the fault answers late, and challenges itself again
-                self._loop.step(self.chain.get_run(self.task_id).current_round)
-            else:
-                self.challenges.poll()
-        finally:
-            self.events.extra["challenges"] = sorted(self.challenges.open)
-            self.events.save()
-
     # ------------------------------------------------------------------ a round
 
     def step(self) -> str:
@@ -480,51 +378,6 @@ class TrainerDaemon(RootTrainerMixin, Daemon):
                 self.train_and_submit(run, r)
         self.root_wait(r)
         return "next"
-
-    #: seconds between two attempts at moving a run whose syncer went silent (each is a call and
-    #: maybe a transaction; a replacement or a cancel needs only one to land)
-    STALL_RETRY_S = 30.0
-    #: seconds a trainer waits past ``syncerReplaceableAt`` before it moves the run on itself: a
-    #: stand-in syncer replaces a silent one at once; a trainer gives a slow honest syncer (a loaded
-    #: host) this long before a cancel could end a run that would still have finished
-    STALL_GRACE_S = 300
-
-    def end_stalled_run(self, run: RunView) -> bool:
-        """Protocol v3, "every run ends": once the run's syncer is replaceable (``syncerReplaceableAt``
-        passed, chain time, plus `STALL_GRACE_S`), anyone moves the run on. First ``cancelStalledRun`` (it succeeds only
-        when no candidate could be elected: the silent syncer's bond burned, stakes back, the committed
-        rounds' pot to their trainers); when the registry answers ``Registry__RunCanGoOn``, the
-        two-step election instead, so a run without a stand-in syncer daemon still gets its next
-        syncer. At most one attempt every `STALL_RETRY_S` seconds. True once the run is Cancelled.
-
-        Raises:
-            ChainRevert: a refusal other than the ones a live run gives (still active, can go on,
-                challenges pending, challenge window open, not Training any more).
-        """
-        if not run.syncer_replaceable_at or self.chain_now() <= run.syncer_replaceable_at + self.STALL_GRACE_S:
-            return False
-        now = time.monotonic()
-        if now - getattr(self, "_stall_tried_at", -self.STALL_RETRY_S) < self.STALL_RETRY_S:
-            return False
-        self._stall_tried_at = now
-        try:
-            ev = self.chain.cancel_stalled_run(self.task_id).event("StalledRunCancelled")
-        except ChainRevert as exc:
-            if exc.error_name == "Registry__RunCanGoOn":
-                log.warning("the run's syncer %s is silent past its deadline: running the syncer election", run.syncer)
-                try:
-                    log.info("syncer election chose %s", self.chain.run_syncer_election(self.task_id))
-                except ChainError as again:  # another party's election landed first, or no block came
-                    log.info("syncer election did not happen: %s", again)
-                return False
-            if exc.error_name in ("Registry__SyncerStillActive", "Registry__ChallengesPending",
-                                  "Registry__ChallengeWindowOpen", "Registry__WrongStatus"):
-                return False
-            raise
-        log.warning("the run's syncer went silent and no candidate can take it: cancelled the stalled run after %d "
-                    "committed round(s); stake refunded, %d atto pot for the committed rounds", ev["committedRounds"],
-                    ev["trainersPot"])
-        return True
 
     def round_weights(self, run: RunView, r: int) -> tuple[dict[str, torch.Tensor], float]:
         """Round r's input weights, hash-checked; returns (state, seconds spent fetching)."""

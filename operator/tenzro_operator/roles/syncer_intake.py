@@ -1,24 +1,24 @@
-"""The syncer's root-flow half (contracts/PROTOCOL.md §5; the wire and phases in
-`tenzro_operator.root_flow`): submissions off-chain over pubsub and, when configured, the
-syncer's JSON-RPC endpoint (`tenzro_operator.roles.delivery`), both into one intake
-(`RootSyncerMixin.root_intake`); one ``commitRound`` per round, the seal after the last challenge
-window.
+"""What reaches the syncer in a round (contracts/PROTOCOL.md §5; the wire and phases in
+`tenzro_operator.root_flow`): signed commitments in the commit phase and the reveals that open
+them, over pubsub and, when configured, the syncer's JSON-RPC endpoint
+(`tenzro_operator.roles.delivery`), both into one bounded intake (`SubmissionIntake.root_intake`),
+and the forced submissions on-chain (``GradientSubmitted`` / ``SubmissionCommitted`` events, read
+with the run's reorg-safe `EventCursor`); a stand-in syncer's intake while another serves the run.
 
-`SyncerDaemon` mixes this in; the validation of payloads, the norm screen, the aggregation and
-the outer step are `tenzro_operator.roles.syncer`'s.
+Part of `tenzro_operator.roles.syncer.SyncerDaemon`; imports nothing of the other roles, nor the
+syncer's module.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 
 from eth_utils import to_checksum_address
 
-from tenzro_operator.chain import ChunkOpening, RunStatus
-from tenzro_operator.errors import ChainRevert, IpfsError, IpfsUnavailable, ServiceUnavailable, TenzroError
+from tenzro_operator.chain import RunStatus, RunView, SignedPayload
+from tenzro_operator.errors import IpfsError, IpfsUnavailable
 from tenzro_operator.ipfs.pubsub import submission_topic, syncer_topic
 from tenzro_operator.roles.delivery import (
     ANNOUNCE_EVERY_S,
@@ -29,26 +29,15 @@ from tenzro_operator.roles.delivery import (
     announced_url,
 )
 from tenzro_operator.roles.intake_guard import Job, TokenBuckets, Verifier
+from tenzro_operator.roles.syncer_round import _Sub
 from tenzro_operator.root_flow import (
     MAX_COMMITMENTS,
     MAX_MESSAGE_BYTES,
     CommitMessage,
     RevealMessage,
     RootFlowError,
-    bitmap_credits,
-    committed_round,
-    committed_rounds,
-    cumulative_credits,
-    fragment_states,
     parse_message,
 )
-from tenzro_operator.task_assets import load_dataset
-from tenzro_operator.transcript import RoundTranscript
-from tenzro_trainer import round_commitment as rc
-
-__all__ = ["NOT_YET", "RootSyncerMixin"]
-
-log = logging.getLogger("tenzro.syncer")
 
 MAX_MESSAGES_PER_POLL = 10_000  # pubsub messages read per poll: the rest wait for the next one
 INTAKE_BUDGET_S = 0.25  # seconds a poll spends reading pubsub, and again at most waiting for signature checks
@@ -56,18 +45,16 @@ SUBSCRIPTION_QUEUE = 256  # pubsub messages a subscription holds for this proces
 PEER_RATE_PER_S, PEER_BURST = 200.0, 400.0  # pubsub messages per second (and burst) read from one peer
 CHAIN_TIME_MAX_AGE_S = 1.0  # seconds the intake's chain time may be cached (one head read a second at most)
 MAX_PENDING_CHECKS = 4096  # signature checks queued at most (the oldest dropped)
-# commitRound refusals that only mean "not yet": the round is committed on a later poll
-NOT_YET = ("Registry__CommitPhaseOpen", "Registry__RevealsPending", "Registry__ChallengesPending")
+
+log = logging.getLogger("tenzro.syncer")
 
 
-class RootSyncerMixin:
-    """Root-flow state and steps of `SyncerDaemon` (see the module docstring)."""
+class SubmissionIntake:
+    """The round's intake of submissions (see the module docstring)."""
 
     _pubsub = None  # PubsubSubscription of the task's submission topic
     _commitments: dict  # (round, fragment, trainer lower) -> set of commitment words received in time
     _reveals: dict  # (round, fragment, trainer lower) -> the latest RevealMessage
-    _credits: list[int] | None  # cumulative credits before the open round (trainer-index order)
-    _score = None  # the run's ShardScorer (loss-improvement scoring), built at first use
     # the intake's view of the open round, (round, commit phase's last second), set by each
     # root_collect; the endpoint's threads read it (None: no round open for submissions yet)
     _open: tuple[int, int] | None = None
@@ -77,23 +64,14 @@ class RootSyncerMixin:
     _announced_at = 0.0  # time.monotonic() of the last announcement of the endpoint
     _verifier: Verifier | None = None  # signature checks off the main thread (`intake_guard.Verifier`)
     _peer_limits: TokenBuckets | None = None  # pubsub messages per peer
-    # pending weights challenges of the run, (round, fragment, momentum, chunk) -> deadline (chain
-    # seconds); the next block to read WeightsChallenged events from (None: the run's start); the
-    # RootRoundChecker that rebuilds a committed round from its pins (built at the first challenge)
-    _weights_pending: dict
-    _weights_next: int | None = None
-    _weights_checker = None
-    _norm_refs: dict  # (round, fragment) -> `_norm_reference`'s answer, the open round's only
     _stand_by_phase: tuple  # (round, opened at, commit phase closes) a stand-in read last (`root_stand_by`)
 
     def root_prepare(self) -> None:
         """The run's intake state (its topic is subscribed to by `root_listen`, once elected or
         while standing in, `root_stand_by`, which drains it every poll; the JSON-RPC endpoint is
         served once this syncer collects)."""
-        self._commitments, self._reveals, self._credits, self._score = {}, {}, None, None
+        self._commitments, self._reveals = {}, {}
         self._intake_lock, self._open, self._stand_by_phase = threading.Lock(), None, (None, None, None)
-        self._weights_pending, self._weights_next, self._weights_checker = {}, None, None
-        self._norm_refs = {}
         self.root_close()
         self._verifier = Verifier(MAX_PENDING_CHECKS)
         self._peer_limits = TokenBuckets(PEER_RATE_PER_S, PEER_BURST)
@@ -111,7 +89,56 @@ class RootSyncerMixin:
             self._verifier = None
         self._endpoint_failed, self._announced_at = False, 0.0
 
-    # ------------------------------------------------------------------ submissions
+    def collect(self, run: RunView) -> None:
+        """Read new ``GradientSubmitted`` events of the open round (`EventCursor`: verified against
+        a lagging node, rewound on a reorg), validate each new one, and report the invalid ones
+        (retried on the next poll if a report failed); a challenged one that its trainer answered is
+        checked again (`_rechallenge_answered`). After a reorg the round's submissions are
+        read again from the chain and every report redone where it is missing."""
+        rs = self._round
+        rs.challenged = False
+        batch = self.cursor.poll()
+        if batch.reorg_from is not None:  # the next step reads the run again and the round from its start
+            log.warning("reorg from block %d: reading the open round and its submissions again from the chain",
+                        batch.reorg_from)
+            self._round = None
+            self.chain.resync_nonce()  # transactions of ours may have gone with the replaced blocks
+            self.cursor.save()
+            return
+        new: list[_Sub] = []
+        for ev in batch.events:
+            a = ev["args"]
+            if int(a["round"]) != rs.round:
+                continue
+            if ev["event"] == "SubmissionCommitted":  # its reveal is a GradientSubmitted (`root_slash_unrevealed`)
+                rs.commitments.add((int(a["fragment"]), a["trainer"].lower()))
+                continue
+            sub = _Sub(int(a["fragment"]), a["trainer"], SignedPayload.from_event(a), block=int(ev["block_number"]))
+            held = rs.subs.get((sub.fragment, sub.key))
+            if held is not None and held.offchain:
+                # a forced submission replaces the off-chain copy read before it; the
+                # registry requires the on-chain one accepted or proven invalid (left out, it is
+                # an omission anyone proves), and no score may leave it out
+                del rs.subs[(sub.fragment, sub.key)]
+            elif held is not None or any((s.fragment, s.key) == (sub.fragment, sub.key) for s in new):
+                continue
+            new.append(sub)
+        # off-chain submissions: the reveals that open a timely commitment
+        new += [s for s in self.root_collect(run, rs.closes)
+                if not any((o.fragment, o.key) == (s.fragment, s.key) for o in new)]
+        try:
+            self.validate_all(new, run)
+        except BaseException:  # an IPFS outage, a stop: what was not recorded is read again next time
+            pending = [s.block for s in new if not s.offchain and (s.fragment, s.key) not in rs.subs]
+            if pending:
+                self.cursor.rewind(min(pending))
+            raise
+        finally:
+            self.cursor.save()
+        for sub in rs.subs.values():
+            if sub.owes_report:
+                self.report(sub)
+        self._rechallenge_answered()
 
     def root_collect(self, run, closes: int) -> list:
         """Drain the submission topic into `root_intake` (the endpoint's threads feed it too, see
@@ -132,7 +159,7 @@ class RootSyncerMixin:
             if why:
                 log.debug("round %d: reveal of trainer %s fragment %d not used: %s", r, trainer, f, why)
                 continue
-            sub = self._sub_class(f, to_checksum_address(m.trainer), m.signed_payload())
+            sub = _Sub(f, to_checksum_address(m.trainer), m.signed_payload())
             sub.offchain = True
             new.append(sub)
         return new
@@ -355,229 +382,3 @@ class RootSyncerMixin:
         if m.commitment() not in self._commitments.get((m.round, m.fragment, m.trainer.lower()), ()):
             return "no signed commitment to it arrived in the commit phase"
         return ""
-
-    # ------------------------------------------------------------------ scoring
-
-    def root_score(self, r: int, accepted: dict) -> None:
-        """Loss-improvement scoring (the spec's ``score_min``, `tenzro_trainer.scoring`): each
-        accepted off-chain payload of round r is scored, against the weights the round started
-        from, on a fixed batch of training windows from its trainer's own shard (seeded by the
-        task id, the trainer index and the round, so a watcher draws the same): an honest update
-        lowers the loss on the data it was trained on, a sign-flipped one raises it, whatever the
-        other shards say. One at or below ``score_min`` is rejected (``LossIncrease``) and left
-        out of ``accepted`` (in place). A forced on-chain submission is never scored out: the
-        registry requires it accepted or proven invalid."""
-        from tenzro_operator.shard_score import shard_scorer
-
-        floor = self.spec.require_protocol().score_min
-        if floor is None:
-            return
-        if self._score is None:
-            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
-                              max_bytes=self.config.max_dataset_bytes)
-            self._score = shard_scorer(self.runtime, self.spec, df)
-        state = self._state()
-        liar = self.fault.false_loss_increase if self.fault is not None else None
-        for f, subs in accepted.items():
-            for s in subs:
-                if not s.offchain:
-                    continue
-                i = self._index(s)
-                score = self._score.score(r, i, state, self.runtime.fragments[f], s.tensors)
-                if i == liar:
-                    log.warning("FAULT INJECTION: trainer %d's fragment %d (score %.6g) rejected as LossIncrease", i,
-                                f, score)
-                    score = floor
-                if score <= floor:
-                    self._reject(s, "LossIncrease", f"loss-improvement score {score:.6g} on its shard <= score_min "
-                                                    f"{floor:g}")
-            accepted[f] = [s for s in subs if s.reason is None]
-
-    # ------------------------------------------------------------------ the commit
-
-    def previous_credits(self, run) -> list[int]:
-        """Every trainer's cumulative credits before the open round, summed from the run's
-        ``RoundCommitted`` events (cached until the next commit)."""
-        if self._credits is None:
-            rounds = committed_rounds(self.chain, self.task_id, self._run_start, run.current_round)
-            self._credits = cumulative_credits(rounds, self.runtime.sizes, run.enrolled_count)
-        return self._credits
-
-    def root_extras(self, r: int, accepted: dict, run) -> tuple[dict, dict]:
-        """What a root-flow transcript adds: per fragment the pinned momentum (``BlobRef`` fields)
-        and, per accepted submission, the signed struct's fields (keyed by (fragment, trainer))."""
-        blobs = self.runtime.encode_weights({n: m for o in self.outers for n, m in zip(o.names, o.momentum)}, r,
-                                            kind="momentum")
-        momentum = {f: {"cid": self.ipfs.add(b), "sha256": "0x" + hashlib.sha256(b).hexdigest()}
-                    for f, b in enumerate(blobs)}
-        fields = {}
-        for f, subs in accepted.items():
-            for s in subs:
-                p = s.signed
-                fields[(f, s.key)] = {"base_root": "0x" + run.weights_root.hex(),
-                                      "payload_root": "0x" + p.payload_root.hex(), "payload_sumsq": p.payload_sumsq,
-                                      "signature": "0x" + p.signature.hex()}
-        return momentum, fields
-
-    def root_commit(self, run, r: int, accepted: dict, bitmaps: list[int], hashes: list[bytes],
-                    transcript: RoundTranscript, tcid: str):
-        """``commitRound`` of round r: the fragments root of the outer optimizers' state and the
-        accepted sets (struct hashes over the round's input weights root), the bitmaps and the
-        credits before the round. Returns the `TxResult`; a refusal that means "not yet" raises
-        `ChainRevert` for `finalize` to retry on a later poll."""
-        index = self._trainer_indices()
-        sets = {f: {index[s.key]: rc.struct_hash(self.task_id, r, f, run.weights_root, s.signed.payload_root,
-                                                s.signed.payload_sumsq, s.cid, s.payload_hash) for s in subs}
-                for f, subs in accepted.items()}
-        states = fragment_states(self.outers, sets, run.enrolled_count)
-        previous = self.previous_credits(run)
-        res = self.chain.commit_round(self.task_id, r, rc.fragments_root([s.leaf for s in states]), bitmaps,
-                                      previous, hashes, transcript.hash(), tcid)
-        self._credits = [c + bitmap_credits(b, self.runtime.sizes) for c, b in zip(previous, bitmaps)]
-        return res
-
-    # ------------------------------------------------------------------ committed rounds
-
-    def _root_checker(self):
-        """This run's `RootRoundChecker` (committed rounds rebuilt from their transcripts)."""
-        from tenzro_operator.root_check import RootRoundChecker
-
-        if self._weights_checker is None:
-            self._weights_checker = RootRoundChecker(self.chain, self.ipfs, self.task_id, self.spec, self.runtime,
-                                                     self._run_start)
-        return self._weights_checker
-
-    def _norm_reference(self, f: int) -> tuple[tuple, list[int]] | None:
-        """The open round's norm-screen reference for fragment f (`RootRoundChecker.norm_reference`:
-        the ``NormReference`` tuple and the previous round's accepted sums), read once per round
-        and fragment. None when there is none (round 0, nothing accepted) or it cannot be read now
-        (logged): forced submissions are then accepted, as the registry could not convict them."""
-        r = self._round.round
-        if (r, f) not in self._norm_refs:
-            try:
-                ref = self._root_checker().norm_reference(r, f)
-            except (TenzroError, IpfsError) as exc:
-                log.warning("round %d fragment %d: no norm-screen reference for forced submissions (%s)", r, f, exc)
-                return None
-            self._norm_refs = {k: v for k, v in self._norm_refs.items() if k[0] == r}
-            self._norm_refs[(r, f)] = ref
-        return self._norm_refs[(r, f)]
-
-    # ------------------------------------------------------------------ weights challenges
-
-    def root_answer_weights(self) -> int:
-        """Answer every pending ``challengeWeights`` of this run (PROTOCOL.md §5 "Weights
-        availability"): read the ``WeightsChallenged`` events since the last poll, and for each
-        one whose deadline has not passed send ``answerWeights`` with the round's roots (its
-        ``RoundCommitted`` event), the fragment leaf and its path, the round's fragment hashes (the
-        leaves' §2 weights roots) and the chunk's opening. The round's state is rebuilt from what
-        this syncer pinned when it committed it (the transcript names the weights and momentum
-        blobs, `RootRoundChecker.committed`), so the answer survives a restart. A challenge the
-        registry no longer holds (answered by someone else, voided, expired) is dropped; one that
-        cannot be answered yet (a lagging node, IPFS) is retried on the next poll until its
-        deadline. Returns the number answered by this call."""
-        if self._weights_next is None:
-            self._weights_next = self._run_start
-        head = self.chain.block_number()
-        if head >= self._weights_next:
-            for ev in self.chain.get_logs(self._weights_next, head, ["WeightsChallenged"], task_id=self.task_id):
-                a = ev["args"]
-                key = (int(a["round"]), int(a["fragment"]), bool(a["momentum"]), int(a["chunkIndex"]))
-                self._weights_pending[key] = int(a["deadline"])
-                log.warning("round %d: %s challenged chunk %d of fragment %d's %s: answering", key[0],
-                            a["challenger"], key[3], key[1], "momentum" if key[2] else "weights")
-            self._weights_next = head + 1
-        if not self._weights_pending:
-            return 0
-        now, answered = self.chain_now(), 0
-        for key, deadline in sorted(self._weights_pending.items()):
-            r, f, momentum, chunk = key
-            if now > deadline:
-                log.error("round %d: the weights challenge of fragment %d chunk %d passed its deadline unanswered",
-                          r, f, chunk)
-                del self._weights_pending[key]
-                continue
-            try:
-                event = committed_round(self.chain, self.task_id, self._run_start, r, wait_s=30.0, sleep=self.sleep,
-                                        poll_s=self.poll_s)
-                c = self._root_checker().committed(r, event)
-                tree = c.states[f].momentum if momentum else c.states[f].weights
-                opening = (c.states[f].leaf.as_tuple(), rc.fragments_tree(c.leaves).path(f),
-                           [s.leaf.weights_root for s in c.states], ChunkOpening.of(tree, chunk).to_abi())
-                self.chain.answer_weights(self.task_id, r, f, momentum, c.roots, opening)
-            except ChainRevert as exc:
-                if exc.error_name in ("Registry__NoChallenge", "Registry__ChallengeDeadline"):
-                    log.info("round %d: the weights challenge of fragment %d chunk %d is settled already (%s)", r, f,
-                             chunk, exc.error_name)
-                    del self._weights_pending[key]
-                    continue
-                log.error("round %d: answering the weights challenge of fragment %d chunk %d failed: %s", r, f,
-                          chunk, exc)
-                continue
-            except (TenzroError, IpfsError) as exc:  # not readable yet: retried on the next poll
-                log.warning("round %d: cannot answer the weights challenge of fragment %d chunk %d yet: %s", r, f,
-                            chunk, exc)
-                continue
-            del self._weights_pending[key]
-            answered += 1
-            self._tally("weights_challenges_answered", 1)
-            log.info("round %d: answered the weights challenge of fragment %d chunk %d (the bond is this syncer's)",
-                     r, f, chunk)
-        return answered
-
-    def root_slash_unrevealed(self, r: int, rs) -> int:
-        """After this syncer committed round r: ``slashUnrevealed`` every on-chain forced
-        commitment of the round's opening that was never revealed (``rs.commitments`` less the
-        round's ``GradientSubmitted``; PROTOCOL.md §5, "Commit never reveal"). The registry burns
-        the slash: a duty, not a gain. A refusal (revealed after all, slashed by another first, a
-        commitment of an opening a rewind cut) or an outage is logged and left. Returns the
-        commitments slashed."""
-        revealed = {(s.fragment, s.key) for s in rs.subs.values() if not s.offchain}
-        slashed = 0
-        for f, trainer in sorted(rs.commitments - revealed):
-            try:
-                res = self.chain.slash_unrevealed(self.task_id, r, f, trainer)
-            except (ChainRevert, ServiceUnavailable) as exc:
-                log.info("round %d: trainer %s's forced commitment of fragment %d was not slashed: %s", r, trainer,
-                         f, exc)
-                continue
-            slashed += 1
-            self._tally("unrevealed_slashed", 1)
-            log.warning("round %d: trainer %s committed fragment %d on-chain and never revealed it: slashed %d atto "
-                        "(burned; tx %s)", r, trainer, f, int(res.event("TrainerSlashed")["amount"]), res.tx_hash)
-        return slashed
-
-    # ------------------------------------------------------------------ restarts, the seal
-
-    def root_commits(self) -> dict[int, dict]:
-        """``round -> commit`` of the run's committed rounds in the shape `rebuild_round` reads
-        (``transcriptCid``, ``transcriptHash``, ``weightsRoot``)."""
-        run = self.chain.get_run(self.task_id)
-        upto = run.current_round if run.status == RunStatus.TRAINING else run.max_rounds  # not a discarded round
-        return {r: {"transcriptCid": a["transcriptCid"], "transcriptHash": bytes(a["transcriptHash"]),
-                    "weightsRoot": bytes(a["weightsRoot"])}
-                for r, a in committed_rounds(self.chain, self.task_id, self._run_start, upto).items()}
-
-    def root_seal(self) -> bool:
-        """``sealRootRun`` once the last round's challenge window has passed; True when the run is
-        sealed (by this call or someone else's), False to try again on a later poll."""
-        try:
-            self.chain.seal_root_run(self.task_id)
-        except ChainRevert as exc:
-            if exc.error_name in ("Registry__ChallengeWindowOpen", "Registry__ChallengesPending"):
-                if getattr(self, "_seal_wait_said", None) != self.task_id:  # once per run, not once per poll
-                    self._seal_wait_said = self.task_id
-                    log.info("every round is committed: the run stays COMPLETED until %s, then this syncer seals it",
-                             "the last round's challenge window closes" if exc.error_name.endswith("WindowOpen")
-                             else "its pending challenges are settled")
-                self.nudge_devnet(self.chain_now())
-                return False
-            if exc.error_name != "Registry__WrongStatus":
-                raise
-            if self.chain.get_run(self.task_id).status == RunStatus.SEALED:  # not cancelled
-                log.info("already sealed (by another account): the run ended sealed")
-                self._tally("runs_sealed", 1)
-            return True
-        self._tally("runs_sealed", 1)
-        log.info("sealed the root-flow run: claims are open")
-        return True

@@ -1,17 +1,26 @@
-"""The trainer's root-flow half (contracts/PROTOCOL.md §5; the wire and phases in
-`tenzro_operator.root_flow`): deliver signed submissions over pubsub in two phases, and to the
-syncer's JSON-RPC endpoint too when one is known (`tenzro_operator.roles.delivery`), wait for
-``commitRound``, and after the seal claim the reward with a Merkle proof.
+"""How a trainer's signed submissions reach the syncer (contracts/PROTOCOL.md §5; the wire and
+phases in `tenzro_operator.root_flow`): each fragment's submission signed and queued for its round
+(`sign_for_delivery`), then delivered over pubsub in two phases, the commitments in the commit
+phase and the reveals after it, every poll until the round is committed, and to the syncer's
+JSON-RPC endpoint too when one is known (configured, or announced on the run's syncer topic and
+signed by the run's syncer; `tenzro_operator.roles.delivery`), posted off the main loop. A trainer
+on the forced path delivers on-chain too (`publish` hands the round to `ForcedPath.force`).
 
-A trainer the syncer leaves out without a reason (`RootTrainerMixin.check_left_out`) delivers
-on-chain too from the next round on (the forced path, `RootTrainerMixin.force`): the registry
-then holds the syncer to each such submission (accepted, proven invalid, or ``proveOmission``
-by any watcher). The switch, and the on-chain step of each fragment, are kept for the rest of the
-run in ``<data_dir>/trainer-<task>.forced.json`` (written atomically at each change, read back by
-`RootTrainerMixin.root_prepare`), so a restart loses no round to the omission again.
+The trainer's forced path (contracts/PROTOCOL.md §5 "Forced inclusion"). A trainer the syncer
+leaves out without a reason (`ForcedPath.check_left_out`) delivers on-chain too from the next
+round on (the forced path, `ForcedPath.force`): the registry then holds the syncer to each such
+submission (accepted, proven invalid, or ``proveOmission`` by any watcher). The switch, and the
+on-chain step of each fragment, are kept for the rest of the run in
+``<data_dir>/trainer-<task>.forced.json`` (written atomically at each change, read back by
+`RoundFollowing.root_prepare`), so a restart loses no round to the omission again. Until its
+round is committed a forced submission can be challenged for availability: the trainer reads the
+run's events and answers each challenge against it (`answer_challenges`).
 
-`TrainerDaemon` mixes this in; the inner steps, the pseudo-gradients, their payloads and pins
-are `tenzro_operator.roles.trainer`'s.
+Two parts of `TrainerDaemon` (`tenzro_operator.roles.trainer`: the inner steps, the
+pseudo-gradients, their payloads and pins are its own; it makes the run's event cursor and
+challenge answerer in `prepare`): `SubmissionDelivery` (off-chain) and `ForcedPath` (on-chain).
+Must not import `tenzro_operator.roles.trainer` (it imports this module), the syncer's modules
+(``roles.syncer*``) or anything of `tenzro_operator.cli`.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import json
 import logging
 import random
 
-from tenzro_operator.chain import RunStatus, RunView, SignedPayload
+from tenzro_operator.chain import SignedPayload
 from tenzro_operator.chain.event_cursor import atomic_write_bytes
 from tenzro_operator.errors import ChainRevert, IpfsError, TenzroError
 from tenzro_operator.ipfs.pubsub import submission_topic, syncer_topic
@@ -41,104 +50,24 @@ from tenzro_operator.root_flow import (
     CommitMessage,
     RevealMessage,
     RootFlowError,
-    committed_round,
-    committed_rounds,
-    committed_weights,
-    credits_proof,
-    cumulative_credits,
-    parse_message,
 )
 from tenzro_operator.transcript import MAX_TRANSCRIPT_BYTES, RoundTranscript
 from tenzro_trainer.errors import TrainerError
 
-__all__ = ["RootTrainerMixin"]
+__all__ = ["ForcedPath", "SubmissionDelivery"]
 
 log = logging.getLogger("tenzro.trainer")
 
 
-class RootTrainerMixin:
-    """Root-flow state and steps of `TrainerDaemon` (see the module docstring)."""
+class SubmissionDelivery:
+    """The delivery of `TrainerDaemon`'s signed submissions (see the module docstring)."""
 
     _outbox: dict  # round -> [(fragment, RevealMessage)]: what this trainer delivers for the round
-    _closes: dict  # round -> (its opening's roundOpenedAt, the commit phase's last second), chain time
-    _copy_sub = None  # fault copycat: the subscription it copies from
-    _committed: dict  # {round: its RoundCommitted args}, the last round root_wait saw committed
-    forced: bool = False  # left out once without a reason: deliver on-chain too (`force`)
-    _onchain: dict  # round -> {fragment: "committed" | "revealed" | "refused"} on the forced path
-    _onchain_at: dict  # round -> the commit phase end (chain s) of the opening its _onchain steps belong to
     # delivery to the syncer's JSON-RPC endpoint (`deliver_rpc`)
     _ann_sub = None  # subscription to the run's syncer topic (the endpoint's announcements)
     _ann: Announcement | None = None  # the latest announcement signed by the run's syncer
     _rpc_logged: tuple | None = None  # (round, what): the last problem logged (once per round)
     _delivery: DeliveryWorker | None = None  # posts the batches off the main loop (made at the first one)
-    # checking a LossIncrease verdict (`false_loss_increase`); the daemon's reset_run clears them
-    _round_input: tuple | None = None  # (round, its input weights) of the last round trained
-    _scorer = None  # the run's ShardScorer
-
-    def root_prepare(self) -> None:
-        self._outbox, self._closes, self._committed, self._onchain, self._onchain_at = {}, {}, {}, {}, {}
-        self.forced = bool(getattr(self.config, "force_onchain", False))
-        self.load_forced()
-
-    # -- the forced path's state, kept across restarts (``<data_dir>/trainer-<task>.forced.json``)
-
-    @property
-    def forced_path(self):
-        return self.data_dir / f"trainer-{self.task_id.hex()}.forced.json"
-
-    def save_forced(self) -> None:
-        """Write `forced` and `_onchain` (round -> the opening's commit phase end, chain s, and
-        fragment -> step) atomically to `forced_path`."""
-        state = {"task": "0x" + self.task_id.hex(), "forced": bool(self.forced),
-                 "onchain": {str(r): {"closes": self._onchain_at.get(r), "steps": {str(f): v for f, v in steps.items()}}
-                             for r, steps in self._onchain.items()}}
-        atomic_write_bytes(self.forced_path, json.dumps(state, sort_keys=True).encode())
-
-    def load_forced(self) -> None:
-        """Restore the forced path from `forced_path` (a previous life of this trainer in this run):
-        a saved ``forced`` switch stays on, the on-chain steps are kept. No file: nothing to restore;
-        an unreadable or foreign one is logged and ignored (the switch comes back after the next
-        omission)."""
-        path = self.forced_path
-        if not path.exists():
-            return
-        try:
-            state = json.loads(path.read_bytes())
-            if state.get("task") != "0x" + self.task_id.hex() or not isinstance(state.get("forced"), bool):
-                raise ValueError("not this run's forced-path state")
-            rounds = {int(r): (v["closes"], {int(f): str(step) for f, step in v["steps"].items()})
-                      for r, v in state.get("onchain", {}).items()}
-        except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
-            log.warning("the forced-path state %s cannot be read (%s): ignored; it is rebuilt after the next omission",
-                        path, exc)
-            return
-        self.forced = self.forced or state["forced"]
-        self._onchain = {r: steps for r, (_, steps) in rounds.items()}
-        self._onchain_at = {r: closes for r, (closes, _) in rounds.items() if closes is not None}
-        if state["forced"]:
-            log.info("the forced path is on (restored from %s): delivering on-chain too", path)
-
-    def wait_root_flow(self, run: RunView) -> None:
-        """Before enrolling: wait until the sponsor's ``useRootFlow`` has landed (the transaction
-        after ``postTask`` that gives the run its initial fragments root and outer rule; it must
-        come before any enrollment), at most until the enrollment deadline.
-
-        Raises:
-            TenzroError: the enrollment deadline passed and the sponsor never called useRootFlow.
-        """
-        while not self.chain.is_root_flow(self.task_id):
-            if self.chain_now() >= run.enrollment_deadline:
-                raise TenzroError(f"run 0x{self.task_id.hex()}'s sponsor never called useRootFlow (the run has "
-                                  "no initial fragments root): not enrolling")
-            log.info("waiting for the sponsor to put the run in the root flow before enrolling")
-            self.sleep(self.poll_s)
-
-    def closes_of(self, r: int, opened_at: int) -> int:
-        """The commit phase end (chain seconds) of round r's opening at ``opened_at`` (the run's
-        ``round_opened_at``; a rewind reopens a round later, with a phase of its own)."""
-        if self._closes.get(r, (None,))[0] != opened_at:
-            self._closes[r] = (opened_at, self.chain.commit_phase(self.task_id)[0])
-        return self._closes[r][1]
 
     def sign_for_delivery(self, r: int, f: int, payload: SignedPayload) -> None:
         """Sign fragment f's submission of round r (EIP-712, over the round's input weights root)
@@ -299,6 +228,56 @@ class RootTrainerMixin:
         """Whether announcement ``a`` replaces the one kept: none kept, another syncer's, or older."""
         return self._ann is None or a.syncer != self._ann.syncer or a.issued > self._ann.issued
 
+
+class ForcedPath:
+    """The forced path of `TrainerDaemon`, and the availability challenges against it (see the
+    module docstring)."""
+
+    forced: bool = False  # left out once without a reason: deliver on-chain too (`force`)
+    _onchain: dict  # round -> {fragment: "committed" | "revealed" | "refused"} on the forced path
+    _onchain_at: dict  # round -> the commit phase end (chain s) of the opening its _onchain steps belong to
+    # checking a LossIncrease verdict (`false_loss_increase`); the daemon's reset_run clears them
+    _round_input: tuple | None = None  # (round, its input weights) of the last round trained
+    _scorer = None  # the run's ShardScorer
+
+    # -- the forced path's state, kept across restarts (``<data_dir>/trainer-<task>.forced.json``)
+
+    @property
+    def forced_path(self):
+        return self.data_dir / f"trainer-{self.task_id.hex()}.forced.json"
+
+    def save_forced(self) -> None:
+        """Write `forced` and `_onchain` (round -> the opening's commit phase end, chain s, and
+        fragment -> step) atomically to `forced_path`."""
+        state = {"task": "0x" + self.task_id.hex(), "forced": bool(self.forced),
+                 "onchain": {str(r): {"closes": self._onchain_at.get(r), "steps": {str(f): v for f, v in steps.items()}}
+                             for r, steps in self._onchain.items()}}
+        atomic_write_bytes(self.forced_path, json.dumps(state, sort_keys=True).encode())
+
+    def load_forced(self) -> None:
+        """Restore the forced path from `forced_path` (a previous life of this trainer in this run):
+        a saved ``forced`` switch stays on, the on-chain steps are kept. No file: nothing to restore;
+        an unreadable or foreign one is logged and ignored (the switch comes back after the next
+        omission)."""
+        path = self.forced_path
+        if not path.exists():
+            return
+        try:
+            state = json.loads(path.read_bytes())
+            if state.get("task") != "0x" + self.task_id.hex() or not isinstance(state.get("forced"), bool):
+                raise ValueError("not this run's forced-path state")
+            rounds = {int(r): (v["closes"], {int(f): str(step) for f, step in v["steps"].items()})
+                      for r, v in state.get("onchain", {}).items()}
+        except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            log.warning("the forced-path state %s cannot be read (%s): ignored; it is rebuilt after the next omission",
+                        path, exc)
+            return
+        self.forced = self.forced or state["forced"]
+        self._onchain = {r: steps for r, (_, steps) in rounds.items()}
+        self._onchain_at = {r: closes for r, (closes, _) in rounds.items() if closes is not None}
+        if state["forced"]:
+            log.info("the forced path is on (restored from %s): delivering on-chain too", path)
+
     def force(self, r: int, reveal: bool, closes: int) -> None:
         """The forced path (PROTOCOL.md §5 "Forced inclusion", commit-reveal): each fragment of
         round r also goes on-chain, its commitment (``commitSubmission``, 64,595 gas at M = 3,
@@ -399,132 +378,43 @@ class RootTrainerMixin:
                         "%g on this trainer's shard", r, f, score, floor)
         return score > floor
 
-    def root_wait(self, r: int) -> bool:
-        """Deliver round r's submissions until the syncer commits the round (or the run leaves
-        Training), answering the availability challenges of its forced submissions meanwhile (a
-        whole-payload one included: an unanswered one loses the submission and 5 % of the stake);
-        count the fragments its bitmap accepted. A run sent back by a fraud proof
-        below round r, or to round r itself (a new opening), forgets what it delivered (the
-        rounds are trained again). Returns True."""
-        while True:
-            run = self.chain.get_run(self.task_id)
-            opening = self._closes.get(r, (run.round_opened_at,))[0]  # the opening delivered to
-            reopened = run.current_round == r and opening != run.round_opened_at
-            if run.status == RunStatus.TRAINING and (run.current_round < r or reopened):
-                # a fraud proof discarded rounds: train the open round again from its (reverted) weights
-                log.warning("the run went back to round %d (a round was proven wrong): training it again",
-                            run.current_round)
-                self._outbox.clear()
-                self._closes.clear()
-                self._onchain.clear()  # the reopened rounds start with no on-chain submission
-                self.save_forced()
-                self._skipped = {x for x in self._skipped if x < run.current_round}
-                return True
-            if run.status != RunStatus.TRAINING or run.current_round > r:
-                break
-            if r in self._outbox and self.chain_now() <= run.round_deadline:
-                self.publish(r, run.round_opened_at)
-            if self._onchain.get(r):  # a forced submission can be challenged until the commit: answer it
-                self.answer_challenges()
-            self.sleep(self.poll_s)
-        delivered = dict(self._outbox.pop(r, []))
-        if self._onchain.pop(r, None) is not None:
-            self.save_forced()
-        try:  # a cancelled run may not have committed round r; any other run past it did
-            self._committed = {} if run.status == RunStatus.CANCELLED else {r: self._committed_event(r)}
-        except RootFlowError:  # the run left Training without committing round r
-            self._committed = {}
-        bitmap = int(self._committed[r]["acceptedBitmaps"][self.index]) if self._committed else 0
-        log.info("round %d committed: %d fragment(s) of this trainer accepted", r, self.count_accepted(bitmap))
-        self.check_left_out(r, delivered, bitmap)
-        return True
+    # -- the availability challenges against this trainer's forced submissions
 
-    def root_commit_weights(self, r: int) -> dict:
-        """Round r's committed weights (``fragmentCids`` / ``fragmentHashes``) from its transcript
-        (`committed_weights`; the caller checks them against the run's weights root), from the
-        event `root_wait` read, else read now.
+    def poll_events(self) -> None:
+        """Read the run's new events (`EventCursor`: verified against a lagging node, rewound on a
+        reorg): the open availability challenges against this trainer's forced submissions; then
+        save the cursor with them (a restarted trainer answers a challenge read by its previous life).
 
         Raises:
-            RootFlowError: round r has no ``RoundCommitted`` event yet (the step is retried).
+            RpcUnavailable: the RPC endpoint is down.
         """
-        ev = self._committed.get(r) or self._committed_event(r)
-        cids, hashes = committed_weights(self.ipfs, ev)
-        return {"fragmentCids": cids, "fragmentHashes": hashes}
+        batch = self.events.poll()
+        if batch.reorg_from is not None:  # transactions of ours may have gone with the replaced blocks
+            self.chain.resync_nonce()
+        me = self.account.address
+        for ev in batch.events:
+            a = ev["args"]
+            if ev["event"] == "AvailabilityChallenged" and a["trainer"] == me:
+                self.challenges.note(int(a["round"]), int(a["fragment"]))
+        self.events.extra["challenges"] = sorted(self.challenges.open)
+        self.events.save()
 
-    def _committed_event(self, r: int, wait_s: float = 30.0) -> dict:
-        """Round r's ``RoundCommitted`` args once the registry shows the round committed, read again
-        for up to ``wait_s`` seconds while the node lags (`committed_round`): a lagging node is no
-        failure of this trainer's.
-
-        Raises:
-            RootFlowError: still no event after ``wait_s`` (the step fails and is retried).
-        """
-        return committed_round(self.chain, self.task_id, self.events.start_block, r, wait_s=wait_s,
-                               sleep=self.sleep, poll_s=self.poll_s)
-
-    def copy_round(self, run: RunView) -> str:
-        """FAULT INJECTION (``fault: {kind: copycat}``; tests and demos only): the copying attack of
-        the Protocol v2 issue. Trains nothing; for every reveal of another trainer in the open round
-        it publishes a commitment to the same payload signed as its own, then that reveal. Its
-        commitments come after the commit phase (a payload is first public in a reveal), so an
-        honest syncer never credits it. Returns ``"next"``."""
-        if self._copy_sub is None:
-            self._copy_sub = self.ipfs.pubsub_subscribe(submission_topic(self.task_id))
-            self._copied = set()
-        topic, me = submission_topic(self.task_id), self.account.address.lower()
-        while (msg := self._copy_sub.get(timeout_s=0)) is not None:
-            try:
-                m = parse_message(msg.data)
-            except RootFlowError:
-                continue
-            if not isinstance(m, RevealMessage) or m.trainer == me or m.round != run.current_round \
-                    or (m.round, m.fragment, m.trainer) in self._copied:
-                continue
-            base = bytes.fromhex(m.base_root[2:])
-            signed = self.chain.sign_outer_gradient(self.task_id, m.round, m.fragment, m.signed_payload(),
-                                                    base_root=base)
-            mine = RevealMessage.of(self.task_id, m.round, m.fragment, me, base, signed)
-            self.ipfs.pubsub_publish(topic, CommitMessage.signed(self.account, self.chain.chain_id,
-                                                                 self.chain.registry.address, mine).encode())
-            self.ipfs.pubsub_publish(topic, mine.encode())
-            self._copied.add((m.round, m.fragment, m.trainer))
-            log.warning("FAULT INJECTION: copied trainer %s's fragment %d of round %d as this trainer's", m.trainer,
-                        m.fragment, m.round)
-        self.sleep(self.poll_s)
-        return "next"
-
-    def root_finish(self, run: RunView) -> str:
-        """After the last round: seal once the last challenge window has passed (anyone may), then
-        claim this trainer's reward; after a stalled run's cancel (`end_stalled_run`), claim its share
-        of the committed rounds' pot. Returns ``"done"`` once claimed (or nothing is owed)."""
-        if run.status == RunStatus.COMPLETED:
-            try:
-                self.chain.seal_root_run(self.task_id)
-                log.info("sealed the run")
-            except ChainRevert as exc:
-                if exc.error_name not in ("Registry__ChallengeWindowOpen", "Registry__ChallengesPending",
-                                          "Registry__WrongStatus"):
-                    raise
-                self.nudge_devnet(self.chain_now())
-                self.sleep(self.poll_s)
-                return "next"
-        if run.status not in (RunStatus.COMPLETED, RunStatus.SEALED, RunStatus.CANCELLED):
-            return "done"
-        if self.chain.claimed(self.task_id, self.index):
-            log.info("reward already claimed")
-            return "done"
-        rounds = committed_rounds(self.chain, self.task_id, self.events.start_block, run.max_rounds)
-        credits = cumulative_credits(rounds, self.runtime.sizes, run.enrolled_count)
-        if credits[self.index] == 0:
-            log.info("no credits in this run: nothing to claim")
-            return "done"
-        proof = credits_proof(credits, self.index, self.chain.root_state(self.task_id)[2])
+    def answer_challenges(self) -> None:
+        """Read new events, answer every availability challenge against this trainer still open
+        (a ``withhold`` fault answers none of its withheld payloads'; ``challenge_loop``: see
+        `ChallengeLoop`)."""
+        self.poll_events()
+        if self.fault is not None and self.fault.kind == "withhold":
+            for r, f in self.challenges.open:
+                if self.fault.applies(r, f):
+                    log.warning("FAULT INJECTION: not answering the availability challenge of round %d fragment %d "
+                                "(payload withheld)", r, f)
+                    self.challenges.forget(r, f)
         try:
-            ev = self.chain.claim_reward(self.task_id, self.index, credits[self.index], proof).event("RewardClaimed")
-        except ChainRevert as exc:
-            if exc.error_name != "Registry__AlreadyClaimed":
-                raise
-            return "done"
-        log.info("claimed %d atto for %d credits (withdrawable)", ev["reward"], ev["credits"])
-        self.summary["claimed_atto"] = self.summary.get("claimed_atto", 0) + int(ev["reward"])
-        return "done"
+            if self._loop is not None:  # the fault answers late, and challenges itself again
+                self._loop.step(self.chain.get_run(self.task_id).current_round)
+            else:
+                self.challenges.poll()
+        finally:
+            self.events.extra["challenges"] = sorted(self.challenges.open)
+            self.events.save()
