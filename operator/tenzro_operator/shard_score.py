@@ -10,8 +10,8 @@ censorship and delivers on-chain from the next round on, where no score can leav
 
 Credit for work only (issue #26, `tenzro_trainer.credit`): `credit_gate` builds the run's gate over
 the same scorer, and `round_reveal` the seed of its contribution batches, which no trainer knows
-before the commit phase closes. Not wired into the root flow yet (the syncer's ``root_score`` still
-applies ``score_min`` alone).
+before the commit phase closes; the syncer applies it when the spec sets ``metadata.protocol.credit``
+(`tenzro_operator.roles.syncer_credit`).
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ def credit_gate(runtime: TaskRuntime, spec, df: pd.DataFrame, cfg: CreditConfig 
 
 def round_reveal(task_id: bytes, round_index: int, commitments: Iterable[bytes]) -> str:
     """The seed of round r's contribution batches: sha256 over the task id, the round (8 bytes, big
-    endian) and the round's signed commitments in ascending byte order (hex string). No trainer
-    knows it before the commit phase closes (it holds every other trainer's commitment) and a
-    watcher recomputes it from the transcript's commitments. Caveat: the last trainer to commit
-    can grind its own commitment against it; a value the syncer commits to before the round and
-    reveals after the commit phase (or a later block hash) closes that."""
+    endian) and ``commitments`` in ascending byte order (hex string). The syncer passes the payload
+    hashes of the round's gated payloads (`syncer_credit`), bound by each trainer's commitment in
+    the commit phase and listed in the transcript, so no trainer knows the seed before the commit
+    phase closes and a watcher recomputes it. Caveat: the last trainer to commit can grind its own
+    payload against it; a value the syncer commits to before the round and reveals after the commit
+    phase (or a later block hash) closes that."""
     h = hashlib.sha256(b"tenzro/train/credit-reveal/v1" + bytes(task_id) + int(round_index).to_bytes(8, "big"))
     for c in sorted(bytes(c) for c in commitments):
         h.update(c)

@@ -51,9 +51,11 @@ class Submission(_Strict):
 
 class Rejection(Submission):
     """A submission the syncer refused, with the SlashReason name (or ``LossIncrease``: a root-flow
-    payload left out by loss-improvement scoring) and a human-readable detail."""
+    payload left out by loss-improvement scoring; ``NearCopy`` / ``NoContribution``: one the run's
+    credit gate did not credit, `tenzro_operator.roles.syncer_credit`) and a human-readable detail."""
 
-    reason: Literal["HashMismatch", "Malformed", "NonFinite", "NormOutlier", "Unavailable", "LossIncrease"]
+    reason: Literal["HashMismatch", "Malformed", "NonFinite", "NormOutlier", "Unavailable", "LossIncrease",
+                    "NearCopy", "NoContribution"]
     detail: str
 
 

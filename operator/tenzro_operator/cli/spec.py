@@ -148,6 +148,10 @@ def register(train: click.Group) -> None:
                   help="leave out payloads whose loss-improvement score on the trainer's own shard is at or below "
                        "this  [default: 0 (any payload that makes the loss worse)]")
     @click.option("--no-scoring", is_flag=True, help="no loss-improvement scoring (on by default)")
+    @click.option("--credit", is_flag=True,
+                  help="credit for work only: the syncer credits an off-chain payload only when the run's credit "
+                       "gate does (near-copies, replays, the contribution test on the trainer's own shard, credit "
+                       "by history; metadata.protocol.credit with its default thresholds)  [default: off]")
     @click.option("--overlap-steps", default=0, show_default=True, type=click.IntRange(min=0),
                   help="inner steps a trainer may run before the previous round's weights arrive (overlap; <= H)")
     @click.option("--compression", default=DEFAULT_COMPRESSION, show_default=True,
@@ -165,7 +169,7 @@ def register(train: click.Group) -> None:
                  preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
                  grace_window: float, enrollment_window: float, aggregation: str, trim_bps: int,
                  norm_multiple: float, reward_pool: str, min_stake: str, syncer_fee_bps: int, syncer_bond: str,
-                 seed: int, score_min: float | None, no_scoring: bool,
+                 seed: int, score_min: float | None, no_scoring: bool, credit: bool,
                  overlap_steps: int, compression: str | None, allowlist: tuple[str, ...], out: Path,
                  fmt: str) -> None:
         """Pin a dataset and the initial weights to IPFS and write a complete task spec (for post-task)."""
@@ -185,7 +189,8 @@ def register(train: click.Group) -> None:
             aggregation={aggregation: {"alpha_bps": trim_bps}} if aggregation == "TrimmedMean" else aggregation,
             norm_multiple=norm_multiple, overlap_steps=overlap_steps, reward_pool=_tokens(reward_pool, "--reward-pool"),
             min_stake=_tokens(min_stake, "--min-stake"), seed=seed,
-            score_min=score_min, compression=_compression(compression), enrollment_allowlist=allowlist,
+            score_min=score_min, credit={} if credit else None, compression=_compression(compression),
+            enrollment_allowlist=allowlist,
             metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
         df = _load_data(data)
         try:

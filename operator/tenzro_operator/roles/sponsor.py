@@ -69,6 +69,7 @@ class SpecDraft:
     shards: int | None = None  # default: one shard per trainer
     seed: int = 0
     score_min: float | None = None  # loss-improvement scoring threshold (None = off)
+    credit: dict | None = None  # credit for work only: the credit gate's thresholds ({} = its defaults; None = off)
     compression: str | dict | None = None  # payload codec: a name ("mx_fp4", "topk") or codec object; None = dense
     overlap_steps: int = 0  # inner steps a trainer may run before the previous round's weights arrive
     enrollment_allowlist: tuple[str, ...] = ()  # only these addresses may enroll (tier 1); empty: Open
@@ -136,6 +137,7 @@ def build_spec(ipfs: IpfsClient, d: SpecDraft, df: pd.DataFrame) -> TaskSpec:
                 "fragment_sizes": runtime.sizes, "initial_weights": initial, "norm_multiple": d.norm_multiple,
                 "shards": d.shards or d.trainer_count, "seed": d.seed,
                 **({"score_min": d.score_min} if d.score_min is not None else {}),
+                **({"credit": d.credit} if d.credit is not None else {}),
                 **({"overlap_steps": d.overlap_steps} if d.overlap_steps else {}), **compression}},
         }, source=f"draft {d.task_id}")
 

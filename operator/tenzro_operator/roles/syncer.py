@@ -75,7 +75,7 @@ Parts (one concern each, composed into `SyncerDaemon`): `syncer_election` (the r
 the election), `syncer_intake` (commitments, reveals and forced submissions in), `syncer_validation`
 (the payload checks, the norm screen), `syncer_reports` (proofs, availability challenges and slashes
 against invalid forced submissions), `syncer_commit` (scoring, aggregation, the outer step,
-``commitRound``), `syncer_committed` (its saved state, rebuilds, weights answers, the seal), and
+``commitRound``), `syncer_credit` (the run's credit gate), `syncer_committed` (its saved state, rebuilds, weights answers, the seal), and
 `syncer_round` (a round's submissions as data).
 """
 
@@ -96,6 +96,7 @@ from tenzro_operator.logs import log_context, set_log_context
 from tenzro_operator.metrics import SyncerMetrics, task_label
 from tenzro_operator.roles.syncer_commit import RoundCommit
 from tenzro_operator.roles.syncer_committed import CommittedRounds
+from tenzro_operator.roles.syncer_credit import CreditForWork
 from tenzro_operator.roles.syncer_election import SyncerElection
 from tenzro_operator.roles.syncer_intake import SubmissionIntake
 from tenzro_operator.roles.syncer_reports import SubmissionReports
@@ -199,7 +200,7 @@ class SyncerDaemonConfig(SyncerConfig):
 
 
 class SyncerDaemon(SyncerElection, SubmissionIntake, PayloadValidation, SubmissionReports, RoundCommit,
-                   CommittedRounds, Daemon):
+                   CreditForWork, CommittedRounds, Daemon):
     """The syncer of one run (see the module docstring).
 
     Args:
@@ -365,6 +366,7 @@ class SyncerDaemon(SyncerElection, SubmissionIntake, PayloadValidation, Submissi
         self.norm_screen_sq = proto.norm_screen_sq_bits
         self._trainer_index: dict[str, int] = {}
         self._credits, self._score, self._norm_refs = None, None, {}
+        self._gate, self._credit_saved, self._last_aggregate = None, None, {}
         self._weights_pending, self._weights_next, self._weights_checker = {}, None, None
         self.root_prepare()
         if self.opt("evaluate", True):

@@ -114,14 +114,22 @@ class RoundCommit:
         if any(s.unprovable and s.reason is None and s not in accepted[s.fragment] for s in rs.subs.values()):
             accepted = self._norm_screen()  # a refused proof: that submission is aggregated
         self.root_score(r, accepted)  # the spec's score_min, if any
+        credit, not_credited = self.credit_snapshot(), []
+        try:
+            not_credited = self.root_credit(r, accepted)  # the spec's credit gate, if any
+        except BaseException:
+            self.credit_rollback(credit, not_credited)
+            raise
         self._fault_false_report(r, accepted)
         self._fault_drop(r, accepted)
         snapshot = [copy.deepcopy(o.state_dict()) for o in self.outers]
         t0 = time.perf_counter()
+        aggregates = {}
         for f in range(F):  # PROTOCOL.md section 1: inputs in trainer-index order, +0 for a fragment without any
             outer = self.outers[f]
-            outer.step(self.rule({trainer_key(self._index(s)): s.tensors for s in accepted[f]}) if accepted[f]
-                       else outer.zero_aggregate())
+            if accepted[f]:
+                aggregates[f] = self.rule({trainer_key(self._index(s)): s.tensors for s in accepted[f]})
+            outer.step(aggregates[f] if f in aggregates else outer.zero_aggregate())
         self._fault_wrong_aggregate(r)
         blobs = self.runtime.encode_weights(self._state(), r)
         t_agg = time.perf_counter() - t0
@@ -165,6 +173,7 @@ class RoundCommit:
             t_chain = time.perf_counter() - t2 + rs.split.get("chain_s", 0.0)
         except ChainRevert as exc:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
+            self.credit_rollback(credit, not_credited)
             if exc.error_name in NOT_YET:
                 log.info("round %d: not yet (%s): committing on a later poll", r, exc.error_name)
                 return False
@@ -183,9 +192,11 @@ class RoundCommit:
             raise
         except BaseException:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
+            self.credit_rollback(credit, not_credited)
             raise
         fin = res.event("RoundCommitted")
         self.last_finalized = r
+        self._last_aggregate = aggregates  # the public aggregates the next round's copies are checked against
         self.finalized_here += 1
         self._tally("rounds_finalized", 1)
         self.persist()

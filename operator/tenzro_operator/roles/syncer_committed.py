@@ -47,7 +47,8 @@ class CommittedRounds:
         cursor has a file of its own (`EventCursor.save`); a restarted syncer reads the open
         round's submissions again from the block the round opened in."""
         atomic_torch_save({"task": "0x" + self.task_id.hex(), "round": self.last_finalized,
-                           "outers": [copy.deepcopy(o.state_dict()) for o in self.outers]}, self.state_path)
+                           "outers": [copy.deepcopy(o.state_dict()) for o in self.outers],
+                           "credit": self.credit_state()}, self.state_path)
 
     def restore(self) -> None:
         """Bring the outer optimizers to the chain's open round (see the module docstring).
@@ -76,6 +77,7 @@ class CommittedRounds:
                         "committing again", self.state_path, saved["round"], done)
             saved = None
         self._round = None  # the open round's submissions are read again from the chain
+        self.load_credit_state(saved.get("credit") if saved is not None else None)
         if saved is not None:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in saved["outers"]]
             self.last_finalized = int(saved["round"])
@@ -104,6 +106,7 @@ class CommittedRounds:
         tr = RoundTranscript.parse(self.ipfs.cat(commit["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                    bytes(commit["transcriptHash"]))
         index = {a.lower(): i for i, a in enumerate(self.chain.trainers_of(self.task_id))}
+        self._last_aggregate = {}
         for fr in sorted(tr.fragments, key=lambda x: x.fragment):
             updates = {}
             for s in fr.accepted:
@@ -112,7 +115,9 @@ class CommittedRounds:
                     raise TenzroError(f"rebuilding round {r}: payload {s.cid} does not hash to {s.sha256}")
                 updates[trainer_key(index[s.trainer.lower()])] = self.runtime.decode_payload(raw, fr.fragment)[0]
             outer = self.outers[fr.fragment]
-            outer.step(self.rule(updates) if updates else outer.zero_aggregate())
+            if updates:
+                self._last_aggregate[fr.fragment] = self.rule(updates)
+            outer.step(self._last_aggregate.get(fr.fragment, outer.zero_aggregate()))
         blobs = self.runtime.encode_weights(self._state(), r)
         got = [hashlib.sha256(b).digest() for b in blobs]
         want = tr.weights_refs()[1]

@@ -103,7 +103,7 @@ log = logging.getLogger("tenzro.trainer")
 # Fragments encoded and pinned at once (IPFS adds are I/O-bound; they are signed in fragment order).
 PIN_WORKERS = 4
 
-FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "copycat", "withhold", "challenge_loop"]
+FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "noise", "stale", "copycat", "withhold", "challenge_loop"]
 
 
 class FaultSettings(BaseModel):
@@ -111,7 +111,11 @@ class FaultSettings(BaseModel):
 
     Attributes:
         kind: ``nan`` (every value NaN), ``wrong_hash`` (payloadHash of other bytes),
-            ``scale100`` (delta x 100), ``sign_flip`` (-delta); ``copycat`` (trains nothing,
+            ``scale100`` (delta x 100), ``sign_flip`` (-delta), ``noise`` (Gaussian noise at each
+            tensor's RMS instead of the delta: a payload no work went into, issue #26's free rider
+            that passes every payload check and the norm screen), ``stale`` (the fragment's
+            pseudo-gradient of the first round it applies to, sent again in every later one: no work
+            since); ``copycat`` (trains nothing,
             re-signs every other trainer's reveal as its own, `RoundFollowing.copy_round`);
             ``withhold`` (its payload's CID is computed, the bytes go to no IPFS node, and no
             availability challenge of it is answered: with ``force_onchain`` and ``publish_pubsub:
@@ -162,6 +166,8 @@ def apply_fault(kind: str, delta: dict[str, torch.Tensor]) -> dict[str, torch.Te
         return {k: 100.0 * v for k, v in delta.items()}
     if kind == "sign_flip":
         return {k: -v for k, v in delta.items()}
+    if kind == "noise":
+        return {k: torch.randn_like(v) * v.pow(2).mean().sqrt() for k, v in delta.items()}
     return delta
 
 
@@ -239,6 +245,7 @@ class TrainerDaemon(RunDiscovery, SubmissionDelivery, ForcedPath, RoundFollowing
         self._early: EarlySteps | None = None  # the next round's early inner steps (spec overlap_steps)
         self._round_input = None  # (round, its input weights) of the last round trained (rescoring)
         self._scorer = None  # ShardScorer of the run (with score_min: checking a LossIncrease)
+        self._stale: dict[int, dict] = {}  # fault "stale": fragment -> the pseudo-gradient it replays
 
     # ------------------------------------------------------------------ one run
 
@@ -406,7 +413,9 @@ class TrainerDaemon(RunDiscovery, SubmissionDelivery, ForcedPath, RoundFollowing
             f, names = item
             delta = pseudo_gradient(fragment_state(global_state, names), fragment_state(res.state, names))
             fault = self.fault.kind if self.fault is not None and self.fault.applies(r, f) else None
-            if fault:
+            if fault == "stale":
+                delta = self._stale.setdefault(f, delta)
+            elif fault:
                 delta = apply_fault(fault, delta)
             meta = dict(task=self.runtime.task, round=r, fragment=f, trainer=self.account.address.lower(),
                         dtype="float32", kind="pseudo_gradient")

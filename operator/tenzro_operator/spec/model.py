@@ -176,6 +176,32 @@ class InitialWeight(_Strict):
         return bytes.fromhex(self.sha256[2:])
 
 
+class CreditParams(_Strict):
+    """``metadata.protocol.credit``: credit for work only (issue #26): the syncer credits and
+    aggregates an off-chain payload only when the run's `tenzro_trainer.credit.CreditGate` does
+    (`tenzro_operator.roles.syncer_credit`). Absent keys take `CreditConfig`'s defaults, the ones
+    measured in trainer/benchmarks/results/attacks.md."""
+
+    copy_cosine: float = Field(default=0.95, gt=0, le=1, description="|cosine| above which two payloads (or one "
+                                                                      "and the last aggregate) are copies")
+    replay_cosine: float = Field(default=0.99, gt=0, le=1, description="|cosine| to one of the trainer's own "
+                                                                        "earlier payloads above which it is a replay")
+    norm_multiple: float = Field(default=3.0, gt=0, allow_inf_nan=False,
+                                 description="a payload's L2 norm at most this multiple of the round's median")
+    harm: float = Field(default=2.0, ge=0, allow_inf_nan=False,
+                        description="the loss raised on data not assigned at most this multiple of the own gain")
+    ema: float = Field(default=0.1, gt=0, le=1, description="weight of the new round in the moving average of passes")
+    start: float = Field(default=0.6, ge=0, le=1, description="the moving average before a trainer's first payload")
+    credit_above: float = Field(default=0.6, ge=0, lt=1, description="credited while the moving average is above this")
+
+    def config(self):
+        """The `CreditConfig` of these thresholds, without clipping or the replay audit (neither is
+        part of a root-flow round yet)."""
+        from tenzro_trainer.credit import CreditConfig
+
+        return CreditConfig(**self.model_dump(), clip=False, audit=0)
+
+
 class ProtocolParams(_Strict):
     """``metadata.protocol``: the fields the registry enforces beyond the docs' spec."""
 
@@ -197,6 +223,9 @@ class ProtocolParams(_Strict):
                     "(tenzro_trainer.scoring, on the round's fixed batch of training windows) is at or below this; "
                     "None = no scoring")
 
+    credit: CreditParams | None = Field(
+        default=None, description="credit for work only (CreditParams): the syncer credits an off-chain payload only "
+                                  "when the run's credit gate does; None = every valid, screened, scored payload")
     overlap_steps: int = Field(
         default=0, ge=0,
         description="overlap (the one-step-delayed outer update of Streaming DiLoCo): a trainer runs up to this "

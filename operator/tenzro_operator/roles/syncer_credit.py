@@ -1,0 +1,127 @@
+"""Credit for work only in a run (issue #26; the checks are `tenzro_trainer.credit`'s): with the
+spec's ``metadata.protocol.credit``, the off-chain payloads that passed validation, the norm screen
+and ``score_min`` go through the run's `CreditGate` before the commit, and only those it credits are
+accepted (aggregated and set in the round's bitmaps: the registry binds the bitmaps to the
+aggregated sets, PROTOCOL.md §5 challenge 3, so credit and aggregation are one set here).
+
+A payload is left out (the transcript's rejection names the check) when it is a near-copy of
+another payload of the round, of the fragment's last aggregate or of its own earlier payloads
+(``NearCopy``), heavier than ``norm_multiple`` x the round's median (``NormOutlier``), or when its
+trainer's moving average of passes of the contribution test (own shard versus data it was not
+assigned, on batches drawn with the round's reveal, `shard_score.round_reveal` over the payload
+hashes of the round's gated payloads) is at or below the credit line (``NoContribution``, with
+the figures). Differences from the simulator's gate (`tenzro_trainer.simulate`): no clipping to the
+median norm (a watcher replays the aggregate with the task's rule alone) and no exact-replay
+audit (trainers do not yet publish the inner state it replays from).
+
+Forced on-chain submissions are not gated: the registry requires them accepted unless proven
+invalid (PROTOCOL.md §4), so the forced path still credits a no-work payload (THREATS.md, the
+residual of issue #26). The gate's history (moving averages, count sketches of earlier payloads)
+and each fragment's last aggregate are kept in the syncer's state file; a syncer that starts a run
+without them (a stand-in, a lost file) starts every trainer's history afresh (logged).
+
+Part of `tenzro_operator.roles.syncer.SyncerDaemon`; imports nothing of the other roles, nor the
+syncer's module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tenzro_operator.metrics import task_label
+from tenzro_operator.shard_score import credit_gate, round_reveal
+from tenzro_operator.task_assets import load_dataset
+
+log = logging.getLogger("tenzro.syncer")
+
+
+class CreditForWork:
+    """The run's credit gate at the syncer (see the module docstring)."""
+
+    _gate = None  # the run's CreditGate, built at first use (`credit_gate`)
+    _credit_saved: dict | None = None  # the gate's history read from the state file, for the gate when built
+    _last_aggregate: dict  # fragment -> the last committed round's aggregate of it ({name: tensor})
+
+    def credit_gate(self):
+        """The run's `CreditGate` with the history the state file held; None without the spec's
+        ``credit``."""
+        params = self.spec.require_protocol().credit
+        if params is None:
+            return None
+        if self._gate is None:
+            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
+                              max_bytes=self.config.max_dataset_bytes)
+            self._gate = credit_gate(self.runtime, self.spec, df, params.config())
+            saved, self._credit_saved = self._credit_saved, None
+            if saved is None:
+                log.info("credit gate: every trainer's moving average of passes starts at %g", self._gate.cfg.start)
+            else:
+                self._gate.average.update(saved["average"])
+                self._gate.earlier.update({k: list(v) for k, v in saved["earlier"].items()})
+                self._gate.barred.update(saved.get("barred", {}))
+        return self._gate
+
+    def root_credit(self, r: int, accepted: dict) -> list:
+        """Gate round r's off-chain payloads in ``accepted`` (fragment -> subs, changed in place):
+        each one the gate does not credit is marked rejected with the check it failed (its tensors
+        kept, for `credit_rollback`) and left out. Returns the subs it rejected; [] without the
+        spec's ``credit``."""
+        gate = self.credit_gate()
+        if gate is None:
+            return []
+        gated = {f: [s for s in subs if s.offchain] for f, subs in accepted.items()}
+        reveal = round_reveal(self.task_id, r, [s.payload_hash for subs in gated.values() for s in subs])
+        state, rejected = self._state(), []
+        for f, subs in gated.items():
+            if not subs:
+                continue
+            verdicts = gate(r, f, state, self.runtime.fragments[f], {self._index(s): s.tensors for s in subs},
+                            self._last_aggregate.get(f), reveal)
+            for s in subs:
+                v = verdicts[self._index(s)]
+                if v.credited:
+                    continue
+                s.reason = v.reason if v.reason in ("NearCopy", "NormOutlier") else "NoContribution"
+                s.detail = (f"{v.detail or 'passed the round checks'}; moving average of passes "
+                            f"{v.average:.3f} (credited above {gate.cfg.credit_above:g})")
+                rejected.append(s)
+                self.metrics.rejections.labels(task=task_label(self.task_id), reason=s.reason).inc()
+                log.warning("NOT CREDITED submission trainer=%s fragment=%d cid=%s reason=%s: %s", s.trainer, f, s.cid,
+                            s.reason, s.detail)
+            accepted[f] = [s for s in accepted[f] if s.reason is None]
+        return rejected
+
+    def credit_state(self) -> dict[str, Any]:
+        """What `persist` saves of the gate: its history and the last aggregates (tensors, floats)."""
+        gate = self._gate
+        history = self._credit_saved if gate is None else {
+            "average": dict(gate.average), "earlier": {k: list(v) for k, v in gate.earlier.items()},
+            "barred": dict(gate.barred)}
+        return {"last_aggregate": dict(self._last_aggregate), "history": history}
+
+    def load_credit_state(self, saved: dict[str, Any] | None) -> None:
+        """Take back `credit_state` (None: a state file without one, or no state file: histories
+        start afresh and the fragments have no last aggregate until the next commit)."""
+        saved = saved or {}
+        self._last_aggregate = dict(saved.get("last_aggregate", {}))
+        self._gate, self._credit_saved = None, saved.get("history")
+
+    def credit_snapshot(self) -> tuple | None:
+        """The gate's history as it stands (None: no gate), for `credit_rollback` when a commit is
+        refused."""
+        gate = self.credit_gate()
+        if gate is None:
+            return None
+        return dict(gate.average), {k: list(v) for k, v in gate.earlier.items()}, len(gate.log)
+
+    def credit_rollback(self, snap: tuple | None, rejected: list) -> None:
+        """Undo round r's verdicts when its commit did not land: the gate's history as `credit_snapshot`
+        left it and the ``rejected`` subs (`root_credit`'s) valid again, so the retry judges the same
+        payloads afresh (kept, each would count as a replay of itself)."""
+        for s in rejected:
+            s.reason, s.detail = None, ""
+        if snap is None or self._gate is None:
+            return
+        self._gate.average, self._gate.earlier = snap[0], snap[1]
+        del self._gate.log[snap[2]:]
