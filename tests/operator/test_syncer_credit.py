@@ -26,7 +26,8 @@ class _Syncer(CreditForWork):
         self.task_id = b"\x01" * 32
         self.spec = SimpleNamespace(require_protocol=lambda: SimpleNamespace(credit=CreditParams()))
         self.runtime = SimpleNamespace(fragments=[["w"]])
-        self.metrics = SimpleNamespace(rejections=SimpleNamespace(labels=lambda **kw: SimpleNamespace(inc=lambda: None)))
+        counter = SimpleNamespace(inc=lambda: None)
+        self.metrics = SimpleNamespace(rejections=SimpleNamespace(labels=lambda **kw: counter))
         self._gate, self._credit_saved, self._last_aggregate = CreditGate(_Scorer(), CreditParams().config()), None, {}
 
     def _state(self):

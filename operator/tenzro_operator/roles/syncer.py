@@ -75,8 +75,9 @@ Parts (one concern each, composed into `SyncerDaemon`): `syncer_election` (the r
 the election), `syncer_intake` (commitments, reveals and forced submissions in), `syncer_validation`
 (the payload checks, the norm screen), `syncer_reports` (proofs, availability challenges and slashes
 against invalid forced submissions), `syncer_commit` (scoring, aggregation, the outer step,
-``commitRound``), `syncer_credit` (the run's credit gate), `syncer_committed` (its saved state, rebuilds, weights answers, the seal), and
-`syncer_round` (a round's submissions as data).
+``commitRound``), `syncer_credit` (the run's credit gate, with the spec's ``credit``),
+`syncer_committed` (its saved state, rebuilds, weights answers, the seal), and `syncer_round` (a
+round's submissions as data).
 """
 
 from __future__ import annotations

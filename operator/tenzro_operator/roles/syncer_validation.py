@@ -22,7 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from tenzro_operator.chain import RunView
-from tenzro_operator.errors import IpfsContentError, IpfsError, IpfsIntegrityError, IpfsNotFound, IpfsUnavailable, TenzroError
+from tenzro_operator.errors import (
+    IpfsContentError,
+    IpfsError,
+    IpfsIntegrityError,
+    IpfsNotFound,
+    IpfsUnavailable,
+    TenzroError,
+)
 from tenzro_operator.evidence import exceeds_reference, norm_outliers
 from tenzro_operator.metrics import task_label
 from tenzro_operator.roles.syncer_round import _REASON_OF_REJECT, _Sub

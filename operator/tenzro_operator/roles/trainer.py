@@ -103,7 +103,8 @@ log = logging.getLogger("tenzro.trainer")
 # Fragments encoded and pinned at once (IPFS adds are I/O-bound; they are signed in fragment order).
 PIN_WORKERS = 4
 
-FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "noise", "stale", "copycat", "withhold", "challenge_loop"]
+FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "noise", "stale", "copycat", "withhold",
+                    "challenge_loop"]
 
 
 class FaultSettings(BaseModel):
