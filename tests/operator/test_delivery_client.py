@@ -228,7 +228,7 @@ def test_a_well_behaved_endpoint_still_gets_its_answers_read(hostile):
 
 
 class _Trainer(SubmissionDelivery, ForcedPath, RoundFollowing):
-    """The root-flow half alone: a config, a data dir, a task, fakes for the rest."""
+    """Its delivery, forced path and round following alone: a config, a data dir, a task, fakes for the rest."""
 
     def __init__(self, tmp_path, announced: str | None = None, **cfg) -> None:
         self.config = SimpleNamespace(**{"syncer_rpc": None, "publish_pubsub": True, "force_onchain": False,
