@@ -8,8 +8,8 @@ censorship and delivers on-chain from the next round on, where no score can leav
 (`ForcedPath.check_left_out`). Scores are not provable on-chain; this makes a false
 ``LossIncrease`` cost the lying syncer the trainer's off-chain path, not the trainer its credit.
 
-Credit for work only (issue #26, `tenzro_trainer.credit`): `credit_gate` builds the run's gate over
-the same scorer, and `round_reveal` the seed of its contribution batches, which no trainer knows
+Credit for work only (issue #26, `tenzro_trainer.credit`): the syncer's gate runs over the same
+scorer (`RoundCommit.run_scorer`), and `round_reveal` the seed of its contribution batches, which no trainer knows
 before the commit phase closes; the syncer applies it when the spec sets ``metadata.protocol.credit``
 (`tenzro_operator.roles.syncer_credit`).
 """
@@ -22,7 +22,6 @@ from typing import Iterable
 import pandas as pd
 
 from tenzro_operator.task_runtime import TaskRuntime
-from tenzro_trainer.credit import CreditConfig, CreditGate
 from tenzro_trainer.scoring import ShardScorer
 
 SCORING_WINDOWS = 64  # windows of a trainer's shard in a round's scoring batch
@@ -39,13 +38,6 @@ def shard_scorer(runtime: TaskRuntime, spec, df: pd.DataFrame) -> ShardScorer:
                        salt=spec.task_id_bytes.hex(), size=SCORING_WINDOWS)
 
 
-def credit_gate(runtime: TaskRuntime, spec, df: pd.DataFrame, cfg: CreditConfig | None = None) -> CreditGate:
-    """The run's `CreditGate` (`tenzro_trainer.credit`) over `shard_scorer`: keep one per run, it
-    holds every trainer's moving average; ``gate(r, f, state, runtime.fragments[f], {index: tensors},
-    previous_aggregate, round_reveal(...))``."""
-    return CreditGate(shard_scorer(runtime, spec, df), cfg)
-
-
 def round_reveal(task_id: bytes, round_index: int, commitments: Iterable[bytes]) -> str:
     """The seed of round r's contribution batches: sha256 over the task id, the round (8 bytes, big
     endian) and ``commitments`` in ascending byte order (hex string). The syncer passes the payload
@@ -60,4 +52,4 @@ def round_reveal(task_id: bytes, round_index: int, commitments: Iterable[bytes])
     return h.hexdigest()
 
 
-__all__ = ["SCORING_WINDOWS", "credit_gate", "round_reveal", "shard_scorer"]
+__all__ = ["SCORING_WINDOWS", "round_reveal", "shard_scorer"]

@@ -12,6 +12,7 @@ import torch
 
 from tenzro_operator.roles.syncer_credit import CreditForWork
 from tenzro_operator.roles.syncer_round import _Sub
+from tenzro_operator.roles.syncer_validation import PayloadValidation
 from tenzro_operator.spec import CreditParams
 from tenzro_trainer.credit import CreditGate
 
@@ -22,6 +23,8 @@ class _Scorer:
 
 
 class _Syncer(CreditForWork):
+    _reject = PayloadValidation._reject
+
     def __init__(self):
         self.task_id = b"\x01" * 32
         self.spec = SimpleNamespace(require_protocol=lambda: SimpleNamespace(credit=CreditParams()))

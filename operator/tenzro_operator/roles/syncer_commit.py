@@ -33,6 +33,7 @@ from tenzro_operator.root_flow import (
     fragment_states,
     fragment_weights_roots,
 )
+from tenzro_operator.shard_score import shard_scorer
 from tenzro_operator.task_assets import load_dataset
 from tenzro_operator.transcript import BlobRef, FragmentRecord, Rejection, RoundTranscript
 from tenzro_trainer import round_commitment as rc
@@ -232,6 +233,15 @@ class RoundCommit:
         self._round = None
         return True
 
+    def run_scorer(self):
+        """The run's `ShardScorer` (`shard_score.shard_scorer`: the task's model, its training split),
+        built once for ``score_min`` and the credit gate alike."""
+        if self._score is None:
+            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
+                              max_bytes=self.config.max_dataset_bytes)
+            self._score = shard_scorer(self.runtime, self.spec, df)
+        return self._score
+
     def root_score(self, r: int, accepted: dict) -> None:
         """Loss-improvement scoring (the spec's ``score_min``, `tenzro_trainer.scoring`): each
         accepted off-chain payload of round r is scored, against the weights the round started
@@ -241,23 +251,17 @@ class RoundCommit:
         other shards say. One at or below ``score_min`` is rejected (``LossIncrease``) and left
         out of ``accepted`` (in place). A forced on-chain submission is never scored out: the
         registry requires it accepted or proven invalid."""
-        from tenzro_operator.shard_score import shard_scorer
-
         floor = self.spec.require_protocol().score_min
         if floor is None:
             return
-        if self._score is None:
-            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
-                              max_bytes=self.config.max_dataset_bytes)
-            self._score = shard_scorer(self.runtime, self.spec, df)
-        state = self._state()
+        scorer, state = self.run_scorer(), self._state()
         liar = self.fault.false_loss_increase if self.fault is not None else None
         for f, subs in accepted.items():
             for s in subs:
                 if not s.offchain:
                     continue
                 i = self._index(s)
-                score = self._score.score(r, i, state, self.runtime.fragments[f], s.tensors)
+                score = scorer.score(r, i, state, self.runtime.fragments[f], s.tensors)
                 if i == liar:
                     log.warning("FAULT INJECTION: trainer %d's fragment %d (score %.6g) rejected as LossIncrease", i,
                                 f, score)

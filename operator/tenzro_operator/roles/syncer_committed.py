@@ -117,7 +117,7 @@ class CommittedRounds:
             outer = self.outers[fr.fragment]
             if updates:
                 self._last_aggregate[fr.fragment] = self.rule(updates)
-            outer.step(self._last_aggregate.get(fr.fragment, outer.zero_aggregate()))
+            outer.step(self._last_aggregate[fr.fragment] if updates else outer.zero_aggregate())
         blobs = self.runtime.encode_weights(self._state(), r)
         got = [hashlib.sha256(b).digest() for b in blobs]
         want = tr.weights_refs()[1]

@@ -29,11 +29,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tenzro_operator.metrics import task_label
-from tenzro_operator.shard_score import credit_gate, round_reveal
-from tenzro_operator.task_assets import load_dataset
+from tenzro_operator.shard_score import round_reveal
+from tenzro_trainer.credit import CreditGate
 
 log = logging.getLogger("tenzro.syncer")
+
+
+def _history(gate) -> dict[str, Any]:
+    """A copy of a `CreditGate`'s history: moving averages, earlier payloads' sketches (lists copied,
+    the sketches are never changed), barred trainers."""
+    return {"average": dict(gate.average), "earlier": {k: list(v) for k, v in gate.earlier.items()},
+            "barred": dict(gate.barred)}
 
 
 class CreditForWork:
@@ -43,30 +49,31 @@ class CreditForWork:
     _credit_saved: dict | None = None  # the gate's history read from the state file, for the gate when built
     _last_aggregate: dict  # fragment -> the last committed round's aggregate of it ({name: tensor})
 
-    def credit_gate(self):
-        """The run's `CreditGate` with the history the state file held; None without the spec's
-        ``credit``."""
+    def credit_gate(self) -> CreditGate | None:
+        """The run's `CreditGate` over the run's scorer (`RoundCommit.run_scorer`) with the history
+        the state file held; None without the spec's ``credit``."""
         params = self.spec.require_protocol().credit
         if params is None:
             return None
         if self._gate is None:
-            df = load_dataset(self.ipfs, self.spec, self.opt("dataset_path", None),
-                              max_bytes=self.config.max_dataset_bytes)
-            self._gate = credit_gate(self.runtime, self.spec, df, params.config())
+            self._gate = CreditGate(self.run_scorer(), params.config())
             saved, self._credit_saved = self._credit_saved, None
             if saved is None:
                 log.info("credit gate: every trainer's moving average of passes starts at %g", self._gate.cfg.start)
             else:
-                self._gate.average.update(saved["average"])
-                self._gate.earlier.update({k: list(v) for k, v in saved["earlier"].items()})
-                self._gate.barred.update(saved.get("barred", {}))
+                self._restore_history(saved)
         return self._gate
+
+    def _restore_history(self, history: dict[str, Any]) -> None:
+        gate = self._gate
+        gate.average, gate.earlier = dict(history["average"]), {k: list(v) for k, v in history["earlier"].items()}
+        gate.barred = dict(history.get("barred", {}))
 
     def root_credit(self, r: int, accepted: dict) -> list:
         """Gate round r's off-chain payloads in ``accepted`` (fragment -> subs, changed in place):
-        each one the gate does not credit is marked rejected with the check it failed (its tensors
-        kept, for `credit_rollback`) and left out. Returns the subs it rejected; [] without the
-        spec's ``credit``."""
+        each one the gate does not credit is rejected with the check it failed (its tensors kept,
+        for `credit_rollback`) and left out. Returns the subs it rejected; [] without the spec's
+        ``credit``."""
         gate = self.credit_gate()
         if gate is None:
             return []
@@ -82,22 +89,16 @@ class CreditForWork:
                 v = verdicts[self._index(s)]
                 if v.credited:
                     continue
-                s.reason = v.reason if v.reason in ("NearCopy", "NormOutlier") else "NoContribution"
-                s.detail = (f"{v.detail or 'passed the round checks'}; moving average of passes "
-                            f"{v.average:.3f} (credited above {gate.cfg.credit_above:g})")
+                self._reject(s, v.reason if v.reason in ("NearCopy", "NormOutlier") else "NoContribution",
+                             f"{v.detail or 'passed the round checks'}; moving average of passes {v.average:.3f} "
+                             f"(credited above {gate.cfg.credit_above:g})", keep_tensors=True)
                 rejected.append(s)
-                self.metrics.rejections.labels(task=task_label(self.task_id), reason=s.reason).inc()
-                log.warning("NOT CREDITED submission trainer=%s fragment=%d cid=%s reason=%s: %s", s.trainer, f, s.cid,
-                            s.reason, s.detail)
             accepted[f] = [s for s in accepted[f] if s.reason is None]
         return rejected
 
     def credit_state(self) -> dict[str, Any]:
         """What `persist` saves of the gate: its history and the last aggregates (tensors, floats)."""
-        gate = self._gate
-        history = self._credit_saved if gate is None else {
-            "average": dict(gate.average), "earlier": {k: list(v) for k, v in gate.earlier.items()},
-            "barred": dict(gate.barred)}
+        history = self._credit_saved if self._gate is None else _history(self._gate)
         return {"last_aggregate": dict(self._last_aggregate), "history": history}
 
     def load_credit_state(self, saved: dict[str, Any] | None) -> None:
@@ -108,12 +109,10 @@ class CreditForWork:
         self._gate, self._credit_saved = None, saved.get("history")
 
     def credit_snapshot(self) -> tuple | None:
-        """The gate's history as it stands (None: no gate), for `credit_rollback` when a commit is
-        refused."""
+        """The gate's history as it stands and its log's length (None: no gate), for
+        `credit_rollback` when a commit is refused."""
         gate = self.credit_gate()
-        if gate is None:
-            return None
-        return dict(gate.average), {k: list(v) for k, v in gate.earlier.items()}, len(gate.log)
+        return None if gate is None else (_history(gate), len(gate.log))
 
     def credit_rollback(self, snap: tuple | None, rejected: list) -> None:
         """Undo round r's verdicts when its commit did not land: the gate's history as `credit_snapshot`
@@ -123,5 +122,5 @@ class CreditForWork:
             s.reason, s.detail = None, ""
         if snap is None or self._gate is None:
             return
-        self._gate.average, self._gate.earlier = snap[0], snap[1]
-        del self._gate.log[snap[2]:]
+        self._restore_history(snap[0])
+        del self._gate.log[snap[1]:]

@@ -184,8 +184,12 @@ class PayloadValidation:
         sub.tree = ChunkTree(sub.flat)
         return sub.tree.root == (sub.signed.payload_root, sub.signed.payload_sumsq)
 
-    def _reject(self, sub: _Sub, reason: str, detail: str) -> None:
-        sub.reason, sub.detail, sub.tensors = reason, detail, None
+    def _reject(self, sub: _Sub, reason: str, detail: str, keep_tensors: bool = False) -> None:
+        """Mark ``sub`` rejected (counted, logged); its decoded tensors go unless ``keep_tensors`` (a
+        credit verdict that a refused commit may undo, `CreditForWork.credit_rollback`)."""
+        sub.reason, sub.detail = reason, detail
+        if not keep_tensors:
+            sub.tensors = None
         if reason != "NonFinite":
             sub.tree = sub.flat = None
         self.metrics.rejections.labels(task=task_label(self.task_id), reason=reason).inc()
