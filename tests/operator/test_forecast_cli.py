@@ -110,3 +110,21 @@ def test_forecast_errors_are_one_line(model_dir, history, tmp_path):
     (tampered / "model.safetensors").write_bytes(bytes(blob))
     res = run("forecast", "--model", str(tampered), "--input", str(path), "--h", "4")
     assert res.exit_code == 1 and "sha256" in res.output and "Traceback" not in res.output
+
+
+def test_an_average_of_weights_is_their_mean_in_float64_and_refuses_weights_that_differ():
+    from tenzro_trainer.errors import ConfigError
+    from tenzro_trainer.model_dir import average_weights
+
+    a = {"w": torch.tensor([1.0, 16777216.0]), "b": torch.tensor([0.1])}
+    b = {"w": torch.tensor([2.0, 1.0]), "b": torch.tensor([0.2])}
+    c = {"w": torch.tensor([3.0, 1.0]), "b": torch.tensor([0.3])}
+    avg = average_weights([a, b, c])
+    # float64 sums: (2^24 + 1 + 1) / 3 in float32 arithmetic would lose both ones (2^24 + 1 == 2^24)
+    assert avg["w"].dtype == torch.float32 and avg["w"].tolist() == [2.0, float(torch.tensor((16777216 + 2) / 3))]
+    assert torch.equal(avg["b"], torch.tensor([0.2]))
+    assert average_weights([a])["w"].tolist() == a["w"].tolist()
+    with pytest.raises(ConfigError, match="no weights"):
+        average_weights([])
+    with pytest.raises(ConfigError, match="weights 1 differ"):
+        average_weights([a, {"w": torch.zeros(3), "b": torch.zeros(1)}])

@@ -9,19 +9,24 @@ from __future__ import annotations
 import threading
 
 import pytest
+import torch
 
 from roles_stack import TRAINERS, events, post_small_task, syncer_daemon, trainer_daemon
 from run_view_checks import assert_views_tell_the_truth
 from stack import TOKEN, wait_until
 from tenzro_operator import replay
 from tenzro_operator.chain import RunStatus
-from tenzro_operator.cli.forecast import export_model
+from tenzro_operator.cli.forecast import ForecastError, export_model
 from tenzro_operator.ipfs.pubsub import submission_topic
 from tenzro_operator.roles.trainer import FaultSettings
-from tenzro_operator.root_flow import CommitMessage, RevealMessage, committed_rounds, cumulative_credits, parse_message
+from tenzro_operator.root_flow import (CommitMessage, RevealMessage, committed_round, committed_rounds, committed_weights,
+                                      cumulative_credits, parse_message)
+from tenzro_operator.task_assets import fetch_spec, fetch_weights
+from tenzro_operator.task_runtime import TaskRuntime
 from tenzro_operator.transcript import RoundTranscript
 from tenzro_operator.views import run as run_view
 from tenzro_trainer import round_commitment as rc
+from tenzro_trainer.model_dir import load_model_dir
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -172,6 +177,18 @@ def test_an_honest_root_flow_run_commits_by_root_seals_and_pays_every_trainer(de
     assert report.ok and report.verifier_ok and report.payloads_checked == 12, str(report)
     cfg = export_model(client, ipfs, tid, tmp_path / "model")
     assert (tmp_path / "model" / "model.safetensors").exists() and cfg
+    # and as the average of both rounds' weights, each checked against its committed weights root
+    avg = export_model(client, ipfs, tid, tmp_path / "avg", average_last=2)
+    ev = [committed_round(client, tid, client.run_start_block(run), r) for r in (1, 0)]
+    assert avg["provenance"]["averaged_rounds"] == {
+        "rounds": [1, 0], "weights_roots": [cfg["provenance"]["final_model_hash"], "0x" + bytes(ev[1]["weightsRoot"]).hex()]}
+    rt = TaskRuntime.from_spec(fetch_spec(ipfs, run.spec_cid, run.spec_hash))
+    w1, w0 = (fetch_weights(ipfs, rt, *committed_weights(ipfs, e))[0] for e in ev)
+    got = load_model_dir(tmp_path / "avg")[0].state_dict()
+    assert all(torch.equal(got[k], ((w1[k].double() + w0[k].double()) / 2).float()) for k in w1)
+    assert not all(torch.equal(w1[k], w0[k]) for k in w1)  # two different rounds were averaged
+    with pytest.raises(ForecastError, match="cannot average the last 3 rounds"):
+        export_model(client, ipfs, tid, tmp_path / "avg3", average_last=3)
     # get-run, trainer-stats, the explorer and the gateway show what these events say (issue #27)
     assert_views_tell_the_truth(client, ipfs, dev.rpc_url, dev.ipfs_url, dev.deployments, tid)
 

@@ -55,6 +55,26 @@ def test_trend_season_draws_short_series_of_every_frequency_that_persist_and_tre
         trend_season(1, min_len=30, max_len=20)
 
 
+def test_trend_season_version_2_scales_the_trend_by_the_frequency_and_version_1_is_the_default():
+    v1, v2 = trend_season(120, seed=3), trend_season(120, seed=3, version=2)
+    pd.testing.assert_frame_equal(v1, trend_season(120, seed=3, version=1))
+    assert not v2["y"].equals(v1["y"]) and np.isfinite(v2["y"]).all()
+
+    def trend(df, days):  # median over the positive series of one frequency of |mean log step|: the drift
+        out = []
+        for _, g in df.groupby("unique_id"):
+            step = g["ds"].diff().dt.total_seconds().median() / 86400
+            if abs(step - days) < 0.2 * days and (g["y"] > 0).all():
+                out.append(abs(np.diff(np.log(g["y"].to_numpy())).mean()))
+        return np.median(out)
+
+    # version 2: a yearly series trends per step far more than an hourly one; version 1 drew both alike
+    assert trend(v2, 365) > 5 * trend(v2, 1 / 24)
+    assert trend(v1, 365) < 3 * trend(v1, 1 / 24)
+    with pytest.raises(DataError, match="version"):
+        trend_season(1, version=3)
+
+
 _HASH_IN_CHILD = (
     "import sys; from tenzro_trainer.data import dataset_hash; from tenzro_trainer.data.synthetic import kernel_synth,"
     " trend_season; print(dataset_hash(kernel_synth(8, length=256, seed=5)), dataset_hash(trend_season(40, seed=5)))")

@@ -8,10 +8,17 @@ provenance). Written by ``tenzro train export-model``, read by ``tenzro forecast
      "weights_sha256": hex sha256 of model.safetensors,
      "provenance": {free-form: task id, final model hash, spec hash, ...}}
 
+A model may be the average of several rounds' global weights (``tenzro train export-model
+--average-last K``, :func:`average_weights`): a tail average of the iterates (Polyak & Juditsky
+1992; the stochastic weight averaging of Izmailov et al. 2018), which the outer step's
+round-to-round noise makes worth about 0.02 relative MASE on the zero-shot set
+(trainer/benchmarks/results/zero_shot_levers.md).
+
 Usage::
 
     save_model_dir(out, state, model_cfg, provenance={"task_id": "0x..."})
     model, info = load_model_dir(out)              # eval mode, CPU
+    state = average_weights([state_r28, state_r29, state_r30])
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import hashlib
 import json
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -32,6 +39,32 @@ from tenzro_trainer.models import PatchForecaster, build_model
 FORMAT = "tenzro-model/v1"
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
+
+
+def average_weights(states: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The elementwise mean of several global weights, summed in float64 in the order given and
+    rounded to float32 once (the same bits on every machine).
+
+    Args:
+        states: one or more ``{name: tensor}`` with the same names and shapes.
+    Returns:
+        ``{name: float32 CPU tensor}``.
+    Raises:
+        ConfigError: no states, or states whose names or shapes differ.
+    """
+    if not states:
+        raise ConfigError("average_weights: no weights to average")
+    first = states[0]
+    for i, st in enumerate(states[1:], 1):
+        if set(st) != set(first) or any(tuple(st[k].shape) != tuple(first[k].shape) for k in first):
+            raise ConfigError(f"average_weights: weights {i} differ from weights 0 in their tensors' names or shapes")
+    out = {}
+    for k in sorted(first):
+        acc = torch.zeros(first[k].shape, dtype=torch.float64)
+        for st in states:
+            acc += st[k].detach().to("cpu", torch.float64)
+        out[k] = (acc / len(states)).to(torch.float32)
+    return out
 
 
 def save_model_dir(out: str | Path, state: Mapping[str, torch.Tensor], cfg: ModelConfig,
@@ -85,4 +118,4 @@ def load_model_dir(path: str | Path) -> tuple[PatchForecaster, dict]:
     return model.eval(), meta
 
 
-__all__ = ["CONFIG", "FORMAT", "WEIGHTS", "load_model_dir", "save_model_dir"]
+__all__ = ["CONFIG", "FORMAT", "WEIGHTS", "average_weights", "load_model_dir", "save_model_dir"]

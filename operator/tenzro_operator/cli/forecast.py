@@ -1,9 +1,11 @@
 """Using what a run paid for: ``tenzro train export-model`` and ``tenzro forecast``.
 
-- ``tenzro train export-model --task-id ID --out DIR``: the sealed run's final global weights, fetched
-  from IPFS (the CIDs and hashes of the last round's ``RoundCommitted`` transcript), checked against
-  the receipt's final model hash (the weights root of the last round, ``receipt.weights_root``),
-  written as ``DIR/model.safetensors`` + ``DIR/config.json`` (:mod:`tenzro_trainer.model_dir`).
+- ``tenzro train export-model --task-id ID --out DIR [--average-last K [--average-stride S]]``: the
+  sealed run's final global weights, fetched from IPFS (the CIDs and hashes of the last round's
+  ``RoundCommitted`` transcript), checked against the receipt's final model hash (the weights root of
+  the last round, ``receipt.weights_root``), written as ``DIR/model.safetensors`` +
+  ``DIR/config.json`` (:mod:`tenzro_trainer.model_dir`); with ``--average-last`` the average of the
+  last K rounds' weights (S rounds apart), each checked against its round's committed weights root.
 - ``tenzro forecast (--task-id ID | --model DIR) --input data.csv --h N [--quantiles 0.1,0.5,0.9]
   [--plot out.png] [--output out.csv]``: reads Nixtla long format (``unique_id, ds, y``), writes
   ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the median), to stdout or ``--output``.
@@ -40,13 +42,20 @@ class ForecastError(TenzroError):
 # ------------------------------------------------------------------------------ export
 
 
-def export_model(chain, ipfs, task_id: bytes, out: Path) -> dict:
+def export_model(chain, ipfs, task_id: bytes, out: Path, average_last: int = 1, average_stride: int = 1) -> dict:
     """Fetch, check and write the final model of a sealed run (see the module docstring).
+
+    With ``average_last`` K > 1 the model is the average (`tenzro_trainer.model_dir.average_weights`)
+    of the global weights of rounds ``last, last - stride, ..., last - (K - 1) x stride``: each
+    round's weights are checked against the weights root of its ``RoundCommitted`` event, the last
+    round's also against the receipt; ``config.json``'s provenance lists the rounds and their roots,
+    so anyone holding the run's transcripts makes the same file.
 
     Returns:
         the written ``config.json`` as a dict.
     Raises:
-        ForecastError: the run does not exist or is not sealed, or the last round's commit is missing.
+        ForecastError: the run does not exist or is not sealed, a round's commit is missing, or the
+            rounds to average do not exist (K x stride reaches before round 0, or K < 1).
         WeightsError: the fetched weights do not match the receipt's final model hash.
         RpcUnavailable / IpfsUnavailable: the chain or IPFS node does not answer.
     """
@@ -54,7 +63,7 @@ def export_model(chain, ipfs, task_id: bytes, out: Path) -> dict:
     from tenzro_operator.errors import ChainRevert
     from tenzro_operator.task_assets import fetch_spec, fetch_weights
     from tenzro_operator.task_runtime import TaskRuntime, WeightsError
-    from tenzro_trainer.model_dir import save_model_dir
+    from tenzro_trainer.model_dir import average_weights, save_model_dir
 
     hx = "0x" + bytes(task_id).hex()
     try:
@@ -68,23 +77,36 @@ def export_model(chain, ipfs, task_id: bytes, out: Path) -> dict:
     spec = fetch_spec(ipfs, run.spec_cid, run.spec_hash)
     runtime = TaskRuntime.from_spec(spec)
     last = run.max_rounds - 1
+    rounds = [last - k * average_stride for k in range(average_last)]
+    if average_last < 1 or average_stride < 1 or rounds[-1] < 0:
+        raise ForecastError(f"cannot average the last {average_last} rounds {average_stride} apart: run {hx} has "
+                            f"rounds 0 to {last}")
     start = chain.run_start_block(run)
     from tenzro_operator.root_flow import RootFlowError, committed_round, committed_weights
 
-    try:
-        cids, hashes = committed_weights(ipfs, committed_round(chain, task_id, start, last))
-    except RootFlowError as exc:
-        raise ForecastError(f"run {hx}: {exc}") from None
-    try:  # the final model hash is over the weights' §2 roots (PROTOCOL.md §5)
-        state, _ = fetch_weights(ipfs, runtime, cids, hashes, bytes(rec.final_model_hash), chunk_roots=True)
-    except WeightsError as exc:
-        raise WeightsError(f"final weights of run {hx} do not match the receipt's final model hash "
-                           f"0x{bytes(rec.final_model_hash).hex()}: {exc}") from None
+    states, roots = [], []
+    for r in rounds:
+        try:
+            event = committed_round(chain, task_id, start, r)
+            cids, hashes = committed_weights(ipfs, event)
+        except RootFlowError as exc:
+            raise ForecastError(f"run {hx}: {exc}") from None
+        # a round's weights root is over the weights' §2 roots (PROTOCOL.md §5); the last one's is the
+        # receipt's final model hash
+        root = bytes(rec.final_model_hash) if r == last else bytes(event["weightsRoot"])
+        try:
+            states.append(fetch_weights(ipfs, runtime, cids, hashes, root, chunk_roots=True)[0])
+        except WeightsError as exc:
+            what = "the receipt's final model hash" if r == last else f"round {r}'s committed weights root"
+            raise WeightsError(f"weights of round {r} of run {hx} do not match {what} 0x{root.hex()}: {exc}") from None
+        roots.append("0x" + root.hex())
     provenance = {"task_id": hx, "final_model_hash": "0x" + bytes(rec.final_model_hash).hex(),
                   "spec_hash": "0x" + bytes(run.spec_hash).hex(), "spec_cid": run.spec_cid,
                   "run_root": "0x" + bytes(rec.run_root).hex(), "rounds": run.max_rounds,
                   "chain_id": chain.chain_id, "dataset_ref": spec.dataset_ref, "dataset_hash": spec.dataset_hash}
-    save_model_dir(out, state, runtime.model_cfg, provenance)
+    if len(rounds) > 1:
+        provenance["averaged_rounds"] = {"rounds": rounds, "weights_roots": roots}
+    save_model_dir(out, states[0] if len(states) == 1 else average_weights(states), runtime.model_cfg, provenance)
     return json.loads((Path(out) / "config.json").read_text())
 
 
@@ -192,12 +214,17 @@ def register(cli: click.Group, train: click.Group) -> None:
     @click.option("--task-id", required=True)
     @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
                   help="directory to write model.safetensors and config.json into")
+    @click.option("--average-last", default=1, show_default=True, type=click.IntRange(min=1),
+                  help="the model is the average of the global weights of this many rounds, ending with the last")
+    @click.option("--average-stride", default=1, show_default=True, type=click.IntRange(min=1),
+                  help="rounds between two averaged rounds")
     @format_option
     @common_options
-    def export_model_cmd(ctx: Ctx, task_id: str, out: Path, fmt: str) -> None:
+    def export_model_cmd(ctx: Ctx, task_id: str, out: Path, average_last: int, average_stride: int, fmt: str) -> None:
         """Fetch the sealed run's final weights from IPFS, check them against the receipt's final
-        model hash, write safetensors plus the model config."""
-        meta = export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), out)
+        model hash, write safetensors plus the model config (with --average-last, the average of
+        several rounds' weights, each checked against its round's committed weights root)."""
+        meta = export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), out, average_last, average_stride)
         if fmt == "json":
             echo_json({"out": str(out), **meta})
         else:

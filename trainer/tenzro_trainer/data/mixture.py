@@ -47,6 +47,9 @@ class MixtureConfig:
             training batches.
         kernelsynth_length: points per KernelSynth series.
         trendseason_min_len, trendseason_max_len: range of the TrendSeason lengths (log-uniform).
+        trendseason_version: TrendSeason's prior (:func:`~tenzro_trainer.data.synthetic.trend_season`):
+            1 (the recipe's, dataset hash ``2bea2dc0…``) or 2 (trend and level walk scaled by the
+            frequency, free seasonal profiles: no better, results/zero_shot_levers.md).
         tsmixup_max_len: longest TSMixup window.
         seed: seeds both generators.
     """
@@ -59,6 +62,7 @@ class MixtureConfig:
     kernelsynth_length: int = 1024
     trendseason_min_len: int = 24
     trendseason_max_len: int = 512
+    trendseason_version: int = 1
     tsmixup_max_len: int = 1024
     seed: int = 0
 
@@ -98,7 +102,8 @@ def _build(cfg: MixtureConfig) -> pd.DataFrame:
     if n_ks:
         parts.append(kernel_synth(n_ks, length=cfg.kernelsynth_length, seed=cfg.seed + 1))
     if n_ts:
-        parts.append(trend_season(n_ts, cfg.trendseason_min_len, cfg.trendseason_max_len, seed=cfg.seed + 2))
+        parts.append(trend_season(n_ts, cfg.trendseason_min_len, cfg.trendseason_max_len, seed=cfg.seed + 2,
+                                  version=cfg.trendseason_version))
     return pd.concat(parts, ignore_index=True)
 
 

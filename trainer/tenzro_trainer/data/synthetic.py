@@ -180,22 +180,35 @@ def _draws(n_series: int, length: int, max_kernels: int, seed: int) -> np.ndarra
 #: TrendSeason's frequencies: (pandas frequency, season in steps, share of the series)
 TREND_SEASON_FREQS = (("YS", 1, 0.30), ("QS", 4, 0.25), ("MS", 12, 0.25), ("W", 52, 0.05), ("D", 7, 0.075),
                       ("h", 24, 0.075))
+# steps a year of each of TREND_SEASON_FREQS: version 2 scales the drift and the level's walk by it
+TREND_SEASON_STEPS_A_YEAR = (1, 4, 12, 52, 365, 8760)
 TREND_SEASON_START = pd.Timestamp("1700-01-01")  # 512 yearly steps stay inside pandas' timestamps
 
 
-def trend_season(n_series: int, min_len: int = 24, max_len: int = 512, seed: int = 0) -> pd.DataFrame:
+def trend_season(n_series: int, min_len: int = 24, max_len: int = 512, seed: int = 0,
+                 version: int = 1) -> pd.DataFrame:
     """``n_series`` TrendSeason series (see the module docstring) in long format, each with the
     dates of its drawn frequency from 1700-01-01. The draws run under :data:`PINNED_NUMERICS`, as
     KernelSynth's (its ``exp`` and ``sin`` go through NumPy's vector loops).
 
+    ``version`` 1 is the prior of the module docstring (the recipe's); version 2 draws the drift per
+    step with std 0.08 log units times the frequency's steps a year to the power -0.75, and the
+    level's walk times them to the power -0.5, where version 1 drew both alike for yearly and hourly
+    series (a drift std of 0.03 a step), and gives half the seasonal series a free profile (m normal
+    draws: peaks and troughs) instead of 1-3 harmonics.
+    Measured no better on the zero-shot set (trainer/benchmarks/results/zero_shot_levers.md).
+
     Returns:
         columns ``unique_id`` (``trendseason/0000``, ...), ``ds``, ``y`` float64.
     Raises:
-        DataError: ``min_len`` < 2 or above ``max_len``; the child process failed.
+        DataError: ``min_len`` < 2 or above ``max_len``, an unknown ``version``; the child process failed.
     """
     if not 2 <= min_len <= max_len:
         raise DataError(f"TrendSeason: lengths must satisfy 2 <= min_len <= max_len, got {min_len}, {max_len}")
-    flat = _pinned_draws("trendseason", n_series=n_series, min_len=min_len, max_len=max_len, seed=seed)
+    if version not in (1, 2):
+        raise DataError(f"TrendSeason: version must be 1 or 2, got {version!r}")
+    flat = _pinned_draws("trendseason", n_series=n_series, min_len=min_len, max_len=max_len, seed=seed,
+                         version=version)
     frames, pos = [], 0
     for i in range(n_series):
         f, n = int(flat[pos]), int(flat[pos + 1])
@@ -206,28 +219,36 @@ def trend_season(n_series: int, min_len: int = 24, max_len: int = 512, seed: int
     return pd.concat(frames, ignore_index=True)
 
 
-def _trend_season_draws(n_series: int, min_len: int, max_len: int, seed: int) -> np.ndarray:
+def _trend_season_draws(n_series: int, min_len: int, max_len: int, seed: int, version: int = 1) -> np.ndarray:
     """TrendSeason's draws in this process's numerics, flat float64: per series its frequency
-    index, its length n and its n values."""
+    index, its length n and its n values (``version``: see :func:`trend_season`)."""
     rng = np.random.RandomState(seed)
     share = np.array([f[2] for f in TREND_SEASON_FREQS])
     out = []
     for _ in range(n_series):
         f = int(rng.choice(len(TREND_SEASON_FREQS), p=share / share.sum()))
         m = TREND_SEASON_FREQS[f][1]
+        # version 2: drift and walk per step shrink with the steps a year; version 1 drew both alike
+        # for every frequency
+        per_step = 1.0 if version == 1 else TREND_SEASON_STEPS_A_YEAR[f] ** -0.75
         n = int(np.exp(rng.uniform(np.log(min_len), np.log(max_len))))
         t = np.arange(n, dtype="float64")
-        drift = rng.normal(0, 0.03) * (rng.rand() < 0.8)  # log units per step
+        drift = rng.normal(0, 0.03 if version == 1 else 0.08 * per_step) * (rng.rand() < 0.8)  # log units per step
         phi = 1.0 if rng.rand() < 0.5 else rng.uniform(0.8, 0.99)  # damping of the drift
         trend = drift * (np.cumsum(phi**t) - 1.0) if phi < 1 else drift * t
-        walk = np.exp(rng.uniform(np.log(0.002), np.log(0.08))) * (rng.rand() < 0.7)
+        walk = np.exp(rng.uniform(np.log(0.002), np.log(0.08))) * (rng.rand() < 0.7) * per_step ** (2 / 3)
         level = np.cumsum(rng.normal(0, walk, n))
         seasonal = np.zeros(n)
         if m > 1 and rng.rand() < 0.85:
-            for k in range(1, rng.randint(1, 4) + 1):
-                if 2 * k > m:
-                    break
-                seasonal += rng.uniform(0, 0.4) / k * np.sin(2 * np.pi * k * t / m + rng.uniform(0, 2 * np.pi))
+            if version == 2 and rng.rand() < 0.5:  # a free seasonal profile: peaks, troughs, steps
+                profile = rng.normal(0, 1, m)
+                seasonal = (rng.uniform(0, 0.5) / (profile - profile.mean()).std()) * (profile - profile.mean())[
+                    (t.astype(int) + rng.randint(m)) % m]
+            else:
+                for k in range(1, rng.randint(1, 4) + 1):
+                    if 2 * k > m:
+                        break
+                    seasonal += rng.uniform(0, 0.4) / k * np.sin(2 * np.pi * k * t / m + rng.uniform(0, 2 * np.pi))
         noise = rng.normal(0, np.exp(rng.uniform(np.log(0.005), np.log(0.15))), n)
         rho = rng.uniform(-0.3, 0.8)
         for j in range(1, n):  # AR(1)
