@@ -203,6 +203,14 @@ def test_export_model_and_forecast_on_the_sealed_run(sealed, tmp_path):
     meta = json.loads(res.output)
     assert meta["provenance"]["final_model_hash"] == "0x" + bytes(chain.get_receipt(task_id).final_model_hash).hex()
     assert (out / "model.safetensors").stat().st_size > 1000
+    # the average of the last rounds' weights, from the command line; more rounds than the run has: one line
+    res = runner.invoke(cli, ["train", "export-model", "--task-id", summary["task_id"], "--out", str(tmp_path / "avg"),
+                              "--average-last", "2", "--average-stride", "2", *conn])
+    assert res.exit_code == 0 and "the average of rounds [2, 0]" in res.output, res.output
+    res = runner.invoke(cli, ["train", "export-model", "--task-id", summary["task_id"], "--out", str(tmp_path / "avg4"),
+                              "--average-last", "4", *conn])
+    assert res.exit_code == 1 and "cannot average the last 4 rounds 1 apart" in res.output
+    assert "Traceback" not in res.output
 
     t = np.arange(300)
     hist = pd.DataFrame({"unique_id": "load", "ds": pd.date_range("2025-01-01", periods=300, freq="h"),

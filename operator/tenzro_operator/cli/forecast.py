@@ -56,7 +56,8 @@ def export_model(chain, ipfs, task_id: bytes, out: Path, average_last: int = 1, 
     Raises:
         ForecastError: the run does not exist or is not sealed, a round's commit is missing, or the
             rounds to average do not exist (K x stride reaches before round 0, or K < 1).
-        WeightsError: the fetched weights do not match the receipt's final model hash.
+        WeightsError: the fetched weights do not match the receipt's final model hash (or an
+            averaged round's, its committed weights root).
         RpcUnavailable / IpfsUnavailable: the chain or IPFS node does not answer.
     """
     from tenzro_operator.chain import RunStatus
@@ -228,8 +229,10 @@ def register(cli: click.Group, train: click.Group) -> None:
         if fmt == "json":
             echo_json({"out": str(out), **meta})
         else:
-            click.echo(f"exported {meta['model']['family']} model of run {meta['provenance']['task_id']} to {out} "
-                       f"(final model hash {meta['provenance']['final_model_hash']})")
+            averaged = meta["provenance"].get("averaged_rounds")
+            what = f"the average of rounds {averaged['rounds']}" if averaged else "the final weights"
+            click.echo(f"exported {meta['model']['family']} model of run {meta['provenance']['task_id']} to {out}: "
+                       f"{what} (final model hash {meta['provenance']['final_model_hash']})")
 
     @cli.command("forecast")
     @click.option("--task-id", default=None, help="a sealed run: export its final model, then forecast")
