@@ -32,7 +32,6 @@ commands that made them).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import time
@@ -40,9 +39,10 @@ from pathlib import Path
 
 import torch
 
-from tenzro_trainer.models.common import PatchForecaster, context_stats, normalize_window, quantile_loss
+import zero_shot as zs
+from tenzro_trainer.models.common import PatchForecaster, context_stats, quantile_loss
 
-KEPT = Path(os.environ.get("LEVERS_DIR", "/tmp/tenzro-zero-shot-cache/levers"))
+KEPT = Path(os.environ.get("LEVERS_DIR", zs.CACHE / "levers"))
 VARIANTS = ("base", "last", "first", "mad", "cos")
 
 
@@ -58,8 +58,7 @@ def _first_patch_stats(ctx: torch.Tensor, p: int) -> tuple[torch.Tensor, torch.T
 
 def _diff_stats(ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Observed mean (B, 1) and mean absolute first difference (B, 1), floored at 5 % of the std and 0.01."""
-    mu, _ = context_stats(ctx, floor=0.0, masked=True)
-    std = torch.sqrt(torch.nanmean((ctx - mu) ** 2, dim=1, keepdim=True).nan_to_num(0.0))
+    mu, std = context_stats(ctx, floor=0.0, masked=True)
     d = (ctx[:, 1:] - ctx[:, :-1]).abs()
     mad = torch.nanmean(d, dim=1, keepdim=True).nan_to_num(0.0)
     return mu, torch.maximum(mad, torch.maximum(0.05 * std, torch.full_like(std, 0.01)))
@@ -69,24 +68,19 @@ def patch_model(variant: str) -> None:
     """Replace ``PatchForecaster.loss`` and ``forecast_quantiles`` (quantile heads) by the variant's."""
 
     def stats(ctx: torch.Tensor, p: int):
+        """(mu, sigma, index of the first observed patch or None)."""
         if variant == "first":
-            return _first_patch_stats(ctx, p)[:2]
-        if variant == "mad":
-            return _diff_stats(ctx)
-        return context_stats(ctx, masked=True)
+            return _first_patch_stats(ctx, p)
+        return (*(_diff_stats(ctx) if variant == "mad" else context_stats(ctx, masked=True)), None)
 
     def loss(self, window):
         L = self.context_len
-        if variant in ("first", "mad"):
-            mu, sigma = stats(window[:, :L], self.patch_len)
-            z = (window - mu) / sigma
-        else:
-            z, _, _ = normalize_window(window, L, masked=self.masked)
+        mu, sigma, first = stats(window[:, :L], self.patch_len)
+        z = (window - mu) / sigma
         pred, target = self(z[:, :L]), self.training_targets(z).float()
         if variant == "last":
             pred, target = pred[:, -1:], target[:, -1:]
-        if variant == "first":
-            first = _first_patch_stats(window[:, :L], self.patch_len)[2]
+        if first is not None:
             n = L // self.patch_len
             keep = torch.arange(n - self.n_outputs, n)[None, :] >= first[:, None]
             target = torch.where(keep[..., None], target, torch.full_like(target, float("nan")))
@@ -94,7 +88,7 @@ def patch_model(variant: str) -> None:
 
     @torch.no_grad()
     def forecast_quantiles(self, context):
-        mu, sigma = stats(context, self.patch_len)
+        mu, sigma, _ = stats(context, self.patch_len)
         out = self((context - mu) / sigma)[:, -1].float()
         return out.sort(dim=1).values * sigma.unsqueeze(1) + mu.unsqueeze(1)
 
@@ -129,8 +123,6 @@ def model_config(width: int | None):
 
 
 def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | None = None) -> None:
-    from zero_shot import cached_mixture
-
     from tenzro_trainer import simulate as sim
     from tenzro_trainer.config import InnerConfig, OuterConfig
     from tenzro_trainer.data import dataset_hash
@@ -139,7 +131,7 @@ def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | Non
     if variant == "cos":
         cosine_inner_lr(rounds)
     tsv = int(os.environ.get("TSV", "1"))
-    df = cached_mixture(MixtureConfig(trendseason_version=tsv))
+    df = zs.cached_mixture(MixtureConfig(trendseason_version=tsv))
     h = dataset_hash(df)
     print(f"mixture (TrendSeason version {tsv}): hash {h}", flush=True)
     tag = f"{variant}{'-tsv2' if tsv == 2 else ''}{f'-w{width}' if width else ''}-s{seed}"
@@ -164,23 +156,20 @@ def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | Non
 
 
 def score(names: list[str], width: int | None = None) -> None:
-    import zero_shot as zs
-
     from tenzro_trainer.data.heldout import zero_shot_set_ids
     from tenzro_trainer.forecast import model_forecaster
+    from tenzro_trainer.model_dir import average_weights
     from tenzro_trainer.models import build_model
-    from tenzro_trainer.zeroshot import MethodScores, evaluate_forecaster, relative_summary
+    from tenzro_trainer.zeroshot import evaluate_forecaster, relative_summary
 
     keep = set(zero_shot_set_ids("wide"))
     tasks = [t for t in zs.zero_shot_tasks(max_windows=10) if t.unique_id in keep]
-    methods = json.loads((zs.RESULTS / "zero_shot_baselines.json").read_text())["methods"]
-    snaive = MethodScores("SeasonalNaive", {u: methods["SeasonalNaive"]["per_series"][u] for u in keep}, 0, 0.0)
+    snaive = zs.cached_baselines(tasks, max_windows=10)["SeasonalNaive"]
     groups = {g: [t.unique_id for t in ts] for g, ts in zs.task_groups(tasks).items()}
     print("| weights | " + " | ".join(groups) + " |")
     for name in names:
-        states = [torch.load(KEPT / f"{n}.pt") for n in name.split(",")]
         model = build_model(model_config(width))
-        model.load_state_dict({k: sum(s[k] for s in states) / len(states) for k in states[0]})
+        model.load_state_dict(average_weights([torch.load(KEPT / f"{n}.pt") for n in name.split(",")]))
         sc = evaluate_forecaster(tasks, model_forecaster(model), name)
         cells = [relative_summary(sc, snaive, us) for us in groups.values()]
         print(f"| {name} | " + " | ".join(f"{c['mase']:.3f} / {c['wql']:.3f}" for c in cells) + " |", flush=True)

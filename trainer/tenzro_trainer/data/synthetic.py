@@ -242,8 +242,8 @@ def _trend_season_draws(n_series: int, min_len: int, max_len: int, seed: int, ve
         if m > 1 and rng.rand() < 0.85:
             if version == 2 and rng.rand() < 0.5:  # a free seasonal profile: peaks, troughs, steps
                 profile = rng.normal(0, 1, m)
-                seasonal = (rng.uniform(0, 0.5) / (profile - profile.mean()).std()) * (profile - profile.mean())[
-                    (t.astype(int) + rng.randint(m)) % m]
+                profile -= profile.mean()
+                seasonal = rng.uniform(0, 0.5) / profile.std() * profile[(t.astype(int) + rng.randint(m)) % m]
             else:
                 for k in range(1, rng.randint(1, 4) + 1):
                     if 2 * k > m:
