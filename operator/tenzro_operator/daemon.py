@@ -204,7 +204,8 @@ class Daemon(RunSelection, PeerKeeping):
         """Run ``fn``; on an exception log it with ``what``, count it, and return None, or raise
         `DaemonHalted` once ``max_consecutive_failures`` steps in a row have failed. An RPC or IPFS
         node that does not answer (`ServiceUnavailable`), or an IPFS node that reaches no peer
-        (`IpfsIsolated`), is not counted while it has been down for
+        (`IpfsIsolated`: the peer keeper is made to redial at once, as it is when a service answers
+        again after an outage), is not counted while it has been down for
         at most ``outage_tolerance_s`` seconds (config, default 300): the step is retried with
         `backoff_s`, the log says how long it has been down, ``tenzro_service_outage_seconds``
         shows it. A success resets both. `StopRequested` and `DaemonHalted` pass through."""
@@ -213,6 +214,8 @@ class Daemon(RunSelection, PeerKeeping):
         except (StopRequested, DaemonHalted):
             raise
         except (ServiceUnavailable, IpfsIsolated) as exc:  # a node down, or one that reaches no peer
+            if isinstance(exc, IpfsIsolated) and self.ipfs_peers is not None:
+                self.ipfs_peers.check_soon()  # redial now, not at the keeper's next check (up to 10 s on)
             if self._ride_out(what, exc):
                 return None
             return self._failed(what, exc)
@@ -222,6 +225,8 @@ class Daemon(RunSelection, PeerKeeping):
         if self._outage_since is not None:
             log.warning("%s: the service answers again after %.0f s", what, time.monotonic() - self._outage_since)
             self._outage_since = None
+            if self.ipfs_peers is not None:  # a link back after a cut: its node's peers dropped meanwhile
+                self.ipfs_peers.check_soon()
             if self.metrics is not None and hasattr(self.metrics, "service_outage"):
                 self.metrics.service_outage.set(0)
         return out

@@ -74,7 +74,7 @@ class BootstrapPeers:
         self._up: set[str] = set()  # peers seen connected at the last check
         self._announced: dict[str, list[str]] = {}  # peer id -> its multiaddrs (`want`)
         self._lock = threading.Lock()
-        self._kick = threading.Event()  # `want` changed the peers: check now
+        self._kick = threading.Event()  # `want` changed the peers, or `check_soon`: check now
         self._stop = threading.Event()
         self._stops: list[threading.Event] = [self._stop]  # any of them set: stop dialling and checking
 
@@ -86,6 +86,12 @@ class BootstrapPeers:
             changed, self._announced = peers != self._announced, peers
         if changed:
             self._kick.set()
+
+    def check_soon(self) -> None:
+        """Make the thread of `start` check now rather than at the end of its interval: the node was
+        found with no peer (a fetch failed with `IpfsIsolated`), or the host's link is back after an
+        outage. Repeated calls while a check runs make one more check, not one each."""
+        self._kick.set()
 
     def connect(self, addr: str, attempts: int | None = None, kind: str = "bootstrap") -> bool:
         """Dial ``addr`` up to ``attempts`` (default ``self.attempts``) times; True once connected.
@@ -183,7 +189,7 @@ class BootstrapPeers:
 
     def _wait(self, seconds: float, kick: bool = False) -> bool:
         """Sleep up to ``seconds`` (in slices of at most 0.2 s); True as soon as a stop is set.
-        ``kick``: also end (False) as soon as `want` changed the peers."""
+        ``kick``: also end (False) as soon as `want` changed the peers or `check_soon` was called."""
         deadline = time.monotonic() + max(0.0, seconds)
         while True:
             if any(e.is_set() for e in self._stops):
