@@ -43,6 +43,10 @@ def test_free_rider_variants_and_the_lazy_trainer_forge_what_the_issue_says():
     own = {"w": torch.ones(64), "b": torch.ones(3)}
     assert lazy.needs_training(3) and lazy.steps == 2
     assert torch.equal(lazy.forge(_view(own=own))["w"], torch.full((64,), 12.0))  # H / 2 = 12
+    late = build_attack("lazy_late")  # honest in round 1 (replayed in full by the gate), lazy after
+    assert late.needs_training(1) and late.inner_steps(1) is None and late.inner_steps(2) == 2
+    assert torch.equal(late.forge(_view(r=1, own=own))["w"], own["w"])
+    assert torch.equal(late.forge(_view(r=2, own=own))["w"], torch.full((64,), 12.0))
 
 
 def test_min_max_and_min_sum_stay_within_the_honest_spread_the_paper_allows():
@@ -116,14 +120,18 @@ def test_credit_follows_a_trainers_history_so_one_lucky_round_pays_nothing():
     gate = CreditGate(_FakeScorer(table), CreditConfig())
     g = torch.Generator().manual_seed(0)
     pays = lambda: {i: {"w": torch.randn(64, generator=g)} for i in (0, 1)}  # noqa: E731 (new work each round)
-    for r in range(1, 6):  # trainer 1 fails five rounds running
+    for r in range(1, 7):  # trainer 1 fails six rounds running
         v = gate(r, 0, {}, ["w"], pays(), None, reveal=str(r))
-        assert v[0].credited and not v[1].credited
+        # the gate's first round is judged by replaying every trainer it credits (the audit would bar
+        # a trainer 1 that did not train), not by the history, which it leaves as it was
+        assert v[0].credited and v[1].credited == (r == 1) and gate.replays_all(r) == (r == 1)
+        assert gate.audited(str(r), [0, 1], r) == ([0, 1] if r == 1 else gate.audited(str(r), [0, 1]))
+    assert gate.average[(1, 0)] == pytest.approx(0.6 * 0.9 ** 5)  # five rounds of history, not six
     table[1] = (0.3, 0.1, 0.2)  # one lucky round
-    v = gate(6, 0, {}, ["w"], pays(), None, reveal="6")
+    v = gate(7, 0, {}, ["w"], pays(), None, reveal="7")
     assert v[1].reason is None and not v[1].credited and not v[1].aggregated
     table[0] = (0.1, 0.2, 0.05)  # an honest trainer's one unlucky round costs it nothing
-    v = gate(7, 0, {}, ["w"], pays(), None, reveal="7")
+    v = gate(8, 0, {}, ["w"], pays(), None, reveal="8")
     assert v[0].reason == "NoContribution" and v[0].credited and not v[0].aggregated
 
 
@@ -203,6 +211,24 @@ def test_the_audit_bars_a_lazy_trainer_by_exact_replay_and_never_an_honest_one(c
     barred = [r["barred"] for r in one.rounds]
     assert barred == sorted(barred) and barred[-1] >= 1 and one.rounds[-1]["honest_barred"] == 0
     assert one.rounds[-1]["byzantine_accepted"] <= 2 - barred[-1]
+
+
+def test_the_first_round_is_judged_by_replaying_every_trainer_it_credits(collection):
+    # a fresh model's first update helps all data alike, so the contribution test passes a lazy first
+    # round as often as it fails an honest one; judged by one audit draw, the lazy trainers are paid
+    # in round 1 and after; replayed all, both are barred in round 1 and no honest trainer is
+    drawn = _sim("lazy", {"first_round_replay": False})
+    replayed = _sim("lazy", {})
+    assert drawn.rounds[1]["byzantine_accepted"] > 0
+    assert replayed.rounds[1]["barred"] == 2 and sum(r["byzantine_accepted"] for r in replayed.rounds) == 0
+    assert replayed.rounds[-1]["honest_barred"] == 0
+    assert replayed.rounds[1]["honest_credited"] == replayed.rounds[1]["honest_sent"]
+    # an adaptive lazy trainer, honest in round 1: that round's payloads are its own work (counted
+    # apart from the forged ones) and credited; from round 2 it is judged by history and the draw
+    late = _sim("lazy_late", {})
+    assert late.rounds[1]["byzantine_genuine_sent"] == late.rounds[1]["byzantine_genuine_credited"] == 4
+    assert late.rounds[1]["barred"] == 0 and sum(r["byzantine_genuine_sent"] for r in late.rounds[2:]) == 0
+    assert sum(r["byzantine_genuine_sent"] for r in replayed.rounds) == 0
 
 
 def test_the_audit_draw_follows_the_reveal_among_the_credited_only():

@@ -147,6 +147,8 @@ def _run(defence: Defence, byz: int, attack: str, seed: int, rounds: int) -> dic
     return {"env": ENV, "last3": statistics.fmean(held[-3:]), "final": held[-1],
             "train_window": rows[-1]["train_window_loss"], "rejected": sum(r["rejected"] for r in rows),
             "byzantine_accepted": sum(r["byzantine_accepted"] for r in rows), "curve": held,
+            "byzantine_genuine_sent": sum(r.get("byzantine_genuine_sent", 0) for r in rows),
+            "byzantine_genuine_credited": sum(r.get("byzantine_genuine_credited", 0) for r in rows),
             "honest_sent": sum(r.get("honest_sent", 0) for r in rows),
             "honest_credited": sum(r.get("honest_credited", 0) for r in rows),
             "barred": rows[-1].get("barred", 0), "honest_barred": rows[-1].get("honest_barred", 0),
@@ -238,7 +240,10 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
         "loss improvement on 64 windows of the trainer's own shard > 0; credit: the credit checks of issue #26 "
         "(`tenzro_trainer.credit`: near-copy of another payload, the last aggregate or its own earlier ones, "
         "norm outlier at 3 x the median, the contribution test on batches drawn with the round's reveal, credit by "
-        "a moving average of passes, clipping to the median norm) instead of score > 0.",
+        "a moving average of passes, clipping to the median norm, the audit by exact replay: one trainer a round "
+        "drawn, every credited trainer in round 1) instead of score > 0. The issue #26 cells count forged "
+        "payloads: an attacker's own untouched update of all H steps (stale's and lazy_late's round 1) is work "
+        "done, and is left out of both sides of the share (recorded from stop 49 on).",
         "",
         f"Default of a new spec (`tenzro_trainer.config.ROBUST_DEFAULTS` with the syncer's credit gate): "
         f"**{DEFAULT.name}**; before issue #26: {SCORING_ONLY.name}.",
@@ -247,7 +252,7 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
         "the honest RMS), alie (Baruch et al. 2019, z_max), ipm0.1 / ipm100 (Xie et al. 2020), nan, stale (its "
         "first round's update replayed), free_rider (the last public aggregate, no training); issue #26's: "
         "free_rider_x2, free_rider_noise (plus noise at half its RMS), free_rider_signed (+ or - by its probe), "
-        "lazy (2 of H steps, x H/2), minmax / minsum (Shejwalkar & Houmansadr 2021, Alg. 1, std perturbation, "
+        "lazy (2 of H steps, x H/2), lazy_late (honest in round 1, lazy after), minmax / minsum (Shejwalkar & Houmansadr 2021, Alg. 1, std perturbation, "
         "also tuned to pass its probe), score_aware (own update minus the honest mean, as far as its probe "
         "allows), boost_collude (one shared payload: the honest mean boosted as far as every colluder's probe "
         "and the screen allow), boost_own (own update x 8, no view of others). A probe is the attacker's own "
@@ -255,7 +260,7 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
     ]
     for byz in fractions:
         lines += ["", f"## Issue #26: every attack at {byz} of {WORKERS}, loss ratio / forged payloads credited", "",
-                  "Cell: loss ratio as below (mean ± sd) / share of the attackers' payloads credited (mean over seeds; "
+                  "Cell: loss ratio as below (mean ± sd) / share of the attackers' forged payloads credited (mean over seeds; "
                   f"✗ above {CREDIT_FLOOR:.0%}).", "",
                   "| defence | " + " | ".join(ATTACKS) + " |", "| --- |" + " --- |" * len(ATTACKS)]
         for d in (DEFAULT, SCORING_ONLY):
@@ -356,12 +361,16 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
 
 
 def credited_share(runs: dict, d: Defence, byz: int, attack: str, seeds: list[int], rounds: int) -> float | None:
-    """Mean over seeds of the share of the attackers' payloads (f x fragments x rounds) credited; None
-    until every run is there."""
+    """Mean over seeds of the share of the attackers' forged payloads credited: of their f x fragments x
+    rounds payloads, those that were not their own untouched H-step update (``byzantine_genuine_*``:
+    work done, as ``stale``'s and ``lazy_late``'s round 1; not recorded, so 0, in runs made before
+    stop 49); None until every run is there."""
     rs = [runs.get(run_key(d, byz, attack, s, rounds)) for s in seeds]
     if any(r is None or "byzantine_accepted" not in r for r in rs):
         return None
-    return statistics.fmean(r["byzantine_accepted"] for r in rs) / (byz * FRAGMENTS * rounds)
+    total = byz * FRAGMENTS * rounds
+    return statistics.fmean((r["byzantine_accepted"] - r.get("byzantine_genuine_credited", 0))
+                            / (total - r.get("byzantine_genuine_sent", 0)) for r in rs)
 
 
 def honest_share(runs: dict, d: Defence, byz: int, seeds: list[int], rounds: int) -> float | None:

@@ -44,6 +44,9 @@ probe is a batch the attacker draws itself.
 ``free_rider_signed``  ``+`` or ``-`` the last public aggregate, whichever its probe scores higher.
 ``lazy``               trains 2 of the H inner steps and scales its pseudo-gradient by ``H / 2``
                        (saves ``1 - 2 / H`` of the compute: 92 % at H = 24).
+``lazy_late``          the lazy trainer, adaptive: trains all H steps and sends its own update in
+                       round 1 (the round the credit gate replays every credited trainer of,
+                       `tenzro_trainer.credit`), lazy from round 2 on.
 ``minmax``,            Shejwalkar & Houmansadr 2021 (NDSS, "Manipulating the Byzantine", Sec. IV,
 ``minsum``             Alg. 1): ``mean(honest) + gamma p`` with ``p = -std(honest)`` (their
                        inverse-standard-deviation perturbation), gamma the largest (binary search
@@ -170,13 +173,18 @@ class Attack:
     trains: Callable[[int], bool] = lambda r: False
     steps: int | None = None  # inner steps it runs when it trains (None: H)
     memory: dict = field(default_factory=dict)  # per-attacker state (stale: its first payloads)
+    honest_until: int = 0  # rounds 1..honest_until: trains all H steps and sends its own update
 
     def needs_training(self, round_: int) -> bool:
         """Whether the attacker runs its inner steps in this round (its own pseudo-gradient is used)."""
-        return self.trains(round_)
+        return round_ <= self.honest_until or self.trains(round_)
+
+    def inner_steps(self, round_: int) -> int | None:
+        """The inner steps it runs in this round when it trains (None: H)."""
+        return None if round_ <= self.honest_until else self.steps
 
     def forge(self, view: AttackView) -> Payload | None:
-        return self._forge(self, view)
+        return dict(view.own) if view.round <= self.honest_until else self._forge(self, view)
 
 
 def _sign_flip(_: Attack, v: AttackView) -> Payload:
@@ -356,6 +364,7 @@ _BUILDERS: dict[str, Callable[[], Attack]] = {
     "free_rider_noise": lambda: Attack(_free_rider_noise),
     "free_rider_signed": lambda: Attack(_free_rider_signed),
     "lazy": lambda: Attack(_lazy, trains=lambda r: True, steps=LAZY_STEPS),
+    "lazy_late": lambda: Attack(_lazy, trains=lambda r: True, steps=LAZY_STEPS, honest_until=1),
     "minmax": lambda: Attack(_agr_agnostic("minmax")),
     "minsum": lambda: Attack(_agr_agnostic("minsum")),
     "score_aware": lambda: Attack(_score_aware, trains=lambda r: True),

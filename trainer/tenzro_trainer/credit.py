@@ -55,6 +55,17 @@ before the robust rule, so a boosted update that got through weighs no more than
                    that fails them often far more.
                    The cost is ``audit`` trainers' inner steps a round (1/M of the round's compute).
 
+The first round a gate judges (with ``first_round_replay`` and an audit) is judged by exact replay
+instead of history: the contribution test cannot tell an honest update of a fresh model from a lazy
+one (the first update of a freshly initialized model helps all data alike: at seed 1, 8 of the 24
+honest payloads of the attackers-absent run at 2 of 8 failed ``own > other``, and each failure cost
+its trainer two more rounds of credit while its average climbed back over the line; a lazy
+trainer's first payloads pass as often). So in that round every payload that passed ``NearCopy``
+and ``NormOutlier`` is credited, every trainer credited is replayed (`CreditGate.audited`: M
+trainers' inner steps once, one round's compute), and the verdicts stay out of the moving
+averages. A lazy, boosted or copied first round is then barred for the run; an adaptive attacker
+that trains honestly in the first round and cheats from the second is judged as before.
+
 Everything is a function of the transcript (the payloads, the input weights, the last aggregate,
 the reveal, the data, the earlier verdicts), so a watcher recomputes every verdict. Scores are not
 provable on-chain: a trainer that disputes a verdict forces its submission on-chain (`scoring`).
@@ -63,7 +74,7 @@ Usage::
 
     gate = CreditGate(scorer, CreditConfig())
     verdicts = {f: gate(r, f, state, names_f, {index: tensors}, previous_aggregate_f, reveal) for f ...}
-    for i in gate.audited(reveal, [i for v in verdicts.values() for i, x in v.items() if x.credited]):
+    for i in gate.audited(reveal, [i for v in verdicts.values() for i, x in v.items() if x.credited], r):
         if not reproduces(...):  # tenzro_trainer.replay, from the inner state trainer i declared
             gate.bar(i, r, [v[i] for v in verdicts.values() if i in v])
     credited = [i for i, v in verdicts[f].items() if v.credited]
@@ -103,6 +114,8 @@ class CreditConfig:
         audit: trainer-rounds replayed exactly per round, drawn with the reveal among the credited
             trainers (0: none).
         audit_floor: every credited trainer's least weight in the audit draw (`CreditGate.audit_weight`).
+        first_round_replay: with ``audit`` > 0, the gate's first round is judged by the replay of
+            every trainer it credits, not by the moving average (the module docstring).
     """
 
     copy_cosine: float = 0.95
@@ -115,6 +128,7 @@ class CreditConfig:
     clip: bool = True
     audit: int = 1
     audit_floor: float = 0.05
+    first_round_replay: bool = True
 
 
 @dataclass
@@ -169,6 +183,7 @@ class CreditGate:
         self._hashes: dict[int, tuple[Tensor, Tensor]] = {}  # payload length -> (bucket, sign), fixed
         self.log: list[dict] = []  # every verdict's figures, for the benchmark and the transcript
         self.barred: dict[int, int] = {}  # trainer -> the round whose audit it failed
+        self.first_round: int | None = None  # the first round this gate judged
 
     def near_copy(self, i: int, flats: Mapping[int, Tensor], previous: Tensor | None) -> str:
         """Why payload i is a near-copy ("" when it is not)."""
@@ -215,6 +230,9 @@ class CreditGate:
         ``previous`` (None in round 1) and the round's ``reveal``. Updates the moving averages of
         the trainers that submitted."""
         cfg, verdicts = self.cfg, {}
+        if self.first_round is None:
+            self.first_round = r
+        by_replay = self.replays_all(r)
         flats = {i: _flat(p) for i, p in payloads.items()}
         prev = _flat(previous) if previous is not None else None
         if prev is not None and float(torch.linalg.vector_norm(prev)) == 0.0:
@@ -237,9 +255,12 @@ class CreditGate:
                 why = self.contribution(v.own, v.other, v.half)
                 if why:
                     v.reason, v.detail = "NoContribution", why
-            avg = (1.0 - cfg.ema) * self.average.get((i, fragment), cfg.start) + cfg.ema * (v.reason is None)
-            self.average[(i, fragment)] = v.average = avg
-            v.credited = v.reason in (None, "NoContribution") and avg > cfg.credit_above
+            if by_replay:  # credited subject to the replay of every credited trainer (`audited`)
+                v.average = avg = self.average.get((i, fragment), cfg.start)
+            else:
+                avg = (1.0 - cfg.ema) * self.average.get((i, fragment), cfg.start) + cfg.ema * (v.reason is None)
+                self.average[(i, fragment)] = v.average = avg
+            v.credited = v.reason in (None, "NoContribution") and (by_replay or avg > cfg.credit_above)
             v.aggregated = v.credited and v.reason is None
             verdicts[i] = v
             self.log.append({"round": r, "fragment": fragment, "trainer": i, "reason": v.reason,
@@ -256,11 +277,18 @@ class CreditGate:
         averages = [a for (j, _), a in self.average.items() if j == i] or [self.cfg.start]
         return self.cfg.audit_floor + 1.0 - min(averages)
 
-    def audited(self, reveal: str, credited: Iterable[int]) -> list[int]:
-        """The ``audit`` trainers of ``credited`` (trainer indices) whose round is replayed, drawn
-        without replacement with the round's ``reveal``, each with probability proportional to its
-        `audit_weight`; sorted."""
+    def replays_all(self, r: int) -> bool:
+        """Whether round r is judged by the replay of every trainer credited in it: the gate's first
+        round, with ``first_round_replay`` and an audit."""
+        return r == self.first_round and self.cfg.first_round_replay and self.cfg.audit > 0
+
+    def audited(self, reveal: str, credited: Iterable[int], r: int | None = None) -> list[int]:
+        """The trainers of ``credited`` (trainer indices) whose round r is replayed: all of them in a
+        round `replays_all`, else ``audit`` of them drawn without replacement with the round's
+        ``reveal``, each with probability proportional to its `audit_weight`; sorted."""
         pool, picked = sorted(set(credited)), []
+        if r is not None and self.replays_all(r):
+            return pool
         weights = [self.audit_weight(i) for i in pool]
         while pool and len(picked) < self.cfg.audit:
             h = hashlib.sha256(f"{reveal}/audit/{len(picked)}".encode()).digest()

@@ -26,14 +26,17 @@ and the syncer decode them exactly; ``upload_bytes`` is then what one worker upl
 An attacked pseudo-gradient that the codec cannot encode (NaN) counts as rejected.
 ``byzantine_accepted`` counts the attackers' payloads that passed the screen and scoring in a round
 (the ones the protocol would credit; the rule still weighs them); ``honest_sent`` and
-``honest_credited`` the same for the honest trainers. With ``credit`` the credited ones are the
+``honest_credited`` the same for the honest trainers; ``byzantine_genuine_sent`` and
+``byzantine_genuine_credited`` the attackers' payloads that are their own untouched update of all H
+inner steps (work done, not forged: ``stale``'s and ``lazy_late``'s round 1), and those credited. With ``credit`` the credited ones are the
 gate's (`tenzro_trainer.credit`: credit by a trainer's history; the rule gets those that also passed
 the round's contribution test, clipped to their median norm).
 
 ``SimConfig.credit`` (a `tenzro_trainer.credit.CreditConfig` or its dict; needs ``scoring``) replaces
 the plain ``score > 0`` by the credit checks of issue #26 (near-copy, norm outlier, contribution
 test on batches drawn with the round's reveal, a moving average of passes, clipping to the median
-norm, the audit by exact replay that bars a trainer whose round does not reproduce); the reveal of
+norm, the audit by exact replay that bars a trainer whose round does not reproduce: one trainer a
+round, drawn, and every trainer credited in round 1, `CreditConfig.first_round_replay`); the reveal of
 round r is sha256(task, seed, r), which the simulated attackers do not use: their probe
 (`AttackView.probes`) is the score on the public batch of their own shard (`ShardScorer.score`),
 which is the syncer's score exactly when ``credit`` is None. The audit replays a worker's round from
@@ -207,6 +210,7 @@ def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame 
         raise ValueError(f"overlap_steps must be in [0, H={cfg.inner.steps}], got {cfg.overlap_steps}")
     rounds = [{"round": 0, **ev(state), "train_loss": float("nan"), "tensor_bytes_per_worker": 0,
                "encoded_bytes_per_worker": 0, "upload_bytes": 0, "rejected": 0, "byzantine_accepted": 0,
+               "byzantine_genuine_sent": 0, "byzantine_genuine_credited": 0,
                "honest_sent": 0, "honest_credited": 0, "barred": 0, "honest_barred": 0, "seconds": 0.0}]
     if log:
         log(rounds[-1])
@@ -215,11 +219,12 @@ def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame 
         t0 = time.perf_counter()
         starts = {i: w.state_dict() for i, w in enumerate(workers)} if credit is not None and credit.cfg.audit else {}
         results = {i: _inner_round(w, state, ends.get(i), cfg.overlap_steps) if i not in attackers or
-                   attackers[i].steps is None else w.run(state, steps=attackers[i].steps)
+                   attackers[i].inner_steps(r) is None else w.run(state, steps=attackers[i].inner_steps(r))
                    for i, w in enumerate(workers) if i not in attackers or attackers[i].needs_training(r)}
         ends = {i: res.state for i, res in results.items()}
         payloads: list[dict[str, bytes]] = [dict() for _ in frags]
         sent = [0] * len(frags)
+        genuine: list[set[str]] = [set() for _ in frags]  # attackers that sent their own H-step update
         for f, names in enumerate(frags):
             own = {i: pseudo_gradient(fragment_state(state, names), fragment_state(res.state, names))
                    for i, res in results.items()}
@@ -228,11 +233,13 @@ def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame 
             for i in range(cfg.workers):
                 delta = own.get(i)
                 if i in attackers:
-                    delta = attackers[i].forge(AttackView(r, f, cfg.workers, len(attackers), honest, delta,
+                    delta = attackers[i].forge(AttackView(r, f, cfg.workers, len(attackers), honest, own.get(i),
                                                           previous[f], attack_rng, probes=probes, index=i,
                                                           inner_steps=cfg.inner.steps, screen=cfg.norm_multiple))
                     if delta is None:
                         continue
+                    if _untouched(delta, own.get(i)) and attackers[i].inner_steps(r) is None:
+                        genuine[f].add(f"worker{i:03d}")
                 sent[f] += 1
                 meta = dict(task=cfg.task, round=r, fragment=f, trainer=f"worker{i:03d}", dtype="float32",
                             kind="pseudo_gradient")
@@ -246,7 +253,7 @@ def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame 
                         raise  # an honest pseudo-gradient the codec cannot encode is a bug, not an attack
         # one worker's upload
         up = max(sum(len(p.get(f"worker{i:03d}", b"")) for p in payloads) for i in range(cfg.workers))
-        rejected = forged_in = honest_in = honest_sent = 0
+        rejected = forged_in = honest_in = honest_sent = genuine_sent = genuine_in = 0
         reveal = hashlib.sha256(f"{cfg.task}/{cfg.seed}/reveal/{r}".encode()).hexdigest()
         new_state = dict(state)
         down = 0
@@ -279,6 +286,8 @@ def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame 
                 accepted = kept
             credited = accepted.keys() if credited is None else credited
             forged_in += len(forged & credited)
+            genuine_sent += len(genuine[f])
+            genuine_in += len(genuine[f] & credited)
             honest_in += len(credited - forged)
             honest_sent += sum(1 for i in honest_idx)
             aggregate = rules[f](accepted) if accepted else outers[f].zero_aggregate()
@@ -295,6 +304,7 @@ def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame 
                        "train_loss": sum(train_losses) / len(train_losses) if train_losses else float("nan"),
                        "tensor_bytes_per_worker": total_tensor, "encoded_bytes_per_worker": total_encoded,
                        "upload_bytes": up, "rejected": rejected, "byzantine_accepted": forged_in,
+                       "byzantine_genuine_sent": genuine_sent, "byzantine_genuine_credited": genuine_in,
                        "honest_sent": honest_sent, "honest_credited": honest_in,
                        "barred": len(credit.barred) if credit is not None else 0,
                        "honest_barred": sum(1 for i in credit.barred if i not in attackers) if credit is not None else 0,
@@ -309,12 +319,17 @@ def _audit(credit: CreditGate, r: int, reveal: str, state: dict[str, Tensor], fr
            cfg: SimConfig, ev: _Eval, samplers: list[WindowDataset]) -> None:
     """The round's audit (`CreditGate.audited`): replay each drawn trainer's round from the inner
     state it started with (``starts``) and bar it when a payload it sent does not reproduce."""
-    for i in credit.audited(reveal, [i for v in verdicts for i, x in v.items() if x.credited]):
+    for i in credit.audited(reveal, [i for v in verdicts for i, x in v.items() if x.credited], r):
         data = WindowDataset(ev.split, samplers[i].unique_ids, seed=0)  # its generator: from the inner state
         replayed = replay_round(cfg.model, cfg.inner, data, state, starts[i], init_seed=cfg.seed)
         sent = [(screened[f][f"worker{i:03d}"], names) for f, names in enumerate(frags) if f"worker{i:03d}" in screened[f]]
         if not all(reproduces(p, replayed, names) for p, names in sent):
             credit.bar(i, r, [v[i] for v in verdicts if i in v])
+
+
+def _untouched(delta: dict[str, Tensor], own: dict[str, Tensor] | None) -> bool:
+    """Whether an attacker's payload ``delta`` is its own pseudo-gradient ``own``, untouched."""
+    return own is not None and delta.keys() == own.keys() and all(torch.equal(delta[n], own[n]) for n in delta)
 
 
 def _probe(scorer: ShardScorer, r: int, i: int, state: dict[str, Tensor], names: list[str]):

@@ -12,7 +12,8 @@ assigned, on batches drawn with the round's reveal, `shard_score.round_reveal` o
 hashes of the round's gated payloads) is at or below the credit line (``NoContribution``, with
 the figures). Differences from the simulator's gate (`tenzro_trainer.simulate`): no clipping to the
 median norm (a watcher replays the aggregate with the task's rule alone) and no exact-replay
-audit (trainers do not yet publish the inner state it replays from).
+audit (trainers do not yet publish the inner state it replays from), so the first round too is
+judged by the moving average (`CreditConfig.first_round_replay` needs the audit).
 
 Forced on-chain submissions are not gated: the registry requires them accepted unless proven
 invalid (PROTOCOL.md §4), so the forced path still credits a no-work payload (THREATS.md, the
