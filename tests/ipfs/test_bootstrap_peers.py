@@ -87,27 +87,36 @@ def test_unreachable_peer_and_dead_node_never_raise(tmp_path, caplog):
     assert "does not answer swarm/peers" in caplog.text
 
 
-def test_daemon_with_ipfs_bootstrap_keeps_its_node_connected(two_nodes, tmp_path):
+@pytest.fixture
+def daemon_on_b(two_nodes, tmp_path):
+    """``make(check_s)``: a `Daemon` (no chain: start-up checks only) on node B whose config's
+    ``ipfs_bootstrap`` is A, its peers checked every ``check_s`` seconds; stopped after the test."""
     from tenzro_operator.daemon import Daemon
 
     a, b, cb = two_nodes
-    cfg = TrainerConfig(ipfs_api=b.url, ipfs_bootstrap=[a.proc.swarm_addr], ipfs_peer_check_s=0.3,
-                        data_dir=tmp_path / "d", metrics_port=None)
-    chain = SimpleNamespace(check_deployment=lambda: None, account=None, shown_url="http://x", chain_id=31337,
-                            deployment=SimpleNamespace(path="deployments/x.json"))
     stop = threading.Event()
-    daemon = Daemon(cfg, None, chain, cb, stop=stop)
-    try:
-        daemon.startup_checks()
-        # connected when start-up returns: the role's first fetch (the spec) finds its peer (before,
-        # the dial ran in the background and a trainer could exit on "no connected peer")
-        assert cb.swarm_peers() == [a.proc.peer_id]
-        assert a.stop() == 0
-        assert wait_for(lambda: cb.swarm_peers() == [], 10)
-        a.start()
-        assert wait_for(lambda: cb.swarm_peers() == [a.proc.peer_id], 20)  # re-dialled by itself
-    finally:
-        stop.set()
+
+    def make(check_s: float) -> Daemon:
+        cfg = TrainerConfig(ipfs_api=b.url, ipfs_bootstrap=[a.proc.swarm_addr], ipfs_peer_check_s=check_s,
+                            data_dir=tmp_path / "d", metrics_port=None)
+        chain = SimpleNamespace(check_deployment=lambda: None, account=None, shown_url="http://x", chain_id=31337,
+                                deployment=SimpleNamespace(path="deployments/x.json"))
+        return Daemon(cfg, None, chain, cb, stop=stop)
+    yield make
+    stop.set()
+
+
+def test_daemon_with_ipfs_bootstrap_keeps_its_node_connected(two_nodes, daemon_on_b):
+    a, b, cb = two_nodes
+    daemon = daemon_on_b(0.3)
+    daemon.startup_checks()
+    # connected when start-up returns: the role's first fetch (the spec) finds its peer (before,
+    # the dial ran in the background and a trainer could exit on "no connected peer")
+    assert cb.swarm_peers() == [a.proc.peer_id]
+    assert a.stop() == 0
+    assert wait_for(lambda: cb.swarm_peers() == [], 10)
+    a.start()
+    assert wait_for(lambda: cb.swarm_peers() == [a.proc.peer_id], 20)  # re-dialled by itself
 
 
 def test_bootstrap_setting_is_validated_in_config_and_cli(tmp_path, monkeypatch):
@@ -146,34 +155,25 @@ def test_bootstrap_setting_is_validated_in_config_and_cli(tmp_path, monkeypatch)
     assert seen["ipfs_bootstrap"] is None  # not given: the config's list stands
 
 
-def test_a_fetch_that_finds_no_peer_makes_the_keeper_redial_at_once(two_nodes, tmp_path):
+def test_a_fetch_that_finds_no_peer_makes_the_keeper_redial_at_once(two_nodes, daemon_on_b):
     """A host whose link comes back has lost its node's peers; the keeper's next check may be up to
     its interval away (10 s by default), longer than a round's commit phase has left (the demo_hosts
     test's trainer3 was late for the round after its cut on a loaded machine). A step failing with
     "no connected peer" (`IpfsIsolated`) makes the keeper check at once: here its interval is 10 min."""
-    from tenzro_operator.daemon import Daemon
     from tenzro_operator.errors import IpfsIsolated
 
     a, b, cb = two_nodes
-    cfg = TrainerConfig(ipfs_api=b.url, ipfs_bootstrap=[a.proc.swarm_addr], ipfs_peer_check_s=600,
-                        data_dir=tmp_path / "d", metrics_port=None)
-    chain = SimpleNamespace(check_deployment=lambda: None, account=None, shown_url="http://x", chain_id=31337,
-                            deployment=SimpleNamespace(path="deployments/x.json"))
-    stop = threading.Event()
-    daemon = Daemon(cfg, None, chain, cb, stop=stop)
-    try:
-        daemon.startup_checks()
-        assert cb.swarm_peers() == [a.proc.peer_id]
-        assert a.stop() == 0
-        assert wait_for(lambda: cb.swarm_peers() == [], 10)
-        a.start()  # back, but nobody redials it for 10 min
-        with IpfsClient(a.url, timeout_s=30) as ca:
-            cid = ca.add(b"only on A")
-        with pytest.raises(IpfsIsolated):
-            cb.cat(cid, timeout_s=10)
-        assert daemon.guarded("round", lambda: cb.cat(cid, timeout_s=10)) is None  # ridden out, not counted
-        assert daemon.consecutive_failures == 1 and daemon.failures == 0
-        assert wait_for(lambda: cb.swarm_peers() == [a.proc.peer_id], 10)  # redialled at once
-        assert daemon.guarded("round", lambda: cb.cat(cid, timeout_s=10)) == b"only on A"
-    finally:
-        stop.set()
+    daemon = daemon_on_b(600)
+    daemon.startup_checks()
+    assert cb.swarm_peers() == [a.proc.peer_id]
+    assert a.stop() == 0
+    assert wait_for(lambda: cb.swarm_peers() == [], 10)
+    a.start()  # back, but nobody redials it for 10 min
+    with IpfsClient(a.url, timeout_s=30) as ca:
+        cid = ca.add(b"only on A")
+    with pytest.raises(IpfsIsolated):
+        cb.cat(cid, timeout_s=10)
+    assert daemon.guarded("round", lambda: cb.cat(cid, timeout_s=10)) is None  # ridden out, not counted
+    assert daemon.consecutive_failures == 1 and daemon.failures == 0
+    assert wait_for(lambda: cb.swarm_peers() == [a.proc.peer_id], 10)  # redialled at once
+    assert daemon.guarded("round", lambda: cb.cat(cid, timeout_s=10)) == b"only on A"

@@ -59,8 +59,8 @@ The first round a gate judges (with ``first_round_replay`` and an audit) is judg
 instead of history: the contribution test cannot tell an honest update of a fresh model from a lazy
 one (the first update of a freshly initialized model helps all data alike: at seed 1, 8 of the 24
 honest payloads of the attackers-absent run at 2 of 8 failed ``own > other``, and each failure cost
-its trainer two more rounds of credit while its average climbed back over the line; a lazy
-trainer's first payloads pass as often). So in that round every payload that passed ``NearCopy``
+its trainer two more rounds of credit while its average climbed back over the line; 7 of the 12
+first payloads of three lazy trainers at 3 of 8 passed every check). So in that round every payload that passed ``NearCopy``
 and ``NormOutlier`` is credited, every trainer credited is replayed (`CreditGate.audited`: M
 trainers' inner steps once, one round's compute), and the verdicts stay out of the moving
 averages. A lazy, boosted or copied first round is then barred for the run; an adaptive attacker

@@ -28,9 +28,10 @@ An attacked pseudo-gradient that the codec cannot encode (NaN) counts as rejecte
 (the ones the protocol would credit; the rule still weighs them); ``honest_sent`` and
 ``honest_credited`` the same for the honest trainers; ``byzantine_genuine_sent`` and
 ``byzantine_genuine_credited`` the attackers' payloads that are their own untouched update of all H
-inner steps (work done, not forged: ``stale``'s and ``lazy_late``'s round 1), and those credited. With ``credit`` the credited ones are the
-gate's (`tenzro_trainer.credit`: credit by a trainer's history; the rule gets those that also passed
-the round's contribution test, clipped to their median norm).
+inner steps (work done, not forged: ``stale``'s and ``lazy_late``'s round 1), and those of them
+credited. With ``credit`` the credited ones are the gate's (`tenzro_trainer.credit`: credit by a
+trainer's history; the rule gets those that also passed the round's contribution test, clipped to
+their median norm).
 
 ``SimConfig.credit`` (a `tenzro_trainer.credit.CreditConfig` or its dict; needs ``scoring``) replaces
 the plain ``score > 0`` by the credit checks of issue #26 (near-copy, norm outlier, contribution
@@ -233,7 +234,7 @@ def _simulate(cfg: SimConfig, credit_cfg: CreditConfig | None, df: pd.DataFrame 
             for i in range(cfg.workers):
                 delta = own.get(i)
                 if i in attackers:
-                    delta = attackers[i].forge(AttackView(r, f, cfg.workers, len(attackers), honest, own.get(i),
+                    delta = attackers[i].forge(AttackView(r, f, cfg.workers, len(attackers), honest, delta,
                                                           previous[f], attack_rng, probes=probes, index=i,
                                                           inner_steps=cfg.inner.steps, screen=cfg.norm_multiple))
                     if delta is None:
