@@ -17,12 +17,13 @@ zero_shot.md). The variants patch the model's loss and normalization in this pro
   smooth series' step-to-step moves are not lost under the spread of its level.
 - ``cos``: the inner AdamW lr on a cosine from 1e-3 to 1e-4 over the rounds.
 - ``TSV=2`` (environment): the mixture with TrendSeason version 2 (``tenzro_trainer.data.synthetic``).
-- tail averaging (``report --average``): the mean of the global weights of several rounds, scored
-  as one model.
+- tail averaging (a comma-joined list to ``score``): the mean of the global weights of several
+  rounds, scored as one model; a forecast ensemble (a +-joined list): the mean of the quantile
+  forecasts of several models.
 
     # train one variant (one torch thread), keeping the global weights of the rounds named
     .venv/bin/python trainer/benchmarks/zero_shot_levers.py train base --seed 0 --rounds 45 --keep 20 25 30 35 40 45
-    # score kept weights (a comma-joined list is their average) and append the rows to the report
+    # score kept weights (a comma-joined list is their average; A+B the mean of two models' forecasts)
     .venv/bin/python trainer/benchmarks/zero_shot_levers.py score base base-s0-r30 base-s0-r20,base-s0-r25,base-s0-r30
 
 The figures are in results/zero_shot_levers.md (written by hand from the score lines, with the
@@ -37,6 +38,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import zero_shot as zs
@@ -167,10 +169,14 @@ def score(names: list[str], width: int | None = None) -> None:
     snaive = zs.cached_baselines(tasks, max_windows=10)["SeasonalNaive"]
     groups = {g: [t.unique_id for t in ts] for g, ts in zs.task_groups(tasks).items()}
     print("| weights | " + " | ".join(groups) + " |")
-    for name in names:
+    def forecaster(weights: str):  # one model: the average of the comma-joined rounds' weights
         model = build_model(model_config(width))
-        model.load_state_dict(average_weights([torch.load(KEPT / f"{n}.pt") for n in name.split(",")]))
-        sc = evaluate_forecaster(tasks, model_forecaster(model), name)
+        model.load_state_dict(average_weights([torch.load(KEPT / f"{n}.pt") for n in weights.split(",")]))
+        return model_forecaster(model)
+
+    for name in names:
+        members = [forecaster(w) for w in name.split("+")]
+        sc = evaluate_forecaster(tasks, lambda *a: np.mean([f(*a) for f in members], axis=0), name)
         cells = [relative_summary(sc, snaive, us) for us in groups.values()]
         print(f"| {name} | " + " | ".join(f"{c['mase']:.3f} / {c['wql']:.3f}" for c in cells) + " |", flush=True)
 
@@ -187,7 +193,8 @@ def main() -> None:
     for p in (t, s):
         p.add_argument("--width", type=int, default=None, help="d_model of a widened cpu-ref (d_ff twice it)")
     s.add_argument("variant", choices=VARIANTS)
-    s.add_argument("weights", nargs="+", help="kept weights (tag-sS-rR), or a comma-joined list: their average")
+    s.add_argument("weights", nargs="+", help="kept weights (tag-sS-rR), a comma-joined list (their average), or "
+                                              "a +-joined list of those (the mean of the models' quantile forecasts)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     patch_model(args.variant)
