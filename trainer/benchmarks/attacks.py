@@ -252,16 +252,17 @@ def report(runs: dict, seeds: list[int], rounds: int, fractions: list[int], wall
         "the honest RMS), alie (Baruch et al. 2019, z_max), ipm0.1 / ipm100 (Xie et al. 2020), nan, stale (its "
         "first round's update replayed), free_rider (the last public aggregate, no training); issue #26's: "
         "free_rider_x2, free_rider_noise (plus noise at half its RMS), free_rider_signed (+ or - by its probe), "
-        "lazy (2 of H steps, x H/2), lazy_late (honest in round 1, lazy after), minmax / minsum (Shejwalkar & Houmansadr 2021, Alg. 1, std perturbation, "
-        "also tuned to pass its probe), score_aware (own update minus the honest mean, as far as its probe "
-        "allows), boost_collude (one shared payload: the honest mean boosted as far as every colluder's probe "
-        "and the screen allow), boost_own (own update x 8, no view of others). A probe is the attacker's own "
-        "score on the public batch of its shard (the syncer's score exactly under scoring alone).",
+        "lazy (2 of H steps, x H/2), lazy_late (honest in round 1, lazy after), minmax / minsum (Shejwalkar & "
+        "Houmansadr 2021, Alg. 1, std perturbation, also tuned to pass its probe), score_aware (own update "
+        "minus the honest mean, as far as its probe allows), boost_collude (one shared payload: the honest mean "
+        "boosted as far as every colluder's probe and the screen allow), boost_own (own update x 8, no view of "
+        "others). A probe is the attacker's own score on the public batch of its shard (the syncer's score "
+        "exactly under scoring alone).",
     ]
     for byz in fractions:
         lines += ["", f"## Issue #26: every attack at {byz} of {WORKERS}, loss ratio / forged payloads credited", "",
-                  "Cell: loss ratio as below (mean ± sd) / share of the attackers' forged payloads credited (mean over seeds; "
-                  f"✗ above {CREDIT_FLOOR:.0%}).", "",
+                  "Cell: loss ratio as below (mean ± sd) / share of the attackers' forged payloads credited (mean "
+                  f"over seeds; ✗ above {CREDIT_FLOOR:.0%}).", "",
                   "| defence | " + " | ".join(ATTACKS) + " |", "| --- |" + " --- |" * len(ATTACKS)]
         for d in (DEFAULT, SCORING_ONLY):
             row = []

@@ -169,6 +169,7 @@ def score(names: list[str], width: int | None = None) -> None:
     snaive = zs.cached_baselines(tasks, max_windows=10)["SeasonalNaive"]
     groups = {g: [t.unique_id for t in ts] for g, ts in zs.task_groups(tasks).items()}
     print("| weights | " + " | ".join(groups) + " |")
+
     def forecaster(weights: str):  # one model: the average of the comma-joined rounds' weights
         model = build_model(model_config(width))
         model.load_state_dict(average_weights([torch.load(KEPT / f"{n}.pt") for n in weights.split(",")]))

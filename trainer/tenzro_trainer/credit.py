@@ -60,11 +60,12 @@ instead of history: the contribution test cannot tell an honest update of a fres
 one (the first update of a freshly initialized model helps all data alike: at seed 1, 8 of the 24
 honest payloads of the attackers-absent run at 2 of 8 failed ``own > other``, and each failure cost
 its trainer two more rounds of credit while its average climbed back over the line; 7 of the 12
-first payloads of three lazy trainers at 3 of 8 passed every check). So in that round every payload that passed ``NearCopy``
-and ``NormOutlier`` is credited, every trainer credited is replayed (`CreditGate.audited`: M
-trainers' inner steps once, one round's compute), and the verdicts stay out of the moving
-averages. A lazy, boosted or copied first round is then barred for the run; an adaptive attacker
-that trains honestly in the first round and cheats from the second is judged as before.
+first payloads of three lazy trainers at 3 of 8, seed 1, passed every check). So in that round
+every payload that passed ``NearCopy`` and ``NormOutlier`` is credited, every trainer credited is
+replayed (`CreditGate.audited`: M trainers' inner steps once, one round's compute), and the
+verdicts stay out of the moving averages. A lazy, boosted or copied first round is then barred
+for the run; an adaptive attacker that trains honestly in the first round and cheats from the
+second is judged as before.
 
 Everything is a function of the transcript (the payloads, the input weights, the last aggregate,
 the reveal, the data, the earlier verdicts), so a watcher recomputes every verdict. Scores are not
