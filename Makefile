@@ -36,10 +36,10 @@ bootstrap: $(VENV)/.installed node_modules/.installed .solc/solc
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	$(BIN)/pip install -q --no-cache-dir --upgrade pip setuptools wheel
 	# torch first, pinned: a bare requirement would pull the CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q --no-cache-dir torch==2.13.0
+	$(BIN)/pip install -q --no-cache-dir -e ".[dev]"
 	@touch $@
 
 # `npm install` against the lock, not `npm ci`: the registry serves only this platform's
