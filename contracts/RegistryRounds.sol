@@ -143,7 +143,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
         Run storage run = _runEnded(taskId);
         address trainer = _checkCredits(taskId, run.enrolledCount, index, credits, proof);
         _markClaimed(taskId, index);
-        uint256 reward = (run.distributedPool * credits) / run.totalCredits;
+        uint256 reward = (run.distributedPool * _paidCredits(credits)) / run.totalCredits;
         uint256 left = run.poolLeft;
         if (reward > left) revert Registry__ClaimExceedsPool(reward, left);
         run.poolLeft = left - reward;
@@ -410,6 +410,14 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
         if (!RoundProofs.verifyPath(root, _creditLeaf(index, credits), index, proof, RoundProofs.nextPow2(enrolled))) {
             revert Registry__BadCreditProof(index);
         }
+    }
+
+    /// @dev What a credits word pays: its endorsed credits e (low 128 bits) plus its unendorsed u
+    /// (high 128 bits) up to e, e + min(u, e) (PROTOCOL.md §5 "Endorsed credit").
+    function _paidCredits(uint256 credits) private pure returns (uint256) {
+        uint256 e = credits & type(uint128).max;
+        uint256 u = credits >> 128;
+        return e + (u < e ? u : e);
     }
 
     /// @dev Sets trainer `index`'s claimed bit (bit index % 255 of word index / 255; bit 255 is
@@ -775,6 +783,7 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
             creditsRoot,
             total,
             c.acceptedBitmaps,
+            c.unendorsedBitmaps,
             c.transcriptHash,
             c.transcriptCid
         );
@@ -826,6 +835,8 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
                 c.acceptedBitmaps.length, c.previousCredits.length, c.fragmentHashes.length, m, run.fragmentCount
             );
         }
+        uint256 unendorsed = c.unendorsedBitmaps.length;
+        if (unendorsed != 0 && unendorsed != m) revert Registry__UnendorsedLength(unendorsed, m);
         bytes32 before;
         uint256[] memory counts;
         (before, creditsRoot, total, counts) = _sum(_sizes(run), c, committedRoot == bytes32(0));
@@ -846,8 +857,11 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
     }
 
     /// @dev The credits roots before and after the round, the credits added and the count of
-    /// accepted trainers per fragment: trainer i gains sizes[j] for each bit j of its bitmap. With
-    /// `zero` every previous credit must be 0 (and the root before is not computed).
+    /// accepted trainers per fragment: trainer i gains sizes[j] for each bit j of its bitmap, in
+    /// the high 128 bits of its credits word when bit j of its unendorsed bitmap is set, else in
+    /// the low (the added total counts both). With `zero` every previous credit must be 0 (and the
+    /// root before is not computed). Reverts Registry__BadBitmap for unendorsed bits outside the
+    /// accepted bitmap.
     function _sum(uint256[] memory sizes, RootCommit calldata c, bool zero)
         private
         pure
@@ -861,15 +875,30 @@ contract RegistryRounds is RegistryStorage, ITrainingRegistryRounds, ITrainingRe
             uint256 credits = c.previousCredits[i];
             if (zero && credits != 0) revert Registry__WrongPreviousCredits(bytes32(credits), bytes32(0));
             // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolled <= MAX_TRAINERS
-            uint256 gain = _gain(uint16(i), c.acceptedBitmaps[i], sizes, counts);
+            uint256 gain = _gains(uint16(i), c, sizes, counts);
             // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolled <= MAX_TRAINERS
             before[i] = _creditLeaf(uint16(i), credits);
             // forge-lint: disable-next-line(unsafe-typecast) -- i < enrolled <= MAX_TRAINERS
             next[i] = _creditLeaf(uint16(i), credits + gain);
-            added += gain;
+            added += (gain & type(uint128).max) + (gain >> 128);
         }
         beforeRoot = zero ? bytes32(0) : _root(before);
         nextRoot = _root(next);
+    }
+
+    /// @dev Trainer `index`'s gain of commit `c` as a credits word: `_gain` of its accepted bits
+    /// outside its unendorsed bitmap in the low 128 bits, of those inside it in the high 128 (both
+    /// counted into counts alike).
+    function _gains(uint16 index, RootCommit calldata c, uint256[] memory sizes, uint256[] memory counts)
+        private
+        pure
+        returns (uint256 gain)
+    {
+        uint256 bits = c.acceptedBitmaps[index];
+        uint256 u = c.unendorsedBitmaps.length == 0 ? 0 : c.unendorsedBitmaps[index];
+        if (u & ~bits != 0) revert Registry__BadBitmap(index, u);
+        gain = _gain(index, bits & ~u, sizes, counts);
+        if (u != 0) gain += _gain(index, u, sizes, counts) << 128;
     }
 
     /// @dev The credits one bitmap earns (sum of sizes[j] over its bits j), counting each bit

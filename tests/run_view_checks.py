@@ -7,7 +7,8 @@ and the gateway's ``tenzro_training_getRun``.
 The expected figures are computed here from the raw events (``RoundCommitted``, ``RootRunSealed``,
 ``RewardClaimed``), the registry's getters (``getRound``, ``rootState``, ``trainerMetrics``) and the
 transcripts on IPFS, independently of `tenzro_operator.views.run`: credits as ``commitRound`` sums
-them (checked against the registry's credits root), rewards as ``claim`` pays them.
+them (endorsed and unendorsed, checked against the registry's credits root), rewards as ``claim``
+pays them.
 
 Used by the tests that already seal a root-flow run (tests/roles/test_root_flow_daemons.py,
 tests/e2e/test_end_to_end.py)."""
@@ -40,13 +41,15 @@ def _expected(chain, ipfs, tid: bytes) -> dict:
         commits[int(e["args"]["round"])] = {**e["args"], "tx": e["tx_hash"]}
     assert sorted(commits) == list(range(run.max_rounds))
     n = len(trainers)
-    credits, accepted, submitted, scored_out = [0] * n, [0] * n, [0] * n, [0] * n
+    words, accepted, submitted, scored_out = [0] * n, [0] * n, [0] * n, [0] * n
     rounds = {}
+    size = lambda bits: sum(x for f, x in enumerate(run.fragment_sizes) if bits >> f & 1)  # noqa: E731
     for r, a in commits.items():
         bitmaps = [int(b) for b in a["acceptedBitmaps"]]
-        for i, b in enumerate(bitmaps):
+        unendorsed = [int(u) for u in a["unendorsedBitmaps"]] or [0] * n
+        for i, (b, u) in enumerate(zip(bitmaps, unendorsed)):
             accepted[i] += bin(b).count("1")
-            credits[i] += sum(size for f, size in enumerate(run.fragment_sizes) if b >> f & 1)
+            words[i] += size(b & ~u) + (size(u) << 128)  # endorsed low, unendorsed high (PROTOCOL.md §5)
         rec = chain.get_round(tid, r)
         tr = RoundTranscript.parse(ipfs.cat(a["transcriptCid"], max_bytes=MAX_TRANSCRIPT_BYTES),
                                    bytes(a["transcriptHash"]))
@@ -63,8 +66,10 @@ def _expected(chain, ipfs, tid: bytes) -> dict:
                      "committed_at": rec.finalized_at,
                      "challenge_window_ends_at": rec.finalized_at + run.challenge_seconds,
                      "fragment_cids": [f.weights.cid for f in tr.fragments]}
-    # the credits are the registry's: they give its credits root
-    assert rc.credits_tree(credits).root == chain.root_state(tid)[2] and sum(credits) == run.total_credits
+    # the credits are the registry's: their words give its credits root
+    credits = [(w & (2**128 - 1)) + (w >> 128) for w in words]
+    paid = [(w & (2**128 - 1)) + min(w >> 128, w & (2**128 - 1)) for w in words]  # claim's e + min(u, e)
+    assert rc.credits_tree(words).root == chain.root_state(tid)[2] and sum(credits) == run.total_credits
     sealed = _events(chain, tid, "RootRunSealed")[-1]["args"]
     claims = {int(e["args"]["index"]): int(e["args"]["reward"]) for e in _events(chain, tid, "RewardClaimed")}
     total = sum(credits)
@@ -73,7 +78,7 @@ def _expected(chain, ipfs, tid: bytes) -> dict:
         st = chain.trainer_stats(tid, t)
         assert st.index == i
         rows[t.lower()] = {"trainer": t, "index": i, "accepted": accepted[i], "credits": str(credits[i]),
-                           "current_reward": str(int(sealed["claimable"]) * credits[i] // total if total else 0),
+                           "current_reward": str(int(sealed["claimable"]) * paid[i] // total if total else 0),
                            "claimed_reward": str(claims.get(i, 0)), "claimed": i in claims,
                            "submitted": submitted[i], "scored_out": scored_out[i], "slashed": str(st.slashed),
                            "stake": str(st.stake), "did": st.did}

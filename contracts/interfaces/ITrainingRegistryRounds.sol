@@ -25,6 +25,10 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         bytes32[] fragmentHashes; // F entries: sha256 of the new global safetensors of each fragment
         bytes32 transcriptHash; // sha256 of the round's canonical transcript JSON bytes
         string transcriptCid; // IPFS CID of the transcript JSON (lists the fragments' CIDs; event only)
+        // none, or one per enrolled trainer index, each within its accepted bitmap: bit f set = accepted
+        // on fragment f without the syncer's endorsement (a forced payload it found no work in,
+        // PROTOCOL.md §5 "Endorsed credit"): credited apart, paid only up to the trainer's endorsed credits
+        uint256[] unendorsedBitmaps;
     }
 
     /// @notice The outer step and rule parameters an aggregate proof recomputes with (PROTOCOL.md §1):
@@ -138,8 +142,9 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// @notice The syncer committed a round by root. `weightsRoot` is the receipt's (RunRoot over
     /// the fragments' sha256, which the transcript lists with their CIDs; getRound leaves it 0 for a
     /// root-flow round, its roundDigest binds it); `creditsRoot` and `totalCredits` are the
-    /// cumulative credits the registry computed from `acceptedBitmaps` (a trainer's credits are the
-    /// sum over rounds of its bitmaps' fragment sizes). The round's commitment word is
+    /// cumulative credits the registry computed from `acceptedBitmaps` and `unendorsedBitmaps` (a
+    /// trainer's credits word is the sum over rounds of its bitmaps' fragment sizes, the unendorsed
+    /// ones in its high 128 bits; `totalCredits` sums both halves). The round's commitment word is
     /// keccak256(fragmentsRoot ‖ creditsRoot ‖ totalCredits ‖ keccak256(abi.encodePacked(acceptedBitmaps))).
     event RoundCommitted(
         bytes32 indexed taskId,
@@ -149,6 +154,7 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
         bytes32 creditsRoot,
         uint256 totalCredits,
         uint256[] acceptedBitmaps,
+        uint256[] unendorsedBitmaps,
         bytes32 transcriptHash,
         string transcriptCid
     );
@@ -164,7 +170,10 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     error Registry__RootFlowLocked(bytes32 taskId);
     /// @notice acceptedBitmaps and previousCredits need one entry per enrolled trainer, fragmentHashes F.
     error Registry__CommitLength(uint256 bitmaps, uint256 credits, uint256 hashes, uint16 enrolled, uint16 f);
-    /// @notice Trainer `index`'s bitmap has bits at or beyond F.
+    /// @notice unendorsedBitmaps needs no entry or one per enrolled trainer.
+    error Registry__UnendorsedLength(uint256 given, uint16 enrolled);
+    /// @notice Trainer `index`'s bitmap has bits at or beyond F, or its unendorsed bitmap bits
+    /// outside its accepted bitmap.
     error Registry__BadBitmap(uint16 index, uint256 bitmap);
     /// @notice previousCredits is not the vector behind the last committed credits root.
     error Registry__WrongPreviousCredits(bytes32 given, bytes32 committed);
@@ -316,15 +325,17 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
 
     /// @notice The elected syncer commits the open round by root: O(1) storage whatever M and F
     /// (PROTOCOL.md §5), calldata O(M + F). The registry checks `previousCredits` against the last
-    /// credits root, adds to trainer i fragmentSizes[f] for each bit f of its bitmap, and stores
-    /// the new credits root and total; counts[f] (the trainers with bit f) must reach the quorum K
+    /// credits root, adds to trainer i fragmentSizes[f] for each bit f of its bitmap (to the low
+    /// 128 bits of its credits word, endorsed; to the high 128 bits when bit f of its unendorsed
+    /// bitmap is set too), and stores the new credits root and the total of both halves;
+    /// counts[f] (the trainers with bit f) must reach the quorum K
     /// for every fragment before the deadline, any counts go after it. Accrues one syncer fee;
     /// opens the next round or completes the run. Every availability challenge must be settled
     /// first. Before the deadline the round commits only after its commit phase and once every
     /// forced commitment is revealed (commitSubmission). Reverts Registry__NotRootFlow,
     /// Registry__NotSyncer, Registry__WrongRound, Registry__CommitPhaseOpen,
     /// Registry__RevealsPending, Registry__ChallengesPending, Registry__CommitLength,
-    /// Registry__BadBitmap,
+    /// Registry__UnendorsedLength, Registry__BadBitmap,
     /// Registry__WrongPreviousCredits, Registry__QuorumNotMet.
     function commitRound(RootCommit calldata c) external;
 
@@ -335,8 +346,11 @@ interface ITrainingRegistryRounds is ITrainingRegistryTypes {
     /// Anyone may call it. Reverts Registry__ChallengeWindowOpen, Registry__ChallengesPending.
     function sealRootRun(bytes32 taskId) external;
 
-    /// @notice Credits trainer `index` with floor(claimable * credits / totalCredits) atto-units
-    /// (withdrawable), once; `credits` and `proof` open the final creditsRoot at `index`, leaf
+    /// @notice Credits trainer `index` with floor(claimable * paid / totalCredits) atto-units
+    /// (withdrawable), once, where paid = e + min(u, e) for the endorsed credits e (low 128 bits of
+    /// `credits`) and the unendorsed u (high 128 bits): credit the syncer did not endorse is paid only
+    /// up to the endorsed, and what it leaves unpaid is the sponsor's at the sweep (PROTOCOL.md §5
+    /// "Endorsed credit"). `credits` and `proof` open the final creditsRoot at `index`, leaf
     /// keccak256(0x04 ‖ uint16 index ‖ uint256 credits). Anyone may call it
     /// for any trainer; the reward always goes to the trainer. Reverts Registry__BadCreditProof,
     /// Registry__AlreadyClaimed, Registry__ClaimExceedsPool, Registry__WrongStatus.

@@ -497,8 +497,8 @@ def claim_for_the_stopped(chain: ChainClient, task_id: bytes, procs: list[Proc],
         if not (p.killed and p.name in addresses):
             continue
         rep = reward_report(chain, task_id, addresses[p.name])
-        if rep.credits and not rep.claimed:
-            chain.claim_reward(task_id, rep.index, rep.credits, rep.proof)
+        if rep.paid_credits and not rep.claimed:
+            chain.claim_reward(task_id, rep.index, rep.credit_word, rep.proof)
             console.print(f"claimed {p.name}'s reward for it (its process was stopped): {rep.reward / TOKEN:g} TNZO "
                           f"for {rep.credits} credits")
 

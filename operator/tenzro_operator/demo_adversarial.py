@@ -82,6 +82,7 @@ from tenzro_operator.demo_results import accounting
 from tenzro_operator.errors import ChainRevert, TenzroError
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
+from tenzro_operator.credits import paid_credits
 from tenzro_operator.root_flow import committed_rounds, cumulative_credits
 from tenzro_operator.units import format_tokens
 from tenzro_trainer.data.collection import default_collection
@@ -252,7 +253,8 @@ def _summarize(s: DemoSettings, cheats: list[str], syncers: list[str], chain, ip
         bounty[e["args"]["prover"].lower()] = bounty.get(e["args"]["prover"].lower(), 0) + int(e["args"]["bounty"])
     claimable = int(ev("RootRunSealed")[0]["args"]["claimable"])
     a_log = (work / "logs" / "syncer-a.log").read_text(errors="replace")
-    credits_of = {kinds.get(role_of.get(t, ""), "?"): credits[i] for i, t in enumerate(trainers)}  # cheaters: one each
+    credits_of = {kinds.get(role_of.get(t, ""), "?"): paid_credits(credits[i])  # cheaters: one each
+                  for i, t in enumerate(trainers)}
     address_of = {kinds.get(role_of.get(t, ""), "?"): t for t in trainers}
     of = lambda name, kind: [e for e in ev(name) if e["args"]["trainer"].lower() == address_of.get(kind)]  # noqa: E731
     at = lambda e: (int(e["args"]["round"]), int(e["args"]["fragment"]))  # noqa: E731

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from tenzro_operator.chain import ChainClient
 from tenzro_operator.ipfs import IpfsClient
+from tenzro_operator.credits import credit_halves, paid_credits
 from tenzro_operator.root_flow import committed_rounds, committed_weights, cumulative_credits
 from tenzro_operator.task_assets import fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime
@@ -47,8 +48,8 @@ def round_weights(chain: ChainClient, ipfs: IpfsClient, runtime: TaskRuntime, ta
 
 
 def _root_work(chain: ChainClient, task_id: bytes, from_block: int) -> tuple[list[int], list[int]]:
-    """Per trainer index, (accepted fragment submissions, cumulative credits) over the
-    committed rounds' bitmaps."""
+    """Per trainer index, (accepted fragment submissions, cumulative credits word) over the
+    committed rounds' bitmaps (`tenzro_operator.credits`)."""
     run = chain.get_run(task_id)
     rounds = committed_rounds(chain, task_id, from_block, run.max_rounds)
     n = len(chain.trainers_of(task_id))
@@ -63,23 +64,24 @@ def _claims(chain: ChainClient, task_id: bytes, from_block: int) -> dict[str, in
 
 
 def unclaimed_credits(chain: ChainClient, task_id: bytes, from_block: int) -> list[str]:
-    """The trainers (addresses) with credits that have not claimed their reward yet."""
+    """The trainers (addresses) with paid credits that have not claimed their reward yet."""
     _, credits = _root_work(chain, task_id, from_block)
     claimed = _claims(chain, task_id, from_block)
-    return [t for t, c in zip(chain.trainers_of(task_id), credits) if c and t.lower() not in claimed]
+    return [t for t, c in zip(chain.trainers_of(task_id), credits) if paid_credits(c) and t.lower() not in claimed]
 
 
 def trainer_rows(chain: ChainClient, task_id: bytes, from_block: int, role_of: dict[str, str]) -> list[dict]:
-    """One row per enrolled trainer, in index order: accepted fragment submissions, credits,
-    reward, slashed and withdrawable (TNZO). ``role_of`` maps lower-case addresses to the demo's
-    role names."""
+    """One row per enrolled trainer, in index order: accepted fragment submissions, credits (and
+    how many of them the syncer did not endorse), reward, slashed and withdrawable (TNZO).
+    ``role_of`` maps lower-case addresses to the demo's role names."""
     accepted, credits = _root_work(chain, task_id, from_block)
     claims = _claims(chain, task_id, from_block)
     rows = []
     for i, addr in enumerate(chain.trainers_of(task_id)):
         st = chain.trainer_stats(task_id, addr)
         rows.append({"trainer": role_of.get(addr.lower(), addr), "address": addr,
-                     "accepted": accepted[i], "credits": credits[i],
+                     "accepted": accepted[i], "credits": sum(credit_halves(credits[i])),
+                     "unendorsed": credit_halves(credits[i])[1],
                      "reward_tnzo": claims.get(addr.lower(), 0) / TOKEN,
                      "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
     return rows

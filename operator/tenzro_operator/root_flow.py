@@ -19,12 +19,15 @@ A root-flow round, as the daemons run it:
    round is committed.
 3. The syncer validates each payload (IPFS fetch, hash, decode, §2 commitment),
    aggregates in trainer-index order, applies the outer step and calls ``commitRound`` with the
-   fragments root of `fragment_states`, one accepted bitmap per trainer and the cumulative
-   credits before the round (`cumulative_credits`). The transcript lists every accepted
+   fragments root of `fragment_states`, one accepted bitmap per trainer, the cumulative
+   credits before the round (`cumulative_credits`) and one unendorsed bitmap per trainer: the
+   accepted submissions it found no work in (forced ones it could not leave out; their credit is
+   kept apart and paid only up to the endorsed, `credits.paid_credits`). The transcript lists every accepted
    submission with its signature and pins the new weights and momentum, so anyone can rebuild
    the round and prove it wrong.
 4. After the last round's challenge window anyone seals (``sealRootRun``), and each trainer
-   claims ``floor(pool x credits / totalCredits)`` with a Merkle proof (`credits_proof`).
+   claims ``floor(pool x paid / totalCredits)`` with a Merkle proof of its credits word
+   (`credits_proof`), paid = `credits.paid_credits` of the word.
 
 Messages are JSON objects (UTF-8, at most `MAX_MESSAGE_BYTES`): bytes32 values as ``0x`` + 64
 hex digits, addresses as ``0x`` + 40, the signature as ``0x`` + 130.
@@ -49,13 +52,14 @@ from tenzro_operator.chain import (
     sign_submission_commitment,
     submission_commitment_digest,
 )
+from tenzro_operator.credits import credit_word
 from tenzro_operator.errors import TenzroError
 from tenzro_trainer import round_commitment as rc
 from tenzro_trainer.commitment import ChunkTree, flatten_fragment
 
 __all__ = ["MAX_COMMITMENTS", "MAX_MESSAGE_BYTES", "CommitMessage", "RevealMessage", "RootFlowError",
-           "bitmap_credits", "committed_round", "committed_rounds", "committed_weights", "credits_proof", "cumulative_credits",
-           "fragment_states", "fragment_vectors", "initial_fragments_root", "outer_rule",
+           "committed_round", "committed_rounds", "committed_weights", "credits_proof",
+           "cumulative_credits", "fragment_states", "fragment_vectors", "initial_fragments_root", "outer_rule",
            "parse_message", "recover_signer"]
 
 log = logging.getLogger("tenzro.root_flow")
@@ -273,14 +277,9 @@ def committed_rounds(chain: ChainClient, task_id: bytes, from_block: int, before
     return out
 
 
-def bitmap_credits(bitmap: int, sizes: Sequence[int]) -> int:
-    """The credits one round's accepted bitmap earns: ``sizes[f]`` for every bit f (``commitRound``'s sum)."""
-    return sum(n for f, n in enumerate(sizes) if int(bitmap) >> f & 1)
-
-
 def cumulative_credits(rounds: Mapping[int, Mapping[str, Any]], sizes: Sequence[int], enrolled: int) -> list[int]:
-    """Each trainer's cumulative credits over ``rounds`` (`committed_rounds`): the sum over rounds
-    of ``sizes[f]`` for every bit f of its accepted bitmap, as ``commitRound`` computes them.
+    """Each trainer's cumulative credits word over ``rounds`` (`committed_rounds`): the sum over
+    rounds of `credit_word` of its accepted and unendorsed bitmaps, as ``commitRound`` computes it.
 
     Raises:
         RootFlowError: a round missing between 0 and the last one, or a bitmap list of the wrong length.
@@ -290,10 +289,12 @@ def cumulative_credits(rounds: Mapping[int, Mapping[str, Any]], sizes: Sequence[
         if r not in rounds:
             raise RootFlowError(f"round {r} has no RoundCommitted event (rounds read: {sorted(rounds)})")
         bitmaps = list(rounds[r]["acceptedBitmaps"])
-        if len(bitmaps) != enrolled:
-            raise RootFlowError(f"round {r} commits {len(bitmaps)} bitmaps for {enrolled} enrolled trainers")
-        for i, b in enumerate(bitmaps):
-            credits[i] += bitmap_credits(b, sizes)
+        unendorsed = list(rounds[r].get("unendorsedBitmaps") or []) or [0] * len(bitmaps)
+        if len(bitmaps) != enrolled or len(unendorsed) != enrolled:
+            raise RootFlowError(f"round {r} commits {len(bitmaps)} accepted and {len(unendorsed)} unendorsed bitmaps "
+                                f"for {enrolled} enrolled trainers")
+        for i, (b, u) in enumerate(zip(bitmaps, unendorsed)):
+            credits[i] += credit_word(b, u, sizes)
     return credits
 
 

@@ -162,12 +162,14 @@ def force(registry, task: bytes, trainer, fragment: int, signed: tuple, relayer=
     return registry.submitOuterGradient(task, rnd, fragment, signed, sender=relayer or trainer)
 
 
-def root_commit(task: bytes, rnd: int, f: int, bitmaps: list[int], previous: list[int]) -> tuple:
-    """RootCommit tuple: a stand-in fragments root, the accepted bitmaps and previous credits (one
-    per enrolled trainer), F fragment hashes, the transcript hash and CID."""
+def root_commit(task: bytes, rnd: int, f: int, bitmaps: list[int], previous: list[int],
+                unendorsed: list[int] | None = None) -> tuple:
+    """RootCommit tuple: a stand-in fragments root, the accepted bitmaps and previous credits words
+    (one per enrolled trainer), F fragment hashes, the transcript hash and CID, the unendorsed
+    bitmaps (none: every accepted submission endorsed)."""
     return (task, rnd, sha(f"fragments:{task.hex()}:{rnd}"), bitmaps, previous,
             [sha(f"w:{task.hex()}:{rnd}:{j}") for j in range(f)], sha(f"transcript:{task.hex()}:{rnd}"),
-            f"bafkreitranscript{rnd}")
+            f"bafkreitranscript{rnd}", list(unendorsed or []))
 
 
 def credits_of(registry, task: bytes) -> list[int]:

@@ -505,7 +505,7 @@ def test_registry_receipt_matches_python_and_releases(chain, escrow, tnzo, payer
     reg.electSyncer(task, sender=stranger)  # the next block
     chain.mine(deltatime=10)
     th = h("transcript round 0")
-    reg.commitRound((task, 0, h("fragments root"), [0], [0], [frag], th, "bafytranscript"), sender=syncer)
+    reg.commitRound((task, 0, h("fragments root"), [0], [0], [frag], th, "bafytranscript", []), sender=syncer)
     chain.mine(deltatime=61)  # the round's challenge window (60 s)
     reg.sealRootRun(task, sender=stranger)
     stored, serialized = reg.getReceipt(task)

@@ -94,7 +94,7 @@ def _commit(ctx, rnd: int, prev: Round, flip: tuple[int, int] | None = None, bit
     to_reveal_phase(reg, task)
     # fragmentHashes: each fragment's §2 weights root (the receipt names the weights proofs open)
     reg.commitRound((task, rnd, fragments_root, bitmaps, previous,
-                     [s.leaf.weights_root for s in states], sha(f"transcript {rnd}"), f"bafyt{rnd}"),
+                     [s.leaf.weights_root for s in states], sha(f"transcript {rnd}"), f"bafyt{rnd}", []),
                     sender=ctx["roles"].syncer)
     ctx["credits"] = [c + sum(n for f, n in enumerate(SIZES) if b >> f & 1) for c, b in zip(previous, bitmaps)]
     credits = rc.credits_tree(ctx["credits"])

@@ -684,9 +684,16 @@ contract ProtocolV3Handler is TestBase {
             }
         }
         uint256 total;
+        // an attacker withholds its endorsement from some accepted submissions (PROTOCOL.md §5
+        // "Endorsed credit": their credit goes to the high half of the credits word); the honest
+        // syncer endorses every submission of this handler (none is a no-work payload)
+        uint256[] memory unendorsed = new uint256[](m);
+        uint256 pick = who == HONEST ? 0 : uint256(keccak256(abi.encode("unendorsed", id, r, rr.opening)));
         for (uint256 i = 0; i < m; ++i) {
-            rr.credits[i] = prevCredits[i] + (rr.bitmaps[i] & 1) * N;
-            total += rr.credits[i];
+            unendorsed[i] = rr.bitmaps[i] & (pick >> i);
+            rr.credits[i] =
+                prevCredits[i] + (rr.bitmaps[i] & ~unendorsed[i] & 1) * N + ((unendorsed[i] & 1) * N << 128);
+            total += (rr.credits[i] & type(uint128).max) + (rr.credits[i] >> 128);
             rr.leaf.acceptedCount += uint16(rr.bitmaps[i] & 1);
         }
         (rr.w, rr.m) = _vectors(id, r, rr.opening, rr.bitmaps);
@@ -709,6 +716,7 @@ contract ProtocolV3Handler is TestBase {
         c.fragmentHashes[0] = rr.fragHash;
         c.transcriptHash = keccak256(abi.encode("transcript", id, r, rr.opening));
         c.transcriptCid = "bafkreitranscript";
+        c.unendorsedBitmaps = unendorsed;
     }
 
     /// @dev Who round r's commit accepts: every off-chain submission and every live forced one

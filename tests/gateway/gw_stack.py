@@ -143,5 +143,6 @@ def commit_round_tx(syncer, tid: bytes, round_: int, bitmaps: list[int], credits
     h = [hashlib.sha256(f"{tid.hex()}/{round_}/{f}".encode()).digest() for f in range(2)]
     c = {"taskId": tid, "round": round_, "fragmentsRoot": hashlib.sha256(b"fragments%d" % round_).digest(),
          "acceptedBitmaps": bitmaps, "previousCredits": credits, "fragmentHashes": h,
-         "transcriptHash": hashlib.sha256(f"t{round_}".encode()).digest(), "transcriptCid": f"bafyt{round_}"}
+         "transcriptHash": hashlib.sha256(f"t{round_}".encode()).digest(), "transcriptCid": f"bafyt{round_}",
+         "unendorsedBitmaps": []}
     return signed_tx(syncer, "commitRound", syncer._struct("commitRound", 0, c))

@@ -10,6 +10,7 @@ import pytest
 from eth_account import Account
 
 from tenzro_operator.chain import SignedPayload, sign_outer_gradient
+from tenzro_operator.credits import credit_halves, paid_credits
 from tenzro_operator.root_flow import (
     MAX_MESSAGE_BYTES,
     CommitMessage,
@@ -92,8 +93,22 @@ def test_credits_are_the_sum_of_the_accepted_fragment_sizes_and_prove_a_claim():
         credits_proof([c + 1 for c in credits], 0, root)
 
 
+def test_unendorsed_credits_go_to_the_high_half_of_the_word_and_are_paid_up_to_the_endorsed():
+    sizes = [40, 24, 8]
+    rounds = {0: {"acceptedBitmaps": [0b111, 0b011, 0b001], "unendorsedBitmaps": [0, 0b010, 0b001]},
+              1: {"acceptedBitmaps": [0b100, 0b111, 0b001], "unendorsedBitmaps": [0b100, 0b111, 0b001]}}
+    credits = cumulative_credits(rounds, sizes, 3)
+    assert [credit_halves(c) for c in credits] == [(72, 8), (40, 24 + 72), (0, 80)]
+    # paid: the endorsed plus the unendorsed up to the endorsed (the registry's claim)
+    assert [paid_credits(c) for c in credits] == [72 + 8, 40 + 40, 0]
+    root = rc.credits_tree(credits).root
+    assert rc.verify_path(root, rc.credit_leaf(1, credits[1]), 1, credits_proof(credits, 1, root), 4)
+
+
 def test_credits_refuse_a_gap_or_a_bitmap_list_of_another_length():
     with pytest.raises(RootFlowError, match="round 0"):
         cumulative_credits({1: {"acceptedBitmaps": [1]}}, [4], 1)
-    with pytest.raises(RootFlowError, match="2 bitmaps for 3"):
+    with pytest.raises(RootFlowError, match="2 accepted and 2 unendorsed bitmaps for 3"):
         cumulative_credits({0: {"acceptedBitmaps": [1, 1]}}, [4], 3)
+    with pytest.raises(RootFlowError, match="2 accepted and 1 unendorsed bitmaps for 2"):
+        cumulative_credits({0: {"acceptedBitmaps": [1, 1], "unendorsedBitmaps": [1]}}, [4], 2)

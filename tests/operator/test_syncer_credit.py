@@ -82,6 +82,22 @@ def test_a_rollback_makes_the_subs_it_rejected_valid_again():
     assert all(len(v) == 1 for v in syncer._gate.earlier.values())
 
 
+def test_a_forced_payload_the_gate_does_not_credit_stays_accepted_without_endorsement():
+    """The attack of issue #26 on the forced path: a trainer whose replay the gate leaves out
+    off-chain forces the same payload on-chain, which the registry requires accepted. The gate
+    judges it alike: it stays in the accepted set (the registry's rule) and is not endorsed
+    (PROTOCOL.md section 5 "Endorsed credit"), so its credit pays nothing beyond endorsed credit."""
+    syncer = _Syncer()
+    syncer.root_credit(0, _round(1))  # round 0 committed
+    accepted = _round(1)  # round 1 replays round 0's payloads; trainer 2's came on-chain
+    forced = accepted[0][2]
+    forced.offchain = False
+    rejected = syncer.root_credit(1, accepted)
+    assert [syncer._index(s) for s in rejected] == [0, 1] and all(s.unendorsed == "" for s in rejected)
+    assert accepted[0] == [forced] and forced.reason is None
+    assert forced.unendorsed.startswith("NearCopy: ") and "a replay" in forced.unendorsed
+
+
 def test_new_spec_credit_writes_the_gate_into_the_spec(real_spec):
     """``tenzro train new-spec --credit`` turns the gate on with its default thresholds; without the
     flag the spec has none (its canonical bytes as before)."""

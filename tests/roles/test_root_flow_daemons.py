@@ -17,6 +17,7 @@ from stack import TOKEN, wait_until
 from tenzro_operator import replay
 from tenzro_operator.chain import RunStatus
 from tenzro_operator.cli.forecast import ForecastError, export_model
+from tenzro_operator.credits import credit_halves, paid_credits
 from tenzro_operator.ipfs.pubsub import submission_topic
 from tenzro_operator.roles.trainer import FaultSettings
 from tenzro_operator.root_flow import (CommitMessage, RevealMessage, committed_round, committed_rounds, committed_weights,
@@ -341,7 +342,9 @@ def test_a_false_loss_increase_is_rescored_by_its_trainer_which_forces_its_way_i
     (fault ``false_loss_increase``) in a run with scoring (``score_min: 0``), which nothing
     on-chain can show. After round 0 the trainer scores its own payloads as the syncer must have,
     finds them above ``score_min`` and delivers on-chain too from round 1 on, where no score
-    leaves a submission out: A has to credit them. The victim loses round 0 only; nobody is
+    leaves a submission out: A has to accept them. Its lie then withholds only its endorsement
+    (PROTOCOL.md §5 "Endorsed credit"): the victim's work is in the model, its unendorsed credit
+    paid only up to its endorsed (none here: THREATS.md's residual of a lying syncer). Nobody is
     slashed; the run seals and replays."""
     from roles_stack import devnet_stack
 
@@ -356,6 +359,7 @@ def test_a_false_loss_increase_is_rescored_by_its_trainer_which_forces_its_way_i
         assert not any(d.forced for a, d in daemons.items() if a != victim)  # true verdicts are left alone
         rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
         assert [int(rounds[r]["acceptedBitmaps"][1]) for r in (0, 1)] == [0, 3]
+        assert [int(rounds[r]["unendorsedBitmaps"][1]) for r in (0, 1)] == [0, 3]
         tr = RoundTranscript.parse(net.ipfs().cat(rounds[0]["transcriptCid"]), bytes(rounds[0]["transcriptHash"]))
         assert sorted((fr.fragment, x.reason) for fr in tr.fragments for x in fr.rejected
                       if x.trainer.lower() == victim.lower()) == [(0, "LossIncrease"), (1, "LossIncrease")]
@@ -373,7 +377,8 @@ def test_a_payload_delivered_both_ways_cannot_get_an_honest_syncer_convicted(tmp
     that an honest syncer scores the off-chain copy out and, reading the forced copy as its
     duplicate, leaves a live forced submission out: an omission the attacker's own watcher would
     prove for the bounty. The defence: a forced submission replaces the off-chain copy and is
-    never scored out, so the honest syncer credits it and no proof lands."""
+    never scored out, so the honest syncer accepts it and no proof lands; it does not endorse it
+    (its score is not above ``score_min``), so the attacker's credit for it pays nothing."""
     from roles_stack import devnet_stack
 
     def attacker(k, daemon):
@@ -396,6 +401,10 @@ def test_a_payload_delivered_both_ways_cannot_get_an_honest_syncer_convicted(tmp
         rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
         i = client.trainers_of(tid).index(me)
         assert [int(rounds[r]["acceptedBitmaps"][i]) for r in (0, 1)] == [3, 3]  # forced: credited as the rule says
+        assert [int(rounds[r]["unendorsedBitmaps"][i]) for r in (0, 1)] == [3, 3]  # ... and not endorsed
+        credits = cumulative_credits(rounds, run.fragment_sizes, run.enrolled_count)
+        assert credit_halves(credits[i])[0] == 0 and paid_credits(credits[i]) == 0
+        assert all(paid_credits(c) > 0 for j, c in enumerate(credits) if j != i)  # the honest are endorsed
         assert replay.verify_receipt(client, net.ipfs(), tid).ok
 
 

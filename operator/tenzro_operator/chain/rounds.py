@@ -39,18 +39,22 @@ class RoundCalls:
 
     def commit_round(self, task_id: bytes, round: int, fragments_root: bytes, accepted_bitmaps: Sequence[int],
                      previous_credits: Sequence[int], fragment_hashes: Sequence[bytes], transcript_hash: bytes,
-                     transcript_cid: str) -> TxResult:
-        """``commitRound`` (the elected syncer): the open round by root.
+                     transcript_cid: str, unendorsed_bitmaps: Sequence[int] = ()) -> TxResult:
+        """``commitRound`` (the elected syncer): the open round by root. ``previous_credits`` are
+        the credits words before the round (`root_flow.cumulative_credits`); ``unendorsed_bitmaps``
+        (none, or one per enrolled trainer, each within its accepted bitmap) mark the accepted
+        submissions the syncer found no work in (PROTOCOL.md §5 "Endorsed credit").
 
         Raises:
             ChainRevert: ``Registry__CommitPhaseOpen``, ``Registry__RevealsPending``,
                 ``Registry__ChallengesPending``, ``Registry__QuorumNotMet``,
-                ``Registry__WrongPreviousCredits``, ``Registry__WrongRound``, ``Registry__NotSyncer``.
+                ``Registry__WrongPreviousCredits``, ``Registry__WrongRound``, ``Registry__NotSyncer``,
+                ``Registry__BadBitmap``, ``Registry__UnendorsedLength``.
         """
         return self.transact("commitRound", (b32(task_id), int(round), b32(fragments_root),
                                              [int(b) for b in accepted_bitmaps], [int(c) for c in previous_credits],
                                              [b32(h) for h in fragment_hashes], b32(transcript_hash),
-                                             transcript_cid))
+                                             transcript_cid, [int(u) for u in unendorsed_bitmaps]))
 
     def seal_root_run(self, task_id: bytes) -> TxResult:
         """``sealRootRun`` (anyone) after the last round's challenge window.
@@ -63,7 +67,7 @@ class RoundCalls:
 
     def claim_reward(self, task_id: bytes, index: int, credits: int, proof: Sequence[bytes]) -> TxResult:
         """``claim`` (anyone, for any trainer): trainer ``index``'s share of the pool (atto-units,
-        withdrawable) for its cumulative ``credits``.
+        withdrawable) for its cumulative credits word ``credits`` (`root_flow.paid_credits` of it).
 
         Raises:
             ChainRevert: ``Registry__BadCreditProof``, ``Registry__AlreadyClaimed``, ``Registry__WrongStatus``.

@@ -17,14 +17,16 @@ from tenzro_operator.units import format_tokens, parse_tokens
 @click.command("finalize-round")
 @click.option("--commit", "commit_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSON: task_id, round, fragments_root, accepted_bitmaps, previous_credits, fragment_hashes, "
-                   "transcript_hash, transcript_cid")
+                   "transcript_hash, transcript_cid and, optionally, unendorsed_bitmaps")
 @format_option
 @common_options
 def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
     """(Syncer, by hand) commit the open round by root (``commitRound``, contracts/PROTOCOL.md §5)
-    from a JSON file: the fragments root, one accepted bitmap and the cumulative credits before the
-    round per trainer index, the F fragment hashes (the new weights' §2 roots), the transcript's
-    sha256 and CID. The syncer daemon does this itself; this is for when it cannot."""
+    from a JSON file: the fragments root, one accepted bitmap and the cumulative credits word before
+    the round per trainer index, the F fragment hashes (the new weights' §2 roots), the transcript's
+    sha256 and CID, and optionally one unendorsed bitmap per trainer index (accepted submissions it
+    found no work in, §5 "Endorsed credit"). The syncer daemon does this itself; this is for when it
+    cannot."""
     try:
         doc = json.loads(commit_path.read_text())
         if not isinstance(doc, dict):
@@ -41,7 +43,8 @@ def finalize_round(ctx: Ctx, commit_path: Path, fmt: str) -> None:
                     fragments_root=b32(doc["fragments_root"]), accepted_bitmaps=ints("accepted_bitmaps"),
                     previous_credits=ints("previous_credits"),
                     fragment_hashes=[b32(h) for h in doc["fragment_hashes"]],
-                    transcript_hash=b32(doc["transcript_hash"]), transcript_cid=str(doc["transcript_cid"]))
+                    transcript_hash=b32(doc["transcript_hash"]), transcript_cid=str(doc["transcript_cid"]),
+                    unendorsed_bitmaps=ints("unendorsed_bitmaps") if "unendorsed_bitmaps" in doc else [])
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise TenzroError(f"{commit_path}: not a round commit ({type(exc).__name__}: {exc})") from None
     chain = ctx.chain(signer=True)

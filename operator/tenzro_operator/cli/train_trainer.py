@@ -209,9 +209,10 @@ def _payload_commitment(data: bytes, runtime, fragment: int, skip_check: bool) -
 @common_options
 def reward(ctx: Ctx, task_id: str, trainer: str, atto: bool, fmt: str) -> None:
     """A trainer's reward in a run, recomputed from the chain alone and shown with its
-    working: credits per committed round (fragment sizes of its accepted bitmap), the total, the
-    pool they share, ``pool * credits // total``, and whether the credits give the registry's
-    credits root (`tenzro_operator.views.reward`). No key needed."""
+    working: credits per committed round (fragment sizes of its accepted bitmap, and which the
+    syncer did not endorse), the total, the pool they share, ``pool * paid // total`` (paid: the
+    endorsed credits plus the unendorsed up to them, PROTOCOL.md §5 "Endorsed credit"), and whether
+    the credits give the registry's credits root (`tenzro_operator.views.reward`). No key needed."""
     from tenzro_operator.views.reward import reward_report
 
     chain = ctx.chain()
@@ -220,17 +221,23 @@ def reward(ctx: Ctx, task_id: str, trainer: str, atto: bool, fmt: str) -> None:
     amount = (lambda a: f"{a} atto") if atto else format_tokens
     if fmt == "json":
         echo_json({"trainer": rep.trainer, "index": rep.index, "credits": str(rep.credits),
+                    "unendorsed_credits": str(rep.unendorsed), "paid_credits": str(rep.paid_credits),
                     "total_credits": str(rep.total_credits), "pool": str(rep.pool), "sealed": rep.sealed,
                     "reward": str(rep.reward), "claimed": rep.claimed, "claimed_amount": str(rep.claimed_amount),
                     "credits_root": hex32(rep.credits_root),
-                    "rounds": [{"round": r, "accepted_bitmap": b, "credits": str(c)} for r, b, c in rep.per_round]})
+                    "rounds": [{"round": r, "accepted_bitmap": b, "credits": str(c), "unendorsed_bitmap": u}
+                               for r, b, c, u in rep.per_round]})
         return
-    rows = [(f"round {r}", f"bitmap {b:#b}: {c:,} credits") for r, b, c in rep.per_round]
+    rows = [(f"round {r}", f"bitmap {b:#b}: {c:,} credits" + (f" (not endorsed: {u:#b})" if u else ""))
+            for r, b, c, u in rep.per_round]
     pool_is = "claimable after the seal" if rep.sealed else "pool left now (not sealed: fees and later rounds change it)"
     rows += [("credits", f"{rep.credits:,} of {rep.total_credits:,} (the registry's credits root "
-                         f"{hex32(rep.credits_root)[:18]}… checks out)"),
-             ("pool", f"{amount(rep.pool)} ({pool_is})"),
-             ("reward", f"{amount(rep.reward)} = pool x {rep.credits:,} / {rep.total_credits:,}"),
+                         f"{hex32(rep.credits_root)[:18]}… checks out)")]
+    if rep.unendorsed:
+        rows += [("not endorsed", f"{rep.unendorsed:,}: paid only up to the endorsed {rep.credits - rep.unendorsed:,}, "
+                                  f"so {rep.paid_credits:,} are paid")]
+    rows += [("pool", f"{amount(rep.pool)} ({pool_is})"),
+             ("reward", f"{amount(rep.reward)} = pool x {rep.paid_credits:,} / {rep.total_credits:,}"),
              ("claimed", f"yes: {amount(rep.claimed_amount)}" if rep.claimed else
               ("no: `tenzro train claim` (anyone may)" if rep.sealed else "no: claims open at the seal"))]
     kv_table(f"reward of trainer {rep.index} ({rep.trainer})", rows)
@@ -257,11 +264,12 @@ def claim(ctx: Ctx, task_id: str, trainer: str | None, fmt: str) -> None:
     if rep.claimed:
         raise TenzroError(f"trainer {rep.index} ({rep.trainer}) has claimed already: "
                           f"{format_tokens(rep.claimed_amount)}; nothing was sent")
-    if rep.credits == 0:
-        raise TenzroError(f"trainer {rep.index} ({rep.trainer}) has no credits in this run: nothing to claim")
+    if rep.paid_credits == 0:
+        raise TenzroError(f"trainer {rep.index} ({rep.trainer}) has no paid credits in this run "
+                          f"({rep.credits:,} credited, {rep.unendorsed:,} of them not endorsed): nothing to claim")
     if trainer is not None:
         chain = ctx.chain(signer=True)
-    res = chain.claim_reward(tid, rep.index, rep.credits, rep.proof)
+    res = chain.claim_reward(tid, rep.index, rep.credit_word, rep.proof)
     ev = res.event("RewardClaimed")
     tx_out(fmt, "reward claimed", {"trainer": ev["trainer"], "index": ev["index"], "credits": str(ev["credits"]),
                                     "reward": str(ev["reward"]), "reward_tokens": format_tokens(ev["reward"]),

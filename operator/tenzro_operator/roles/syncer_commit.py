@@ -26,8 +26,8 @@ from tenzro_operator.evidence import bits_to_f32
 from tenzro_operator.metrics import task_label
 from tenzro_operator.receipt import weights_root
 from tenzro_operator.roles.syncer_round import _PROVE, _Sub
+from tenzro_operator.credits import credit_word
 from tenzro_operator.root_flow import (
-    bitmap_credits,
     committed_rounds,
     cumulative_credits,
     fragment_states,
@@ -114,6 +114,8 @@ class RoundCommit:
                 self.report(s)
         if any(s.unprovable and s.reason is None and s not in accepted[s.fragment] for s in rs.subs.values()):
             accepted = self._norm_screen()  # a refused proof: that submission is aggregated
+        for s in rs.subs.values():
+            s.unendorsed = ""  # judged afresh (a refused commit comes back here)
         self.root_score(r, accepted)  # the spec's score_min, if any
         credit, not_credited = self.credit_snapshot(), []
         try:
@@ -166,11 +168,13 @@ class RoundCommit:
             trainers = self.chain.trainers_of(self.task_id)
             bitmaps = [0] * len(trainers)
             index = {a.lower(): i for i, a in enumerate(trainers)}
+            unendorsed = [0] * len(trainers)
             for f, subs in accepted.items():
                 for s in subs:
                     bitmaps[index[s.key]] |= 1 << f
+                    unendorsed[index[s.key]] |= (1 << f) if s.unendorsed else 0
             t2 = time.perf_counter()
-            res = self.root_commit(run, r, accepted, bitmaps, hashes, transcript, tcid)
+            res = self.root_commit(run, r, accepted, bitmaps, unendorsed, hashes, transcript, tcid)
             t_chain = time.perf_counter() - t2 + rs.split.get("chain_s", 0.0)
         except ChainRevert as exc:
             self.outers = [OuterOptimizer.from_state_dict(s) for s in snapshot]
@@ -248,9 +252,11 @@ class RoundCommit:
         from, on a fixed batch of training windows from its trainer's own shard (seeded by the
         task id, the trainer index and the round, so a watcher draws the same): an honest update
         lowers the loss on the data it was trained on, a sign-flipped one raises it, whatever the
-        other shards say. One at or below ``score_min`` is rejected (``LossIncrease``) and left
-        out of ``accepted`` (in place). A forced on-chain submission is never scored out: the
-        registry requires it accepted or proven invalid."""
+        other shards say. An off-chain one at or below ``score_min`` is rejected (``LossIncrease``)
+        and left out of ``accepted`` (in place). A forced on-chain submission is never scored out
+        (the registry requires it accepted or proven invalid): one at or below ``score_min`` is
+        accepted without the syncer's endorsement (``_Sub.unendorsed``; PROTOCOL.md §5 "Endorsed
+        credit"), so a no-work payload forced in is paid nothing beyond its trainer's endorsed credit."""
         floor = self.spec.require_protocol().score_min
         if floor is None:
             return
@@ -258,8 +264,6 @@ class RoundCommit:
         liar = self.fault.false_loss_increase if self.fault is not None else None
         for f, subs in accepted.items():
             for s in subs:
-                if not s.offchain:
-                    continue
                 i = self._index(s)
                 score = scorer.score(r, i, state, self.runtime.fragments[f], s.tensors)
                 if i == liar:
@@ -267,8 +271,13 @@ class RoundCommit:
                                 f, score)
                     score = floor
                 if score <= floor:
-                    self._reject(s, "LossIncrease", f"loss-improvement score {score:.6g} on its shard <= score_min "
-                                                    f"{floor:g}")
+                    why = f"loss-improvement score {score:.6g} on its shard <= score_min {floor:g}"
+                    if s.offchain:
+                        self._reject(s, "LossIncrease", why)
+                    else:
+                        s.unendorsed = f"LossIncrease: {why}"
+                        log.warning("round %d: forced trainer=%s fragment=%d accepted, not endorsed: %s", r, s.key, f,
+                                    s.unendorsed)
             accepted[f] = [s for s in subs if s.reason is None]
 
     def previous_credits(self, run) -> list[int]:
@@ -295,12 +304,12 @@ class RoundCommit:
                                       "signature": "0x" + p.signature.hex()}
         return momentum, fields
 
-    def root_commit(self, run, r: int, accepted: dict, bitmaps: list[int], hashes: list[bytes],
-                    transcript: RoundTranscript, tcid: str):
+    def root_commit(self, run, r: int, accepted: dict, bitmaps: list[int], unendorsed: list[int],
+                    hashes: list[bytes], transcript: RoundTranscript, tcid: str):
         """``commitRound`` of round r: the fragments root of the outer optimizers' state and the
-        accepted sets (struct hashes over the round's input weights root), the bitmaps and the
-        credits before the round. Returns the `TxResult`; a refusal that means "not yet" raises
-        `ChainRevert` for `finalize` to retry on a later poll."""
+        accepted sets (struct hashes over the round's input weights root), the accepted and
+        unendorsed bitmaps and the credits words before the round. Returns the `TxResult`; a
+        refusal that means "not yet" raises `ChainRevert` for `finalize` to retry on a later poll."""
         index = self._trainer_indices()
         sets = {f: {index[s.key]: rc.struct_hash(self.task_id, r, f, run.weights_root, s.signed.payload_root,
                                                 s.signed.payload_sumsq, s.cid, s.payload_hash) for s in subs}
@@ -308,8 +317,8 @@ class RoundCommit:
         states = fragment_states(self.outers, sets, run.enrolled_count)
         previous = self.previous_credits(run)
         res = self.chain.commit_round(self.task_id, r, rc.fragments_root([s.leaf for s in states]), bitmaps,
-                                      previous, hashes, transcript.hash(), tcid)
-        self._credits = [c + bitmap_credits(b, self.runtime.sizes) for c, b in zip(previous, bitmaps)]
+                                      previous, hashes, transcript.hash(), tcid, unendorsed)
+        self._credits = [c + credit_word(b, u, self.runtime.sizes) for c, b, u in zip(previous, bitmaps, unendorsed)]
         return res
 
     def _fault_drop(self, r: int, accepted: dict[int, list[_Sub]]) -> None:

@@ -15,9 +15,10 @@ median norm (a watcher replays the aggregate with the task's rule alone) and no 
 audit (trainers do not yet publish the inner state it replays from), so the first round too is
 judged by the moving average (`CreditConfig.first_round_replay` needs the audit).
 
-Forced on-chain submissions are not gated: the registry requires them accepted unless proven
-invalid (PROTOCOL.md §4), so the forced path still credits a no-work payload (THREATS.md, the
-residual of issue #26). The gate's history (moving averages, count sketches of earlier payloads)
+Forced on-chain submissions are gated alike, but the registry requires them accepted unless proven
+invalid (PROTOCOL.md §4): one the gate does not credit is accepted without the syncer's endorsement
+(``_Sub.unendorsed``, PROTOCOL.md §5 "Endorsed credit"), so the forced path pays a no-work payload
+nothing beyond its trainer's endorsed credit. The gate's history (moving averages, count sketches of earlier payloads)
 and each fragment's last aggregate are kept in the syncer's state file; a syncer that starts a run
 without them (a stand-in, a lost file) starts every trainer's history afresh (logged).
 
@@ -71,14 +72,14 @@ class CreditForWork:
         gate.barred = dict(history.get("barred", {}))
 
     def root_credit(self, r: int, accepted: dict) -> list:
-        """Gate round r's off-chain payloads in ``accepted`` (fragment -> subs, changed in place):
-        each one the gate does not credit is rejected with the check it failed (its tensors kept,
-        for `credit_rollback`) and left out. Returns the subs it rejected; [] without the spec's
-        ``credit``."""
+        """Gate round r's payloads in ``accepted`` (fragment -> subs, changed in place): each
+        off-chain one the gate does not credit is rejected with the check it failed (its tensors
+        kept, for `credit_rollback`) and left out; each forced one stays, not endorsed. Returns the
+        subs it rejected; [] without the spec's ``credit``."""
         gate = self.credit_gate()
         if gate is None:
             return []
-        gated = {f: [s for s in subs if s.offchain] for f, subs in accepted.items()}
+        gated = {f: list(subs) for f, subs in accepted.items()}
         reveal = round_reveal(self.task_id, r, [s.payload_hash for subs in gated.values() for s in subs])
         state, rejected = self._state(), []
         for f, subs in gated.items():
@@ -90,9 +91,14 @@ class CreditForWork:
                 v = verdicts[self._index(s)]
                 if v.credited:
                     continue
-                self._reject(s, v.reason if v.reason in ("NearCopy", "NormOutlier") else "NoContribution",
-                             f"{v.detail or 'passed the round checks'}; moving average of passes {v.average:.3f} "
-                             f"(credited above {gate.cfg.credit_above:g})", keep_tensors=True)
+                reason = v.reason if v.reason in ("NearCopy", "NormOutlier") else "NoContribution"
+                why = (f"{v.detail or 'passed the round checks'}; moving average of passes {v.average:.3f} "
+                       f"(credited above {gate.cfg.credit_above:g})")
+                if not s.offchain:
+                    s.unendorsed = s.unendorsed or f"{reason}: {why}"
+                    log.warning("round %d: forced trainer=%s fragment=%d accepted, not endorsed: %s", r, s.key, f, why)
+                    continue
+                self._reject(s, reason, why, keep_tensors=True)
                 rejected.append(s)
             accepted[f] = [s for s in accepted[f] if s.reason is None]
         return rejected

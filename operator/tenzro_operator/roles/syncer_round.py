@@ -51,6 +51,9 @@ class _Sub:
     closed: str = ""  # the revert that ended its challenges (_CLOSED), or _UNUSABLE: not challenged again
     unprovable: bool = False  # a forced norm outlier the registry would not convict (accepted instead)
     unpaid: bool = False  # a challenge's bond this account could not pay (logged once; tried every poll)
+    # why an accepted forced submission is not endorsed ("" endorsed): the check it failed, which
+    # leaves an off-chain one out; its credit is paid only up to the trainer's endorsed credit
+    unendorsed: str = ""
 
     @property
     def owes_report(self) -> bool:

@@ -17,6 +17,7 @@ import time
 
 from tenzro_operator.chain import RunStatus, RunView
 from tenzro_operator.errors import ChainError, ChainRevert
+from tenzro_operator.credits import paid_credits
 from tenzro_operator.root_flow import committed_rounds, credits_proof, cumulative_credits
 
 __all__ = ["RunEnding"]
@@ -95,8 +96,8 @@ class RunEnding:
             return "done"
         rounds = committed_rounds(self.chain, self.task_id, self.events.start_block, run.max_rounds)
         credits = cumulative_credits(rounds, self.runtime.sizes, run.enrolled_count)
-        if credits[self.index] == 0:
-            log.info("no credits in this run: nothing to claim")
+        if paid_credits(credits[self.index]) == 0:
+            log.info("no paid credits in this run (credits word %d): nothing to claim", credits[self.index])
             return "done"
         proof = credits_proof(credits, self.index, self.chain.root_state(self.task_id)[2])
         try:
@@ -105,6 +106,6 @@ class RunEnding:
             if exc.error_name != "Registry__AlreadyClaimed":
                 raise
             return "done"
-        log.info("claimed %d atto for %d credits (withdrawable)", ev["reward"], ev["credits"])
+        log.info("claimed %d atto for %d paid credits (withdrawable)", ev["reward"], paid_credits(ev["credits"]))
         self.summary["claimed_atto"] = self.summary.get("claimed_atto", 0) + int(ev["reward"])
         return "done"

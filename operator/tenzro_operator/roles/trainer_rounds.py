@@ -91,6 +91,12 @@ class RoundFollowing:
             self._committed = {}
         bitmap = int(self._committed[r]["acceptedBitmaps"][self.index]) if self._committed else 0
         log.info("round %d committed: %d fragment(s) of this trainer accepted", r, self.count_accepted(bitmap))
+        unendorsed = list(self._committed[r].get("unendorsedBitmaps") or []) if self._committed else []
+        mine = int(unendorsed[self.index]) if unendorsed else 0
+        if mine:  # PROTOCOL.md section 5 "Endorsed credit": paid only up to this trainer's endorsed credit
+            log.warning("round %d: the syncer accepted fragment bitmap %#x of this trainer without endorsing it "
+                        "(paid only up to its endorsed credit; the syncer's log says why)", r, mine)
+            self.summary["unendorsed"] = self.summary.get("unendorsed", 0) + self.count_accepted(mine)
         self.check_left_out(r, delivered, bitmap)
         return True
 

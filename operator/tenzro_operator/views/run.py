@@ -24,6 +24,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from tenzro_operator.credits import credit_halves, credit_word, paid_credits
 from tenzro_operator.errors import TenzroError
 
 __all__ = ["RoundRow", "RunReadModel", "TrainerRow", "build", "fold_root_rounds", "fold_root_trainers",
@@ -60,6 +61,7 @@ class RoundRow:
     challenge_window_ends_at: int | None = None
     accepted_count: int | None = None  # accepted (trainer, fragment) pairs
     accepted_bitmaps: list[int] | None = None  # per trainer index, bit f = accepted on fragment f
+    unendorsed_bitmaps: list[int] | None = None  # per trainer index, bit f = accepted, not endorsed (empty: none)
     quorum_met: bool | None = None
     weights_root: str | None = None
     fragments_root: str | None = None
@@ -91,8 +93,10 @@ class TrainerRow:
     """One trainer. Amounts atto-units; ``submitted`` / ``scored_out``: None when unknown (a run
     read without its transcripts).
 
+    ``credits``: every credit of its accepted submissions, ``unendorsed`` of them not endorsed by
+    the syncer (PROTOCOL.md §5 "Endorsed credit"), paid only up to the endorsed (``paid_credits``).
     ``current_reward``: what the trainer's credits are worth now (sealed: its claim,
-    ``claimable * credits // totalCredits``; before the seal: the same share of the pool left,
+    ``claimable * paid_credits // totalCredits``; before the seal: the same share of the pool left,
     which later rounds change); ``claimed_reward``: what was paid to it (``RewardClaimed``)."""
 
     trainer: str
@@ -106,13 +110,25 @@ class TrainerRow:
     stake: int = 0
     slashed: int = 0
     credits: int = 0
+    unendorsed: int = 0
     current_reward: int = 0
     claimed_reward: int = 0
     claimed: bool = False
 
+    @property
+    def credit_word(self) -> int:
+        """The trainer's leaf value in the credits root (``claim``'s ``credits``)."""
+        return self.credits - self.unendorsed + (self.unendorsed << 128)
+
+    @property
+    def paid_credits(self) -> int:
+        """What ``claim`` pays on: the endorsed credits plus the unendorsed up to them."""
+        return paid_credits(self.credit_word)
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("stake", "slashed", "credits", "current_reward", "claimed_reward"):
+        d["paid_credits"] = self.paid_credits
+        for k in ("stake", "slashed", "credits", "unendorsed", "paid_credits", "current_reward", "claimed_reward"):
             d[k] = str(d[k])
         return d
 
@@ -210,6 +226,7 @@ def fold_root_rounds(events: Iterable[Mapping[str, Any]], block_time: Callable[[
             x.status, x.committed_at = "committed", at
             x.challenge_window_ends_at = at + int(challenge_seconds)
             x.accepted_bitmaps = bitmaps
+            x.unendorsed_bitmaps = [int(u) for u in a.get("unendorsedBitmaps") or []]
             x.accepted_count = sum(bin(b).count("1") for b in bitmaps)
             x.quorum_met = quorum_met(bitmaps, fragment_count, quorum)
             x.weights_root, x.fragments_root = _hex(a["weightsRoot"]), _hex(a["fragmentsRoot"])
@@ -224,7 +241,8 @@ def fold_root_rounds(events: Iterable[Mapping[str, Any]], block_time: Callable[[
                                                 "transcript_cid": x.transcript_cid, "tx": x.tx})
                 x.status = "discarded"
                 for k in ("committed_at", "challenge_window_ends_at", "accepted_count", "accepted_bitmaps",
-                          "quorum_met", "weights_root", "fragments_root", "credits_root", "total_credits",
+                          "unendorsed_bitmaps", "quorum_met", "weights_root", "fragments_root", "credits_root",
+                          "total_credits",
                           "transcript_cid", "transcript_hash", "tx"):
                     setattr(x, k, None)
         elif name == "RoundProvenWrong":
@@ -255,14 +273,12 @@ def _settle(x: RoundRow, fragment: int, index: int, outcome: str) -> None:
 
 
 def fold_root_trainers(rounds: Mapping[int, RoundRow], sizes: Sequence[int], enrolled: int) -> list[tuple[int, int]]:
-    """``(accepted fragments, credits)`` per trainer index over the live committed rounds: credits
-    are ``sizes[f]`` for every bit f of each round's bitmap (``commitRound``'s sum).
+    """``(accepted fragments, credits word)`` per trainer index over the live committed rounds:
+    `credits.credit_word` of each round's accepted and unendorsed bitmaps (``commitRound``'s sum).
 
     Raises:
         RunViewError: a live round commits another number of bitmaps than ``enrolled``.
     """
-    from tenzro_operator.root_flow import bitmap_credits
-
     out = [[0, 0] for _ in range(enrolled)]
     for r in sorted(rounds):
         x = rounds[r]
@@ -270,9 +286,10 @@ def fold_root_trainers(rounds: Mapping[int, RoundRow], sizes: Sequence[int], enr
             continue
         if len(x.accepted_bitmaps) != enrolled:
             raise RunViewError(f"round {r} commits {len(x.accepted_bitmaps)} bitmaps for {enrolled} enrolled trainers")
-        for i, b in enumerate(x.accepted_bitmaps):
+        unendorsed = x.unendorsed_bitmaps or [0] * enrolled
+        for i, (b, u) in enumerate(zip(x.accepted_bitmaps, unendorsed)):
             out[i][0] += bin(int(b)).count("1")
-            out[i][1] += bitmap_credits(b, sizes)
+            out[i][1] += credit_word(b, u, sizes)
     return [(a, c) for a, c in out]
 
 
@@ -356,10 +373,12 @@ def _build(chain, run, task_id, events, head, now, ipfs, want) -> RunReadModel:
     if rows:
         folded = fold_root_trainers(rounds, run.fragment_sizes, run.enrolled_count)
         for t in rows:
-            t.accepted, t.credits = folded[t.index] if t.index < len(folded) else (0, 0)
+            t.accepted, word = folded[t.index] if t.index < len(folded) else (0, 0)
+            endorsed, t.unendorsed = credit_halves(word)
+            t.credits = endorsed + t.unendorsed
             t.submitted = None  # delivered off-chain: the transcripts say
             pool = claimable if claimable is not None else run.reward_pool_left
-            t.current_reward = pool * t.credits // total if total else 0
+            t.current_reward = pool * t.paid_credits // total if total else 0
             t.claimed_reward, t.claimed = claims.get(t.index, 0), t.index in claims
     errors: list[str] = []
     if rows and ipfs is not None:
