@@ -62,6 +62,7 @@ from rich.table import Table
 
 from tenzro_operator import replay
 from tenzro_operator.chain import ChunkOpening, RunStatus, SlashReason
+from tenzro_operator.credits import paid_credits
 from tenzro_operator.demo import (
     DEMO_PASSWORD,
     REPO_ROOT,
@@ -82,7 +83,6 @@ from tenzro_operator.demo_results import accounting
 from tenzro_operator.errors import ChainRevert, TenzroError
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import TOKEN, SpecDraft, build_spec, post_task
-from tenzro_operator.credits import paid_credits
 from tenzro_operator.root_flow import committed_rounds, cumulative_credits
 from tenzro_operator.units import format_tokens
 from tenzro_trainer.data.collection import default_collection

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenzro_operator.chain import ChainClient
-from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.credits import credit_halves, paid_credits
+from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.root_flow import committed_rounds, committed_weights, cumulative_credits
 from tenzro_operator.task_assets import fetch_weights, initial_weights
 from tenzro_operator.task_runtime import TaskRuntime

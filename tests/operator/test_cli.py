@@ -249,6 +249,14 @@ def test_close_enrollment_seal_and_claim_by_hand(run_cli, roles, keystores, tmp_
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["amount"] == str(10 * TOKEN)
     assert syncer.withdrawable() == owed + 10 * TOKEN
+    # after the claim period anyone sweeps what is left to the sponsor (nothing here: no credits,
+    # so the seal gave the pool back at once), once the period is over
+    line = one_line_error(run_cli("train", "sweep", "--task-id", tid, keystore=keystores["t1"]))
+    assert "Registry__ClaimPeriodOpen" in line
+    base.mine(seconds=91 * 24 * 3600)
+    res = run_cli("train", "sweep", "--task-id", tid, "--format", "json", keystore=keystores["t1"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["amount"] == "0" and base.get_run(spec.task_id_bytes).reward_pool_left == 0
 
 
 def test_cancel_task_refunds_pool_and_stakes(run_cli, roles, keystores):

@@ -370,7 +370,9 @@ def test_submit_gradient_refuses_a_payload_the_norm_screen_would_prove_an_outlie
     from tenzro_operator.task_runtime import TaskRuntime
     from tenzro_operator.transcript import BlobRef, FragmentRecord, RoundTranscript, Submission
 
-    spec, path = real_spec(trainers="3", grace_window="8")  # a commit phase of 4 s
+    # a commit phase of 12 s: t1 and t2 commit after the election and a model build, several CLI
+    # starts, which took over 4 s on a loaded CI machine
+    spec, path = real_spec(trainers="3", grace_window="24")
     assert run_cli("train", "post-task", "--spec", str(path), keystore=keystores["sponsor"]).exit_code == 0
     ks = dict(keystores)
     ks["t2"] = tmp_path / "t2.json"
@@ -410,7 +412,7 @@ def test_submit_gradient_refuses_a_payload_the_norm_screen_would_prove_an_outlie
                                                    aggregated=True)])
     with IpfsClient(ipfs_url) as ipfs:
         tcid = ipfs.add(tr.canonical_bytes())
-    base.mine(seconds=10)  # past round 0's deadline: fragment 0 may stay without a submission
+    base.mine(seconds=26)  # past round 0's deadline: fragment 0 may stay without a submission
     syncer.commit_round(tid, 0, b"\x66" * 32, [0, 2, 2], [0, 0, 0], [b"\x11" * 32, b"\x22" * 32], tr.hash(), tcid)
     t0 = roles["trainers"][0]
     f.write_bytes(_payload(runtime, 1, 1, fill=1.0))  # 100x round 0's accepted values: 10,000x their sums

@@ -409,6 +409,50 @@ def test_a_payload_delivered_both_ways_cannot_get_an_honest_syncer_convicted(tmp
 
 
 @pytest.mark.slow
+def test_sybils_forcing_zero_payloads_into_an_open_run_are_paid_nothing(tmp_path):
+    """Issue #26's sybil fill with real daemons: two of the three trainers of an Open run train
+    nothing and force all-zero payloads on-chain (fault ``zeros``, ``force_onchain``), which the
+    registry requires the syncer to accept. The honest syncer accepts them (no proof lands) but,
+    as they score 0 <= ``score_min``, does not endorse them (PROTOCOL.md section 5 "Endorsed
+    credit"): the sybils claim nothing, the honest trainer is paid its share of the whole total,
+    and after the claim period the sponsor sweeps back the sybils' share."""
+    from roles_stack import SPONSOR, devnet_stack
+
+    def sybils(k, daemon):
+        if k in (1, 2):
+            daemon.config.force_onchain = True
+            daemon.fault = FaultSettings(kind="zeros")
+
+    with devnet_stack(tmp_path / "net") as net:
+        tid, syncer, watcher, results, _ = _run_with_a_faulty_syncer(net, tmp_path, {}, prepare=sybils,
+                                                                     score_min=0.0)
+        client = net.client()
+        run = _sealed_run(client, tid, results)
+        assert run.syncer == syncer and events(client, tid, "RoundProvenWrong") == [] and watcher.proofs == []
+        rounds = committed_rounds(client, tid, client.deployment.deploy_block, 2)
+        trainers = client.trainers_of(tid)
+        sybil = [trainers.index(net.client(TRAINERS[k]).address) for k in (1, 2)]
+        honest = trainers.index(net.client(TRAINERS[0]).address)
+        for r in (0, 1):
+            assert [int(rounds[r]["acceptedBitmaps"][i]) for i in sybil] == [3, 3]  # forced in: accepted
+            assert [int(rounds[r]["unendorsedBitmaps"][i]) for i in sybil] == [3, 3]  # ... not endorsed
+            assert int(rounds[r]["unendorsedBitmaps"][honest]) == 0
+        credits = cumulative_credits(rounds, run.fragment_sizes, run.enrolled_count)
+        claims = {int(e["args"]["index"]): int(e["args"]["reward"]) for e in events(client, tid, "RewardClaimed")}
+        claimable = int(events(client, tid, "RootRunSealed")[0]["args"]["claimable"])
+        assert set(claims) == {honest}  # the sybils had nothing to claim
+        assert claims[honest] == claimable * paid_credits(credits[honest]) // run.total_credits
+        assert 2 * claims[honest] < claimable  # its share of the whole total: the sybils' share is nobody's
+        sponsor = net.client(SPONSOR)
+        before = sponsor.withdrawable()
+        sponsor.mine(seconds=91 * 24 * 3600)  # past the 90-day claim period
+        sponsor.sweep(tid)
+        # the sybils' share goes back to the sponsor: claims and sweep pay out the claimable exactly
+        assert sponsor.withdrawable() - before == claimable - claims[honest]
+        assert client.get_run(tid).reward_pool_left == 0
+
+
+@pytest.mark.slow
 def test_every_cheat_of_the_adversarial_scenario_is_caught_and_honest_parties_lose_nothing(tmp_path):
     """The issue's adversarial scenario in one root-flow run with loss-improvement scoring
     (``score_min: 0``), each cheater a separate daemon: syncer A reports an honest submission

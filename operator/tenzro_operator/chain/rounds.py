@@ -74,6 +74,16 @@ class RoundCalls:
         """
         return self.transact("claim", b32(task_id), int(index), int(credits), [b32(p) for p in proof])
 
+    def sweep(self, task_id: bytes) -> TxResult:
+        """``sweep`` (anyone) after the claim deadline: what is left of a sealed run's pool
+        (unclaimed rewards, unendorsed credit left unpaid, the floor dust) goes to the sponsor
+        (withdrawable; ``PoolSwept``).
+
+        Raises:
+            ChainRevert: ``Registry__ClaimPeriodOpen``, ``Registry__WrongStatus``.
+        """
+        return self.transact("sweep", b32(task_id))
+
     def claimed(self, task_id: bytes, index: int) -> bool:
         return bool(self.call("claimed", b32(task_id), int(index)))
 

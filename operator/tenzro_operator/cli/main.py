@@ -4,7 +4,7 @@
 ``get-run``, ``get-receipt``, ``enroll-trainer``, ``submit-gradient`` (the forced path: commit,
 then reveal), ``finalize-round`` (``commitRound`` by hand), ``withdraw``, ``verify-receipt``
 (replay: ``tenzro_operator.replay``), plus ``register-syncer``, ``elect-syncer``,
-``close-enrollment``, ``cancel-task``, ``seal``, ``claim`` and ``reward`` (a trainer's reward,
+``close-enrollment``, ``cancel-task``, ``seal``, ``sweep``, ``claim`` and ``reward`` (a trainer's reward,
 `tenzro_operator.views.reward`), ``claim-syncer-fee`` and ``trainer-stats``, ``unregister-syncer``,
 ``new-spec`` (`tenzro_operator.cli.spec`) and ``export-model`` (`tenzro_operator.cli.forecast`).
 ``tenzro keys`` makes keystores; ``tenzro balance`` / ``transfer`` / ``faucet``

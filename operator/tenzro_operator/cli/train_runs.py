@@ -1,5 +1,5 @@
 """``tenzro train`` verbs of a run's life and record: ``post-task``, ``list-runs``, ``get-run``,
-``get-receipt``, ``close-enrollment``, ``cancel-task``, ``seal``, ``trainer-stats`` and
+``get-receipt``, ``close-enrollment``, ``cancel-task``, ``seal``, ``sweep``, ``trainer-stats`` and
 ``verify-receipt`` (replay: `tenzro_operator.replay`). Registered on the group by
 `tenzro_operator.cli.main`, which this module never imports."""
 
@@ -230,6 +230,22 @@ def seal(ctx: Ctx, task_id: str, fmt: str) -> None:
                                 "claim_deadline": when(int(ev["claimDeadline"])), "tx": res.tx_hash})
 
 
+@click.command("sweep")
+@click.option("--task-id", required=True)
+@format_option
+@common_options
+def sweep(ctx: Ctx, task_id: str, fmt: str) -> None:
+    """Anyone, once a sealed run's claim period is over: credit what is left of its pool to the
+    sponsor (unclaimed rewards, credit the syncer did not endorse and so left unpaid, the floor
+    dust; collect it with `withdraw`)."""
+    chain = ctx.chain(signer=True)
+    res = chain.sweep(run_of(chain, task_id).task_id)
+    ev = res.event("PoolSwept")
+    tx_out(fmt, "pool swept to the sponsor", {"task_id": hex32(ev["taskId"]), "sponsor": ev["sponsor"],
+                                               "amount": str(ev["amount"]), "amount_tokens": format_tokens(ev["amount"]),
+                                               "tx": res.tx_hash})
+
+
 @click.command("trainer-stats")
 @click.option("--task-id", required=True)
 @click.option("--trainer", default=None, help="address (default: the keystore's)")
@@ -299,6 +315,8 @@ def verify_receipt(ctx: Ctx, task_id: str, commitments_only: bool, fmt: str) -> 
 
 
 def register(train: click.Group) -> None:
-    """Attach ``post-task``, ``list-runs``, ``get-run``, ``get-receipt``, ``cancel-task``, ``close-enrollment``, ``seal``, ``trainer-stats``, ``verify-receipt`` to the ``tenzro train`` group."""
-    for command in (post_task, list_runs, get_run, get_receipt, cancel_task, close_enrollment, seal, trainer_stats, verify_receipt,):
+    """Attach ``post-task``, ``list-runs``, ``get-run``, ``get-receipt``, ``cancel-task``, ``close-enrollment``,
+    ``seal``, ``sweep``, ``trainer-stats``, ``verify-receipt`` to the ``tenzro train`` group."""
+    for command in (post_task, list_runs, get_run, get_receipt, cancel_task, close_enrollment, seal, sweep,
+                    trainer_stats, verify_receipt):
         train.add_command(command)

@@ -20,13 +20,13 @@ from typing import Any
 import torch
 
 from tenzro_operator.chain import RunView
+from tenzro_operator.credits import credit_word
 from tenzro_operator.daemon import append_jsonl
 from tenzro_operator.errors import ChainRevert
 from tenzro_operator.evidence import bits_to_f32
 from tenzro_operator.metrics import task_label
 from tenzro_operator.receipt import weights_root
 from tenzro_operator.roles.syncer_round import _PROVE, _Sub
-from tenzro_operator.credits import credit_word
 from tenzro_operator.root_flow import (
     committed_rounds,
     cumulative_credits,

@@ -18,8 +18,8 @@ judged by the moving average (`CreditConfig.first_round_replay` needs the audit)
 Forced on-chain submissions are gated alike, but the registry requires them accepted unless proven
 invalid (PROTOCOL.md §4): one the gate does not credit is accepted without the syncer's endorsement
 (``_Sub.unendorsed``, PROTOCOL.md §5 "Endorsed credit"), so the forced path pays a no-work payload
-nothing beyond its trainer's endorsed credit. The gate's history (moving averages, count sketches of earlier payloads)
-and each fragment's last aggregate are kept in the syncer's state file; a syncer that starts a run
+nothing beyond its trainer's endorsed credit. The gate's history (moving averages, count sketches
+of earlier payloads) and each fragment's last aggregate are kept in the syncer's state file; a syncer that starts a run
 without them (a stand-in, a lost file) starts every trainer's history afresh (logged).
 
 Part of `tenzro_operator.roles.syncer.SyncerDaemon`; imports nothing of the other roles, nor the

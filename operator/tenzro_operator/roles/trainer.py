@@ -103,7 +103,7 @@ log = logging.getLogger("tenzro.trainer")
 # Fragments encoded and pinned at once (IPFS adds are I/O-bound; they are signed in fragment order).
 PIN_WORKERS = 4
 
-FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "noise", "stale", "copycat", "withhold",
+FaultKind = Literal["nan", "wrong_hash", "scale100", "sign_flip", "noise", "zeros", "stale", "copycat", "withhold",
                     "challenge_loop"]
 
 
@@ -114,10 +114,11 @@ class FaultSettings(BaseModel):
         kind: ``nan`` (every value NaN), ``wrong_hash`` (payloadHash of other bytes),
             ``scale100`` (delta x 100), ``sign_flip`` (-delta), ``noise`` (Gaussian noise at each
             tensor's RMS instead of the delta: a payload no work went into, issue #26's free rider
-            that passes every payload check and the norm screen), ``stale`` (the fragment's
-            pseudo-gradient of the first round it applies to, sent again in every later one: no work
-            since); ``copycat`` (trains nothing,
-            re-signs every other trainer's reveal as its own, `RoundFollowing.copy_round`);
+            that passes every payload check and the norm screen), ``zeros`` (an all-zero payload: the
+            no-work payload of issue #26's sybil fill, forced in with ``force_onchain``), ``stale``
+            (the fragment's pseudo-gradient of the first round it applies to, sent again in every
+            later one: no work since); ``copycat`` (trains nothing, re-signs every other trainer's
+            reveal as its own, `RoundFollowing.copy_round`);
             ``withhold`` (its payload's CID is computed, the bytes go to no IPFS node, and no
             availability challenge of it is answered: with ``force_onchain`` and ``publish_pubsub:
             false``, the withheld forced payload of issue #23 attack 5); ``challenge_loop`` (with
@@ -169,6 +170,8 @@ def apply_fault(kind: str, delta: dict[str, torch.Tensor]) -> dict[str, torch.Te
         return {k: -v for k, v in delta.items()}
     if kind == "noise":
         return {k: torch.randn_like(v) * v.pow(2).mean().sqrt() for k, v in delta.items()}
+    if kind == "zeros":
+        return {k: torch.zeros_like(v) for k, v in delta.items()}
     return delta
 
 

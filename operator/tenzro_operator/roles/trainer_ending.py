@@ -16,8 +16,8 @@ import logging
 import time
 
 from tenzro_operator.chain import RunStatus, RunView
-from tenzro_operator.errors import ChainError, ChainRevert
 from tenzro_operator.credits import paid_credits
+from tenzro_operator.errors import ChainError, ChainRevert
 from tenzro_operator.root_flow import committed_rounds, credits_proof, cumulative_credits
 
 __all__ = ["RunEnding"]

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tenzro_operator.errors import TenzroError
 from tenzro_operator.credits import bitmap_credits
+from tenzro_operator.errors import TenzroError
 from tenzro_operator.root_flow import RootFlowError, credits_proof
 from tenzro_operator.views.run import build
 
