@@ -77,6 +77,17 @@ def _run_with_a_faulty_syncer(net, tmp_path, fault: dict, prepare=None, **task) 
         runner.stop_all()
 
 
+def _forcing(fault: str, *ks: int):
+    """A ``prepare`` for `_run_with_a_faulty_syncer`: trainers ``ks`` deliver on-chain too from
+    round 0 (``force_onchain``) and misbehave as trainer fault ``fault`` says."""
+    def prepare(k, daemon):
+        if k in ks:
+            daemon.config.force_onchain = True
+            daemon.fault = FaultSettings(kind=fault)
+
+    return prepare
+
+
 def _sealed_run(client, tid: bytes, results: dict):
     """The run ``tid``, checked sealed, after every daemon of ``results`` exited with 0."""
     assert set(results.values()) == {0}, results
@@ -381,13 +392,9 @@ def test_a_payload_delivered_both_ways_cannot_get_an_honest_syncer_convicted(tmp
     (its score is not above ``score_min``), so the attacker's credit for it pays nothing."""
     from roles_stack import devnet_stack
 
-    def attacker(k, daemon):
-        if k == 2:
-            daemon.config.force_onchain = True  # delivers on-chain too from round 0
-            daemon.fault = FaultSettings(kind="sign_flip")
-
     with devnet_stack(tmp_path / "net") as net:
-        tid, syncer, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {}, prepare=attacker,
+        tid, syncer, watcher, results, runner = _run_with_a_faulty_syncer(net, tmp_path, {},
+                                                                          prepare=_forcing("sign_flip", 2),
                                                                           score_min=0.0)
         client = net.client()
         run = _sealed_run(client, tid, results)
@@ -418,13 +425,8 @@ def test_sybils_forcing_zero_payloads_into_an_open_run_are_paid_nothing(tmp_path
     and after the claim period the sponsor sweeps back the sybils' share."""
     from roles_stack import SPONSOR, devnet_stack
 
-    def sybils(k, daemon):
-        if k in (1, 2):
-            daemon.config.force_onchain = True
-            daemon.fault = FaultSettings(kind="zeros")
-
     with devnet_stack(tmp_path / "net") as net:
-        tid, syncer, watcher, results, _ = _run_with_a_faulty_syncer(net, tmp_path, {}, prepare=sybils,
+        tid, syncer, watcher, results, _ = _run_with_a_faulty_syncer(net, tmp_path, {}, prepare=_forcing("zeros", 1, 2),
                                                                      score_min=0.0)
         client = net.client()
         run = _sealed_run(client, tid, results)

@@ -242,8 +242,8 @@ def sweep(ctx: Ctx, task_id: str, fmt: str) -> None:
     res = chain.sweep(run_of(chain, task_id).task_id)
     ev = res.event("PoolSwept")
     tx_out(fmt, "pool swept to the sponsor", {"task_id": hex32(ev["taskId"]), "sponsor": ev["sponsor"],
-                                               "amount": str(ev["amount"]), "amount_tokens": format_tokens(ev["amount"]),
-                                               "tx": res.tx_hash})
+                                               "amount": str(ev["amount"]),
+                                               "amount_tokens": format_tokens(ev["amount"]), "tx": res.tx_hash})
 
 
 @click.command("trainer-stats")
