@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["HALF", "bitmap_credits", "credit_halves", "credit_word", "paid_credits"]
+__all__ = ["HALF", "bitmap_credits", "credit_halves", "credit_word", "paid_credits", "word"]
 
 HALF = 128  # bits of each half of a credits word
 
@@ -23,12 +23,17 @@ def bitmap_credits(bitmap: int, sizes: Sequence[int]) -> int:
     return sum(n for f, n in enumerate(sizes) if int(bitmap) >> f & 1)
 
 
+def word(endorsed: int, unendorsed: int) -> int:
+    """The credits word of ``endorsed`` and ``unendorsed`` credits (the inverse of `credit_halves`)."""
+    return int(endorsed) + (int(unendorsed) << HALF)
+
+
 def credit_word(accepted: int, unendorsed: int, sizes: Sequence[int]) -> int:
     """One round's credits word of a trainer, as ``commitRound`` adds it: `bitmap_credits` of its
     accepted bits outside its ``unendorsed`` bitmap in the low 128 bits, of those inside it in the
     high 128 (the registry refuses unendorsed bits outside the accepted ones)."""
     u = int(unendorsed) & int(accepted)
-    return bitmap_credits(int(accepted) & ~u, sizes) + (bitmap_credits(u, sizes) << HALF)
+    return word(bitmap_credits(int(accepted) & ~u, sizes), bitmap_credits(u, sizes))
 
 
 def credit_halves(word: int) -> tuple[int, int]:

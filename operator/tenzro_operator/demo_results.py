@@ -79,9 +79,9 @@ def trainer_rows(chain: ChainClient, task_id: bytes, from_block: int, role_of: d
     rows = []
     for i, addr in enumerate(chain.trainers_of(task_id)):
         st = chain.trainer_stats(task_id, addr)
+        endorsed, unendorsed = credit_halves(credits[i])
         rows.append({"trainer": role_of.get(addr.lower(), addr), "address": addr,
-                     "accepted": accepted[i], "credits": sum(credit_halves(credits[i])),
-                     "unendorsed": credit_halves(credits[i])[1],
+                     "accepted": accepted[i], "credits": endorsed + unendorsed, "unendorsed": unendorsed,
                      "reward_tnzo": claims.get(addr.lower(), 0) / TOKEN,
                      "slashed_tnzo": st.slashed / TOKEN, "withdrawable_tnzo": chain.withdrawable(addr) / TOKEN})
     return rows

@@ -275,9 +275,7 @@ class RoundCommit:
                     if s.offchain:
                         self._reject(s, "LossIncrease", why)
                     else:
-                        s.unendorsed = f"LossIncrease: {why}"
-                        log.warning("round %d: forced trainer=%s fragment=%d accepted, not endorsed: %s", r, s.key, f,
-                                    s.unendorsed)
+                        s.withhold_endorsement(r, f"LossIncrease: {why}")
             accepted[f] = [s for s in subs if s.reason is None]
 
     def previous_credits(self, run) -> list[int]:

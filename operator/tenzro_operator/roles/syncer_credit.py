@@ -95,8 +95,7 @@ class CreditForWork:
                 why = (f"{v.detail or 'passed the round checks'}; moving average of passes {v.average:.3f} "
                        f"(credited above {gate.cfg.credit_above:g})")
                 if not s.offchain:
-                    s.unendorsed = s.unendorsed or f"{reason}: {why}"
-                    log.warning("round %d: forced trainer=%s fragment=%d accepted, not endorsed: %s", r, s.key, f, why)
+                    s.withhold_endorsement(r, f"{reason}: {why}")
                     continue
                 self._reject(s, reason, why, keep_tensors=True)
                 rejected.append(s)

@@ -8,6 +8,7 @@ Data only: it imports none of the roles' modules (every part of the syncer impor
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -16,6 +17,8 @@ import torch
 from tenzro_operator.chain import SignedPayload, SlashReason
 from tenzro_operator.transcript import Submission
 from tenzro_trainer.commitment import ChunkTree
+
+log = logging.getLogger("tenzro.syncer")
 
 _REASON_OF_REJECT = {"names": "Malformed", "shape": "Malformed", "dtype": "Malformed", "non_finite": "NonFinite",
                      "norm": "NormOutlier"}
@@ -54,6 +57,14 @@ class _Sub:
     # why an accepted forced submission is not endorsed ("" endorsed): the check it failed, which
     # leaves an off-chain one out; its credit is paid only up to the trainer's endorsed credit
     unendorsed: str = ""
+
+    def withhold_endorsement(self, r: int, why: str) -> None:
+        """Accept this forced submission of round r without the syncer's endorsement, for ``why``
+        (the first reason found stands); logged."""
+        if not self.unendorsed:
+            self.unendorsed = why
+            log.warning("round %d: forced trainer=%s fragment=%d accepted, not endorsed: %s", r, self.key,
+                        self.fragment, why)
 
     @property
     def owes_report(self) -> bool:

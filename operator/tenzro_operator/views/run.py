@@ -24,7 +24,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from tenzro_operator.credits import credit_halves, credit_word, paid_credits
+from tenzro_operator.credits import credit_halves, credit_word, paid_credits, word
 from tenzro_operator.errors import TenzroError
 
 __all__ = ["RoundRow", "RunReadModel", "TrainerRow", "build", "fold_root_rounds", "fold_root_trainers",
@@ -118,7 +118,7 @@ class TrainerRow:
     @property
     def credit_word(self) -> int:
         """The trainer's leaf value in the credits root (``claim``'s ``credits``)."""
-        return self.credits - self.unendorsed + (self.unendorsed << 128)
+        return word(self.credits - self.unendorsed, self.unendorsed)
 
     @property
     def paid_credits(self) -> int:
