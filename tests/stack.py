@@ -30,6 +30,7 @@ import httpx
 
 from web3 import HTTPProvider, Web3
 
+from tenzro_operator import devnet
 from tenzro_operator.chain import merged_abi
 from tenzro_operator.keys import anvil_account
 
@@ -46,7 +47,7 @@ MIN_SYNCER_FEE_PER_ROUND = 10**15  # atto-units (0.001 TNZO), scripts/deploy.py'
 DEPLOY_GAS = 25_000_000  # per deployment transaction; under anvil's default 30M block gas limit
 INITIAL_SUPPLY = 10**9 * TOKEN  # minted to the deployer (anvil account 0)
 
-ANVIL = REPO / "node_modules/.bin/anvil"
+ANVIL = Path(devnet.anvil_binary())  # the binary, not the node wrapper: its pid is the one signalled
 
 
 def rpc_answers(url: str) -> bool:

@@ -1,8 +1,9 @@
 """The local devnet: anvil (chain state persisted) and the Helia IPFS node.
 
 `up` starts both (or reuses the ones already running), waits until each
-answers and records their pids in `<data_dir>/pids.json`; `down` stops them
-with SIGTERM (anvil then dumps its state to `<data_dir>/anvil/state.json`);
+answers and records their pids in `<data_dir>/pids.json`; `down` writes the
+chain's state to `<data_dir>/anvil/state.json` (`anvil_dumpState`) and stops
+both with SIGTERM (anvil dumps the same state again on its way out);
 `status` reports what answers. The same functions serve `make devnet-up`,
 the demo and the end-to-end tests (which pass their own data dir and free
 ports). `fund_eth` gives accounts beyond anvil's ten funded ones ETH for gas.
@@ -18,11 +19,14 @@ the port is refused with one line naming the port setting to change
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -83,8 +87,13 @@ def _bin(*candidates: Path | str) -> str:
 
 
 def anvil_binary() -> str:
-    """Path of the anvil executable installed from npm (node_modules/.bin/anvil)."""
-    return _bin(REPO_ROOT / "node_modules/.bin/anvil", "anvil")
+    """Path of the anvil executable installed from npm: the platform package's binary
+    (`node_modules/@foundry-rs/anvil-<os>-<arch>/bin/anvil`), not `node_modules/.bin/anvil`, a node
+    wrapper that spawns it: the wrapper's pid is not anvil's, so a signal to it can end the wrapper
+    while anvil lives on or is still writing its state. The wrapper, then a PATH `anvil`, if absent."""
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    native = REPO_ROOT / f"node_modules/@foundry-rs/anvil-{sys.platform}-{arch}/bin/anvil"
+    return _bin(native, REPO_ROOT / "node_modules/.bin/anvil", "anvil")
 
 
 def rpc_call(url: str, method: str, params: list | None = None, timeout_s: float = 2.0):
@@ -188,13 +197,38 @@ def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
                                 cwd=REPO_ROOT, start_new_session=True)
 
 
+def anvil_state_path(cfg: DevnetConfig) -> Path:
+    """`<data_dir>/anvil/state.json`: the chain state anvil loads on start (`--state`)."""
+    return cfg.data_dir / "anvil" / "state.json"
+
+
+def save_anvil_state(cfg: DevnetConfig, timeout_s: float = 30.0) -> bool:
+    """Write the running chain's state to `anvil_state_path(cfg)`, whole or not at all.
+
+    `anvil_dumpState` answers with the gzip-compressed JSON that `--state` loads (checked with
+    anvil 1.7); it is written to a temporary file and renamed over the old state. SIGTERM alone
+    once left no state file under CI load. Returns False (the old file untouched) when the chain
+    does not answer or the dump fails.
+    """
+    try:
+        blob = bytes.fromhex(rpc_call(cfg.rpc_url, "anvil_dumpState", timeout_s=timeout_s).removeprefix("0x"))
+        data = gzip.decompress(blob)
+    except (httpx.HTTPError, DevnetError, ValueError, OSError, AttributeError):
+        return False
+    state = anvil_state_path(cfg)
+    tmp = state.with_suffix(".json.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, state)
+    return True
+
+
 def start_anvil(cfg: DevnetConfig) -> subprocess.Popen:
     """Start anvil on `cfg.rpc_port`, state persisted in `<data_dir>/anvil/state.json`.
 
     Raises `DevnetError` if the port is taken by something that is not our chain
     or anvil fails to answer within `STARTUP_TIMEOUT_S` seconds.
     """
-    state = cfg.data_dir / "anvil" / "state.json"
+    state = anvil_state_path(cfg)
     state.parent.mkdir(parents=True, exist_ok=True)
     argv = [anvil_binary(), "--host", "127.0.0.1", "--port", str(cfg.rpc_port), "--chain-id", str(cfg.chain_id),
             "--state", str(state), "--state-interval", "5", "--silent"]
@@ -347,9 +381,12 @@ def _stop_pid(pid: int, timeout_s: float = 15.0) -> None:
 
 
 def down(cfg: DevnetConfig | None = None) -> list[str]:
-    """Stop the services recorded in pids.json with SIGTERM (SIGKILL after 15 s); returns what was stopped."""
+    """Stop the services recorded in pids.json with SIGTERM (SIGKILL after 15 s), the chain's state
+    saved first (`save_anvil_state`) when the chain is ours; returns what was stopped."""
     cfg = cfg or DevnetConfig()
     pids = _read_pids(cfg)
+    if chain_is_ours(cfg, pids):
+        save_anvil_state(cfg)
     stopped = []
     for name in ("ipfs", "anvil"):
         pid = pids.get(name)
