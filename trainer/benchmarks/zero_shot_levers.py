@@ -15,8 +15,16 @@ zero_shot.md). The variants patch the model's loss and normalization in this pro
   first patch with an observed point; tokens before it are left out of the loss.
 - ``mad``: scale by the context's mean absolute first difference (floored at 5 % of its std), so a
   smooth series' step-to-step moves are not lost under the spread of its level.
+- ``naive``: the quantile loss in units of the context's mean absolute step (the scale MASE divides
+  by) instead of its std: each window's loss weighted by std / mean |first difference|, capped at
+  10 (a smooth trend's step is a hundredth of its spread, so a wobble the std-scaled loss
+  hardly sees is the whole of its MASE); ``naivesqrt``: the square root of that weight.
+- ``trunc``: half the training windows have their context cut (NaN, as the padding of a short
+  series) to an observed length drawn log-uniformly from 8 to 512 points, so short contexts are
+  trained from every frequency, not only from the series that are short.
 - ``cos``: the inner AdamW lr on a cosine from 1e-3 to 1e-4 over the rounds.
 - ``TSV=2`` (environment): the mixture with TrendSeason version 2 (``tenzro_trainer.data.synthetic``).
+- ``PATCH=16`` (environment, to ``train`` and ``score``): input and output patches of 16 steps.
 - tail averaging (a comma-joined list to ``score``): the mean of the global weights of several
   rounds, scored as one model; a forecast ensemble (a +-joined list): the mean of the quantile
   forecasts of several models.
@@ -45,7 +53,7 @@ import zero_shot as zs
 from tenzro_trainer.models.common import PatchForecaster, context_stats, quantile_loss
 
 KEPT = Path(os.environ.get("LEVERS_DIR", zs.CACHE / "levers"))
-VARIANTS = ("base", "last", "first", "mad", "cos")
+VARIANTS = ("base", "last", "first", "mad", "cos", "naive", "naivesqrt", "trunc")
 
 
 def _first_patch_stats(ctx: torch.Tensor, p: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -66,6 +74,15 @@ def _diff_stats(ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mu, torch.maximum(mad, torch.maximum(0.05 * std, torch.full_like(std, 0.01)))
 
 
+def _naive_weight(ctx: torch.Tensor, sigma: torch.Tensor, cap: float = 10.0) -> torch.Tensor:
+    """sigma / mean |first difference| of each context (B, 1), in [1 / cap, cap]; 1 where fewer than two
+    consecutive points are observed."""
+    d = (ctx[:, 1:] - ctx[:, :-1]).abs()
+    mad = torch.nanmean(d, dim=1, keepdim=True)
+    w = (sigma / mad.clamp_min(1e-12)).clamp(1.0 / cap, cap)
+    return torch.where(torch.isnan(mad), torch.ones_like(w), w)
+
+
 def patch_model(variant: str) -> None:
     """Replace ``PatchForecaster.loss`` and ``forecast_quantiles`` (quantile heads) by the variant's."""
 
@@ -77,11 +94,24 @@ def patch_model(variant: str) -> None:
 
     def loss(self, window):
         L = self.context_len
+        if variant == "trunc":
+            cut = torch.rand(len(window)) < 0.5
+            keep = torch.exp(torch.empty(len(window)).uniform_(math.log(8), math.log(L))).long()
+            drop = (torch.arange(L)[None, :] < (L - keep)[:, None]) & cut[:, None]
+            window = torch.cat([window[:, :L].masked_fill(drop, float("nan")), window[:, L:]], dim=1)
         mu, sigma, first = stats(window[:, :L], self.patch_len)
         z = (window - mu) / sigma
         pred, target = self(z[:, :L]), self.training_targets(z).float()
         if variant == "last":
             pred, target = pred[:, -1:], target[:, -1:]
+        if variant in ("naive", "naivesqrt"):
+            w = _naive_weight(window[:, :L], sigma)
+            w = (w.sqrt() if variant == "naivesqrt" else w)[:, :, None]  # (B, 1, 1) over (B, n_outputs, h)
+            obs = ~torch.isnan(target)
+            q = torch.tensor(self.cfg.quantiles, device=pred.device).view(-1, 1)
+            d = torch.where(obs, target, torch.zeros_like(target)).unsqueeze(-2) - pred.float()
+            per = torch.maximum(q * d, (q - 1) * d).mean(dim=-2)  # (B, n_outputs, h)
+            return (per * obs * w).sum() / (obs * w).sum().clamp_min(1e-12)
         if first is not None:
             n = L // self.patch_len
             keep = torch.arange(n - self.n_outputs, n)[None, :] >= first[:, None]
@@ -115,13 +145,16 @@ def cosine_inner_lr(rounds: int, floor: float = 0.1) -> None:
 
 
 def model_config(width: int | None):
-    """``cpu-ref``, or ``cpu-ref`` widened to ``width`` (d_model; d_ff twice it, 4 heads)."""
+    """``cpu-ref``, widened to ``width`` (d_model; d_ff twice it, 4 heads) and / or with input and
+    output patches of ``PATCH`` steps (environment; cpu-ref's 32 when unset)."""
     from dataclasses import replace
 
     from tenzro_trainer.config import ModelConfig
 
     cfg = ModelConfig.preset("cpu-ref", "timesfm")
-    return cfg if width is None else replace(cfg, d_model=width, d_ff=2 * width)
+    cfg = cfg if width is None else replace(cfg, d_model=width, d_ff=2 * width)
+    patch = int(os.environ.get("PATCH", "0"))
+    return cfg if not patch else replace(cfg, patch_len=patch)
 
 
 def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | None = None) -> None:
@@ -136,7 +169,9 @@ def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | Non
     df = zs.cached_mixture(MixtureConfig(trendseason_version=tsv))
     h = dataset_hash(df)
     print(f"mixture (TrendSeason version {tsv}): hash {h}", flush=True)
-    tag = f"{variant}{'-tsv2' if tsv == 2 else ''}{f'-w{width}' if width else ''}-s{seed}"
+    patch = int(os.environ.get("PATCH", "0"))
+    tag = (f"{variant}{'-tsv2' if tsv == 2 else ''}{f'-w{width}' if width else ''}{f'-p{patch}' if patch else ''}"
+           f"-s{seed}")
     KEPT.mkdir(parents=True, exist_ok=True)
     evaluate, seen = sim._Eval.__call__, [0]
 
