@@ -25,6 +25,7 @@ zero_shot.md). The variants patch the model's loss and normalization in this pro
 - ``cos``: the inner AdamW lr on a cosine from 1e-3 to 1e-4 over the rounds.
 - ``TSV=2`` (environment): the mixture with TrendSeason version 2 (``tenzro_trainer.data.synthetic``).
 - ``PATCH=16`` (environment, to ``train`` and ``score``): input and output patches of 16 steps.
+- ``MIX=REAL,TSMIXUP,KERNELSYNTH,TRENDSEASON`` (environment, to ``train``): the mixture's shares.
 - tail averaging (a comma-joined list to ``score``): the mean of the global weights of several
   rounds, scored as one model; a forecast ensemble (a +-joined list): the mean of the quantile
   forecasts of several models.
@@ -166,12 +167,15 @@ def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | Non
     if variant == "cos":
         cosine_inner_lr(rounds)
     tsv = int(os.environ.get("TSV", "1"))
-    df = zs.cached_mixture(MixtureConfig(trendseason_version=tsv))
+    mix = os.environ.get("MIX")
+    shares = dict(zip(("weight_real", "weight_tsmixup", "weight_kernelsynth", "weight_trendseason"),
+                      map(float, mix.split(",")))) if mix else {}
+    df = zs.cached_mixture(MixtureConfig(trendseason_version=tsv, **shares))
     h = dataset_hash(df)
     print(f"mixture (TrendSeason version {tsv}): hash {h}", flush=True)
     patch = int(os.environ.get("PATCH", "0"))
     tag = (f"{variant}{'-tsv2' if tsv == 2 else ''}{f'-w{width}' if width else ''}{f'-p{patch}' if patch else ''}"
-           f"-s{seed}")
+           f"{'-mix' + mix.replace(',', '_') if mix else ''}-s{seed}")
     KEPT.mkdir(parents=True, exist_ok=True)
     evaluate, seen = sim._Eval.__call__, [0]
 
