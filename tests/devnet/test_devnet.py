@@ -73,7 +73,7 @@ def test_chain_state_survives_restart(devnet_cfg):
 def test_state_saved_through_rpc_survives_a_kill(devnet_cfg):
     """`save_anvil_state` alone (no SIGTERM dump: the chain is killed) keeps a block mined after
     anvil's last periodic dump; a restart loads it."""
-    devnet.up(devnet_cfg)
+    pids = devnet.up(devnet_cfg)
     url = devnet_cfg.rpc_url
     devnet.rpc_call(url, "anvil_setBalance", [BURN, hex(777)])
     devnet.rpc_call(url, "evm_mine")
@@ -81,7 +81,7 @@ def test_state_saved_through_rpc_survives_a_kill(devnet_cfg):
     assert devnet.save_anvil_state(devnet_cfg)
     # written now, not by anvil's 5-s periodic dump: it holds the block just mined
     assert int(json.loads(devnet.anvil_state_path(devnet_cfg).read_text())["block"]["number"], 16) == block
-    os.kill(json.loads((devnet_cfg.data_dir / "pids.json").read_text())["anvil"], signal.SIGKILL)
+    os.kill(pids["anvil"], signal.SIGKILL)
     devnet.down(devnet_cfg)
     devnet.up(devnet_cfg)
     assert _balance(url, BURN) == 777

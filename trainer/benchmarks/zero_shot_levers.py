@@ -54,6 +54,7 @@ import zero_shot as zs
 from tenzro_trainer.models.common import PatchForecaster, context_stats, quantile_loss
 
 KEPT = Path(os.environ.get("LEVERS_DIR", zs.CACHE / "levers"))
+PATCH = int(os.environ.get("PATCH", "0"))  # input and output patch length; 0: cpu-ref's
 VARIANTS = ("base", "last", "first", "mad", "cos", "naive", "naivesqrt", "trunc")
 
 
@@ -108,11 +109,12 @@ def patch_model(variant: str) -> None:
         if variant in ("naive", "naivesqrt"):
             w = _naive_weight(window[:, :L], sigma)
             w = (w.sqrt() if variant == "naivesqrt" else w)[:, :, None]  # (B, 1, 1) over (B, n_outputs, h)
-            obs = ~torch.isnan(target)
-            q = torch.tensor(self.cfg.quantiles, device=pred.device).view(-1, 1)
-            d = torch.where(obs, target, torch.zeros_like(target)).unsqueeze(-2) - pred.float()
-            per = torch.maximum(q * d, (q - 1) * d).mean(dim=-2)  # (B, n_outputs, h)
-            return (per * obs * w).sum() / (obs * w).sum().clamp_min(1e-12)
+            obs = (~torch.isnan(target)).float()
+            # the pinball loss scales with its argument: quantile_loss of w-scaled pred and target is the
+            # w-weighted sum over the observed count; renormalized, the w-weighted mean
+            levels = torch.tensor(self.cfg.quantiles, device=pred.device)
+            scaled = quantile_loss(pred.float() * w[..., None], target * w, levels)
+            return scaled * obs.sum() / (obs * w).sum().clamp_min(1e-12)
         if first is not None:
             n = L // self.patch_len
             keep = torch.arange(n - self.n_outputs, n)[None, :] >= first[:, None]
@@ -154,8 +156,7 @@ def model_config(width: int | None):
 
     cfg = ModelConfig.preset("cpu-ref", "timesfm")
     cfg = cfg if width is None else replace(cfg, d_model=width, d_ff=2 * width)
-    patch = int(os.environ.get("PATCH", "0"))
-    return cfg if not patch else replace(cfg, patch_len=patch)
+    return cfg if not PATCH else replace(cfg, patch_len=PATCH)
 
 
 def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | None = None) -> None:
@@ -173,8 +174,7 @@ def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | Non
     df = zs.cached_mixture(MixtureConfig(trendseason_version=tsv, **shares))
     h = dataset_hash(df)
     print(f"mixture (TrendSeason version {tsv}): hash {h}", flush=True)
-    patch = int(os.environ.get("PATCH", "0"))
-    tag = (f"{variant}{'-tsv2' if tsv == 2 else ''}{f'-w{width}' if width else ''}{f'-p{patch}' if patch else ''}"
+    tag = (f"{variant}{'-tsv2' if tsv == 2 else ''}{f'-w{width}' if width else ''}{f'-p{PATCH}' if PATCH else ''}"
            f"{'-mix' + mix.replace(',', '_') if mix else ''}-s{seed}")
     KEPT.mkdir(parents=True, exist_ok=True)
     evaluate, seen = sim._Eval.__call__, [0]
