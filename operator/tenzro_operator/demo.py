@@ -59,7 +59,7 @@ from rich.table import Table
 from tenzro_operator import devnet, escrow, replay
 from tenzro_operator.chain import ChainClient, RunStatus
 from tenzro_operator.demo_results import accounting, round_weights, trainer_rows, unclaimed_credits
-from tenzro_operator.errors import TenzroError
+from tenzro_operator.errors import RpcUnavailable, TenzroError
 from tenzro_operator.ipfs import IpfsClient
 from tenzro_operator.keys import anvil_account, create_devnet_keystores
 from tenzro_operator.roles.sponsor import (
@@ -311,13 +311,33 @@ def wait_sealed(chain: ChainClient, task_id: bytes, procs: list[Proc], s: DemoSe
     """Poll the run until Sealed; fail early with the log tail of a daemon that died.
 
     `on_round(round, procs)` is called once when each round opens (tests use it to kill a
-    daemon mid-run; a process stopped that way is no longer watched). Returns seconds.
+    daemon mid-run; a process stopped that way is no longer watched). An RPC that stops answering
+    (`RpcUnavailable` after the client's retries) is waited out like the daemons wait it out, up to
+    ``s.timeout_s`` in all, with a line when it goes and when it comes back. Returns seconds.
+
+    Raises:
+        DemoError: a daemon died, or the run was not sealed within ``s.timeout_s`` seconds (the
+            RPC's last error named when it was not answering).
     """
     t0 = time.monotonic()
     last = None
+    down: RpcUnavailable | None = None
     with console.status("waiting for the run to start") as status:
         while True:
-            run = chain.get_run(task_id)
+            try:
+                run = chain.get_run(task_id)
+            except RpcUnavailable as exc:
+                if down is None:
+                    console.print(f"{time.monotonic() - t0:5.0f} s  the RPC is not answering ({exc}); still waiting")
+                down = exc
+                check_alive(procs)
+                if time.monotonic() - t0 > s.timeout_s:
+                    raise DemoError(f"the run was not sealed within {s.timeout_s:.0f} s: {exc}") from None
+                time.sleep(1.0)
+                continue
+            if down is not None:
+                console.print(f"{time.monotonic() - t0:5.0f} s  the RPC answers again")
+                down = None
             if run.status == RunStatus.SEALED:
                 return time.monotonic() - t0
             shown = (run.status, run.current_round)

@@ -74,3 +74,36 @@ def test_waiting_for_the_seal_prints_a_line_per_round(capsys, monkeypatch):
     assert lines == ["run ENROLLING: round 1/3, 1/3 trainers enrolled", "run TRAINING: round 1/3, 3/3 trainers enrolled",
                      "run TRAINING: round 2/3, 3/3 trainers enrolled", "run TRAINING: round 3/3, 3/3 trainers enrolled",
                      "run COMPLETED: round 3/3, 3/3 trainers enrolled"]
+
+
+def test_waiting_for_the_seal_waits_out_an_rpc_that_stops_answering(capsys, monkeypatch):
+    """The CI of stop 52: the harness gave up on the whole run after one getRun found anvil silent
+    for ~55 s (5 retries), while the daemons, which wait an outage out, went on. The stand-in chain
+    here fails twice, then answers; a chain that never answers fails with the RPC's error once the
+    demo's timeout has passed."""
+    from types import SimpleNamespace
+
+    from tenzro_operator import demo
+    from tenzro_operator.chain import RunStatus
+    from tenzro_operator.errors import RpcUnavailable
+
+    calls = iter([RpcUnavailable("http://10.77.0.1:8545", 5, "ReadTimeout"), RpcUnavailable("http://10.77.0.1:8545"),
+                  SimpleNamespace(status=RunStatus.SEALED, current_round=1, max_rounds=1, enrolled_count=1,
+                                  trainer_count=1)])
+
+    def get_run(tid):
+        got = next(calls)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    monkeypatch.setattr(demo.time, "sleep", lambda s: None)
+    demo.wait_sealed(SimpleNamespace(get_run=get_run), b"\0" * 32, [], DemoSettings())
+    out = capsys.readouterr().out
+    assert out.count("the RPC is not answering") == 1 and "ReadTimeout" in out and "the RPC answers again" in out
+
+    def never(tid):
+        raise RpcUnavailable("http://10.77.0.1:8545", 5, "ReadTimeout")
+
+    with pytest.raises(DemoError, match="not sealed within 0 s.*ReadTimeout"):
+        demo.wait_sealed(SimpleNamespace(get_run=never), b"\0" * 32, [], DemoSettings(timeout_s=0))

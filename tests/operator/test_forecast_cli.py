@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tenzro_operator.cli.main import cli
 from tenzro_trainer.config import QUANTILE_LEVELS, ModelConfig
-from tenzro_trainer.forecast import forecast_histories
+from tenzro_trainer.forecast import forecast_ensemble, forecast_histories
 from tenzro_trainer.model_dir import load_model_dir, save_model_dir
 from tenzro_trainer.models import build_model
 
@@ -67,6 +67,31 @@ def test_forecast_with_a_model_dir(model_dir, history, tmp_path):
     assert f"wrote 60 rows (2 series x 30 steps) to {out}" in res.output and f"wrote the plot to {png}" in res.output
 
 
+def test_several_models_forecast_as_an_ensemble_the_mean_of_their_quantiles(model_dir, history, tmp_path):
+    """Two `--model`s (say the sealed models of two runs that differ in their seed): each level is
+    the members' mean of what each says alone, and the band stays ordered; one member is the model."""
+    cfg = load_model_dir(model_dir)[1]["model"]
+    torch.manual_seed(1)
+    other = save_model_dir(tmp_path / "other", build_model(ModelConfig(**cfg)).state_dict(), ModelConfig(**cfg),
+                           {"task_id": "0xother"})
+    path, df = history
+    cols = ["q-0.1", "q-0.5", "q-0.9"]
+    outs = {}
+    for name, dirs in (("a", [model_dir]), ("b", [other]), ("ab", [model_dir, other])):
+        out = tmp_path / f"{name}.csv"
+        res = run("forecast", *[a for d in dirs for a in ("--model", str(d))], "--input", str(path), "--h", "20",
+                  "--output", str(out))
+        assert res.exit_code == 0, res.output
+        assert ("an ensemble of 2 models" in res.output) == (name == "ab")
+        outs[name] = pd.read_csv(out)[cols].to_numpy()
+    assert not np.allclose(outs["a"], outs["b"])  # two different members
+    np.testing.assert_allclose(outs["ab"], (outs["a"] + outs["b"]) / 2, rtol=1e-6)
+    assert (np.diff(outs["ab"], axis=1) >= 0).all()
+    members = [load_model_dir(d)[0] for d in (model_dir, other)]
+    y = [df[df.unique_id == "monthly"]["y"].to_numpy()]
+    np.testing.assert_allclose(forecast_ensemble(members[:1], y, 20), forecast_histories(members[0], y, 20))
+
+
 def test_a_point_head_model_writes_no_quantile_columns_and_says_so(history, tmp_path):
     """A point head has one forecast: q-0.1 / q-0.9 would equal the median (a band of zero width)."""
     cfg = ModelConfig(family="timesfm", context_len=64, horizon=16, patch_len=16, d_model=32, n_layers=2,
@@ -99,7 +124,7 @@ def test_forecast_errors_are_one_line(model_dir, history, tmp_path):
     res = run("forecast", "--model", str(tmp_path), "--input", str(path), "--h", "4")
     assert res.exit_code == 1 and "is not a model directory" in res.output
     res = run("forecast", "--input", str(path), "--h", "4")
-    assert res.exit_code != 0 and "exactly one of --task-id and --model" in res.output
+    assert res.exit_code != 0 and "pass --task-id or --model" in res.output
 
     tampered = tmp_path / "tampered"
     tampered.mkdir()

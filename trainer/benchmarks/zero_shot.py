@@ -235,6 +235,9 @@ def main() -> None:
     ap.add_argument("--train-only", action="store_true",
                     help="train and save the final weights of each seed (to run seeds in parallel), no report")
     ap.add_argument("--weights", help="name of the saved weights under /tmp/tenzro-zero-shot-cache (default: --out)")
+    ap.add_argument("--ensemble", type=int, default=1, metavar="K",
+                    help="score the seeds K at a time as forecast ensembles (the mean of the members' quantiles, "
+                         "`tenzro forecast` with K --task-id): seeds 0 1 2 3 with K=2 are ensembles 0+1 and 2+3")
     ap.add_argument("--reuse", action="store_true",
                     help="load each seed's final weights saved by an earlier run with the same settings")
     args = ap.parse_args()
@@ -261,6 +264,8 @@ def main() -> None:
     runs = []
     recipe = {k: getattr(args, k) for k in ("family", "preset", "workers", "rounds", "H", "batch", "lr", "device", "dtype",
                                         "mix_weights")}
+    if args.ensemble < 1 or len(args.seeds) % args.ensemble:
+        raise SystemExit(f"--ensemble {args.ensemble} must divide the {len(args.seeds)} seeds into whole ensembles")
     for seed in args.seeds:
         saved = CACHE / f"{args.weights or args.out}-seed{seed}"
         if args.reuse:
@@ -269,8 +274,9 @@ def main() -> None:
                 raise SystemExit(f"{saved}.json was trained with {meta['recipe']}, not {recipe}")
             model = build_model(model_cfg)
             model.load_state_dict(torch.load(saved.with_suffix(".pt")))
-            scores = evaluate_forecaster(tasks, model_forecaster(model), f"seed {seed}")
-            runs.append({"seed": seed, "scores": scores, **{k: meta[k] for k in ("train_s", "num_params", "rounds")}})
+            scores = evaluate_forecaster(tasks, model_forecaster(model), f"seed {seed}") if args.ensemble == 1 else None
+            runs.append({"seed": seed, "scores": scores, "model": model,
+                         **{k: meta[k] for k in ("train_s", "num_params", "rounds")}})
             continue
         cfg = SimConfig(model=model_cfg, inner=InnerConfig(steps=args.H, lr=args.lr, batch_size=args.batch, seed=seed,
                                                                  device=args.device, dtype=args.dtype),
@@ -288,11 +294,18 @@ def main() -> None:
         torch.save(sim.state, saved.with_suffix(".pt"))
         saved.with_suffix(".json").write_text(json.dumps({"recipe": recipe, "train_s": train_s, "num_params": sim.num_params,
                                                           "rounds": sim.rounds, "dataset_hash": ds_hash}, default=float))
-        runs.append({"seed": seed, "train_s": train_s, "num_params": sim.num_params, "scores": scores,
+        runs.append({"seed": seed, "train_s": train_s, "num_params": sim.num_params, "scores": scores, "model": model,
                      "rounds": sim.rounds})
 
     if args.train_only:
         return
+    if args.ensemble > 1:  # members trained side by side (one thread each): an ensemble's time is its slowest member's
+        groups = [runs[i:i + args.ensemble] for i in range(0, len(runs), args.ensemble)]
+        runs = [{"seed": "+".join(str(r["seed"]) for r in g), "train_s": max(r["train_s"] for r in g),
+                 "num_params": g[0]["num_params"], "rounds": {f"seed{r['seed']}": r["rounds"] for r in g},
+                 "scores": evaluate_forecaster(tasks, model_forecaster(*(r["model"] for r in g)),
+                                               "ensemble " + "+".join(str(r["seed"]) for r in g))} for g in groups]
+    name = (lambda r: f"seed {r['seed']}") if args.ensemble == 1 else (lambda r: f"ensemble {r['seed']}")
     baselines = cached_baselines(tasks, args.max_windows)
     for r in runs:
         r["relative"] = relative_summary(r["scores"], baselines["SeasonalNaive"])
@@ -313,8 +326,11 @@ def main() -> None:
         f"Model: {args.family} `{args.preset}` ({runs[0]['num_params']} parameters: context {model_cfg.context_len}, "
         f"head horizon {model_cfg.horizon}, quantiles {list(model_cfg.quantiles)}), trained with DiLoCo in the "
         f"simulator: M={args.workers}, H={args.H}, {args.rounds} rounds, batch {args.batch}, inner AdamW lr {args.lr}, "
-        f"outer Nesterov lr 0.7 / momentum 0.9, seeds {args.seeds}; training time per seed "
-        f"{train_minutes} min on {m['torch_threads']} threads.",
+        f"outer Nesterov lr 0.7 / momentum 0.9, seeds {args.seeds}; " + (
+            f"training time per seed {train_minutes} min on {m['torch_threads']} threads." if args.ensemble == 1 else
+            f"scored as forecast ensembles of {args.ensemble} runs ({', '.join(name(r) for r in runs)}): the mean of "
+            "the members' quantile forecasts, as `tenzro forecast` with one --task-id per member gives; training "
+            f"time per ensemble (its members side by side, one thread each) {train_minutes} min."),
         "",
         f"Training data: the mixture of `tenzro_trainer.data.mixture` ({df['unique_id'].nunique()} series, "
         f"{len(df)} points; shares {', '.join(f'{k} {v:.2f}' for k, v in mixture_shares(df).items())}; "
@@ -337,23 +353,23 @@ def main() -> None:
     ]
     for r in runs:
         wins = sum(r["scores"].per_series[u]["mase"] < snaive.per_series[u]["mase"] for u in uids)
-        lines.append(f"| model, seed {r['seed']} | {r['relative']['mase']:.3f} | {r['relative']['wql']:.3f} | {wins}/{len(uids)} |")
-    lines.append(f"| **model, mean over seeds** | **{np.mean(rel_mase):.3f}** (spread {np.ptp(rel_mase):.3f}) | "
+        lines.append(f"| model, {name(r)} | {r['relative']['mase']:.3f} | {r['relative']['wql']:.3f} | {wins}/{len(uids)} |")
+    lines.append(f"| **model, mean over {'seeds' if args.ensemble == 1 else 'ensembles'}** | **{np.mean(rel_mase):.3f}** (spread {np.ptp(rel_mase):.3f}) | "
                  f"**{np.mean(rel_wql):.3f}** | |")
     for n in BASELINES:
         wins = sum(baselines[n].per_series[u]["mase"] < snaive.per_series[u]["mase"] for u in uids)
         lines.append(f"| {n} | {base_rel[n]['mase']:.3f} | {base_rel[n]['wql']:.3f} | {wins}/{len(uids)} |")
     lines += ["", "## Relative MASE per domain (geometric mean over the domain's series)", "",
-              "| domain | series | " + " | ".join([f"seed {r['seed']}" for r in runs] + list(BASELINES[1:])) + " |",
+              "| domain | series | " + " | ".join([name(r) for r in runs] + list(BASELINES[1:])) + " |",
               "| --- | --- | " + " | ".join("---" for _ in range(len(runs) + len(BASELINES) - 1)) + " |"]
     for d, us in sorted(domains.items()):
         cells = [f"{relative_summary(r['scores'], snaive, us)['mase']:.3f}" for r in runs]
         cells += [f"{relative_summary(baselines[n], snaive, us)['mase']:.3f}" for n in BASELINES[1:]]
         lines.append(f"| {d} | {len(us)} | " + " | ".join(cells) + " |")
     lines += ["", "## Per frequency and history length", "",
-              *group_lines(tasks, {**{f"seed {r['seed']}": r["scores"] for r in runs}, **baselines}, snaive)]
+              *group_lines(tasks, {**{name(r): r["scores"] for r in runs}, **baselines}, snaive)]
     lines += ["", "## MASE per series (absolute; per-series WQL in the JSON)", "",
-              "| series | domain | windows | " + " | ".join([f"seed {r['seed']}" for r in runs] + list(BASELINES)) + " |",
+              "| series | domain | windows | " + " | ".join([name(r) for r in runs] + list(BASELINES)) + " |",
               "| --- | --- | --- | " + " | ".join("---" for _ in range(len(runs) + len(BASELINES))) + " |"]
     for t in tasks:
         vals = [r["scores"].per_series[t.unique_id]["mase"] for r in runs] + \

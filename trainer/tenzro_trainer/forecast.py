@@ -102,13 +102,37 @@ def forecast_histories(model: PatchForecaster, histories: Sequence[np.ndarray], 
     return np.concatenate(out)
 
 
-def model_forecaster(model: PatchForecaster):
-    """``model`` as a :data:`tenzro_trainer.zeroshot.Forecaster` (the season is not used)."""
+def forecast_ensemble(models: Sequence[PatchForecaster], histories: Sequence[np.ndarray], h: int,
+                      quantiles: Sequence[float] | None = None) -> np.ndarray:
+    """The members' quantile forecasts averaged level by level (quantile averaging, "Vincentization":
+    Lichtendahl, Grushka-Cockayne and Winkler, "Is it better to average probabilities or quantiles?",
+    Management Science 59(7), 2013); one member is `forecast_histories` itself.
+
+    Args:
+        models: the members (for instance the sealed models of runs that differ only in their seed);
+            any architectures, each answering the same ``quantiles``.
+        histories, h: as `forecast_histories`.
+        quantiles: levels to return (default: the first member's levels, or ``(0.5,)``).
+    Returns:
+        (n, len(quantiles), h) float64, non-decreasing along the quantile axis (a mean of
+        non-decreasing rows).
+    Raises:
+        DataError: no member, or what `forecast_histories` raises.
+    """
+    if not models:
+        raise DataError("an ensemble needs at least one member")
+    wanted = tuple(quantiles) if quantiles is not None else (models[0].quantile_levels or (0.5,))
+    return np.mean([forecast_histories(m, histories, h, wanted) for m in models], axis=0)
+
+
+def model_forecaster(*models: PatchForecaster):
+    """``models`` (one, or the members of an ensemble: `forecast_ensemble`) as a
+    :data:`tenzro_trainer.zeroshot.Forecaster` (the season is not used)."""
 
     def fn(histories, h, season, quantiles):
-        return forecast_histories(model, histories, h, quantiles)
+        return forecast_ensemble(models, histories, h, quantiles)
 
     return fn
 
 
-__all__ = ["MIN_HISTORY", "forecast_histories", "interpolate_quantiles", "model_forecaster"]
+__all__ = ["MIN_HISTORY", "forecast_ensemble", "forecast_histories", "interpolate_quantiles", "model_forecaster"]

@@ -6,9 +6,11 @@
   the last round, ``receipt.weights_root``), written as ``DIR/model.safetensors`` +
   ``DIR/config.json`` (:mod:`tenzro_trainer.model_dir`); with ``--average-last`` the average of the
   last K rounds' weights (S rounds apart), each checked against its round's committed weights root.
-- ``tenzro forecast (--task-id ID | --model DIR) --input data.csv --h N [--quantiles 0.1,0.5,0.9]
+- ``tenzro forecast (--task-id ID | --model DIR)... --input data.csv --h N [--quantiles 0.1,0.5,0.9]
   [--plot out.png] [--output out.csv]``: reads Nixtla long format (``unique_id, ds, y``), writes
-  ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the median), to stdout or ``--output``.
+  ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the median), to stdout or ``--output``. Several
+  ``--task-id`` / ``--model`` make an ensemble: the mean of the members' quantiles, level by level
+  (`tenzro_trainer.forecast.forecast_ensemble`), e.g. the sealed models of runs that differ in their seed.
 
 Errors are one line each (``Error: ...``, exit 1): run not sealed, final weights that do not match
 the receipt, a series with too short a history, time stamps whose frequency cannot be inferred.
@@ -17,6 +19,7 @@ Usage::
 
     tenzro train export-model --task-id 0x… --out model/
     tenzro forecast --model model/ --input history.csv --h 24 --quantiles 0.1,0.5,0.9 --plot fc.png
+    tenzro forecast --task-id 0x…a --task-id 0x…b --input history.csv --h 24    # a 2-member ensemble
 """
 
 from __future__ import annotations
@@ -132,14 +135,15 @@ def _future_stamps(ds: pd.Series, h: int, uid: str, freq: str | None) -> pd.Inde
 
 
 def forecast_frame(model, df: pd.DataFrame, h: int, quantiles: tuple[float, ...], freq: str | None = None) -> pd.DataFrame:
-    """Forecasts of every series of a long-format frame.
+    """Forecasts of every series of a long-format frame by ``model``, or by the ensemble of a list
+    of models (the mean of their quantiles, `tenzro_trainer.forecast.forecast_ensemble`).
 
     Returns:
         ``unique_id, ds, yhat, q-<level>...``: ``h`` rows per series, ``yhat`` the median.
     Raises:
         ForecastError: a series shorter than ``MIN_POINTS`` observed points, or unplaceable time stamps.
     """
-    from tenzro_trainer.forecast import forecast_histories
+    from tenzro_trainer.forecast import forecast_ensemble
 
     levels = tuple(sorted(set(quantiles) | {0.5}))
     uids, hist, stamps = [], [], []
@@ -151,7 +155,7 @@ def forecast_frame(model, df: pd.DataFrame, h: int, quantiles: tuple[float, ...]
         uids.append(uid)
         hist.append(y)
         stamps.append(_future_stamps(g["ds"].reset_index(drop=True), h, uid, freq))
-    fc = forecast_histories(model, hist, h, levels)  # (n, len(levels), h)
+    fc = forecast_ensemble(model if isinstance(model, (list, tuple)) else [model], hist, h, levels)  # (n, levels, h)
     rows = []
     for i, uid in enumerate(uids):
         part = {"unique_id": uid, "ds": stamps[i], "yhat": fc[i, levels.index(0.5)]}
@@ -235,9 +239,10 @@ def register(cli: click.Group, train: click.Group) -> None:
                        f"{what} (final model hash {meta['provenance']['final_model_hash']})")
 
     @cli.command("forecast")
-    @click.option("--task-id", default=None, help="a sealed run: export its final model, then forecast")
-    @click.option("--model", "model_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
-                  help="a directory written by `tenzro train export-model`")
+    @click.option("--task-id", "task_ids", multiple=True,
+                  help="a sealed run: export its final model, then forecast (repeat: an ensemble)")
+    @click.option("--model", "model_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+                  help="a directory written by `tenzro train export-model` (repeat: an ensemble)")
     @click.option("--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
                   help="history in Nixtla long format (unique_id, ds, y), CSV or Parquet")
     @click.option("--h", "h", required=True, type=click.IntRange(min=1), help="forecast horizon in steps")
@@ -247,29 +252,33 @@ def register(cli: click.Group, train: click.Group) -> None:
                   help="CSV to write (default: stdout)")
     @click.option("--plot", default=None, type=click.Path(dir_okay=False, path_type=Path), help="PNG of the forecasts")
     @common_options
-    def forecast_cmd(ctx: Ctx, task_id: str | None, model_dir: Path | None, input_path: Path, h: int, quantiles: str,
-                     freq: str | None, output: Path | None, plot: Path | None) -> None:
-        """Forecast every series of a long-format file with a sealed run's model."""
+    def forecast_cmd(ctx: Ctx, task_ids: tuple[str, ...], model_dirs: tuple[Path, ...], input_path: Path, h: int,
+                     quantiles: str, freq: str | None, output: Path | None, plot: Path | None) -> None:
+        """Forecast every series of a long-format file with a sealed run's model, or with the
+        ensemble of several (the mean of their quantiles)."""
         from tenzro_trainer.data.loader import load_long_format
         from tenzro_trainer.errors import TrainerError
         from tenzro_trainer.model_dir import load_model_dir
 
-        if (task_id is None) == (model_dir is None):
-            raise click.UsageError("pass exactly one of --task-id and --model")
+        if not task_ids and not model_dirs:
+            raise click.UsageError("pass --task-id or --model (each may be repeated: an ensemble)")
         qs = _quantiles(quantiles)
         try:
             df = load_long_format(input_path)
+            models = []
             with tempfile.TemporaryDirectory() as tmp:
-                if task_id is not None:
-                    model_dir = Path(tmp) / "model"
-                    export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), model_dir)
-                model, _ = load_model_dir(model_dir)
-            if not model.quantile_levels and qs != (0.5,):
+                for i, task_id in enumerate(task_ids):
+                    export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), Path(tmp) / f"model-{i}")
+                for d in [*(Path(tmp) / f"model-{i}" for i in range(len(task_ids))), *model_dirs]:
+                    models.append(load_model_dir(d)[0])
+            if not all(m.quantile_levels for m in models) and qs != (0.5,):
                 # a point head has one forecast: its "quantiles" would all equal it (a band of zero width)
-                click.echo(f"note: this {model.cfg.family} model has a point head (no quantile levels): "
-                           "only yhat is written, no q- columns", err=True)
+                click.echo("note: a model has a point head (no quantile levels): only yhat is written, no q- columns",
+                           err=True)
                 qs = ()
-            fc = forecast_frame(model, df, h, qs, freq)
+            if len(models) > 1:
+                click.echo(f"an ensemble of {len(models)} models: the mean of their quantiles", err=True)
+            fc = forecast_frame(models, df, h, qs, freq)
         except TrainerError as exc:  # DataError / ConfigError: bad input file or model directory
             raise ForecastError(str(exc)) from None
         if output is None:

@@ -58,7 +58,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tenzro_trainer.data.windows import series_arrays
 from tenzro_trainer.errors import DataError
 
 PERIODS = (24, 48, 96, 168, 336, 672, 7, 14, 30, 60, 365, 730, 4, 26, 52, 6, 12, 40, 10)
@@ -275,6 +274,8 @@ def ts_mixup(df: pd.DataFrame, n_series: int, max_mix: int = 3, min_len: int = 1
     Raises:
         DataError: no usable source series.
     """
+    from tenzro_trainer.data.windows import series_arrays  # here: the pinned child needs no PyTorch
+
     arrays = {u: y[: len(y) - max(reserve_min, int(reserve_frac * len(y)))] for u, y in series_arrays(df).items()}
     sources = [arrays[u] for u in sorted(arrays) if len(arrays[u]) >= 16]
     if not sources:
