@@ -16,6 +16,8 @@ SeasonalNaive, geometric mean over series. statsforecast's SeasonalNaive, AutoET
     nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --rounds 12 --label "shortened"
     # the baselines alone, per frequency and history length: results/zero_shot_baselines_wide.md
     .venv/bin/python trainer/benchmarks/zero_shot.py --baselines-only [--set original --out zero_shot_baselines_original]
+    # saved weights scored as forecast ensembles (seeds 0+1 and 2+3: the mean of their quantiles), no training
+    .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 2 3 --ensemble 2 --reuse --out zero_shot_ensembles
     # saved weights scored on another set, no training
     .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 --reuse --weights zero_shot --set original --out zero_shot_original
 
