@@ -12,6 +12,7 @@ chain: the registry's getters and the run's ``RoundCommitted`` and ``RootRunSeal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -107,7 +108,9 @@ def test_live_run_page_in_chromium_shows_rounds_as_they_are_committed(stack, dat
             w = watcher["w"] = Watcher(f"{live_explorer}/runs/{name}", timeout_s=600)
             w.wait_for("the posted run", lambda s: s["status"] in ("ENROLLING", "TRAINING"), 180)
         elif step == "committed":
-            watcher["w"].wait_for(f"round {rnd} committed", lambda s: _finalized(s) == rnd + 1, 60)
+            # 180 s as for the post: on a loaded CI host (load 10 on 2 cores) each page load reads the run
+            # from the chain and IPFS for tens of seconds
+            watcher["w"].wait_for(f"round {rnd} committed", lambda s: _finalized(s) == rnd + 1, 180)
 
     def play() -> None:
         try:
@@ -121,9 +124,10 @@ def test_live_run_page_in_chromium_shows_rounds_as_they_are_committed(stack, dat
     runner.join(900)
     assert not runner.is_alive(), "the run did not finish in 15 minutes"
     w = watcher.get("w")
-    if failure:
+    if failure:  # the run's own error, not the browser script's: stopped at once, its timeout not waited for
         if w is not None:
-            w.finish(1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                w.finish(1)
         raise failure[0]
     w.finish(120)
     assert w.done == {"done": "sealed", "loads": w.done["loads"], "ms": w.done["ms"]}, (w.done, w.stderr())
