@@ -329,31 +329,28 @@ def wait_sealed(chain: ChainClient, task_id: bytes, procs: list[Proc], s: DemoSe
             except RpcUnavailable as exc:
                 if down is None:
                     console.print(f"{time.monotonic() - t0:5.0f} s  the RPC is not answering ({exc}); still waiting")
-                down = exc
-                check_alive(procs)
-                if time.monotonic() - t0 > s.timeout_s:
-                    raise DemoError(f"the run was not sealed within {s.timeout_s:.0f} s: {exc}") from None
-                time.sleep(1.0)
-                continue
-            if down is not None:
-                console.print(f"{time.monotonic() - t0:5.0f} s  the RPC answers again")
-                down = None
-            if run.status == RunStatus.SEALED:
-                return time.monotonic() - t0
-            shown = (run.status, run.current_round)
-            if shown != last:
-                last = shown
-                if on_round is not None and run.status == RunStatus.TRAINING:
-                    on_round(run.current_round, procs)
-                line = (f"run {RunStatus(run.status).name}: round {min(run.current_round + 1, run.max_rounds)}"
-                        f"/{run.max_rounds}, {run.enrolled_count}/{run.trainer_count} trainers enrolled")
-                status.update(line)
-                # a kept line per change too: the spinner alone shows nothing in a log or a pipe
-                console.print(f"{time.monotonic() - t0:5.0f} s  {line}")
+                down, run = exc, None
+            else:
+                if down is not None:
+                    console.print(f"{time.monotonic() - t0:5.0f} s  the RPC answers again")
+                    down = None
+                if run.status == RunStatus.SEALED:
+                    return time.monotonic() - t0
+                shown = (run.status, run.current_round)
+                if shown != last:
+                    last = shown
+                    if on_round is not None and run.status == RunStatus.TRAINING:
+                        on_round(run.current_round, procs)
+                    line = (f"run {RunStatus(run.status).name}: round {min(run.current_round + 1, run.max_rounds)}"
+                            f"/{run.max_rounds}, {run.enrolled_count}/{run.trainer_count} trainers enrolled")
+                    status.update(line)
+                    # a kept line per change too: the spinner alone shows nothing in a log or a pipe
+                    console.print(f"{time.monotonic() - t0:5.0f} s  {line}")
             check_alive(procs)
             if time.monotonic() - t0 > s.timeout_s:
-                raise DemoError(f"the run was not sealed within {s.timeout_s:.0f} s (status "
-                                f"{RunStatus(run.status).name}, round {run.current_round}); logs in {procs[0].log.parent}")
+                raise DemoError(f"the run was not sealed within {s.timeout_s:.0f} s: {down}" if run is None else
+                                f"the run was not sealed within {s.timeout_s:.0f} s (status {RunStatus(run.status).name}, "
+                                f"round {run.current_round}); logs in {procs[0].log.parent}")
             time.sleep(1.0)
 
 

@@ -47,7 +47,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import zero_shot as zs
@@ -209,14 +208,13 @@ def score(names: list[str], width: int | None = None) -> None:
     groups = {g: [t.unique_id for t in ts] for g, ts in zs.task_groups(tasks).items()}
     print("| weights | " + " | ".join(groups) + " |")
 
-    def forecaster(weights: str):  # one model: the average of the comma-joined rounds' weights
+    def member(weights: str):  # one model: the average of the comma-joined rounds' weights
         model = build_model(model_config(width))
         model.load_state_dict(average_weights([torch.load(KEPT / f"{n}.pt") for n in weights.split(",")]))
-        return model_forecaster(model)
+        return model
 
     for name in names:
-        members = [forecaster(w) for w in name.split("+")]
-        sc = evaluate_forecaster(tasks, lambda *a: np.mean([f(*a) for f in members], axis=0), name)
+        sc = evaluate_forecaster(tasks, model_forecaster(*(member(w) for w in name.split("+"))), name)
         cells = [relative_summary(sc, snaive, us) for us in groups.values()]
         print(f"| {name} | " + " | ".join(f"{c['mase']:.3f} / {c['wql']:.3f}" for c in cells) + " |", flush=True)
 

@@ -134,9 +134,9 @@ def _future_stamps(ds: pd.Series, h: int, uid: str, freq: str | None) -> pd.Inde
     return pd.Index(ds.iloc[-1] + steps[0] * np.arange(1, h + 1))
 
 
-def forecast_frame(model, df: pd.DataFrame, h: int, quantiles: tuple[float, ...], freq: str | None = None) -> pd.DataFrame:
-    """Forecasts of every series of a long-format frame by ``model``, or by the ensemble of a list
-    of models (the mean of their quantiles, `tenzro_trainer.forecast.forecast_ensemble`).
+def forecast_frame(models, df: pd.DataFrame, h: int, quantiles: tuple[float, ...], freq: str | None = None) -> pd.DataFrame:
+    """Forecasts of every series of a long-format frame by ``models``: one model, or the members of
+    an ensemble (the mean of their quantiles, `tenzro_trainer.forecast.forecast_ensemble`).
 
     Returns:
         ``unique_id, ds, yhat, q-<level>...``: ``h`` rows per series, ``yhat`` the median.
@@ -155,7 +155,7 @@ def forecast_frame(model, df: pd.DataFrame, h: int, quantiles: tuple[float, ...]
         uids.append(uid)
         hist.append(y)
         stamps.append(_future_stamps(g["ds"].reset_index(drop=True), h, uid, freq))
-    fc = forecast_ensemble(model if isinstance(model, (list, tuple)) else [model], hist, h, levels)  # (n, levels, h)
+    fc = forecast_ensemble(models, hist, h, levels)  # (n, len(levels), h)
     rows = []
     for i, uid in enumerate(uids):
         part = {"unique_id": uid, "ds": stamps[i], "yhat": fc[i, levels.index(0.5)]}
@@ -265,12 +265,11 @@ def register(cli: click.Group, train: click.Group) -> None:
         qs = _quantiles(quantiles)
         try:
             df = load_long_format(input_path)
-            models = []
             with tempfile.TemporaryDirectory() as tmp:
-                for i, task_id in enumerate(task_ids):
-                    export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), Path(tmp) / f"model-{i}")
-                for d in [*(Path(tmp) / f"model-{i}" for i in range(len(task_ids))), *model_dirs]:
-                    models.append(load_model_dir(d)[0])
+                exported = [Path(tmp) / f"model-{i}" for i in range(len(task_ids))]
+                for task_id, d in zip(task_ids, exported):
+                    export_model(ctx.chain(), ctx.ipfs(), parse_task_id(task_id), d)
+                models = [load_model_dir(d)[0] for d in (*exported, *model_dirs)]
             if not all(m.quantile_levels for m in models) and qs != (0.5,):
                 # a point head has one forecast: its "quantiles" would all equal it (a band of zero width)
                 click.echo("note: a model has a point head (no quantile levels): only yhat is written, no q- columns",
