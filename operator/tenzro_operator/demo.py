@@ -626,8 +626,10 @@ def _print_summary(summary: dict) -> None:
                   f"beats it on {z['beats_seasonal_naive']}/{z['series']} series)")
     ref = z.get("reference")
     if ref:
-        console.print(f"reference: the {ref['label']} ({ref['rounds']} DiLoCo rounds on the training mixture, mean of "
-                      f"{len(ref['seeds'])} seeds, {ref['windows_per_series']} windows per series; "
+        scored = (f"{ref['rounds']} DiLoCo rounds on the training mixture, mean of {ref['models']} seeds"
+                  if ref["members"] == 1 else f"mean of {ref['models']} forecast ensembles of {ref['members']} "
+                  f"runs of {ref['rounds']} DiLoCo rounds on training mixtures")
+        console.print(f"reference: the {ref['label']} ({scored}, {ref['windows_per_series']} windows per series; "
                       f"trainer/benchmarks/results/zero_shot.md) scores {ref['relative_mase']:.3f} on the same series; "
                       + ", ".join(f"{k} {v:.3f}" for k, v in ref["baselines"].items()))
     a = {k: (v if isinstance(v, bool) else int(v)) for k, v in summary["accounting"].items()}

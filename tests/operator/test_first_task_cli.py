@@ -204,6 +204,9 @@ def test_new_spec_errors_are_one_line(run_cli, keystores, tmp_path, ipfs_url):
     line = one_line_error(run_cli("train", "new-spec", "--data", str(csv), "--task-id", "x", "--compression",
                                   "mx_fp5", "--out", str(out), keystore=keystores["sponsor"]))
     assert "--compression" in line and "unknown compression 'mx_fp5'" in line
+    res = run_cli("train", "new-spec", "--data", str(csv), "--mixture-shares", "0.02", "0.22", "0.36", "0.40",
+                  "--task-id", "x", "--out", str(out), keystore=keystores["sponsor"])
+    assert res.exit_code == 2 and "--mixture-shares sets the shares of --data builtin:mixture" in res.output
     assert not out.exists()
 
 

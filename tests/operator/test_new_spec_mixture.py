@@ -1,5 +1,6 @@
 """`tenzro train new-spec --data builtin:mixture`: the zero-shot reference recipe's training mixture
-as a devnet task (real + TSMixup + KernelSynth series pinned as one dataset, its parameters in the spec)."""
+as a devnet task (real + TSMixup + KernelSynth + TrendSeason series pinned as one dataset, its parameters
+in the spec), with the shares of a member of the reference ensemble (``--mixture-shares``)."""
 
 import pytest
 
@@ -15,13 +16,14 @@ pytestmark = pytest.mark.slow  # builds the mixture (KernelSynth's GP samples) a
 
 def test_mixture_spec_records_its_parameters_and_hash(run_cli, keystores, tmp_path):
     out = tmp_path / "recipe.json"
-    res = run_cli("train", "new-spec", "--data", "builtin:mixture", "--task-id", fresh_task_name("recipe"),
-                  "--preset", "cpu-ref", "--trainers", "4", "--quorum", "4", "--fragments", "4",
-                  "--inner-steps", "100", "--rounds", "30", "--out", str(out), keystore=keystores["sponsor"])
+    res = run_cli("train", "new-spec", "--data", "builtin:mixture", "--mixture-shares", "0.02", "0.22", "0.36", "0.40",
+                  "--task-id", fresh_task_name("recipe"), "--preset", "cpu-ref", "--trainers", "4", "--quorum", "4",
+                  "--fragments", "4", "--inner-steps", "100", "--rounds", "30", "--out", str(out),
+                  keystore=keystores["sponsor"])
     assert res.exit_code == 0, res.output
     spec = load_spec(out)
     cfg = MixtureConfig(**spec.metadata["training_mixture"])
-    assert cfg == MixtureConfig()
+    assert cfg == MixtureConfig(weight_kernelsynth=0.36, weight_trendseason=0.40)
     df = training_mixture(cfg)  # anyone can regenerate what the dataset hash covers
     assert spec.dataset_hash == "0x" + dataset_hash(df)
     assert mixture_shares(df) == pytest.approx({"real": cfg.weight_real, "tsmixup": cfg.weight_tsmixup,

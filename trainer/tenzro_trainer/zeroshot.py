@@ -193,15 +193,18 @@ REFERENCE_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "result
 
 def reference_figures(path: Path = REFERENCE_RESULTS) -> dict | None:
     """The recorded zero-shot figures of the reference recipe, for a summary to put next to its own
-    model's: ``{"label", "relative_mase", "relative_wql", "seeds", "rounds", "windows_per_series",
-    "dataset_hash", "baselines": {name: relative MASE}}`` (relative scores: geometric mean over the
-    set's series, SeasonalNaive = 1), or None when the file is absent or not a results file.
+    model's: ``{"label", "relative_mase", "relative_wql", "seeds", "members", "models", "rounds",
+    "windows_per_series", "dataset_hash", "baselines": {name: relative MASE}}`` (relative scores:
+    geometric mean over the set's series, SeasonalNaive = 1, averaged over the ``models`` scored;
+    ``members``: the runs of each scored model, more than 1 for a forecast ensemble), or None when
+    the file is absent or not a results file.
     """
     try:
         d = json.loads(path.read_text())
         s, a = d["summary"], d["args"]
         return {"label": a["label"], "relative_mase": float(s["model_relative_mase_mean"]),
                 "relative_wql": float(s["model_relative_wql_mean"]), "seeds": list(a["seeds"]),
+                "members": int(d.get("members", 1)), "models": len(s["per_seed"]),
                 "rounds": int(a["rounds"]), "windows_per_series": int(a["max_windows"]),
                 "dataset_hash": d["dataset_hash"],
                 "baselines": {k: float(v["mase"]) for k, v in s["baselines"].items() if k != "SeasonalNaive"}}

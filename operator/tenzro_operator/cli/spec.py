@@ -26,8 +26,9 @@ BUILTIN_DATA = "builtin:default"  # the 49 real series shipped in PyPI packages 
 BUILTIN_MIXTURE = "builtin:mixture"
 
 
-def _load_data(data: str):
-    """The dataset frame of ``--data``: a long-format file, `BUILTIN_DATA` or `BUILTIN_MIXTURE`."""
+def _load_data(data: str, shares: tuple[float, ...] | None = None):
+    """The dataset frame of ``--data``: a long-format file, `BUILTIN_DATA` or `BUILTIN_MIXTURE`
+    (with ``shares``: `MixtureConfig.with_shares`)."""
     from tenzro_trainer.errors import TrainerError
 
     try:
@@ -38,7 +39,7 @@ def _load_data(data: str):
         if data == BUILTIN_MIXTURE:
             from tenzro_trainer.data.mixture import MixtureConfig, training_mixture
 
-            return training_mixture(MixtureConfig())
+            return training_mixture(MixtureConfig.with_shares(shares))
         from tenzro_trainer.data.loader import load_long_format
 
         return load_long_format(data)
@@ -46,12 +47,12 @@ def _load_data(data: str):
         raise TenzroError(str(exc) if data in str(exc) else f"--data {data}: {exc}") from None
 
 
-def _mixture_metadata() -> dict:
+def _mixture_metadata(shares: tuple[float, ...] | None = None) -> dict:
     """The spec's record of the built-in mixture: its parameters (shares, lengths, seed), so anyone
     can regenerate the frame the dataset hash covers (trainers fetch the pinned file, they do not)."""
     from tenzro_trainer.data.mixture import MixtureConfig
 
-    return {"training_mixture": MixtureConfig().to_dict()}
+    return {"training_mixture": MixtureConfig.with_shares(shares).to_dict()}
 
 
 def _tokens(value: str, option: str) -> int:
@@ -114,6 +115,10 @@ def register(train: click.Group) -> None:
                   help=f"dataset in long format (unique_id, ds, y): a .csv / .csv.gz / .parquet file, "
                        f"{BUILTIN_DATA} (49 real series shipped with the installed packages) or {BUILTIN_MIXTURE} "
                        f"(the zero-shot recipe's mixture of real, TSMixup and KernelSynth series; a few minutes)")
+    @click.option("--mixture-shares", type=float, nargs=4, default=None,
+                  metavar="REAL TSMIXUP KERNELSYNTH TRENDSEASON",
+                  help=f"with --data {BUILTIN_MIXTURE}: its shares of series (the members of the zero-shot reference "
+                       "ensemble: 0.02 0.22 0.36 0.40 and 0.02 0.22 0.50 0.26)  [default: 0.02 0.22 0.16 0.60]")
     @click.option("--task-id", "task_name", required=True, help="the run's name (hashed to its bytes32 id)")
     @click.option("--sponsor", default=None, help="the posting account's address  [default: --keystore's address]")
     @click.option("--sponsor-did", default="did:tenzro:human:sponsor", show_default=True)
@@ -165,7 +170,8 @@ def register(train: click.Group) -> None:
     @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="spec JSON to write")
     @format_option
     @common_options
-    def new_spec(ctx: Ctx, data: str, task_name: str, sponsor: str | None, sponsor_did: str, family: str,
+    def new_spec(ctx: Ctx, data: str, mixture_shares: tuple[float, ...] | None, task_name: str,
+                 sponsor: str | None, sponsor_did: str, family: str,
                  preset: str, trainer_count: int, quorum: int, fragments: int, inner_steps: int, rounds: int,
                  grace_window: float, enrollment_window: float, aggregation: str, trim_bps: int,
                  norm_multiple: float, reward_pool: str, min_stake: str, syncer_fee_bps: int, syncer_bond: str,
@@ -176,6 +182,8 @@ def register(train: click.Group) -> None:
         from tenzro_operator.roles.sponsor import SpecDraft, build_spec, default_score_min
         from tenzro_trainer.errors import TrainerError
 
+        if mixture_shares and data != BUILTIN_MIXTURE:
+            raise click.UsageError(f"--mixture-shares sets the shares of --data {BUILTIN_MIXTURE}, not of {data}")
         if score_min is not None and no_scoring:
             raise click.UsageError("--score-min and --no-scoring contradict each other")
         if score_min is None and not no_scoring:
@@ -191,8 +199,8 @@ def register(train: click.Group) -> None:
             min_stake=_tokens(min_stake, "--min-stake"), seed=seed,
             score_min=score_min, credit={} if credit else None, compression=_compression(compression),
             enrollment_allowlist=allowlist,
-            metadata=_mixture_metadata() if data == BUILTIN_MIXTURE else {})
-        df = _load_data(data)
+            metadata=_mixture_metadata(mixture_shares) if data == BUILTIN_MIXTURE else {})
+        df = _load_data(data, mixture_shares)
         try:
             spec = build_spec(ctx.ipfs(), draft, df)
         except TrainerError as exc:  # an unknown preset or family, F beyond the model's tensors

@@ -25,6 +25,7 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
@@ -73,6 +74,22 @@ class MixtureConfig:
             raise DataError("mixture weights: real must be > 0, the others >= 0")
         return tuple(round(n_real * w / self.weight_real)
                      for w in (self.weight_tsmixup, self.weight_kernelsynth, self.weight_trendseason))
+
+    @classmethod
+    def with_shares(cls, shares: Sequence[float] | None = None, **fields) -> MixtureConfig:
+        """The config with ``shares`` (real, TSMixup, KernelSynth, TrendSeason: four numbers in that
+        order) for the default shares when given, and ``fields`` for other defaults.
+
+        Raises:
+            DataError: ``shares`` is not four numbers.
+        """
+        if shares:
+            if len(shares) != 4:
+                raise DataError(f"mixture shares: four numbers (real, TSMixup, KernelSynth, TrendSeason), "
+                                f"got {list(shares)}")
+            fields.update(zip(("weight_real", "weight_tsmixup", "weight_kernelsynth", "weight_trendseason"),
+                              map(float, shares)))
+        return cls(**fields)
 
     def to_dict(self) -> dict:
         return asdict(self)
