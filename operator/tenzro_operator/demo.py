@@ -628,7 +628,8 @@ def _print_summary(summary: dict) -> None:
     if ref:
         scored = (f"{ref['rounds']} DiLoCo rounds on the training mixture, mean of {ref['models']} seeds"
                   if ref["members"] == 1 else f"mean of {ref['models']} forecast ensembles of {ref['members']} "
-                  f"runs of {ref['rounds']} DiLoCo rounds on training mixtures")
+                  f"runs of {ref['rounds']} DiLoCo rounds on training mixtures") + (
+                      ", forecast as `tenzro forecast` does" if ref["flip"] and ref["infer_positive"] else "")
         console.print(f"reference: the {ref['label']} ({scored}, {ref['windows_per_series']} windows per series; "
                       f"trainer/benchmarks/results/zero_shot.md) scores {ref['relative_mase']:.3f} on the same series; "
                       + ", ".join(f"{k} {v:.3f}" for k, v in ref["baselines"].items()))

@@ -58,10 +58,17 @@ def test_forecast_with_a_model_dir(model_dir, history, tmp_path):
     assert fc[fc["unique_id"] == "monthly"]["ds"].iloc[0] == pd.Timestamp("2003-05-01")
     assert (fc["q-0.1"] <= fc["yhat"]).all() and (fc["yhat"] <= fc["q-0.9"]).all()
     np.testing.assert_allclose(fc["yhat"], fc["q-0.5"])
-    # the CLI's numbers are the library's: same model, same histories
+    # the CLI's numbers are the library's: same model, same histories, flip-invariant and positive by default
     model, meta = load_model_dir(model_dir)
-    lib = forecast_histories(model, [df[df.unique_id == "hourly"]["y"].to_numpy()], 30, (0.1, 0.5, 0.9))
+    y = [df[df.unique_id == "hourly"]["y"].to_numpy()]
+    lib = forecast_histories(model, y, 30, (0.1, 0.5, 0.9), flip=True, infer_positive=True)
     np.testing.assert_allclose(hourly[["q-0.1", "q-0.5", "q-0.9"]].to_numpy().T, lib[0], rtol=1e-6)
+    plain = tmp_path / "plain.csv"
+    assert run("forecast", "--model", str(model_dir), "--input", str(path), "--h", "30", "--no-flip-invariant",
+               "--no-infer-positive", "--output", str(plain)).exit_code == 0
+    got = pd.read_csv(plain).query("unique_id == 'hourly'")[["q-0.1", "q-0.5", "q-0.9"]].to_numpy().T
+    np.testing.assert_allclose(got, forecast_histories(model, y, 30, (0.1, 0.5, 0.9))[0], rtol=1e-6)
+    assert not np.allclose(got, lib[0], rtol=1e-6)
     assert meta["provenance"]["task_id"] == "0xlocal"
     assert png.stat().st_size > 10_000
     assert f"wrote 60 rows (2 series x 30 steps) to {out}" in res.output and f"wrote the plot to {png}" in res.output

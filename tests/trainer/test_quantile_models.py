@@ -117,6 +117,43 @@ def test_forecast_histories_any_length_rollout_and_units():
         forecast_histories(model, [np.array([1.0, np.nan])], h=4)
 
 
+def test_flip_invariant_forecast_negates_with_its_series():
+    """With ``flip`` a negated series gets exactly the negated forecast, its levels mirrored (q from
+    1 - q), which an untrained model's plain forecast does not; the flip-invariant forecast is the
+    mean of the plain one and the mirrored plain forecast of the negated series, and stays ordered."""
+    torch.manual_seed(1)
+    model = build_model(small("timesfm")).eval()
+    y = 100 + np.cumsum(np.random.default_rng(0).normal(size=40))
+    qs = (0.1, 0.3, 0.5, 0.7, 0.9)  # symmetric: level j of -y is minus level -1-j of y
+    plain, plain_neg = (forecast_histories(model, [v], h=20, quantiles=qs) for v in (y, -y))
+    assert np.abs(plain[0] + plain_neg[0][::-1]).max() > 1e-3  # the model alone is not flip-invariant
+    fc, fc_neg = (forecast_histories(model, [v], h=20, quantiles=qs, flip=True) for v in (y, -y))
+    np.testing.assert_allclose(fc_neg[0], -fc[0][::-1], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(fc[0], (plain[0] - plain_neg[0][::-1]) / 2, rtol=1e-9, atol=1e-9)
+    assert (np.diff(fc, axis=1) >= 0).all()
+    # asymmetric levels: level q pairs with the negated series' level 1 - q
+    odd = forecast_histories(model, [y], h=20, quantiles=(0.2, 0.5, 0.6), flip=True)
+    a = forecast_histories(model, [y], h=20, quantiles=(0.2, 0.5, 0.6))
+    b = forecast_histories(model, [-y], h=20, quantiles=(0.4, 0.5, 0.8))
+    np.testing.assert_allclose(odd[0], (a[0] - b[0][::-1]) / 2, rtol=1e-9, atol=1e-9)
+
+
+def test_infer_positive_clips_only_series_without_negative_values():
+    """Intermittent counts (mostly 0, a spike every 20 steps): the plain lower quantiles go below 0,
+    ``infer_positive`` clips them there and changes nothing else; the same series with one negative
+    point is left as is."""
+    torch.manual_seed(0)
+    model = build_model(small("timesfm")).eval()
+    y = np.where(np.arange(60) % 20 == 3, 100.0, 0.0)
+    negative_once = y.copy()
+    negative_once[5] = -0.1
+    plain = forecast_histories(model, [y, negative_once], h=20)
+    assert (plain[0] < 0).any() and (plain[1] < 0).any()
+    fc = forecast_histories(model, [y, negative_once], h=20, infer_positive=True)
+    np.testing.assert_array_equal(fc[0], np.maximum(plain[0], 0.0))
+    np.testing.assert_array_equal(fc[1], plain[1])
+
+
 def test_point_model_forecasts_with_padding_and_repeats_levels():
     model = build_model(ModelConfig.preset("demo")).eval()
     fc = forecast_histories(model, [np.arange(20.0)], h=20, quantiles=(0.1, 0.5, 0.9))

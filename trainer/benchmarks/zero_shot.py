@@ -268,6 +268,11 @@ def main() -> None:
                     help="score the seeds K at a time as forecast ensembles (the mean of the members' quantiles, "
                          "`tenzro forecast` with one --task-id per member): seeds 0 1 2 3 with K=2 are ensembles 0+1 "
                          "and 2+3, each of one run per --weights name")
+    ap.add_argument("--flip", action="store_true",
+                    help="score flip-invariant forecasts (the mean of each forecast and the negated forecast of the "
+                         "negated series), as `tenzro forecast` gives by default")
+    ap.add_argument("--infer-positive", action="store_true",
+                    help="no negative forecast for a window with no negative value, as `tenzro forecast` by default")
     ap.add_argument("--reuse", action="store_true",
                     help="load each seed's final weights saved by an earlier run with the same settings")
     args = ap.parse_args()
@@ -354,8 +359,10 @@ def main() -> None:
         runs.append({"seed": label, "train_s": sum(max(r["train_s"] for r in g[i:i + 2]) for i in range(0, len(g), 2)),
                      "num_params": g[0]["num_params"],
                      "rounds": {f"{r['name']}-seed{r['seed']}": r["rounds"] for r in g},
-                     "scores": evaluate_forecaster(tasks, model_forecaster(*(r["model"] for r in g)),
-                                                   ("ensemble " if members > 1 else "seed ") + label)})
+                     "scores": evaluate_forecaster(
+                         tasks, model_forecaster(*(r["model"] for r in g), flip=args.flip,
+                                                 infer_positive=args.infer_positive),
+                         ("ensemble " if members > 1 else "seed ") + label)})
     name = (lambda r: f"seed {r['seed']}") if members == 1 else (lambda r: f"ensemble {r['seed']}")
     baselines = cached_baselines(tasks, args.max_windows)
     for r in runs:
@@ -383,7 +390,12 @@ def main() -> None:
             f"scored as forecast ensembles of {members} runs ({', '.join(name(r) for r in runs)}"
             + (", one run per seed of each mixture below" if len(names) > 1 else "") + "): the mean of the members' "
             "quantile forecasts, as `tenzro forecast` with one --task-id per member gives; training time per ensemble "
-            f"(its members two side by side, one thread each) {train_minutes} min."),
+            f"(its members two side by side, one thread each) {train_minutes} min.") + (
+            " Forecasts are flip-invariant: the mean of the forecast of each window and the negated forecast of "
+            "the negated window, its quantile levels mirrored (TimesFM 2.5's force_flip_invariance)." if args.flip
+            else "") + (" A window with no negative value gets no negative forecast (TimesFM 2.5's "
+                        "infer_is_positive)." if args.infer_positive else "") + (
+            " Both as `tenzro forecast` gives by default." if args.flip and args.infer_positive else ""),
         "",
         "Training data: " + "; ".join(
             f"{'the mixture' if len(names) == 1 else f'`{n}`: the mixture'} of `tenzro_trainer.data.mixture` "

@@ -10,6 +10,9 @@ What a user of the sealed model (``tenzro forecast``) and the zero-shot benchmar
 - **Rolling out** (TimesFM / Chronos-Bolt decoding): for horizons longer than the head's, the
   median (the point forecast of a point head) is appended to the context and the model is called
   again until ``h`` steps exist; each call's quantiles are kept for its steps.
+- **Flip invariance and positivity** (TimesFM 2.5's ``force_flip_invariance`` / ``infer_is_positive``,
+  both on in ``tenzro forecast``): the forecast of a series averaged with the negated forecast of the
+  negated series; a series with no negative value gets no negative quantile.
 - **Quantile levels**: the model's own levels, or others by linear interpolation between them
   (clamped to the outermost level); a point head answers its point for every level.
 
@@ -61,15 +64,21 @@ def interpolate_quantiles(fc: np.ndarray, levels: Sequence[float], wanted: Seque
     return out
 
 
-@torch.no_grad()
 def forecast_histories(model: PatchForecaster, histories: Sequence[np.ndarray], h: int,
-                       quantiles: Sequence[float] | None = None, batch_size: int = 256) -> np.ndarray:
+                       quantiles: Sequence[float] | None = None, batch_size: int = 256,
+                       flip: bool = False, infer_positive: bool = False) -> np.ndarray:
     """Quantile forecasts of ``h`` steps after each history, in the histories' units.
 
     Args:
         histories: 1-D float arrays, any lengths >= ``MIN_HISTORY`` observed points (NaN = missing).
         h: forecast length (any positive integer; rolls out past the model's horizon).
         quantiles: levels to return (default: the model's levels, or ``(0.5,)`` for a point head).
+        flip: make the forecast flip-invariant: average the forecast of each history with the
+            negated forecast of the negated history (its level ``q`` from the flipped forecast's
+            ``1 - q``), so that negating a series negates its forecast exactly; TimesFM 2.5's
+            ``ForecastConfig.force_flip_invariance``. Twice the model calls.
+        infer_positive: a history with no negative value gets no negative forecast (every level
+            clipped at 0: counts, sales, irradiance at night); TimesFM 2.5's ``infer_is_positive``.
     Returns:
         (n, len(quantiles), h) float64, non-decreasing along the quantile axis.
     Raises:
@@ -80,8 +89,26 @@ def forecast_histories(model: PatchForecaster, histories: Sequence[np.ndarray], 
     for i, y in enumerate(histories):
         if int(np.sum(~np.isnan(np.asarray(y, dtype="float64")))) < MIN_HISTORY:
             raise DataError(f"history {i} has fewer than {MIN_HISTORY} observed points")
+    wanted = tuple(quantiles) if quantiles is not None else (model.quantile_levels or (0.5,))
+    fc = _forecast(model, histories, h, wanted, batch_size)
+    if flip:
+        # the negated histories' forecast at levels 1 - wanted (asked in ascending order, then
+        # reversed): its row j negated is level wanted[j] of the series
+        mirrored = _forecast(model, [-np.asarray(y, dtype="float64") for y in histories], h,
+                             [1.0 - q for q in reversed(wanted)], batch_size)[:, ::-1]
+        fc = np.sort((fc - mirrored) / 2, axis=1)
+    if infer_positive:
+        positive = np.array([np.nanmin(np.asarray(y, dtype="float64")) >= 0 for y in histories])
+        fc[positive] = np.maximum(fc[positive], 0.0)
+    return fc
+
+
+@torch.no_grad()
+def _forecast(model: PatchForecaster, histories: Sequence[np.ndarray], h: int, wanted: Sequence[float],
+              batch_size: int) -> np.ndarray:
+    """`forecast_histories` without its checks and flip: (n, len(wanted), h) float64, ``wanted``
+    in ascending order."""
     levels = model.quantile_levels or (0.5,)
-    wanted = tuple(quantiles) if quantiles is not None else levels
     model.eval()
     device = next(model.parameters()).device
     L, H = model.context_len, model.horizon
@@ -103,7 +130,8 @@ def forecast_histories(model: PatchForecaster, histories: Sequence[np.ndarray], 
 
 
 def forecast_ensemble(models: Sequence[PatchForecaster], histories: Sequence[np.ndarray], h: int,
-                      quantiles: Sequence[float] | None = None) -> np.ndarray:
+                      quantiles: Sequence[float] | None = None, flip: bool = False,
+                      infer_positive: bool = False) -> np.ndarray:
     """The members' quantile forecasts averaged level by level (quantile averaging, "Vincentization":
     Lichtendahl, Grushka-Cockayne and Winkler, "Is it better to average probabilities or quantiles?",
     Management Science 59(7), 2013); one member is `forecast_histories` itself.
@@ -113,6 +141,7 @@ def forecast_ensemble(models: Sequence[PatchForecaster], histories: Sequence[np.
             any architectures, each answering the same ``quantiles``.
         histories, h: as `forecast_histories`.
         quantiles: levels to return (default: the first member's levels, or ``(0.5,)``).
+        flip, infer_positive: as `forecast_histories`, for each member.
     Returns:
         (n, len(quantiles), h) float64, non-decreasing along the quantile axis (a mean of
         non-decreasing rows).
@@ -122,15 +151,16 @@ def forecast_ensemble(models: Sequence[PatchForecaster], histories: Sequence[np.
     if not models:
         raise DataError("an ensemble needs at least one member")
     wanted = tuple(quantiles) if quantiles is not None else (models[0].quantile_levels or (0.5,))
-    return np.mean([forecast_histories(m, histories, h, wanted) for m in models], axis=0)
+    return np.mean([forecast_histories(m, histories, h, wanted, flip=flip, infer_positive=infer_positive)
+                    for m in models], axis=0)
 
 
-def model_forecaster(*models: PatchForecaster):
-    """``models`` (one, or the members of an ensemble: `forecast_ensemble`) as a
-    :data:`tenzro_trainer.zeroshot.Forecaster` (the season is not used)."""
+def model_forecaster(*models: PatchForecaster, flip: bool = False, infer_positive: bool = False):
+    """``models`` (one, or the members of an ensemble: `forecast_ensemble`, with its ``flip`` and
+    ``infer_positive``) as a :data:`tenzro_trainer.zeroshot.Forecaster` (the season is not used)."""
 
     def fn(histories, h, season, quantiles):
-        return forecast_ensemble(models, histories, h, quantiles)
+        return forecast_ensemble(models, histories, h, quantiles, flip=flip, infer_positive=infer_positive)
 
     return fn
 

@@ -164,13 +164,15 @@ def relative_summary(scores: MethodScores, baseline: MethodScores, uids: Sequenc
 
 
 
-def zero_shot_score(model, max_windows: int = 3) -> dict:
+def zero_shot_score(model, max_windows: int = 3, flip: bool = True, infer_positive: bool = True) -> dict:
     """A trained model's zero-shot quality in one figure: its geometric-mean MASE and WQL relative to
     SeasonalNaive on the zero-shot collection, up to ``max_windows`` rolling windows per series
     (3: a few seconds on a CPU; the benchmark uses 10).
 
     Args:
         model: a :class:`~tenzro_trainer.models.PatchForecaster` with its weights loaded.
+        flip, infer_positive: as `tenzro_trainer.forecast.forecast_histories` (on by default, as in
+            ``tenzro forecast``).
 
     Returns:
         ``{"relative_mase", "relative_wql", "series", "windows", "beats_seasonal_naive"}``; the last
@@ -179,7 +181,7 @@ def zero_shot_score(model, max_windows: int = 3) -> dict:
     from tenzro_trainer.forecast import model_forecaster
 
     tasks = zero_shot_tasks(max_windows=max_windows)
-    mine = evaluate_forecaster(tasks, model_forecaster(model))
+    mine = evaluate_forecaster(tasks, model_forecaster(model, flip=flip, infer_positive=infer_positive))
     snaive = evaluate_forecaster(tasks, statsforecast_forecaster("SeasonalNaive"), "SeasonalNaive")
     rel = relative_summary(mine, snaive)
     wins = sum(mine.per_series[t.unique_id]["mase"] < snaive.per_series[t.unique_id]["mase"] for t in tasks)
@@ -194,7 +196,8 @@ REFERENCE_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "result
 def reference_figures(path: Path = REFERENCE_RESULTS) -> dict | None:
     """The recorded zero-shot figures of the reference recipe, for a summary to put next to its own
     model's: ``{"label", "relative_mase", "relative_wql", "seeds", "members", "models", "rounds",
-    "windows_per_series", "dataset_hash", "baselines": {name: relative MASE}}`` (relative scores:
+    "windows_per_series", "flip", "infer_positive", "dataset_hash", "baselines": {name: relative MASE}}``
+    (``flip`` / ``infer_positive``: how the forecasts were made, `forecast_histories`; relative scores:
     geometric mean over the set's series, SeasonalNaive = 1, averaged over the ``models`` scored;
     ``members``: the runs of each scored model, more than 1 for a forecast ensemble), or None when
     the file is absent or not a results file.
@@ -206,6 +209,7 @@ def reference_figures(path: Path = REFERENCE_RESULTS) -> dict | None:
                 "relative_wql": float(s["model_relative_wql_mean"]), "seeds": list(a["seeds"]),
                 "members": int(d.get("members", 1)), "models": len(s["per_seed"]),
                 "rounds": int(a["rounds"]), "windows_per_series": int(a["max_windows"]),
+                "flip": bool(a.get("flip")), "infer_positive": bool(a.get("infer_positive")),
                 "dataset_hash": d["dataset_hash"],
                 "baselines": {k: float(v["mase"]) for k, v in s["baselines"].items() if k != "SeasonalNaive"}}
     except (OSError, ValueError, KeyError, TypeError):

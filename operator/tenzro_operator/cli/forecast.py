@@ -7,10 +7,13 @@
   ``DIR/config.json`` (:mod:`tenzro_trainer.model_dir`); with ``--average-last`` the average of the
   last K rounds' weights (S rounds apart), each checked against its round's committed weights root.
 - ``tenzro forecast (--task-id ID | --model DIR)... --input data.csv --h N [--quantiles 0.1,0.5,0.9]
-  [--plot out.png] [--output out.csv]``: reads Nixtla long format (``unique_id, ds, y``), writes
-  ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the median), to stdout or ``--output``. Several
+  [--plot out.png] [--output out.csv] [--no-flip-invariant] [--no-infer-positive]``: reads Nixtla long format (``unique_id, ds, y``),
+  writes ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the median), to stdout or ``--output``. Several
   ``--task-id`` / ``--model`` make an ensemble: the mean of the members' quantiles, level by level
   (`tenzro_trainer.forecast.forecast_ensemble`), e.g. the sealed models of runs that differ in their seed.
+  Forecasts are flip-invariant unless ``--no-flip-invariant``: each the mean of the model's forecast
+  and the negated forecast of the negated series (TimesFM 2.5's ``force_flip_invariance``); a series
+  with no negative value gets no negative quantile unless ``--no-infer-positive`` (``infer_is_positive``).
 
 Errors are one line each (``Error: ...``, exit 1): run not sealed, final weights that do not match
 the receipt, a series with too short a history, time stamps whose frequency cannot be inferred.
@@ -134,9 +137,11 @@ def _future_stamps(ds: pd.Series, h: int, uid: str, freq: str | None) -> pd.Inde
     return pd.Index(ds.iloc[-1] + steps[0] * np.arange(1, h + 1))
 
 
-def forecast_frame(models, df: pd.DataFrame, h: int, quantiles: tuple[float, ...], freq: str | None = None) -> pd.DataFrame:
+def forecast_frame(models, df: pd.DataFrame, h: int, quantiles: tuple[float, ...], freq: str | None = None,
+                   flip: bool = True, infer_positive: bool = True) -> pd.DataFrame:
     """Forecasts of every series of a long-format frame by ``models``: one model, or the members of
-    an ensemble (the mean of their quantiles, `tenzro_trainer.forecast.forecast_ensemble`).
+    an ensemble (the mean of their quantiles, `tenzro_trainer.forecast.forecast_ensemble`), with
+    ``flip`` and ``infer_positive`` as `tenzro_trainer.forecast.forecast_histories`.
 
     Returns:
         ``unique_id, ds, yhat, q-<level>...``: ``h`` rows per series, ``yhat`` the median.
@@ -155,7 +160,7 @@ def forecast_frame(models, df: pd.DataFrame, h: int, quantiles: tuple[float, ...
         uids.append(uid)
         hist.append(y)
         stamps.append(_future_stamps(g["ds"].reset_index(drop=True), h, uid, freq))
-    fc = forecast_ensemble(models, hist, h, levels)  # (n, len(levels), h)
+    fc = forecast_ensemble(models, hist, h, levels, flip=flip, infer_positive=infer_positive)  # (n, levels, h)
     rows = []
     for i, uid in enumerate(uids):
         part = {"unique_id": uid, "ds": stamps[i], "yhat": fc[i, levels.index(0.5)]}
@@ -251,9 +256,14 @@ def register(cli: click.Group, train: click.Group) -> None:
     @click.option("--output", default=None, type=click.Path(dir_okay=False, path_type=Path),
                   help="CSV to write (default: stdout)")
     @click.option("--plot", default=None, type=click.Path(dir_okay=False, path_type=Path), help="PNG of the forecasts")
+    @click.option("--flip-invariant/--no-flip-invariant", "flip", default=True, show_default=True,
+                  help="average each forecast with the negated forecast of the negated series (twice the model calls)")
+    @click.option("--infer-positive/--no-infer-positive", default=True, show_default=True,
+                  help="no negative forecast for a series with no negative value")
     @common_options
     def forecast_cmd(ctx: Ctx, task_ids: tuple[str, ...], model_dirs: tuple[Path, ...], input_path: Path, h: int,
-                     quantiles: str, freq: str | None, output: Path | None, plot: Path | None) -> None:
+                     quantiles: str, freq: str | None, output: Path | None, plot: Path | None, flip: bool,
+                     infer_positive: bool) -> None:
         """Forecast every series of a long-format file with a sealed run's model, or with the
         ensemble of several (the mean of their quantiles)."""
         from tenzro_trainer.data.loader import load_long_format
@@ -277,7 +287,7 @@ def register(cli: click.Group, train: click.Group) -> None:
                 qs = ()
             if len(models) > 1:
                 click.echo(f"an ensemble of {len(models)} models: the mean of their quantiles", err=True)
-            fc = forecast_frame(models, df, h, qs, freq)
+            fc = forecast_frame(models, df, h, qs, freq, flip, infer_positive)
         except TrainerError as exc:  # DataError / ConfigError: bad input file or model directory
             raise ForecastError(str(exc)) from None
         if output is None:
