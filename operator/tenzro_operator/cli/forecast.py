@@ -7,10 +7,11 @@
   ``DIR/config.json`` (:mod:`tenzro_trainer.model_dir`); with ``--average-last`` the average of the
   last K rounds' weights (S rounds apart), each checked against its round's committed weights root.
 - ``tenzro forecast (--task-id ID | --model DIR)... --input data.csv --h N [--quantiles 0.1,0.5,0.9]
-  [--plot out.png] [--output out.csv] [--no-flip-invariant] [--no-infer-positive]``: reads Nixtla long format (``unique_id, ds, y``),
-  writes ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the median), to stdout or ``--output``. Several
-  ``--task-id`` / ``--model`` make an ensemble: the mean of the members' quantiles, level by level
-  (`tenzro_trainer.forecast.forecast_ensemble`), e.g. the sealed models of runs that differ in their seed.
+  [--plot out.png] [--output out.csv] [--no-flip-invariant] [--no-infer-positive]``: reads Nixtla
+  long format (``unique_id, ds, y``), writes ``unique_id, ds, yhat, q-0.1, ...`` (``yhat`` = the
+  median), to stdout or ``--output``. Several ``--task-id`` / ``--model`` make an ensemble: the mean
+  of the members' quantiles, level by level (`tenzro_trainer.forecast.forecast_ensemble`), e.g. the
+  sealed models of runs that differ in their seed.
   Forecasts are flip-invariant unless ``--no-flip-invariant``: each the mean of the model's forecast
   and the negated forecast of the negated series (TimesFM 2.5's ``force_flip_invariance``); a series
   with no negative value gets no negative quantile unless ``--no-infer-positive`` (``infer_is_positive``).
