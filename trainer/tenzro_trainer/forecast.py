@@ -86,19 +86,20 @@ def forecast_histories(model: PatchForecaster, histories: Sequence[np.ndarray], 
     """
     if h < 1:
         raise DataError(f"forecast horizon must be positive, got {h}")
+    histories = [np.asarray(y, dtype="float64") for y in histories]
     for i, y in enumerate(histories):
-        if int(np.sum(~np.isnan(np.asarray(y, dtype="float64")))) < MIN_HISTORY:
+        if int(np.sum(~np.isnan(y))) < MIN_HISTORY:
             raise DataError(f"history {i} has fewer than {MIN_HISTORY} observed points")
     wanted = tuple(quantiles) if quantiles is not None else (model.quantile_levels or (0.5,))
     fc = _forecast(model, histories, h, wanted, batch_size)
     if flip:
         # the negated histories' forecast at levels 1 - wanted (asked in ascending order, then
         # reversed): its row j negated is level wanted[j] of the series
-        mirrored = _forecast(model, [-np.asarray(y, dtype="float64") for y in histories], h,
+        mirrored = _forecast(model, [-y for y in histories], h,
                              [1.0 - q for q in reversed(wanted)], batch_size)[:, ::-1]
         fc = np.sort((fc - mirrored) / 2, axis=1)
     if infer_positive:
-        positive = np.array([np.nanmin(np.asarray(y, dtype="float64")) >= 0 for y in histories])
+        positive = np.array([np.nanmin(y) >= 0 for y in histories])
         fc[positive] = np.maximum(fc[positive], 0.0)
     return fc
 
